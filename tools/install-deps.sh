@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian 12 packages. Idempotent; run as root.
+# CUDA (nvcc, cuBLAS, NCCL) is not installed here: it is picked up from /usr/local/cuda when present.
+set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: run as root (apt-get needs it)" >&2
+  exit 1
+fi
+packages=(
+  build-essential cmake ninja-build pkg-config git clang-format
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libboost-dev libboost-system-dev
+  libopenmpi-dev openmpi-bin
+  libyaml-cpp-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev
+  nlohmann-json3-dev
+  libonig-dev libutf8proc-dev
+  curl procps
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps.sh: all packages present"
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
