@@ -1,0 +1,2 @@
+// Placeholder so the library has a source until the kernels land.
+namespace llm::kernels {}
