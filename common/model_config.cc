@@ -1,0 +1,229 @@
+#include "common/model_config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace llm {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kSupported =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+
+// Reads a positive integer key; `required` false returns `fallback` when absent or null.
+Status ReadInt(const json& j, const std::string& source, const char* key, bool required,
+               int fallback, int* out) {
+  if (!j.contains(key) || j[key].is_null()) {
+    if (required) return InvalidArgument(source + ": missing key '" + key + "'");
+    *out = fallback;
+    return Status::Ok();
+  }
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0 ||
+      j[key].get<int64_t>() > (int64_t{1} << 30)) {
+    return InvalidArgument(source + ": key '" + key + "' must be a positive integer, got " +
+                           j[key].dump());
+  }
+  *out = j[key].get<int>();
+  return Status::Ok();
+}
+
+Status ReadNumber(const json& j, const std::string& source, const char* key, double fallback,
+                  double* out) {
+  if (!j.contains(key) || j[key].is_null()) {
+    *out = fallback;
+    return Status::Ok();
+  }
+  if (!j[key].is_number() || !(j[key].get<double>() > 0)) {
+    return InvalidArgument(source + ": key '" + key + "' must be a positive number, got " +
+                           j[key].dump());
+  }
+  *out = j[key].get<double>();
+  return Status::Ok();
+}
+
+bool ReadBool(const json& j, const char* key, bool fallback) {
+  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+}
+
+// bos/eos ids may be a number, a list of numbers or null.
+Status ReadIdList(const json& j, const std::string& source, const char* key,
+                  std::vector<int32_t>* out) {
+  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+  const json& v = j[key];
+  if (v.is_number_integer()) {
+    out->push_back(v.get<int32_t>());
+    return Status::Ok();
+  }
+  if (v.is_array()) {
+    for (const auto& x : v) {
+      if (!x.is_number_integer()) break;
+      out->push_back(x.get<int32_t>());
+    }
+    if (out->size() == v.size()) return Status::Ok();
+  }
+  return InvalidArgument(source + ": key '" + key + "' must be an integer or a list of integers");
+}
+
+Status ReadRopeScaling(const json& j, const std::string& source, RopeScaling* out) {
+  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return Status::Ok();
+  const json& rs = j["rope_scaling"];
+  const std::string where = source + ": rope_scaling";
+  if (!rs.is_object()) return InvalidArgument(where + " must be an object or null");
+  std::string type = rs.value("rope_type", rs.value("type", std::string()));
+  if (type == "default") return Status::Ok();
+  if (type != "linear" && type != "llama3") {
+    return Unimplemented(where + ": type '" + type +
+                         "' is not supported (supported: linear, llama3)");
+  }
+  out->type = type == "linear" ? RopeScalingType::kLinear : RopeScalingType::kLlama3;
+  LLM_RETURN_IF_ERROR(ReadNumber(rs, where, "factor", 0, &out->factor));
+  if (out->factor <= 0) return InvalidArgument(where + ": key 'factor' is required");
+  if (out->type == RopeScalingType::kLlama3) {
+    LLM_RETURN_IF_ERROR(ReadNumber(rs, where, "low_freq_factor", 1.0, &out->low_freq_factor));
+    LLM_RETURN_IF_ERROR(ReadNumber(rs, where, "high_freq_factor", 4.0, &out->high_freq_factor));
+    int orig = 0;
+    LLM_RETURN_IF_ERROR(ReadInt(rs, where, "original_max_position_embeddings", false, 8192, &orig));
+    out->original_max_position_embeddings = orig;
+    if (out->high_freq_factor <= out->low_freq_factor) {
+      return InvalidArgument(where + ": high_freq_factor must exceed low_freq_factor");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
+  if (!j.contains("architectures") || !j["architectures"].is_array() ||
+      j["architectures"].empty() || !j["architectures"][0].is_string()) {
+    return InvalidArgument(source +
+                           ": missing key 'architectures' (a list naming the model class)");
+  }
+  c->architecture = j["architectures"][0].get<std::string>();
+  if (c->architecture == "LlamaForCausalLM") {
+    c->arch = ModelArch::kLlama;
+  } else if (c->architecture == "MistralForCausalLM") {
+    c->arch = ModelArch::kMistral;
+  } else if (c->architecture == "Qwen2ForCausalLM") {
+    c->arch = ModelArch::kQwen2;
+  } else if (c->architecture == "Qwen3ForCausalLM") {
+    c->arch = ModelArch::kQwen3;
+  } else {
+    return Unimplemented(source + ": architecture '" + c->architecture +
+                         "' is not supported (supported: " + kSupported + ")");
+  }
+  std::string act = j.value("hidden_act", std::string("silu"));
+  if (act != "silu") {
+    return Unimplemented(source + ": hidden_act '" + act + "' is not supported for " +
+                         c->architecture + " (supported: silu)");
+  }
+  return Status::Ok();
+}
+
+// Which layers use a sliding window, following each architecture's transformers code.
+void ReadSlidingWindow(const json& j, ModelConfig* c) {
+  c->layer_sliding_window.assign(c->num_layers, 0);
+  if (!j.contains("sliding_window") || !j["sliding_window"].is_number_integer()) return;
+  const int window = j["sliding_window"].get<int>();
+  if (window <= 0) return;
+  if (c->arch == ModelArch::kMistral) {
+    c->layer_sliding_window.assign(c->num_layers, window);
+  } else if (c->arch == ModelArch::kQwen2 || c->arch == ModelArch::kQwen3) {
+    if (!ReadBool(j, "use_sliding_window", false)) return;
+    const int first = j.value("max_window_layers", c->num_layers);
+    for (int l = first; l < c->num_layers; ++l) c->layer_sliding_window[l] = window;
+  }
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source) {
+  json j = json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(source + ": not a JSON object");
+  ModelConfig c;
+  LLM_RETURN_IF_ERROR(ReadArch(j, source, &c));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "hidden_size", true, 0, &c.hidden_size));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "intermediate_size", true, 0, &c.intermediate_size));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "num_hidden_layers", true, 0, &c.num_layers));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "num_attention_heads", true, 0, &c.num_heads));
+  LLM_RETURN_IF_ERROR(
+      ReadInt(j, source, "num_key_value_heads", false, c.num_heads, &c.num_kv_heads));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "vocab_size", true, 0, &c.vocab_size));
+  LLM_RETURN_IF_ERROR(
+      ReadInt(j, source, "max_position_embeddings", false, 2048, &c.max_position_embeddings));
+  if (c.hidden_size % c.num_heads != 0 && !(j.contains("head_dim") && !j["head_dim"].is_null())) {
+    return InvalidArgument(source +
+                           ": hidden_size is not a multiple of num_attention_heads and "
+                           "no 'head_dim' is given");
+  }
+  LLM_RETURN_IF_ERROR(
+      ReadInt(j, source, "head_dim", false, c.hidden_size / c.num_heads, &c.head_dim));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return InvalidArgument(source + ": num_attention_heads (" + std::to_string(c.num_heads) +
+                           ") is not a multiple of num_key_value_heads (" +
+                           std::to_string(c.num_kv_heads) + ")");
+  }
+  if (c.head_dim % 2 != 0 || c.head_dim > 512) {
+    return InvalidArgument(source + ": head_dim must be even and at most 512, got " +
+                           std::to_string(c.head_dim));
+  }
+  LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rms_norm_eps", 1e-6, &c.rms_norm_eps));
+  LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rope_theta", 10000.0, &c.rope_theta));
+  LLM_RETURN_IF_ERROR(ReadRopeScaling(j, source, &c.rope_scaling));
+  const bool attention_bias = ReadBool(j, "attention_bias", false);
+  c.qkv_bias = c.arch == ModelArch::kQwen2 || attention_bias;
+  c.o_bias = c.arch != ModelArch::kQwen2 && attention_bias;
+  c.mlp_bias = ReadBool(j, "mlp_bias", false);
+  c.qk_norm = c.arch == ModelArch::kQwen3;
+  c.tie_word_embeddings = ReadBool(j, "tie_word_embeddings", false);
+  ReadSlidingWindow(j, &c);
+  LLM_RETURN_IF_ERROR(ReadIdList(j, source, "bos_token_id", &c.bos_token_ids));
+  LLM_RETURN_IF_ERROR(ReadIdList(j, source, "eos_token_id", &c.eos_token_ids));
+  std::string dtype = j.value("torch_dtype", j.value("dtype", std::string("float32")));
+  if (!ParseDType(dtype, &c.torch_dtype)) {
+    return Unimplemented(source + ": torch_dtype '" + dtype +
+                         "' is not supported (supported: float32, float16, bfloat16)");
+  }
+  return c;
+}
+
+StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  std::ifstream in(path);
+  if (!in) return NotFound(path + ": cannot open (is '" + dir + "' a model folder?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseModelConfig(ss.str(), path);
+}
+
+std::vector<float> RopeInvFreq(const ModelConfig& c) {
+  const int half = c.head_dim / 2;
+  std::vector<float> inv(half);
+  const RopeScaling& rs = c.rope_scaling;
+  for (int i = 0; i < half; ++i) {
+    double freq = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
+    if (rs.type == RopeScalingType::kLinear) {
+      freq /= rs.factor;
+    } else if (rs.type == RopeScalingType::kLlama3) {
+      // transformers _compute_llama3_parameters
+      const double old_len = static_cast<double>(rs.original_max_position_embeddings);
+      const double low_wavelen = old_len / rs.low_freq_factor;
+      const double high_wavelen = old_len / rs.high_freq_factor;
+      const double wavelen = 2 * M_PI / freq;
+      if (wavelen > low_wavelen) {
+        freq /= rs.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth =
+            (old_len / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+        freq = (1 - smooth) * freq / rs.factor + smooth * freq;
+      }
+    }
+    inv[i] = static_cast<float>(freq);
+  }
+  return inv;
+}
+
+}  // namespace llm

@@ -1,0 +1,62 @@
+// The architecture hyper-parameters of a Hugging Face model folder (config.json), validated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/status.h"
+
+namespace llm {
+
+enum class ModelArch { kLlama, kMistral, kQwen2, kQwen3 };
+
+enum class RopeScalingType { kNone, kLinear, kLlama3 };
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string architecture;  // as in config.json, e.g. "LlamaForCausalLM"
+  ModelArch arch = ModelArch::kLlama;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int vocab_size = 0;
+  int max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool qkv_bias = false;  // Qwen2 always; Llama with attention_bias
+  bool o_bias = false;    // Llama with attention_bias
+  bool mlp_bias = false;
+  bool qk_norm = false;  // Qwen3: per-head RMSNorm of q and k before RoPE
+  bool tie_word_embeddings = false;
+  // Per layer: 0 = full attention, otherwise the sliding window in tokens.
+  std::vector<int> layer_sliding_window;
+  std::vector<int32_t> bos_token_ids;
+  std::vector<int32_t> eos_token_ids;
+  DType torch_dtype = DType::kF32;
+
+  int q_dim() const { return num_heads * head_dim; }
+  int kv_dim() const { return num_kv_heads * head_dim; }
+};
+
+// Parses and validates config.json in `dir`. Errors name the file and the key.
+StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
+// Same, from the JSON text (for tests); `source` names it in errors.
+StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
+
+// The rotary inverse frequencies (head_dim / 2 of them), with rope_scaling applied.
+std::vector<float> RopeInvFreq(const ModelConfig& config);
+
+}  // namespace llm
