@@ -13,6 +13,9 @@ namespace llm::kernels {
 
 // y[m, n] = x[m, k] · W[n, k]^T (+ bias[n] when bias != nullptr).
 // W is row-major [n, k] in `w_type` (the layout of a Hugging Face nn.Linear weight).
+// Accumulates in float32 (16-bit weights are widened exactly). Batch invariant: a row of y is
+// bitwise the same whatever m, the row's index in x and the number of threads (k is never split).
+// x and y must not overlap.
 void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,
             float* y);
 
@@ -23,6 +26,7 @@ void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, 
 
 // Rotary embedding, in place, on x[t, head, :head_dim] for `heads` heads per token.
 // Only the first rotary_dim dims rotate. inv_freq has rotary_dim / 2 entries.
+// Precondition: 0 < rotary_dim <= head_dim and rotary_dim <= 512 (otherwise x is left as is).
 // interleaved = false: rotate-half pairs (i, i + rotary_dim/2) (Hugging Face / NEOX);
 // interleaved = true: pairs (2i, 2i + 1) (GPT-J / llama.cpp's llama arch).
 void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim, int rotary_dim,
@@ -38,7 +42,7 @@ void GeluTanhAndMul(const float* gate_up, int tokens, int inter, float* out);
 void Embedding(const int32_t* ids, int tokens, const void* table, DType table_type, int vocab,
                int dim, float scale, float* out);
 
-// Numerically stable softmax over each row, in place.
+// Numerically stable softmax over each row, in place. A row that is all -inf becomes all zeros.
 void Softmax(float* x, int rows, int cols);
 
 // Writes each new token's K and V into the paged cache. Cache layout:
@@ -72,10 +76,14 @@ struct AttentionParams {
 
 // out[t, h, :] = softmax_j(scale * q[t, h] · K[j, h / group]) · V[j, h / group] over the keys the
 // query may see. q and out are [total_query_rows, q_heads, head_dim].
+// Preconditions: head_dim <= 512 and block_size <= 256 (otherwise nothing is written); every
+// block a query needs is in its table. query_start values index rows of q and out directly.
+// Batch invariant: a query row's output is bitwise the same whatever else is in the batch, how
+// its sequence's queries were chunked, and the thread count (keys are visited in a fixed order).
 void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
                     const AttentionBatch& batch, const AttentionParams& params, float* out);
 
-// Names the SIMD path Matmul uses on this CPU ("avx512-bf16", "avx2-fma", "scalar").
+// Names the SIMD path Matmul uses on this CPU ("avx512", "avx2-fma", "scalar").
 const char* MatmulIsa();
 
 }  // namespace llm::kernels

@@ -1,0 +1,81 @@
+// Matmul internals shared by the per-ISA translation units (matmul_scalar.cc, matmul_avx2.cc,
+// matmul_avx512.cc). Each ISA provides a micro-kernel type; MatmulPanel walks a panel of weight
+// rows with it. Everything here is a template over the micro-kernel, whose type lives in an
+// anonymous namespace of its TU, so code compiled with -mavx512f never leaks into another TU.
+//
+// Batch invariance: a micro-kernel computes every output element y[i, j] with the same sequence
+// of operations whatever its tile shape (MR x NR), the row's index and m: lane l of the element's
+// accumulator sums x[i, p] * w[j, p] for p = l, l + L, ... in increasing p, the tail (k % L) is
+// zero-padded, the lanes are reduced by a fixed tree and the bias is added last.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/dtype.h"
+
+namespace llm::kernels::internal {
+
+// Computes y[0:m, n0:n1] (row stride ldy) for weight rows [n0, n1).
+using MatmulPanelFn = void (*)(const float* x, int m, int k, const void* w, int n0, int n1,
+                               const float* bias, float* y, int ldy);
+
+struct MatmulKernels {
+  const char* isa;
+  MatmulPanelFn f32;
+  MatmulPanelFn f16;
+  MatmulPanelFn bf16;
+};
+
+const MatmulKernels& ScalarMatmulKernels();
+// Only call these when the CPU has the features (see matmul.cc).
+const MatmulKernels& Avx2MatmulKernels();    // AVX2 + FMA + F16C
+const MatmulKernels& Avx512MatmulKernels();  // AVX-512 F, BW, VL
+
+constexpr int kMaxTile = 4;  // MR and NR are at most this
+
+template <class Micro>
+using TileFn = void (*)(const float* x, int64_t ldx, const typename Micro::W* w, int64_t ldw, int k,
+                        const float* bias, float* y, int64_t ldy);
+
+template <class Micro, int MR, int NR>
+void TileAdapter(const float* x, int64_t ldx, const typename Micro::W* w, int64_t ldw, int k,
+                 const float* bias, float* y, int64_t ldy) {
+  Micro::template Tile<MR, NR>(x, ldx, w, ldw, k, bias, y, ldy);
+}
+
+template <class Micro>
+constexpr TileFn<Micro> kTileFns[kMaxTile][kMaxTile] = {
+    {TileAdapter<Micro, 1, 1>, TileAdapter<Micro, 1, 2>, TileAdapter<Micro, 1, 3>,
+     TileAdapter<Micro, 1, 4>},
+    {TileAdapter<Micro, 2, 1>, TileAdapter<Micro, 2, 2>, TileAdapter<Micro, 2, 3>,
+     TileAdapter<Micro, 2, 4>},
+    {TileAdapter<Micro, 3, 1>, TileAdapter<Micro, 3, 2>, TileAdapter<Micro, 3, 3>,
+     TileAdapter<Micro, 3, 4>},
+    {TileAdapter<Micro, 4, 1>, TileAdapter<Micro, 4, 2>, TileAdapter<Micro, 4, 3>,
+     TileAdapter<Micro, 4, 4>},
+};
+
+// Rows of x handled per pass over a weight panel: the chunk of x stays in L2 while the panel's
+// weight rows stream through it.
+constexpr int kRowChunk = 16;
+
+template <class Micro>
+void MatmulPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                 float* y, int ldy) {
+  const auto* w = static_cast<const typename Micro::W*>(wv);
+  for (int c0 = 0; c0 < m; c0 += kRowChunk) {
+    const int c1 = std::min(m, c0 + kRowChunk);
+    for (int j = n0; j < n1; j += Micro::kNR) {
+      const int nr = std::min(Micro::kNR, n1 - j);
+      for (int i = c0; i < c1; i += Micro::kMR) {
+        const int mr = std::min(Micro::kMR, c1 - i);
+        kTileFns<Micro>[mr - 1][nr - 1](
+            x + static_cast<int64_t>(i) * k, k, w + static_cast<int64_t>(j) * k, k, k,
+            bias != nullptr ? bias + j : nullptr, y + static_cast<int64_t>(i) * ldy + j, ldy);
+      }
+    }
+  }
+}
+
+}  // namespace llm::kernels::internal

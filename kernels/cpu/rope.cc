@@ -1,0 +1,52 @@
+// Rotary position embedding, in place. cos/sin are computed once per token and shared by its
+// heads; the angle is formed in float32 as Hugging Face does.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu_ops.h"
+
+namespace llm::kernels {
+namespace {
+
+constexpr int kMaxRotaryHalf = 256;  // rotary_dim <= 512
+
+void RotateHead(float* v, const float* cs, const float* sn, int half, bool interleaved) {
+  if (interleaved) {
+    for (int i = 0; i < half; ++i) {
+      const float x0 = v[2 * i];
+      const float x1 = v[2 * i + 1];
+      v[2 * i] = x0 * cs[i] - x1 * sn[i];
+      v[2 * i + 1] = x1 * cs[i] + x0 * sn[i];
+    }
+  } else {
+    for (int i = 0; i < half; ++i) {
+      const float x0 = v[i];
+      const float x1 = v[i + half];
+      v[i] = x0 * cs[i] - x1 * sn[i];
+      v[i + half] = x1 * cs[i] + x0 * sn[i];
+    }
+  }
+}
+
+}  // namespace
+
+void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim, int rotary_dim,
+          const float* inv_freq, bool interleaved) {
+  const int half = rotary_dim / 2;
+  if (half <= 0 || half > kMaxRotaryHalf) return;  // precondition: 0 < rotary_dim <= 512
+#pragma omp parallel for schedule(static) if (tokens * heads * rotary_dim >= (1 << 15))
+  for (int t = 0; t < tokens; ++t) {
+    float cs[kMaxRotaryHalf];
+    float sn[kMaxRotaryHalf];
+    for (int i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+      cs[i] = std::cos(angle);
+      sn[i] = std::sin(angle);
+    }
+    for (int h = 0; h < heads; ++h) {
+      RotateHead(x + (static_cast<int64_t>(t) * heads + h) * head_dim, cs, sn, half, interleaved);
+    }
+  }
+}
+
+}  // namespace llm::kernels
