@@ -1,0 +1,92 @@
+// Helpers for the golden tests: locate ../shared data and run one sequence through the model
+// step by step, keeping the logits of every position.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "worker/kv_cache.h"
+#include "worker/transformer_model.h"
+
+namespace llm::testing {
+
+inline std::string SharedPath(const std::string& rel) {
+  return (std::filesystem::path(LLM_SHARED_DIR) / rel).string();
+}
+
+// Skips the test (never passes it) when shared data is missing.
+#define LLM_REQUIRE_SHARED(rel)                                                        \
+  do {                                                                                 \
+    if (!std::filesystem::exists(::llm::testing::SharedPath(rel)))                     \
+      GTEST_SKIP() << "missing shared test data: " << ::llm::testing::SharedPath(rel); \
+  } while (0)
+
+inline nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+inline std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+// Runs one sequence: the whole prompt in one step (logits at every position), then greedy
+// decode one token per step. Blocks are laid out in reverse order to exercise block tables.
+class SequenceRunner {
+ public:
+  SequenceRunner(TransformerModel& model, int max_tokens, int block_size = 4)
+      : model_(model),
+        block_size_(block_size),
+        num_blocks_((max_tokens + block_size - 1) / block_size),
+        cache_(model.CacheShape(num_blocks_, block_size)) {}
+
+  // Appends `tokens` to the sequence; returns logits [tokens.size(), vocab] (every row) or
+  // only the last row.
+  std::vector<float> Feed(const std::vector<int32_t>& tokens, bool all_rows) {
+    ForwardBatch b;
+    b.Clear();
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const int p = len_ + static_cast<int>(i);
+      b.token_ids.push_back(tokens[i]);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(Block(p / block_size_) * block_size_ + p % block_size_);
+      if (all_rows || i + 1 == tokens.size()) b.logit_rows.push_back(static_cast<int32_t>(i));
+    }
+    len_ += static_cast<int>(tokens.size());
+    b.query_start.push_back(b.num_tokens());
+    b.context_len.push_back(len_);
+    b.max_blocks_per_seq = num_blocks_;
+    for (int i = 0; i < num_blocks_; ++i) b.block_tables.push_back(Block(i));
+    auto logits = model_.Forward(b, cache_);
+    EXPECT_TRUE(logits.ok()) << logits.status().ToString();
+    const size_t n = b.logit_rows.size() * model_.config().vocab_size;
+    return std::vector<float>(*logits, *logits + n);
+  }
+
+ private:
+  int32_t Block(int logical) const { return num_blocks_ - 1 - logical; }
+  TransformerModel& model_;
+  int block_size_, num_blocks_;
+  KvCache cache_;
+  int len_ = 0;
+};
+
+inline int32_t Argmax(const float* x, int n) {
+  int32_t best = 0;
+  for (int i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+}  // namespace llm::testing

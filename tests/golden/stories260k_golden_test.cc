@@ -1,0 +1,119 @@
+// stories260K (real TinyStories weights) against the NumPy float64 reference, and batch
+// invariance: golden prompts plus 8 others, batched in any order with 7-token prefill chunks,
+// give exactly the ids each gives alone.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "tests/golden/golden_util.h"
+#include "worker/engine.h"
+#include "worker/model_weights.h"
+
+namespace llm::testing {
+namespace {
+
+constexpr const char* kGolden = "golden/stories260K_greedy.jsonl";
+constexpr const char* kModel = "models/stories260K";
+
+TEST(Stories260K, GreedyIdsAndTop5MatchNumpy) {
+  LLM_REQUIRE_SHARED(kGolden);
+  LLM_REQUIRE_SHARED(kModel);
+  auto weights = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  TransformerModel model(**weights);
+  const int vocab = model.config().vocab_size;
+  const auto cases = ReadJsonl(SharedPath(kGolden));
+  ASSERT_FALSE(cases.empty());
+  for (const auto& c : cases) {
+    const auto prompt = c["prompt_token_ids"].get<std::vector<int32_t>>();
+    const auto want = c["greedy_token_ids"].get<std::vector<int32_t>>();
+    SequenceRunner runner(model, static_cast<int>(prompt.size() + want.size()), 16);
+    std::vector<float> logits = runner.Feed(prompt, false);
+    std::vector<int32_t> got;
+    for (size_t k = 0; k < want.size(); ++k) {
+      for (const auto& step : c["top5_first_steps"]) {
+        if (step["step"].get<size_t>() != k) continue;
+        for (const auto& t : step["top5"]) {
+          const double ref = t["logit"].get<double>();
+          EXPECT_NEAR(logits[t["id"].get<int>()], ref, 1e-3 * std::max(1.0, std::fabs(ref)))
+              << c["prompt"] << " step " << k;
+        }
+      }
+      got.push_back(Argmax(logits.data(), vocab));
+      logits = runner.Feed({got.back()}, false);
+    }
+    EXPECT_EQ(got, want) << "prompt: " << c["prompt"];
+  }
+}
+
+// Greedy ids of `prompts` generated together (in `order`) or one by one.
+std::vector<std::vector<int32_t>> Generate(const ModelWeights& w,
+                                           const std::vector<std::vector<int32_t>>& prompts,
+                                           const std::vector<int>& lens,
+                                           const std::vector<size_t>& order, int chunk) {
+  EngineConfig cfg;
+  cfg.num_blocks = 512;
+  cfg.block_size = 16;
+  cfg.scheduler.max_prefill_chunk = chunk;
+  cfg.scheduler.max_num_batched_tokens = 64;
+  auto engine = Engine::Create(w, cfg);
+  EXPECT_TRUE(engine.ok());
+  std::vector<GenerateRequest> reqs;
+  for (size_t i : order) {
+    GenerateRequest r;
+    r.prompt = prompts[i];
+    r.max_tokens = lens[i];
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    reqs.push_back(r);
+  }
+  auto results = GenerateAll(**engine, reqs);
+  EXPECT_TRUE(results.ok()) << results.status().ToString();
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  for (size_t j = 0; j < order.size(); ++j) {
+    for (const auto& s : (*results)[j].tokens) out[order[j]].push_back(s.token);
+  }
+  EXPECT_EQ((*engine)->stats().blocks_free, 512) << "blocks leaked";
+  return out;
+}
+
+TEST(Stories260K, BatchInvariantUnderChunkingAndOrder) {
+  LLM_REQUIRE_SHARED(kGolden);
+  LLM_REQUIRE_SHARED(kModel);
+  auto weights = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> lens;
+  for (const auto& c : ReadJsonl(SharedPath(kGolden))) {
+    prompts.push_back(c["prompt_token_ids"].get<std::vector<int32_t>>());
+    lens.push_back(static_cast<int>(c["greedy_token_ids"].size()));
+  }
+  const size_t golden = prompts.size();
+  std::mt19937 rng(7);
+  for (int extra : {1, 3, 6, 7, 8, 15, 23, 40}) {  // 8 more prompts of different lengths
+    std::vector<int32_t> p{1};
+    for (int i = 0; i < extra; ++i) p.push_back(3 + static_cast<int32_t>(rng() % 509));
+    prompts.push_back(p);
+    lens.push_back(10 + extra % 13);
+  }
+  std::vector<std::vector<int32_t>> alone(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    alone[i] = Generate(**weights, prompts, lens, {i}, 0)[i];
+  }
+  for (size_t i = 0; i < golden; ++i) {
+    const auto want = ReadJsonl(SharedPath(kGolden))[i]["greedy_token_ids"];
+    EXPECT_EQ(alone[i], want.get<std::vector<int32_t>>()) << "golden prompt " << i;
+  }
+  std::vector<size_t> order(prompts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (int trial = 0; trial < 3; ++trial) {
+    std::shuffle(order.begin(), order.end(), rng);
+    auto together = Generate(**weights, prompts, lens, order, 7);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(together[i], alone[i]) << "prompt " << i << " trial " << trial;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llm::testing
