@@ -1,0 +1,213 @@
+// Model folders: what loads, and a clear error naming the file and tensor for every mistake.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "tests/worker/tiny_model.h"
+#include "worker/engine.h"
+#include "worker/model_weights.h"
+
+namespace llm::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Loads `dir` and expects an error whose message contains every string in `parts`.
+void ExpectLoadError(const std::string& dir, StatusCode code, std::vector<std::string> parts) {
+  auto w = LoadModelWeights(dir, LoadFormat::kSafetensors);
+  ASSERT_FALSE(w.ok()) << dir << " loaded but should not";
+  EXPECT_EQ(w.status().code(), code) << w.status().ToString();
+  for (const auto& p : parts) {
+    EXPECT_NE(w.status().message().find(p), std::string::npos)
+        << "error '" << w.status().message() << "' does not mention '" << p << "'";
+  }
+}
+
+TEST(ModelLoading, TinyModelLoadsAndRuns) {
+  auto tensors = TinyTensors();
+  auto dir = MakeModelDir("ok", TinyConfig(), &tensors);
+  auto w = LoadModelWeights(dir, LoadFormat::kSafetensors);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ((*w)->config.eos_token_ids, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ((*w)->config.bos_token_ids, (std::vector<int32_t>{1}));
+  EngineConfig cfg;
+  cfg.num_blocks = 8;
+  auto engine = Engine::Create(**w, cfg);
+  ASSERT_TRUE(engine.ok());
+  GenerateRequest r;
+  r.prompt = {1, 5, 6, 7};
+  r.max_tokens = 5;
+  r.ignore_eos = true;
+  auto out = GenerateAll(**engine, {r});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].tokens.size(), 5u);
+}
+
+TEST(ModelLoading, MissingFolderAndConfig) {
+  ExpectLoadError("/nonexistent/model", StatusCode::kNotFound, {"config.json"});
+}
+
+TEST(ModelLoading, UnknownArchitecture) {
+  std::string cfg = TinyConfig();
+  cfg.replace(cfg.find("LlamaForCausalLM"), 16, "GPTBigCodeForCausalLM");
+  ExpectLoadError(MakeModelDir("arch", cfg, nullptr), StatusCode::kUnimplemented,
+                  {"GPTBigCodeForCausalLM", "config.json", "LlamaForCausalLM"});
+}
+
+TEST(ModelLoading, MissingConfigKeyIsNamed) {
+  std::string cfg = TinyConfig();
+  cfg.replace(cfg.find("\"hidden_size\": 8,"), 17, "");
+  ExpectLoadError(MakeModelDir("key", cfg, nullptr), StatusCode::kInvalidArgument,
+                  {"hidden_size", "config.json"});
+}
+
+TEST(ModelLoading, MissingWeightsFile) {
+  ExpectLoadError(MakeModelDir("noweights", TinyConfig(), nullptr), StatusCode::kNotFound,
+                  {"model.safetensors"});
+}
+
+TEST(ModelLoading, MissingTensorIsNamed) {
+  auto tensors = TinyTensors();
+  tensors.erase("model.layers.0.mlp.up_proj.weight");
+  ExpectLoadError(MakeModelDir("missing", TinyConfig(), &tensors), StatusCode::kNotFound,
+                  {"model.layers.0.mlp.up_proj.weight"});
+}
+
+TEST(ModelLoading, ExtraTensorIsNamed) {
+  auto tensors = TinyTensors();
+  tensors["model.layers.0.mlp.surprise.weight"] = FakeTensor{"F32", {2}, {1, 2}};
+  ExpectLoadError(MakeModelDir("extra", TinyConfig(), &tensors), StatusCode::kInvalidArgument,
+                  {"model.layers.0.mlp.surprise.weight"});
+}
+
+TEST(ModelLoading, WrongShapeIsNamed) {
+  auto tensors = TinyTensors();
+  tensors["model.layers.0.self_attn.k_proj.weight"] =
+      FakeTensor{"F32", {8, 8}, std::vector<float>(64)};
+  ExpectLoadError(
+      MakeModelDir("shape", TinyConfig(), &tensors), StatusCode::kInvalidArgument,
+      {"model.layers.0.self_attn.k_proj.weight", "[8, 8]", "[4, 8]", "model.safetensors"});
+}
+
+TEST(ModelLoading, UnsupportedDtypeIsNamed) {
+  auto tensors = TinyTensors();
+  tensors["model.norm.weight"].dtype = "I16";
+  ExpectLoadError(MakeModelDir("dtype", TinyConfig(), &tensors), StatusCode::kUnimplemented,
+                  {"model.norm.weight", "I16"});
+}
+
+TEST(ModelLoading, TruncatedFileIsReported) {
+  auto tensors = TinyTensors();
+  auto dir = MakeModelDir("trunc", TinyConfig(), &tensors);
+  const auto file = fs::path(dir) / "model.safetensors";
+  fs::resize_file(file, fs::file_size(file) - 100);
+  ExpectLoadError(dir, StatusCode::kDataLoss, {"model.safetensors", "outside the data section"});
+  fs::resize_file(file, 5);
+  ExpectLoadError(dir, StatusCode::kDataLoss, {"model.safetensors", "too short"});
+}
+
+TEST(ModelLoading, ShardedWithIndex) {
+  auto tensors = TinyTensors();
+  auto dir = MakeModelDir("sharded", TinyConfig(), nullptr);
+  std::map<std::string, FakeTensor> a, b;
+  nlohmann::json map;
+  int i = 0;
+  for (auto& [name, t] : tensors) {
+    const bool first = i++ % 2 == 0;
+    (first ? a : b)[name] = t;
+    map[name] = first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  WriteSafetensors(dir + "/model-00001-of-00002.safetensors", a);
+  WriteSafetensors(dir + "/model-00002-of-00002.safetensors", b);
+  std::ofstream(dir + "/model.safetensors.index.json")
+      << nlohmann::json{{"weight_map", map}}.dump();
+  auto w = LoadModelWeights(dir, LoadFormat::kSafetensors);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  // An index that names a tensor its shard lacks.
+  map["model.extra.weight"] = "model-00002-of-00002.safetensors";
+  std::ofstream(dir + "/model.safetensors.index.json")
+      << nlohmann::json{{"weight_map", map}}.dump();
+  ExpectLoadError(dir, StatusCode::kDataLoss, {"model.extra.weight", "model-00002-of-00002"});
+}
+
+// F16 and BF16 weights load and give logits close to the F32 ones.
+TEST(ModelLoading, HalfPrecisionWeights) {
+  auto tensors = TinyTensors();
+  auto f32 =
+      LoadModelWeights(MakeModelDir("f32", TinyConfig(), &tensors), LoadFormat::kSafetensors);
+  ASSERT_TRUE(f32.ok());
+  for (const char* dt : {"F16", "BF16"}) {
+    auto half = tensors;
+    for (auto& [n, t] : half) t.dtype = dt;
+    auto w = LoadModelWeights(MakeModelDir(dt, TinyConfig(), &half), LoadFormat::kSafetensors);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_EQ((*w)->layers[0].q.dtype, std::string(dt) == "F16" ? DType::kF16 : DType::kBF16);
+    TransformerModel m32(**f32), m16(**w);
+    KvCache c32(m32.CacheShape(2, 16)), c16(m16.CacheShape(2, 16));
+    ForwardBatch b;
+    b.Clear();
+    b.token_ids = {1, 4, 9};
+    b.positions = {0, 1, 2};
+    b.slot_mapping = {0, 1, 2};
+    b.query_start = {0, 3};
+    b.context_len = {3};
+    b.block_tables = {0};
+    b.max_blocks_per_seq = 1;
+    b.logit_rows = {2};
+    const float* l32 = *m32.Forward(b, c32);
+    std::vector<float> ref(l32, l32 + 16);
+    const float* l16 = *m16.Forward(b, c16);
+    for (int v = 0; v < 16; ++v) EXPECT_NEAR(l16[v], ref[v], 0.1) << dt << " logit " << v;
+  }
+}
+
+TEST(ModelLoading, DummyWeightsNeedOnlyConfig) {
+  auto dir = MakeModelDir("dummy", TinyConfig(), nullptr);
+  auto a = LoadModelWeights(dir, LoadFormat::kDummy, 42);
+  auto b = LoadModelWeights(dir, LoadFormat::kDummy, 42);
+  auto c = LoadModelWeights(dir, LoadFormat::kDummy, 43);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  const float* wa = static_cast<const float*>((*a)->layers[0].q.data);
+  const float* wb = static_cast<const float*>((*b)->layers[0].q.data);
+  const float* wc = static_cast<const float*>((*c)->layers[0].q.data);
+  EXPECT_TRUE(std::equal(wa, wa + 64, wb)) << "same seed, different weights";
+  EXPECT_FALSE(std::equal(wa, wa + 64, wc)) << "different seeds, same weights";
+  EXPECT_EQ((*a)->matrix_bytes, (16 * 8 * 2 + 8 * 8 * 2 + 4 * 8 * 2 + 16 * 8 * 3) * 4u);
+}
+
+// Llama 3.1 rope_scaling, against values computed independently with transformers' formula.
+TEST(ModelConfig, Llama3RopeScaling) {
+  auto cfg = ParseModelConfig(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+      "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+      "num_key_value_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0,
+      "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+      "eos_token_id": [128001, 128008, 128009]})",
+                              "test");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  auto inv = RopeInvFreq(*cfg);
+  ASSERT_EQ(inv.size(), 64u);
+  const std::pair<int, double> want[] = {{0, 1.0},
+                                         {20, 0.016560440080994446},
+                                         {40, 3.428102195952591e-05},
+                                         {45, 1.2297638677963614e-05},
+                                         {50, 4.411534674558404e-06},
+                                         {63, 3.068925988914511e-07}};
+  for (auto [i, v] : want) EXPECT_NEAR(inv[i], v, 1e-6 * v) << "inv_freq[" << i << "]";
+  EXPECT_EQ(cfg->eos_token_ids.size(), 3u);
+}
+
+TEST(ModelConfig, UnsupportedRopeScalingIsNamed) {
+  auto cfg = ParseModelConfig(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+      "vocab_size": 100, "rope_scaling": {"type": "yarn", "factor": 4.0}})",
+                              "cfg.json");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("rope_scaling"), std::string::npos);
+  EXPECT_NE(cfg.status().message().find("yarn"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace llm::testing
