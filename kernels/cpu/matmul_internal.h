@@ -1,7 +1,8 @@
 // Matmul internals shared by the per-ISA translation units (matmul_scalar.cc, matmul_avx2.cc,
 // matmul_avx512.cc). Each ISA provides a micro-kernel type; MatmulPanel walks a panel of weight
 // rows with it. Everything here is a template over the micro-kernel, whose type lives in an
-// anonymous namespace of its TU, so code compiled with -mavx512f never leaks into another TU.
+// anonymous namespace of its TU, so code compiled with -mavx512f never leaks into another TU
+// (for the same reason this header calls no inline library function such as std::min).
 //
 // Batch invariance: a micro-kernel computes every output element y[i, j] with the same sequence
 // of operations whatever its tile shape (MR x NR), the row's index and m: lane l of the element's
@@ -9,10 +10,9 @@
 // zero-padded, the lanes are reduced by a fixed tree and the bias is added last.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
-#include "common/dtype.h"
+#include "common/dtype.h"  // DType only; no inline function of it is called here
 
 namespace llm::kernels::internal {
 
@@ -31,6 +31,13 @@ const MatmulKernels& ScalarMatmulKernels();
 // Only call these when the CPU has the features (see matmul.cc).
 const MatmulKernels& Avx2MatmulKernels();    // AVX2 + FMA + F16C
 const MatmulKernels& Avx512MatmulKernels();  // AVX-512 F, BW, VL
+
+// The kernel sets this CPU can run, best first (at most 3); returns how many.
+int AvailableMatmulKernels(const MatmulKernels* out[3]);
+// Matmul with a given kernel set (Matmul uses the best available one, or the one named by the
+// environment variable LLM_MATMUL_ISA = "avx512" | "avx2-fma" | "scalar" when this CPU has it).
+void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType w_type,
+                int n, const float* bias, float* y);
 
 constexpr int kMaxTile = 4;  // MR and NR are at most this
 
@@ -65,11 +72,11 @@ void MatmulPanel(const float* x, int m, int k, const void* wv, int n0, int n1, c
                  float* y, int ldy) {
   const auto* w = static_cast<const typename Micro::W*>(wv);
   for (int c0 = 0; c0 < m; c0 += kRowChunk) {
-    const int c1 = std::min(m, c0 + kRowChunk);
+    const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
     for (int j = n0; j < n1; j += Micro::kNR) {
-      const int nr = std::min(Micro::kNR, n1 - j);
+      const int nr = n1 - j < Micro::kNR ? n1 - j : Micro::kNR;
       for (int i = c0; i < c1; i += Micro::kMR) {
-        const int mr = std::min(Micro::kMR, c1 - i);
+        const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
         kTileFns<Micro>[mr - 1][nr - 1](
             x + static_cast<int64_t>(i) * k, k, w + static_cast<int64_t>(j) * k, k, k,
             bias != nullptr ? bias + j : nullptr, y + static_cast<int64_t>(i) * ldy + j, ldy);

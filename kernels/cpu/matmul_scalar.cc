@@ -2,6 +2,7 @@
 // -ffp-contract=off, so the compiler may vectorise it but never changes the rounding).
 #include <cstdint>
 
+#include "common/dtype.h"
 #include "kernels/cpu/matmul_internal.h"
 
 namespace llm::kernels::internal {

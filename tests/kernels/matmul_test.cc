@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu_ops.h"
 #include "kernels/reference_ops.h"
 
@@ -38,12 +40,20 @@ std::vector<uint8_t> MakeWeights(const std::vector<float>& f, DType type) {
   return bytes;
 }
 
+// Every kernel set this CPU can run (the fast ones and the scalar fallback).
+std::vector<const internal::MatmulKernels*> Isas() {
+  const internal::MatmulKernels* avail[3];
+  int n = internal::AvailableMatmulKernels(avail);
+  return {avail, avail + n};
+}
+
 struct Shape {
   int m, k, n;
 };
 
-void CheckAgainstReference(const Shape& s, DType type, bool with_bias) {
-  SCOPED_TRACE("m=" + std::to_string(s.m) + " k=" + std::to_string(s.k) +
+void CheckAgainstReference(const internal::MatmulKernels& ks, const Shape& s, DType type,
+                           bool with_bias) {
+  SCOPED_TRACE(std::string(ks.isa) + " m=" + std::to_string(s.m) + " k=" + std::to_string(s.k) +
                " n=" + std::to_string(s.n) + " dtype=" + DTypeName(type) +
                " bias=" + std::to_string(with_bias));
   auto x = RandomVec(static_cast<size_t>(s.m) * s.k, 1);
@@ -52,7 +62,7 @@ void CheckAgainstReference(const Shape& s, DType type, bool with_bias) {
   auto w = MakeWeights(wf, type);
   const float* b = with_bias ? bias.data() : nullptr;
   std::vector<float> y(static_cast<size_t>(s.m) * s.n), want(y.size());
-  Matmul(x.data(), s.m, s.k, w.data(), type, s.n, b, y.data());
+  internal::MatmulWith(ks, x.data(), s.m, s.k, w.data(), type, s.n, b, y.data());
   ref::Matmul(x.data(), s.m, s.k, w.data(), type, s.n, b, want.data());
   for (int i = 0; i < s.m; ++i) {
     for (int j = 0; j < s.n; ++j) {
@@ -68,10 +78,12 @@ void CheckAgainstReference(const Shape& s, DType type, bool with_bias) {
 TEST(MatmulTest, MatchesReferenceAllDtypes) {
   const Shape shapes[] = {{1, 1, 1},   {1, 16, 4},    {3, 17, 5},   {5, 33, 7},   {4, 64, 8},
                           {16, 31, 9}, {37, 100, 19}, {2, 257, 65}, {1, 1000, 3}, {20, 129, 33}};
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (const Shape& s : shapes) {
-      CheckAgainstReference(s, t, false);
-      CheckAgainstReference(s, t, true);
+  for (const internal::MatmulKernels* ks : Isas()) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (const Shape& s : shapes) {
+        CheckAgainstReference(*ks, s, t, false);
+        CheckAgainstReference(*ks, s, t, true);
+      }
     }
   }
 }
@@ -83,31 +95,44 @@ TEST(MatmulTest, BatchInvariantBitwise) {
   auto wf = RandomVec(static_cast<size_t>(n) * k, 5);
   auto bias = RandomVec(n, 6);
   const int saved = omp_get_max_threads();
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-    SCOPED_TRACE(DTypeName(t));
-    auto w = MakeWeights(wf, t);
-    omp_set_num_threads(2);
-    std::vector<float> full(static_cast<size_t>(m) * n);
-    Matmul(x.data(), m, k, w.data(), t, n, bias.data(), full.data());
-    omp_set_num_threads(1);
-    for (int r = 0; r < m; ++r) {
-      std::vector<float> one(n);
-      Matmul(x.data() + static_cast<size_t>(r) * k, 1, k, w.data(), t, n, bias.data(), one.data());
-      ASSERT_EQ(0, std::memcmp(one.data(), full.data() + static_cast<size_t>(r) * n, 4 * n))
-          << "row " << r;
+  for (const internal::MatmulKernels* ks : Isas()) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(ks->isa) + " " + DTypeName(t));
+      auto w = MakeWeights(wf, t);
+      omp_set_num_threads(2);
+      std::vector<float> full(static_cast<size_t>(m) * n);
+      internal::MatmulWith(*ks, x.data(), m, k, w.data(), t, n, bias.data(), full.data());
+      omp_set_num_threads(1);
+      for (int r = 0; r < m; ++r) {
+        std::vector<float> one(n);
+        internal::MatmulWith(*ks, x.data() + static_cast<size_t>(r) * k, 1, k, w.data(), t, n,
+                             bias.data(), one.data());
+        ASSERT_EQ(0, std::memcmp(one.data(), full.data() + static_cast<size_t>(r) * n, 4 * n))
+            << "row " << r;
+      }
+      // A sub-batch starting at an odd row, with 2 threads.
+      omp_set_num_threads(2);
+      std::vector<float> part(static_cast<size_t>(5) * n);
+      internal::MatmulWith(*ks, x.data() + 7 * k, 5, k, w.data(), t, n, bias.data(), part.data());
+      ASSERT_EQ(0, std::memcmp(part.data(), full.data() + 7 * n, sizeof(float) * part.size()));
     }
-    // A sub-batch starting at an odd row, with 2 threads.
-    omp_set_num_threads(2);
-    std::vector<float> part(static_cast<size_t>(5) * n);
-    Matmul(x.data() + 7 * k, 5, k, w.data(), t, n, bias.data(), part.data());
-    ASSERT_EQ(0, std::memcmp(part.data(), full.data() + 7 * n, sizeof(float) * part.size()));
   }
   omp_set_num_threads(saved);
 }
 
-TEST(MatmulTest, ReportsIsa) {
+TEST(MatmulTest, PublicEntryUsesBestIsa) {
   std::string isa = MatmulIsa();
   EXPECT_TRUE(isa == "avx512" || isa == "avx2-fma" || isa == "scalar") << isa;
+  if (std::getenv("LLM_MATMUL_ISA") == nullptr) {
+    EXPECT_EQ(isa, Isas()[0]->isa);
+  }
+  const int m = 3, k = 70, n = 21;
+  auto x = RandomVec(m * k, 7);
+  auto w = RandomVec(n * k, 8);
+  std::vector<float> got(m * n), want(m * n);
+  Matmul(x.data(), m, k, w.data(), DType::kF32, n, nullptr, got.data());
+  ref::Matmul(x.data(), m, k, w.data(), DType::kF32, n, nullptr, want.data());
+  for (int i = 0; i < m * n; ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << i;
 }
 
 }  // namespace

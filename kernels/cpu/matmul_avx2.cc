@@ -1,0 +1,97 @@
+// AVX2 + FMA + F16C Matmul micro-kernel (compiled with -mavx2 -mfma -mf16c).
+// One ymm accumulator (8 lanes) per output element; 16-bit weights are widened to f32 in
+// registers. The k tail is copied into zero-padded stack chunks.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/matmul_internal.h"
+
+namespace llm::kernels::internal {
+namespace {
+
+struct F32Load {
+  using W = float;
+  static __m256 Load(const float* p) { return _mm256_loadu_ps(p); }
+};
+
+struct F16Load {
+  using W = uint16_t;
+  static __m256 Load(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+};
+
+struct Bf16Load {
+  using W = uint16_t;
+  static __m256 Load(const uint16_t* p) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  }
+};
+
+// Fixed reduction tree: 8 -> 4 -> 2 -> 1 lanes, adding the upper half onto the lower.
+inline float ReduceAdd(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+template <class Loader>
+struct Avx2Micro {
+  using W = typename Loader::W;
+  static constexpr int kMR = 2;  // 2 x 4 accumulators + 4 weights + 1 x fit in 16 ymm
+  static constexpr int kNR = 4;
+
+  template <int MR, int NR>
+  static void Tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int k, const float* bias,
+                   float* y, int64_t ldy) {
+    __m256 acc[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+    }
+    int p = 0;
+    for (; p + 8 <= k; p += 8) {
+      __m256 wv[NR];
+      for (int j = 0; j < NR; ++j) wv[j] = Loader::Load(w + j * ldw + p);
+      for (int i = 0; i < MR; ++i) {
+        const __m256 xv = _mm256_loadu_ps(x + i * ldx + p);
+        for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
+    }
+    if (p < k) {  // zero-padded tail: lanes past k add 0 * 0
+      const int rest = k - p;
+      __m256 wv[NR];
+      for (int j = 0; j < NR; ++j) {
+        W buf[8] = {};
+        std::memcpy(buf, w + j * ldw + p, sizeof(W) * rest);
+        wv[j] = Loader::Load(buf);
+      }
+      for (int i = 0; i < MR; ++i) {
+        float buf[8] = {};
+        std::memcpy(buf, x + i * ldx + p, sizeof(float) * rest);
+        const __m256 xv = _mm256_loadu_ps(buf);
+        for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) {
+        const float s = ReduceAdd(acc[i][j]);
+        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+const MatmulKernels& Avx2MatmulKernels() {
+  static const MatmulKernels kKernels = {"avx2-fma", MatmulPanel<Avx2Micro<F32Load>>,
+                                         MatmulPanel<Avx2Micro<F16Load>>,
+                                         MatmulPanel<Avx2Micro<Bf16Load>>};
+  return kKernels;
+}
+
+}  // namespace llm::kernels::internal

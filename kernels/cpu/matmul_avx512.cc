@@ -1,0 +1,107 @@
+// AVX-512 Matmul micro-kernel (compiled with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c).
+// One zmm accumulator (16 lanes) per output element; 16-bit weights are widened to f32 in
+// registers (exact), so every path accumulates x * w in f32 with FMA.
+// GCC 12 warns inside its own AVX-512 intrinsics (the `__Y = __Y` of _mm512_undefined_*, GCC bug
+// 105593, fixed in GCC 13); nothing in this file reads an uninitialised value.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/matmul_internal.h"
+
+namespace llm::kernels::internal {
+namespace {
+
+struct F32Load {
+  using W = float;
+  static __m512 Load(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 LoadTail(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+
+struct F16Load {
+  using W = uint16_t;
+  static __m512 Load(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m512 LoadTail(const uint16_t* p, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  }
+};
+
+struct Bf16Load {
+  using W = uint16_t;
+  static __m512 Widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 Load(const uint16_t* p) {
+    return Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m512 LoadTail(const uint16_t* p, __mmask16 m) {
+    return Widen(_mm256_maskz_loadu_epi16(m, p));
+  }
+};
+
+// Fixed reduction tree: 16 -> 8 -> 4 -> 2 -> 1 lanes, adding the upper half onto the lower.
+inline float ReduceAdd(__m512 v) {
+  const __m256 lo = _mm512_castps512_ps256(v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+template <class Loader>
+struct Avx512Micro {
+  using W = typename Loader::W;
+  static constexpr int kMR = 4;
+  static constexpr int kNR = 4;
+
+  template <int MR, int NR>
+  static void Tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int k, const float* bias,
+                   float* y, int64_t ldy) {
+    __m512 acc[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+    }
+    int p = 0;
+    for (; p + 16 <= k; p += 16) {
+      __m512 wv[NR];
+      for (int j = 0; j < NR; ++j) wv[j] = Loader::Load(w + j * ldw + p);
+      for (int i = 0; i < MR; ++i) {
+        const __m512 xv = _mm512_loadu_ps(x + i * ldx + p);
+        for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
+    }
+    if (p < k) {  // zero-filled tail: lanes past k add 0 * 0
+      const __mmask16 mask = static_cast<__mmask16>((1u << (k - p)) - 1);
+      __m512 wv[NR];
+      for (int j = 0; j < NR; ++j) wv[j] = Loader::LoadTail(w + j * ldw + p, mask);
+      for (int i = 0; i < MR; ++i) {
+        const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * ldx + p);
+        for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) {
+        const float s = ReduceAdd(acc[i][j]);
+        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+const MatmulKernels& Avx512MatmulKernels() {
+  static const MatmulKernels kKernels = {"avx512", MatmulPanel<Avx512Micro<F32Load>>,
+                                         MatmulPanel<Avx512Micro<F16Load>>,
+                                         MatmulPanel<Avx512Micro<Bf16Load>>};
+  return kKernels;
+}
+
+}  // namespace llm::kernels::internal

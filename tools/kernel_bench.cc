@@ -1,0 +1,114 @@
+// kernel_bench: speed of the CPU kernels (not a test). Prints GFLOP/s and GB/s of Matmul for F32,
+// BF16 and F16 weights at m = 1, 16, 128 on a 4096 x 4096 weight, and PagedAttention for a decode
+// batch and a prefill. Threads: OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/dtype.h"
+#include "kernels/cpu_ops.h"
+
+namespace {
+
+using llm::DType;
+namespace kn = llm::kernels;
+
+// Runs fn until at least min_s seconds have passed (after one warm-up); returns seconds per call.
+template <class Fn>
+double TimeIt(Fn fn, double min_s = 0.5) {
+  fn();
+  int reps = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  do {
+    fn();
+    ++reps;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (elapsed < min_s);
+  return elapsed / reps;
+}
+
+std::vector<uint16_t> To16(const std::vector<float>& f, DType t) {
+  std::vector<uint16_t> out(f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    out[i] = t == DType::kF16 ? llm::F32ToF16(f[i]) : llm::F32ToBf16(f[i]);
+  }
+  return out;
+}
+
+void BenchMatmul() {
+  const int k = 4096, n = 4096;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> wf(static_cast<size_t>(n) * k);
+  for (float& v : wf) v = d(rng);
+  const auto wbf = To16(wf, DType::kBF16), wh = To16(wf, DType::kF16);
+  std::vector<float> x(static_cast<size_t>(128) * k), y(static_cast<size_t>(128) * n);
+  for (float& v : x) v = d(rng);
+  std::printf("Matmul k=%d n=%d isa=%s threads=%d\n", k, n, kn::MatmulIsa(), omp_get_max_threads());
+  std::printf("  %-5s %5s %10s %10s %10s\n", "dtype", "m", "ms", "GFLOP/s", "GB/s");
+  const struct {
+    DType t;
+    const void* w;
+  } cases[] = {{DType::kF32, wf.data()}, {DType::kBF16, wbf.data()}, {DType::kF16, wh.data()}};
+  for (const auto& c : cases) {
+    for (int m : {1, 16, 128}) {
+      const double s = TimeIt([&] { kn::Matmul(x.data(), m, k, c.w, c.t, n, nullptr, y.data()); });
+      const double bytes = static_cast<double>(n) * k * llm::DTypeSize(c.t) + 4.0 * m * (k + n);
+      std::printf("  %-5s %5d %10.3f %10.1f %10.1f\n", llm::DTypeName(c.t), m, s * 1e3,
+                  2.0 * m * n * k / s * 1e-9, bytes / s * 1e-9);
+    }
+  }
+}
+
+// `seqs` sequences of context `ctx`, each with `q_len` new query rows.
+void BenchAttention(const char* label, int seqs, int ctx, int q_len) {
+  kn::AttentionParams p{.q_heads = 32,
+                        .kv_heads = 8,
+                        .head_dim = 128,
+                        .block_size = 16,
+                        .scale = 0.0884f,
+                        .sliding_window = 0,
+                        .logit_softcap = 0};
+  const int blocks_per_seq = (ctx + p.block_size - 1) / p.block_size;
+  const int num_blocks = seqs * blocks_per_seq;
+  const size_t cache = static_cast<size_t>(num_blocks) * p.block_size * p.kv_heads * p.head_dim;
+  std::vector<float> kc(cache, 0.01f), vc(cache, 0.02f);
+  std::vector<int32_t> tables(num_blocks), qs(seqs + 1), ctx_len(seqs, ctx);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::shuffle(tables.begin(), tables.end(), std::mt19937(2));
+  for (int s = 0; s <= seqs; ++s) qs[s] = s * q_len;
+  const size_t rows = static_cast<size_t>(seqs) * q_len;
+  std::vector<float> q(rows * p.q_heads * p.head_dim, 0.1f), out(q.size());
+  kn::AttentionBatch b{seqs, qs.data(), ctx_len.data(), tables.data(), blocks_per_seq};
+  const double s =
+      TimeIt([&] { kn::PagedAttention(q.data(), kc.data(), vc.data(), b, p, out.data()); });
+  // Keys each query row sees (causal), times 2 (K and V) * kv_heads * head_dim * 4 bytes.
+  double keys = 0;
+  for (int j = 0; j < q_len; ++j) keys += ctx - q_len + j + 1;
+  keys *= seqs;
+  const double flops = 4.0 * keys * p.q_heads * p.head_dim;
+  const double kv_bytes = 2.0 * seqs * ctx * p.kv_heads * p.head_dim * 4;
+  std::printf("  %-8s seqs=%3d ctx=%5d q_len=%4d %9.3f ms %8.1f GFLOP/s %8.1f GB/s (KV once)\n",
+              label, seqs, ctx, q_len, s * 1e3, flops / s * 1e-9, kv_bytes / s * 1e-9);
+}
+
+}  // namespace
+
+int main() {
+  BenchMatmul();
+  std::printf("PagedAttention q_heads=32 kv_heads=8 head_dim=128 block_size=16 threads=%d\n",
+              omp_get_max_threads());
+  BenchAttention("decode", 16, 1024, 1);
+  BenchAttention("decode", 4, 4096, 1);
+  BenchAttention("prefill", 1, 512, 512);
+  BenchAttention("chunk", 2, 2048, 256);
+  return 0;
+}
