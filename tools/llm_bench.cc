@@ -1,0 +1,146 @@
+// llm-bench: engine throughput on one model folder (not a test). Prints prefill tokens/s,
+// decode tokens/s at the batch sizes asked for, and peak RSS against weights + KV cache.
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "common/cli_args.h"
+#include "worker/engine.h"
+
+namespace {
+
+using llm::Status;
+using Clock = std::chrono::steady_clock;
+
+struct BenchOptions {
+  int prompt_len = 128;
+  int decode_tokens = 32;
+  std::vector<int> batches{1, 16};
+};
+
+std::vector<int32_t> RandomPrompt(std::mt19937& rng, int len, int vocab) {
+  std::vector<int32_t> p(len);
+  for (auto& t : p) t = static_cast<int32_t>(rng() % vocab);
+  return p;
+}
+
+// Seconds spent in steps whose work was only decoding, and the tokens they produced.
+Status RunDecode(llm::Engine& engine, int batch, const BenchOptions& o, double* tokens_per_s) {
+  std::mt19937 rng(batch);
+  const int vocab = engine.model_config().vocab_size;
+  for (int i = 0; i < batch; ++i) {
+    llm::GenerateRequest r;
+    r.prompt = RandomPrompt(rng, 16, vocab);
+    r.max_tokens = o.decode_tokens + 1;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    LLM_ASSIGN_OR_RETURN(int64_t id, engine.Add(r));
+    (void)id;
+  }
+  std::vector<llm::TokenEvent> events;
+  double seconds = 0;
+  long tokens = 0;
+  while (!engine.idle()) {
+    const long prefill_before = engine.stats().prompt_tokens_computed;
+    events.clear();
+    const auto t0 = Clock::now();
+    LLM_RETURN_IF_ERROR(engine.Step(&events));
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (engine.stats().prompt_tokens_computed == prefill_before) {
+      seconds += dt;
+      tokens += static_cast<long>(events.size());
+    }
+  }
+  *tokens_per_s = tokens / std::max(seconds, 1e-9);
+  return Status::Ok();
+}
+
+Status RunPrefill(llm::Engine& engine, const BenchOptions& o, double* tokens_per_s) {
+  std::mt19937 rng(99);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    llm::GenerateRequest r;
+    r.prompt = RandomPrompt(rng, o.prompt_len, engine.model_config().vocab_size);
+    r.max_tokens = 1;
+    r.sampling.temperature = 0;
+    LLM_ASSIGN_OR_RETURN(int64_t id, engine.Add(r));
+    (void)id;
+    std::vector<llm::TokenEvent> events;
+    const auto t0 = Clock::now();
+    while (!engine.idle()) LLM_RETURN_IF_ERROR(engine.Step(&events));
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, o.prompt_len / dt);
+  }
+  *tokens_per_s = best;
+  return Status::Ok();
+}
+
+Status Main(int argc, char** argv) {
+  llm::CliArgs a("llm-bench", {{"model", "model folder"},
+                               {"load-format", "safetensors (default) or dummy"},
+                               {"threads", "compute threads (default: all cores)"},
+                               {"prompt-len", "prefill prompt length (default 128)"},
+                               {"decode-tokens", "tokens decoded per sequence (default 32)"},
+                               {"batches", "comma-separated decode batch sizes (default 1,16)"},
+                               {"kv-cache-mib", "KV cache size (default 512)"}});
+  LLM_RETURN_IF_ERROR(a.Parse(argc, argv));
+  if (a.Has("help") || !a.Has("model")) {
+    std::fputs(a.Usage().c_str(), stdout);
+    return a.Has("help") ? Status::Ok() : llm::InvalidArgument("--model is required");
+  }
+  BenchOptions o;
+  LLM_ASSIGN_OR_RETURN(long threads, a.Int("threads", omp_get_num_procs(), 1, 1024));
+  LLM_ASSIGN_OR_RETURN(long plen, a.Int("prompt-len", 128, 1, 1 << 20));
+  LLM_ASSIGN_OR_RETURN(long dec, a.Int("decode-tokens", 32, 1, 1 << 20));
+  LLM_ASSIGN_OR_RETURN(long mib, a.Int("kv-cache-mib", 512, 1, 1 << 24));
+  omp_set_num_threads(static_cast<int>(threads));
+  o.prompt_len = static_cast<int>(plen);
+  o.decode_tokens = static_cast<int>(dec);
+  if (a.Has("batches")) {
+    o.batches.clear();
+    std::stringstream ss(a.Str("batches"));
+    for (std::string item; std::getline(ss, item, ',');) o.batches.push_back(std::stoi(item));
+  }
+  const auto format =
+      a.Str("load-format") == "dummy" ? llm::LoadFormat::kDummy : llm::LoadFormat::kSafetensors;
+  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(a.Str("model"), format));
+  llm::EngineConfig cfg;
+  cfg.kv_cache_bytes = static_cast<size_t>(mib) << 20;
+  cfg.scheduler.max_num_batched_tokens = std::max(2048, o.prompt_len);
+  LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, cfg));
+  const auto& mc = weights->config;
+  std::printf("model %s (%s, %d layers, hidden %d), weights %.1f MiB %s, %d threads\n",
+              a.Str("model").c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
+              weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.dtype),
+              omp_get_max_threads());
+  double tps = 0;
+  LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));
+  std::printf("prefill  %5d tokens         : %10.1f tokens/s\n", o.prompt_len, tps);
+  for (int b : o.batches) {
+    LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps));
+    std::printf("decode   batch %3d          : %10.1f tokens/s\n", b, tps);
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double kv_mib = static_cast<double>(engine->stats().blocks_total) * 2 * 4 * cfg.block_size *
+                        mc.kv_dim() * mc.num_layers / 1048576.0;
+  const double budget = (weights->matrix_bytes / 1048576.0 + kv_mib) * 1.10;
+  std::printf("peak RSS %.1f MiB; weights + KV cache (%.1f MiB) + 10%% = %.1f MiB\n",
+              ru.ru_maxrss / 1024.0, kv_mib, budget);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Status s = Main(argc, argv);
+  if (!s.ok()) {
+    std::fprintf(stderr, "llm-bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
