@@ -1,0 +1,120 @@
+// llm::Tokenizer encode/decode and IncrementalDecoder (loading is in tokenizer_load.cc).
+#include "common/tokenizer.h"
+
+#include "common/tokenizer_impl.h"
+
+namespace llm {
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens,
+                                       bool parse_special) const {
+  const Impl& m = *impl_;
+  std::vector<int32_t> ids;
+  if (add_special_tokens) ids = m.post_prefix;
+  std::vector<PreToken> pieces;
+  for (AddedSplit& split : m.added.ExtractAndNormalize(text, m.normalizer.get(), parse_special)) {
+    if (split.id >= 0) {
+      ids.push_back(split.id);
+      continue;
+    }
+    pieces.clear();
+    pieces.push_back({std::move(split.text), split.at_start});
+    if (m.pre_tokenizer) m.pre_tokenizer->PreTokenize(&pieces);
+    for (const PreToken& p : pieces) m.model->Tokenize(p.text, &ids);
+  }
+  if (add_special_tokens) ids.insert(ids.end(), m.post_suffix.begin(), m.post_suffix.end());
+  return ids;
+}
+
+const std::string* Tokenizer::Impl::TokenForDecode(int32_t id, bool skip_special) const {
+  const std::string* token = nullptr;
+  if (const AddedToken* t = added.ById(id)) {
+    token = &t->content;
+  } else {
+    token = model->IdToToken(id);
+  }
+  if (token == nullptr) return nullptr;
+  if (skip_special && special_contents.count(*token) != 0) return nullptr;
+  return token;
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  DecodeSession session(impl_->decoders, impl_->clean_up_spaces);
+  std::string out;
+  for (const int32_t id : ids) {
+    if (const std::string* token = impl_->TokenForDecode(id, skip_special_tokens)) {
+      out += session.Push(*token);
+    }
+  }
+  out += session.Finish();
+  return out;
+}
+
+int32_t Tokenizer::vocab_size() const {
+  return impl_->vocab_size;
+}
+std::optional<int32_t> Tokenizer::bos_id() const {
+  return impl_->bos_id;
+}
+std::optional<int32_t> Tokenizer::eos_id() const {
+  return impl_->eos_id;
+}
+std::optional<int32_t> Tokenizer::pad_id() const {
+  return impl_->pad_id;
+}
+
+bool Tokenizer::IsSpecial(int32_t id) const {
+  const AddedToken* t = impl_->added.ById(id);
+  return t != nullptr && t->special;
+}
+
+std::string Tokenizer::IdToToken(int32_t id) const {
+  if (const AddedToken* t = impl_->added.ById(id)) return t->content;
+  const std::string* token = impl_->model->IdToToken(id);
+  return token ? *token : std::string();
+}
+
+std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
+  if (auto id = impl_->added.IdOf(token)) return id;
+  return impl_->model->TokenToId(token);
+}
+
+const std::string& Tokenizer::chat_template() const {
+  return impl_->chat_template;
+}
+std::string Tokenizer::bos_token() const {
+  return impl_->bos_token;
+}
+std::string Tokenizer::eos_token() const {
+  return impl_->eos_token;
+}
+std::string Tokenizer::pad_token() const {
+  return impl_->pad_token;
+}
+std::string Tokenizer::unk_token() const {
+  return impl_->unk_token;
+}
+
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
+    : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+
+IncrementalDecoder::~IncrementalDecoder() = default;
+
+std::string IncrementalDecoder::Add(int32_t id) {
+  const Tokenizer::Impl& m = *tokenizer_.impl_;
+  if (!session_) session_ = std::make_unique<DecodeSession>(m.decoders, m.clean_up_spaces);
+  const std::string* token = m.TokenForDecode(id, skip_special_tokens_);
+  return token ? session_->Push(*token) : std::string();
+}
+
+std::string IncrementalDecoder::Flush() {
+  const Tokenizer::Impl& m = *tokenizer_.impl_;
+  if (!session_) session_ = std::make_unique<DecodeSession>(m.decoders, m.clean_up_spaces);
+  std::string rest = session_->Finish();
+  session_.reset();
+  return rest;
+}
+
+}  // namespace llm

@@ -1,0 +1,83 @@
+// Hugging Face tokenizer (tokenizer.json + tokenizer_config.json) in C++, reproducing Python
+// `transformers` fast tokenizers (Rust `tokenizers`) exactly: added/special tokens, normalizers,
+// pre-tokenizers (Split regexes run on Oniguruma like Rust), the BPE model (byte-level and
+// SentencePiece-style with byte_fallback), post-processors incl. the LlamaTokenizerFast /
+// GemmaTokenizerFast add_bos_token/add_eos_token rule, decoders and clean_up_tokenization_spaces.
+//
+// Decode skips ids that name no token (like Rust's decode, which filters them out), so invalid
+// ids render nothing and never fail.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace llm {
+
+class DecodeSession;
+
+class Tokenizer {
+ public:
+  // `dir` holds tokenizer.json and optionally tokenizer_config.json and config.json.
+  static StatusOr<std::unique_ptr<Tokenizer>> FromDir(const std::string& dir);
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // add_special_tokens: run the post-processor (BOS/EOS). parse_special = false: tokens flagged
+  // special in the text are not matched (Python split_special_tokens=True); other added tokens
+  // still are.
+  std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens = true,
+                              bool parse_special = true) const;
+  std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
+
+  int32_t vocab_size() const;  // including added tokens (max id + 1)
+  std::optional<int32_t> bos_id() const;
+  std::optional<int32_t> eos_id() const;
+  std::optional<int32_t> pad_id() const;
+  bool IsSpecial(int32_t id) const;
+  std::string IdToToken(int32_t id) const;  // "" for an unknown id
+  std::optional<int32_t> TokenToId(std::string_view token) const;
+
+  // From tokenizer_config.json ("" when absent).
+  const std::string& chat_template() const;
+  std::string bos_token() const;
+  std::string eos_token() const;
+  std::string pad_token() const;
+  std::string unk_token() const;
+
+  struct Impl;
+
+ private:
+  friend class IncrementalDecoder;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Streaming detokenizer. Add(id) returns the text that became final (never a partial UTF-8
+// character); the concatenation of all Add() results and Flush() equals
+// Decode(all ids, skip_special_tokens) exactly. The Tokenizer must outlive it.
+class IncrementalDecoder {
+ public:
+  IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens);
+  ~IncrementalDecoder();
+  IncrementalDecoder(const IncrementalDecoder&) = delete;
+  IncrementalDecoder& operator=(const IncrementalDecoder&) = delete;
+
+  std::string Add(int32_t id);
+  // Returns the held-back rest; after Flush() the decoder starts a new sequence.
+  std::string Flush();
+
+ private:
+  const Tokenizer& tokenizer_;
+  bool skip_special_tokens_;
+  std::unique_ptr<DecodeSession> session_;
+};
+
+}  // namespace llm
