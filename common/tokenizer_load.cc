@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "common/tokenizer.h"
 #include "common/tokenizer_impl.h"
@@ -11,6 +12,21 @@ namespace llm {
 namespace {
 
 using nlohmann::json;
+
+// The value under `key`, or a null value; never copies (tokenizer.json objects are large).
+const json& Member(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  const auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+// Iterable view of an array member (empty when missing or not an array).
+const json& ArrayMember(const json& j, const char* key) {
+  static const json kEmpty = json::array();
+  const json& m = Member(j, key);
+  return m.is_array() ? m : kEmpty;
+}
 
 StatusOr<json> ReadJson(const std::string& path, bool required, bool* found) {
   *found = false;
@@ -59,25 +75,25 @@ Status ParsePostProcessor(const json& j, const std::string& where, std::vector<i
   if (j.is_null()) return Status::Ok();
   const std::string type = j.value("type", std::string());
   if (type == "Sequence") {
-    for (const auto& p : j.value("processors", json::array())) {
+    for (const auto& p : ArrayMember(j, "processors")) {
       LLM_RETURN_IF_ERROR(ParsePostProcessor(p, where, prefix, suffix));
     }
     return Status::Ok();
   }
   if (type == "ByteLevel") return Status::Ok();
   if (type == "RobertaProcessing" || type == "BertProcessing") {
-    const json cls = j.value("cls", json::array());
-    const json sep = j.value("sep", json::array());
+    const json& cls = ArrayMember(j, "cls");
+    const json& sep = ArrayMember(j, "sep");
     if (cls.size() != 2 || sep.size() != 2) return InvalidArgument(where + ": bad cls/sep");
     prefix->insert(prefix->begin(), cls[1].get<int32_t>());
     suffix->push_back(sep[1].get<int32_t>());
     return Status::Ok();
   }
   if (type != "TemplateProcessing") return Unimplemented(where + ": post_processor " + type);
-  const json specials = j.value("special_tokens", json::object());
+  const json& specials = Member(j, "special_tokens");
   std::vector<int32_t> before, after;
   bool seen_sequence = false;
-  for (const auto& item : j.value("single", json::array())) {
+  for (const auto& item : ArrayMember(j, "single")) {
     if (item.contains("Sequence")) {
       seen_sequence = true;
       continue;
@@ -85,10 +101,10 @@ Status ParsePostProcessor(const json& j, const std::string& where, std::vector<i
     const std::string name = item.contains("SpecialToken")
                                  ? item["SpecialToken"].value("id", std::string())
                                  : std::string();
-    if (!specials.contains(name)) {
+    if (!specials.is_object() || !specials.contains(name)) {
       return InvalidArgument(where + ": special token '" + name + "' not in special_tokens");
     }
-    for (const auto& id : specials[name].value("ids", json::array())) {
+    for (const auto& id : ArrayMember(specials[name], "ids")) {
       (seen_sequence ? after : before).push_back(id.get<int32_t>());
     }
   }
@@ -114,18 +130,17 @@ std::string TokenizerClass(const json& config, const json& model_config) {
 namespace {
 
 Status LoadPipeline(const json& tj, const std::string& file, Tokenizer::Impl* m) {
-  const json model = tj.value("model", json());
+  const json& model = Member(tj, "model");
   if (!model.is_object()) return InvalidArgument(file + ": missing \"model\"");
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") return Unimplemented(file + ": model type " + type + " is not supported");
   LLM_ASSIGN_OR_RETURN(m->model, BpeModel::FromJson(model, file));
   LLM_ASSIGN_OR_RETURN(m->normalizer,
-                       MakeNormalizer(tj.value("normalizer", json()), file + ": normalizer"));
-  LLM_ASSIGN_OR_RETURN(m->pre_tokenizer, MakePreTokenizer(tj.value("pre_tokenizer", json()),
-                                                          file + ": pre_tokenizer"));
-  LLM_ASSIGN_OR_RETURN(m->decoders,
-                       MakeDecoderSpecs(tj.value("decoder", json()), file + ": decoder"));
-  return ParsePostProcessor(tj.value("post_processor", json()), file + ": post_processor",
+                       MakeNormalizer(Member(tj, "normalizer"), file + ": normalizer"));
+  LLM_ASSIGN_OR_RETURN(m->pre_tokenizer,
+                       MakePreTokenizer(Member(tj, "pre_tokenizer"), file + ": pre_tokenizer"));
+  LLM_ASSIGN_OR_RETURN(m->decoders, MakeDecoderSpecs(Member(tj, "decoder"), file + ": decoder"));
+  return ParsePostProcessor(Member(tj, "post_processor"), file + ": post_processor",
                             &m->post_prefix, &m->post_suffix);
 }
 
@@ -142,19 +157,24 @@ int32_t NextId(const Tokenizer::Impl& m, const std::vector<AddedToken>& tokens) 
 Status LoadAddedTokens(const json& tj, const json& config, const std::string& file,
                        Tokenizer::Impl* m) {
   std::vector<AddedToken> tokens;
-  for (const auto& j : tj.value("added_tokens", json::array())) {
+  for (const auto& j : ArrayMember(tj, "added_tokens")) {
     LLM_ASSIGN_OR_RETURN(AddedToken t, ParseAddedToken(j, file + ": added_tokens"));
     if (t.id < 0) return InvalidArgument(file + ": added token '" + t.content + "' has no id");
     tokens.push_back(std::move(t));
   }
-  const auto find = [&tokens](const std::string& content) -> AddedToken* {
-    for (auto& t : tokens) {
-      if (t.content == content) return &t;
-    }
-    return nullptr;
+  std::unordered_map<std::string, size_t> index;  // content -> position in tokens
+  for (size_t i = 0; i < tokens.size(); ++i) index.emplace(tokens[i].content, i);
+  const auto find = [&](const std::string& content) -> AddedToken* {
+    const auto it = index.find(content);
+    return it == index.end() ? nullptr : &tokens[it->second];
   };
-  const json decoder = config.value("added_tokens_decoder", json::object());
+  const auto append = [&](AddedToken t) {
+    index.emplace(t.content, tokens.size());
+    tokens.push_back(std::move(t));
+  };
+  const json& decoder = Member(config, "added_tokens_decoder");
   for (const auto& [key, value] : decoder.items()) {
+    if (!decoder.is_object()) break;
     LLM_ASSIGN_OR_RETURN(AddedToken t, ParseAddedToken(value, "tokenizer_config.json"));
     if (AddedToken* existing = find(t.content)) {
       t.id = existing->id;
@@ -163,13 +183,13 @@ Status LoadAddedTokens(const json& tj, const json& config, const std::string& fi
     }
     const auto model_id = m->model->TokenToId(t.content);
     t.id = model_id ? *model_id : NextId(*m, tokens);
-    tokens.push_back(std::move(t));
+    append(std::move(t));
   }
   std::vector<std::string> specials;
   for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
     specials.push_back(SpecialTokenString(config, key));
   }
-  for (const auto& s : config.value("additional_special_tokens", json::array())) {
+  for (const auto& s : ArrayMember(config, "additional_special_tokens")) {
     if (s.is_string()) specials.push_back(s.get<std::string>());
     if (s.is_object() && s.contains("content")) specials.push_back(s["content"].get<std::string>());
   }
@@ -181,7 +201,7 @@ Status LoadAddedTokens(const json& tj, const json& config, const std::string& fi
     t.normalized = false;
     const auto model_id = m->model->TokenToId(s);
     t.id = model_id ? *model_id : NextId(*m, tokens);
-    tokens.push_back(std::move(t));
+    append(std::move(t));
   }
   for (const auto& t : tokens) {
     if (t.special) m->special_contents.insert(t.content);
