@@ -10,7 +10,8 @@
 //   4. temperature == 0 (or < kGreedyTemperature): greedy, argmax with ties to the lowest id;
 //   5. otherwise temperature scaling, then top-k, then top-p (over the softmax of what top-k
 //      kept), then min-p (p < min_p * p_max is dropped), then one draw from the softmax of what
-//      remains.
+//      remains. (This is vLLM v0's order; v1 applies min-p before top-k / top-p, which only
+//      differs in what top-p renormalizes over when both are set.)
 //
 // Randomness: the draw is one uniform double in [0, 1) that is a pure function of
 // (rng_seed, step) (splitmix64 hashing, see SamplerUniform), and the inverse CDF walks the kept
@@ -23,13 +24,22 @@
 // set.) `logprob` is the chosen token's; `top` holds the N most likely tokens, by logprob
 // descending, ties by lower id; the chosen token is not added to `top` unless it is among them.
 //
-// Cost on a vocabulary of V tokens: O(V) for the copy, the argmax and the filtering. Top-k is an
-// nth_element, O(V) expected, never a full sort. Top-p sorts only a growing prefix: nth_element
-// picks the best 128 candidates (O(V)), sorts them (O(128 log 128)), and quadruples the prefix
-// only while its mass is below top_p, so a peaked distribution costs O(V) and only a flat one
-// with top_p near 1 approaches a full O(V log V) sort. Logprobs add one O(V) log-sum-exp pass and
-// an O(V log N) partial sort for the top N. On a 128k vocabulary a call is well under a
-// millisecond in the usual cases.
+// Cost on a vocabulary of V tokens. Candidates are ranked by a 64-bit key (logit, then id), so
+// every selection and sort compares plain integers, and exp is a polynomial that vectorizes:
+//  - copy, penalties, argmax: O(V) (+ O(prompt + output)).
+//  - top-k: a lower bound on the k-th best key (the worst of the best keys of k disjoint blocks)
+//    drops nearly all tokens in one O(V) pass, then nth_element over the survivors: O(V).
+//  - top-p: tokens whose weight is below (1 - top_p) * mass / (2 n) can never be in the nucleus
+//    and are dropped in one O(n) pass (together with min-p). Then a radix select: one O(n) pass
+//    sums the mass per bucket of weights (buckets are 1/64 apart), the bucket where the mass
+//    crosses top_p is found from the top, and only that bucket's tokens are sorted; the buckets
+//    above it are kept whole, unsorted. O(V) plus sorting one bucket, whatever the shape of the
+//    distribution (only near-identical logits put many tokens in one bucket); never a full sort.
+//  - the draw walks the kept tokens in id order: sorting them when few, else one O(V) scan.
+//  - logprobs: one O(V) log-sum-exp pass and one O(V) pass keeping the best N keys.
+// Measured for V = 128256 on one EPYC core (best of 30 calls, random N(0, 3^2) logits, which are
+// flatter than a model's): greedy 0.05 ms, plain softmax 0.3 ms, top-k 50 0.2 ms, top-p 0.9
+// 0.5 ms (0.8 ms on N(0, 1) logits), logprobs 20 adds 0.3 ms.
 //
 // A Sampler owns scratch buffers sized for the vocabulary and is not thread-safe: use one per
 // thread. In steady state a call allocates nothing but the returned `top` vector.
@@ -92,28 +102,31 @@ class Sampler {
                       std::span<const int32_t> output, uint64_t rng_seed, int step);
 
  private:
-  // True when token a ranks before token b: higher penalized logit, ties to the lower id.
-  bool Better(int32_t a, int32_t b) const {
-    return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
-  }
+  // Ranking key of token t: larger = better, i.e. higher penalized logit, ties to the lower id
+  // (the logit's bits in an order-preserving form above ~t). Never 0, which means "no bound".
+  uint64_t Key(int32_t t) const;
+  static int32_t TokenOf(uint64_t key) { return static_cast<int32_t>(~static_cast<uint32_t>(key)); }
 
   void ApplyPenalties(const SamplingParams& p, std::span<const int32_t> prompt,
                       std::span<const int32_t> output);
   void ApplyRepetitionPenalty(float penalty, std::span<const int32_t> tokens);
   void FillLogprobs(int32_t token, int n, SampleResult& result);
   int32_t SampleRandom(const SamplingParams& p, double u);
-  int ApplyTopK(int top_k);
-  int ApplyMinP(int n, float min_p);
-  int32_t ApplyTopP(int n, double mass, float top_p);
-  int32_t Draw(int32_t pivot, float min_p, double u) const;
+  int SelectTopK(int top_k);
+  int KeepAtLeast(int n, double min_weight);
+  int ApplyTopP(int n, double mass, float top_p, uint64_t* bound);
+  int32_t Draw(int n, uint64_t bound, float min_p, double u);
+  int32_t DrawFromIds(int n, double u) const;
 
   int vocab_size_;
   int32_t argmax_ = 0;
   float max_logit_ = 0.0f;
-  std::vector<float> logits_;   // penalized logits
-  std::vector<float> weights_;  // exp((l - max) / T), valid for the candidates of this call
-  std::vector<int32_t> order_;  // candidate token ids, partially sorted by Better
-  std::vector<uint32_t> seen_;  // seen_[t] == epoch_: t already penalized in this call
+  std::vector<float> logits_;        // penalized logits
+  std::vector<float> weights_;       // exp((l - max) / T), valid for this call's candidates only
+  std::vector<uint64_t> keys_;       // candidates' Keys, partially sorted by the filters
+  std::vector<int32_t> ids_;         // kept token ids, sorted ascending for the draw
+  std::vector<double> bucket_mass_;  // top-p: mass per weight bucket
+  std::vector<uint32_t> seen_;       // seen_[t] == epoch_: t already penalized in this call
   uint32_t epoch_ = 0;
   std::vector<int32_t> counts_;   // output-token counts, all zero between calls
   std::vector<int32_t> touched_;  // tokens with counts_ != 0

@@ -313,6 +313,47 @@ TEST(SamplerFilters, MinPDropsTokensBelowMinPTimesMax) {
   EXPECT_EQ(freq[1], 1.0);
 }
 
+TEST(SamplerFilters, TopPOnEqualLogitsKeepsTheLowestIds) {
+  // 1000 equal tokens, top_p 0.5: token j has j / 1000 of the mass before it, so ids < 500 stay.
+  const std::vector<float> logits(1000, 0.25f);
+  SamplingParams p;
+  p.top_p = 0.5f;
+  const int n = 20000;
+  const std::vector<double> freq = Frequencies(logits, p, n);
+  double kept = 0.0;
+  for (int i = 0; i < 500; ++i) kept += freq[i];
+  EXPECT_DOUBLE_EQ(kept, 1.0);
+  EXPECT_GT(freq[0], 0.0);
+  EXPECT_GT(freq[499], 0.0);
+  const std::vector<double> uniform(500, 1.0 / 500);
+  EXPECT_LT(ChiSquare(std::vector<double>(freq.begin(), freq.begin() + 500), uniform, n), 620.0);
+}
+
+TEST(SamplerFilters, MaskedTokensAreNeverDrawn) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> logits = RandomLogits(300, 9, 0.1f);
+  for (size_t i = 0; i < logits.size(); i += 2) logits[i] = -inf;
+  Sampler s(300);
+  for (float temperature : {1.0f, 100.0f}) {
+    for (float top_p : {1.0f, 0.999f}) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.top_p = top_p;
+      for (int step = 0; step < 2000; ++step) {
+        ASSERT_EQ(SampleOnce(s, logits, p, 13, step).token % 2, 1) << step;
+      }
+    }
+  }
+  std::vector<float> one(300, -inf);
+  one[123] = -1e30f;
+  SamplingParams p;
+  p.logprobs = 1;
+  const SampleResult r = SampleOnce(s, one, p, 1, 0);
+  EXPECT_EQ(r.token, 123);
+  EXPECT_EQ(r.logprob, 0.0f);
+  EXPECT_EQ(r.top[0].token, 123);
+}
+
 // A straightforward reference: full sort, masks, inverse CDF over kept tokens in id order.
 int32_t ReferenceSample(const std::vector<float>& l, const SamplingParams& p, double u) {
   const int v = static_cast<int>(l.size());
