@@ -1,5 +1,6 @@
 #include "common/tokenizer_bpe.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -40,7 +41,8 @@ struct MergeEntry {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& model,
+StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& model, TokVocab vocab,
+                                                       const Merges& merges,
                                                        const std::string& file) {
   auto bpe = std::unique_ptr<BpeModel>(new BpeModel());
   bpe->unk_token_ = OptionalString(model, "unk_token");
@@ -53,15 +55,8 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& mod
   if (dropout != model.end() && dropout->is_number() && dropout->get<double>() > 0.0) {
     return Unimplemented(file + ": model.dropout > 0 is not supported");
   }
-  const auto vocab = model.find("vocab");
-  if (vocab == model.end() || !vocab->is_object()) {
-    return InvalidArgument(file + ": model.vocab must be an object");
-  }
-  LLM_RETURN_IF_ERROR(bpe->LoadVocab(*vocab, file));
-  const auto merges = model.find("merges");
-  if (merges != model.end() && !merges->is_null()) {
-    LLM_RETURN_IF_ERROR(bpe->LoadMerges(*merges, file));
-  }
+  bpe->TakeVocab(std::move(vocab));
+  LLM_RETURN_IF_ERROR(bpe->LoadMerges(merges, file));
   bpe->byte_ids_.assign(256, -1);
   for (int b = 0; b < 256; ++b) {
     char name[8];
@@ -71,52 +66,24 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& mod
   return bpe;
 }
 
-Status BpeModel::LoadVocab(const nlohmann::json& vocab, const std::string& file) {
-  vocab_.reserve(vocab.size());
+void BpeModel::TakeVocab(TokVocab vocab) {
+  vocab_ = std::move(vocab);
   int32_t max_id = -1;
-  for (const auto& [token, id_json] : vocab.items()) {
-    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
-        id_json.get<int64_t>() > INT32_MAX) {
-      return InvalidArgument(file + ": model.vocab[\"" + token + "\"] is not a valid id");
-    }
-    const auto id = id_json.get<int32_t>();
-    vocab_[token] = id;
-    max_id = std::max(max_id, id);
-  }
-  id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
-  has_id_.assign(static_cast<size_t>(max_id + 1), false);
-  for (const auto& [token, id] : vocab_) {
-    id_to_token_[id] = token;
-    has_id_[id] = true;
-  }
-  return Status::Ok();
+  for (const auto& [token, id] : vocab_) max_id = std::max(max_id, id);
+  id_to_token_.assign(static_cast<size_t>(max_id + 1), nullptr);
+  for (const auto& [token, id] : vocab_) id_to_token_[id] = &token;
 }
 
-Status BpeModel::LoadMerges(const nlohmann::json& merges, const std::string& file) {
-  if (!merges.is_array()) return InvalidArgument(file + ": model.merges must be an array");
+Status BpeModel::LoadMerges(const Merges& merges, const std::string& file) {
   merges_.reserve(merges.size() * 2);
   const size_t prefix_len = prefix_ ? prefix_->size() : 0;
   uint32_t rank = 0;
-  for (const auto& m : merges) {
-    std::string a, b;
-    if (m.is_string()) {
-      const auto& s = m.get_ref<const std::string&>();
-      const size_t space = s.find(' ');
-      if (space == std::string::npos) {
-        return InvalidArgument(file + ": merge \"" + s + "\" is not of the form \"a b\"");
-      }
-      a = s.substr(0, space);
-      b = s.substr(space + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
-    } else {
-      return InvalidArgument(file + ": merge #" + std::to_string(rank) +
-                             " is neither \"a b\" nor [\"a\", \"b\"]");
-    }
+  std::string merged;
+  for (const auto& [a, b] : merges) {
     const auto ia = TokenToId(a);
     const auto ib = TokenToId(b);
-    const std::string merged = a + (b.size() >= prefix_len ? b.substr(prefix_len) : b);
+    merged.assign(a);
+    merged.append(b.size() >= prefix_len ? std::string_view(b).substr(prefix_len) : b);
     const auto im = TokenToId(merged);
     if (!ia || !ib || !im) {
       return InvalidArgument(file + ": merge \"" + a + " " + b +
@@ -135,8 +102,8 @@ std::optional<int32_t> BpeModel::TokenToId(std::string_view token) const {
 }
 
 const std::string* BpeModel::IdToToken(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !has_id_[id]) return nullptr;
-  return &id_to_token_[id];
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return nullptr;
+  return id_to_token_[id];
 }
 
 const std::pair<uint32_t, int32_t>* BpeModel::FindMerge(int32_t a, int32_t b) const {

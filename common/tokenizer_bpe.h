@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -27,8 +28,11 @@ using TokVocab = std::unordered_map<std::string, int32_t, TokStringHash, std::eq
 
 class BpeModel {
  public:
-  // `model` is the "model" object of tokenizer.json; `file` names it in errors.
-  static StatusOr<std::unique_ptr<BpeModel>> FromJson(const nlohmann::json& model,
+  using Merges = std::vector<std::pair<std::string, std::string>>;
+  // `model` is the "model" object of tokenizer.json without "vocab" and "merges", which come
+  // pre-parsed (see tokenizer_json.h); `file` names the file in errors.
+  static StatusOr<std::unique_ptr<BpeModel>> FromJson(const nlohmann::json& model, TokVocab vocab,
+                                                      const Merges& merges,
                                                       const std::string& file);
 
   // Appends the ids of one pre-tokenized word to `out`.
@@ -47,15 +51,14 @@ class BpeModel {
     int32_t next;
     size_t len;
   };
-  Status LoadVocab(const nlohmann::json& vocab, const std::string& file);
-  Status LoadMerges(const nlohmann::json& merges, const std::string& file);
+  void TakeVocab(TokVocab vocab);
+  Status LoadMerges(const Merges& merges, const std::string& file);
   void InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const;
   void MergeAll(std::vector<Symbol>* symbols) const;
   const std::pair<uint32_t, int32_t>* FindMerge(int32_t a, int32_t b) const;
 
   TokVocab vocab_;
-  std::vector<std::string> id_to_token_;
-  std::vector<bool> has_id_;
+  std::vector<const std::string*> id_to_token_;  // keys of vocab_ (stable), nullptr for holes
   std::unordered_map<uint64_t, std::pair<uint32_t, int32_t>> merges_;  // pair -> (rank, new id)
   std::optional<std::string> unk_token_;
   std::optional<std::string> prefix_;  // continuing_subword_prefix

@@ -7,6 +7,7 @@
 
 #include "common/tokenizer.h"
 #include "common/tokenizer_impl.h"
+#include "common/tokenizer_json.h"
 
 namespace llm {
 namespace {
@@ -26,6 +27,14 @@ const json& ArrayMember(const json& j, const char* key) {
   static const json kEmpty = json::array();
   const json& m = Member(j, key);
   return m.is_array() ? m : kEmpty;
+}
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 StatusOr<json> ReadJson(const std::string& path, bool required, bool* found) {
@@ -129,12 +138,20 @@ std::string TokenizerClass(const json& config, const json& model_config) {
 
 namespace {
 
-Status LoadPipeline(const json& tj, const std::string& file, Tokenizer::Impl* m) {
+Status LoadPipeline(TokenizerJson* parsed, const std::string& file, Tokenizer::Impl* m) {
+  const json& tj = parsed->root;
   const json& model = Member(tj, "model");
   if (!model.is_object()) return InvalidArgument(file + ": missing \"model\"");
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") return Unimplemented(file + ": model type " + type + " is not supported");
-  LLM_ASSIGN_OR_RETURN(m->model, BpeModel::FromJson(model, file));
+  if (!parsed->has_vocab) return InvalidArgument(file + ": model.vocab must be an object");
+  if (!parsed->has_merges && !Member(model, "merges").is_null()) {
+    return InvalidArgument(file + ": model.merges must be an array");
+  }
+  LLM_ASSIGN_OR_RETURN(m->model,
+                       BpeModel::FromJson(model, std::move(parsed->vocab), parsed->merges, file));
+  parsed->merges.clear();
+  parsed->merges.shrink_to_fit();
   LLM_ASSIGN_OR_RETURN(m->normalizer,
                        MakeNormalizer(Member(tj, "normalizer"), file + ": normalizer"));
   LLM_ASSIGN_OR_RETURN(m->pre_tokenizer,
@@ -265,7 +282,10 @@ void ApplyConfig(const json& config, const json& model_config, const Tokenizer& 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDir(const std::string& dir) {
   const std::string file = dir + "/tokenizer.json";
   bool found = false;
-  LLM_ASSIGN_OR_RETURN(json tj, ReadJson(file, /*required=*/true, &found));
+  LLM_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
+  LLM_ASSIGN_OR_RETURN(TokenizerJson parsed, ParseTokenizerJson(text, file));
+  text = std::string();
+  const json& tj = parsed.root;
   LLM_ASSIGN_OR_RETURN(json config, ReadJson(dir + "/tokenizer_config.json", false, &found));
   if (!config.is_object()) config = json::object();
   LLM_ASSIGN_OR_RETURN(json model_config, ReadJson(dir + "/config.json", false, &found));
@@ -273,7 +293,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDir(const std::string& dir) 
   if (!tj.is_object()) return InvalidArgument(file + ": not a JSON object");
   auto impl = std::make_unique<Impl>();
   try {
-    LLM_RETURN_IF_ERROR(LoadPipeline(tj, file, impl.get()));
+    LLM_RETURN_IF_ERROR(LoadPipeline(&parsed, file, impl.get()));
     LLM_RETURN_IF_ERROR(LoadAddedTokens(tj, config, file, impl.get()));
     int32_t max_id = impl->model->max_id();
     for (const auto& t : impl->added.tokens()) max_id = std::max(max_id, t.id);
