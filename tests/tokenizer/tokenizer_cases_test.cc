@@ -93,6 +93,36 @@ TEST_P(EncodeCasesTest, AllCasesPass) {
   EXPECT_EQ(passed, total) << failures.size() << " failing cases for " << name;
 }
 
+// chat_cases.jsonl: the rendered chat prompts encode (add_special_tokens=false) to `ids`.
+TEST_P(EncodeCasesTest, RenderedChatPromptsEncode) {
+  const std::string name = GetParam();
+  const std::string cases_path = kDir + "/chat_cases.jsonl";
+  std::ifstream in(cases_path);
+  if (!in) GTEST_SKIP() << "missing " << cases_path;
+  if (!std::ifstream(kDir + "/" + name + "/tokenizer.json")) {
+    GTEST_SKIP() << "missing " << kDir << "/" << name << "/tokenizer.json";
+  }
+  auto tok_or = Tokenizer::FromDir(kDir + "/" + name);
+  ASSERT_TRUE(tok_or.ok()) << tok_or.status().ToString();
+  int total = 0, passed = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const json c = json::parse(line);
+    if (c["tokenizer"] != name || !c["rendered"].is_string()) continue;
+    ++total;
+    const auto want = c["ids"].get<std::vector<int32_t>>();
+    const auto got = (*tok_or)->Encode(c["rendered"].get<std::string>(), false);
+    if (got == want) {
+      ++passed;
+    } else {
+      std::cout << "  FAIL " << c["id"].get<std::string>() << "\n";
+    }
+  }
+  std::cout << "[chat " << name << "] " << passed << "/" << total << " rendered prompts encode\n";
+  EXPECT_EQ(passed, total);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tokenizers, EncodeCasesTest,
                          ::testing::Values("mistral", "llama3", "qwen3", "gemma3", "deepseek_v3"),
                          [](const auto& param_info) { return param_info.param; });
