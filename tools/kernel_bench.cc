@@ -1,6 +1,7 @@
 // kernel_bench: speed of the CPU kernels (not a test). Prints GFLOP/s and GB/s of Matmul for F32,
 // BF16 and F16 weights at m = 1, 16, 128 on a 4096 x 4096 weight, and PagedAttention for a decode
-// batch and a prefill. Threads: OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.
+// batch and a prefill (`kernel_bench matmul` or `kernel_bench attention` runs one). Threads:
+// OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.
 #include <omp.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/dtype.h"
@@ -102,8 +104,10 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len) {
 
 }  // namespace
 
-int main() {
-  BenchMatmul();
+int main(int argc, char** argv) {
+  const std::string only = argc > 1 ? argv[1] : "";  // "matmul" or "attention": run just that
+  if (only != "attention") BenchMatmul();
+  if (only == "matmul") return 0;
   std::printf("PagedAttention q_heads=32 kv_heads=8 head_dim=128 block_size=16 threads=%d\n",
               omp_get_max_threads());
   BenchAttention("decode", 16, 1024, 1);

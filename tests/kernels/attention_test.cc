@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/attention_kernel.h"
 #include "kernels/cpu_ops.h"
 #include "kernels/reference_ops.h"
 
@@ -53,8 +54,10 @@ struct Fixture {
   }
 
   // Runs `seqs` (each given as its index into the tables) with fast or reference attention.
+  // fn == nullptr: the public PagedAttention.
   std::vector<float> Run(const std::vector<Seq>& seqs, const std::vector<int>& table_idx,
-                         const std::vector<float>& q, bool reference) const {
+                         const std::vector<float>& q, bool reference,
+                         internal::AttendFn fn = nullptr) const {
     std::vector<int32_t> qs{0}, ctx, bt;
     for (size_t s = 0; s < seqs.size(); ++s) {
       qs.push_back(qs.back() + seqs[s].q_len);
@@ -64,8 +67,13 @@ struct Fixture {
     }
     AttentionBatch b{static_cast<int>(seqs.size()), qs.data(), ctx.data(), bt.data(), max_blocks};
     std::vector<float> out(q.size(), -7.0f);
-    (reference ? ref::PagedAttention : PagedAttention)(q.data(), k_cache.data(), v_cache.data(), b,
-                                                       p, out.data());
+    if (reference) {
+      ref::PagedAttention(q.data(), k_cache.data(), v_cache.data(), b, p, out.data());
+    } else if (fn != nullptr) {
+      internal::PagedAttentionWith(fn, q.data(), k_cache.data(), v_cache.data(), b, p, out.data());
+    } else {
+      PagedAttention(q.data(), k_cache.data(), v_cache.data(), b, p, out.data());
+    }
     return out;
   }
 };
@@ -84,9 +92,16 @@ void CheckCase(const AttentionParams& p, const std::vector<Seq>& seqs) {
   std::vector<int> idx(seqs.size());
   std::iota(idx.begin(), idx.end(), 0);
   auto q = RandomVec(static_cast<size_t>(rows) * p.q_heads * p.head_dim, 12, -2.0f, 2.0f);
-  auto got = f.Run(seqs, idx, q, false);
   auto want = f.Run(seqs, idx, q, true);
+  auto got = f.Run(seqs, idx, q, false);
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5) << i;
+  // Every ISA's kernel gives bitwise the same result (no FMA, fixed reduction order).
+  internal::AttendKernel ks[3];
+  const int n = internal::AvailableAttendKernels(ks);
+  for (int i = 0; i < n; ++i) {
+    auto isa = f.Run(seqs, idx, q, false, ks[i].fn);
+    ASSERT_EQ(0, std::memcmp(isa.data(), got.data(), sizeof(float) * got.size())) << ks[i].isa;
+  }
 }
 
 TEST(PagedAttentionTest, MatchesReference) {

@@ -76,8 +76,9 @@ void CheckAgainstReference(const internal::MatmulKernels& ks, const Shape& s, DT
 }
 
 TEST(MatmulTest, MatchesReferenceAllDtypes) {
-  const Shape shapes[] = {{1, 1, 1},   {1, 16, 4},    {3, 17, 5},   {5, 33, 7},   {4, 64, 8},
-                          {16, 31, 9}, {37, 100, 19}, {2, 257, 65}, {1, 1000, 3}, {20, 129, 33}};
+  const Shape shapes[] = {{1, 1, 1},    {1, 16, 4},    {3, 17, 5},    {5, 33, 7},
+                          {4, 64, 8},   {16, 31, 9},   {37, 100, 19}, {2, 257, 65},
+                          {1, 1000, 3}, {20, 129, 33}, {6, 600, 11},  {17, 520, 5}};
   for (const internal::MatmulKernels* ks : Isas()) {
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (const Shape& s : shapes) {

@@ -1,0 +1,10 @@
+// PagedAttention task kernel compiled with -mavx2 (no FMA: same rounding as every other ISA).
+#include "kernels/cpu/attention_impl.h"
+
+namespace llm::kernels::internal {
+
+AttendKernel Avx2AttendKernel() {
+  return {"avx2", AttendImpl};
+}
+
+}  // namespace llm::kernels::internal

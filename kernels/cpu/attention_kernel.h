@@ -1,0 +1,51 @@
+// PagedAttention internals: the per-task kernel, compiled once per ISA (attention_generic.cc,
+// attention_avx2.cc, attention_avx512.cc) from attention_impl.h, and picked at run time.
+// The kernel uses no FMA and no reassociation (explicit lanes, fixed reduction trees, libm exp),
+// so every ISA gives bitwise the same result.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu_ops.h"
+
+namespace llm::kernels::internal {
+
+constexpr int kAttnMaxHeadDim = 512;
+constexpr int kAttnMaxBlockSize = 256;
+constexpr int kAttnMaxVectors = 16;  // (query row, q head) pairs per task; they share K/V loads
+
+// Query rows [0, rows) of one sequence (consecutive positions) times q heads [h0, h0 + heads),
+// all on kv head kvh; rows * heads <= kAttnMaxVectors.
+struct AttendTask {
+  const float* q;    // q of the first row (all heads)
+  float* out;        // out of the first row (all heads)
+  int64_t row_size;  // q_heads * head_dim
+  int rows;
+  int h0;
+  int heads;
+  int kvh;
+  int pos0;  // position of the first row; row r sits at pos0 + r
+  const int32_t* table;
+  const float* k_cache;
+  const float* v_cache;
+  const AttentionParams* params;
+};
+
+using AttendFn = void (*)(const AttendTask& task);
+
+struct AttendKernel {
+  const char* isa;
+  AttendFn fn;
+};
+
+AttendKernel GenericAttendKernel();
+AttendKernel Avx2AttendKernel();    // only when the CPU has AVX2
+AttendKernel Avx512AttendKernel();  // only when the CPU has AVX-512 F
+
+// The kernels this CPU can run, best first (at most 3); returns how many.
+int AvailableAttendKernels(AttendKernel out[3]);
+// PagedAttention with a given kernel (PagedAttention uses the best available one).
+void PagedAttentionWith(AttendFn fn, const float* q, const float* k_cache, const float* v_cache,
+                        const AttentionBatch& batch, const AttentionParams& params, float* out);
+
+}  // namespace llm::kernels::internal
