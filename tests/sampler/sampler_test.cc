@@ -200,6 +200,20 @@ TEST(SamplerSeeded, DifferentSeedsGiveDifferentSequences) {
   EXPECT_EQ(seen.size(), 16u);
 }
 
+TEST(SamplerSeeded, ConsecutiveStepsAreIndependentDraws) {
+  const std::vector<float> logits(16, 0.0f);
+  Sampler s(16);
+  SamplingParams p;
+  int differ = 0;
+  int32_t previous = SampleOnce(s, logits, p, 5, 0).token;
+  for (int step = 1; step <= 200; ++step) {
+    const int32_t token = SampleOnce(s, logits, p, 5, step).token;
+    differ += token != previous;
+    previous = token;
+  }
+  EXPECT_GT(differ, 165);  // 187.5 expected
+}
+
 TEST(SamplerSeeded, DistributionMatchesSoftmaxAtTemperatureOne) {
   const std::vector<float> logits = {1.0f, 0.5f, 0.0f, -0.5f, -1.0f, 2.0f, -3.0f};
   SamplingParams p;
@@ -469,18 +483,23 @@ TEST(SamplerPenalties, StateDoesNotLeakBetweenCalls) {
   penalized.repetition_penalty = 1.8f;
   penalized.frequency_penalty = 1.0f;
   penalized.presence_penalty = 1.0f;
-  penalized.logprobs = 5;
+  penalized.logprobs = 20;
   SamplingParams plain;
-  plain.logprobs = 5;
-  Sampler fresh(30);
-  const SampleResult want = SampleOnce(fresh, logits, plain, 3, 1);
+  plain.logprobs = 20;
   Sampler used(30);
   for (int i = 0; i < 5; ++i) SampleOnce(used, logits, penalized, 3, i, {1, 2, 3}, {4, 4, 5});
-  const SampleResult got = SampleOnce(used, logits, plain, 3, 1);
-  EXPECT_EQ(got.token, want.token);
-  EXPECT_EQ(got.logprob, want.logprob);
-  ASSERT_EQ(got.top.size(), want.top.size());
-  for (size_t i = 0; i < got.top.size(); ++i) EXPECT_EQ(got.top[i].token, want.top[i].token);
+  for (const SamplingParams& p : {plain, penalized}) {
+    Sampler fresh(30);
+    const SampleResult want = SampleOnce(fresh, logits, p, 3, 1, {6}, {7, 4});
+    const SampleResult got = SampleOnce(used, logits, p, 3, 1, {6}, {7, 4});
+    EXPECT_EQ(got.token, want.token);
+    EXPECT_EQ(got.logprob, want.logprob);
+    ASSERT_EQ(got.top.size(), want.top.size());
+    for (size_t i = 0; i < got.top.size(); ++i) {
+      EXPECT_EQ(got.top[i].token, want.top[i].token);
+      EXPECT_EQ(got.top[i].logprob, want.top[i].logprob);
+    }
+  }
 }
 
 // ---------------------------------------------------------------- logprobs
