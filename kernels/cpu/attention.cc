@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <omp.h>
+
 #include "kernels/cpu/attention_kernel.h"
 #include "kernels/cpu_ops.h"
 
@@ -30,6 +32,33 @@ int SeqOfRow(const AttentionBatch& b, int row) {
 
 }  // namespace
 
+// How a batch is cut into tasks: every task has rows_per rows of one sequence (fewer at the end of
+// a sequence), kv_per kv heads and heads_per q heads of each of them.
+struct Split {
+  int heads_per, head_tiles, kv_per, kv_tiles, rows_per;
+};
+
+// Decode rows share nothing with each other, so a task takes several kv heads (a cache row's heads
+// are contiguous: whole blocks stream from memory) as long as there are enough tasks for the
+// threads. Prefill rows of one sequence share every K/V block, so a task takes several rows.
+Split ChooseSplit(const AttentionBatch& batch, const AttentionParams& p, int rows) {
+  Split sp{};
+  const int group = p.q_heads / p.kv_heads;
+  sp.heads_per = std::min(group, kAttnMaxVectors);
+  sp.head_tiles = (group + sp.heads_per - 1) / sp.heads_per;
+  sp.kv_per = sp.head_tiles > 1 ? 1 : std::min(p.kv_heads, kAttnMaxVectors / sp.heads_per);
+  const bool decode_heavy = rows < 2 * batch.num_seqs;
+  if (!decode_heavy) sp.kv_per = 1;
+  const int64_t want_tasks = 4LL * omp_get_max_threads();
+  while (sp.kv_per > 1 &&
+         static_cast<int64_t>(rows) * ((p.kv_heads + sp.kv_per - 1) / sp.kv_per) < want_tasks) {
+    sp.kv_per = (sp.kv_per + 1) / 2;
+  }
+  sp.kv_tiles = (p.kv_heads + sp.kv_per - 1) / sp.kv_per;
+  sp.rows_per = std::max(1, kAttnMaxVectors / (sp.heads_per * sp.kv_per));
+  return sp;
+}
+
 void PagedAttentionWith(AttendFn fn, const float* q, const float* k_cache, const float* v_cache,
                         const AttentionBatch& batch, const AttentionParams& p, float* out) {
   if (batch.num_seqs <= 0 || p.head_dim > kAttnMaxHeadDim || p.block_size > kAttnMaxBlockSize) {
@@ -38,38 +67,36 @@ void PagedAttentionWith(AttendFn fn, const float* q, const float* k_cache, const
   const int row0 = batch.query_start[0];
   const int rows = batch.query_start[batch.num_seqs] - row0;
   const int group = p.q_heads / p.kv_heads;
-  const int heads_per = std::min(group, kAttnMaxVectors);
-  const int head_tiles = (group + heads_per - 1) / heads_per;
-  const int rows_per = kAttnMaxVectors / heads_per;
-  const int row_tiles = (rows + rows_per - 1) / rows_per;
+  const Split sp = ChooseSplit(batch, p, rows);
   const int64_t row_size = static_cast<int64_t>(p.q_heads) * p.head_dim;
-  const int64_t tasks = static_cast<int64_t>(row_tiles) * p.kv_heads * head_tiles;
+  const int per_row = sp.kv_tiles * sp.head_tiles;
+  // One task index per (row, kv tile, head tile), kv tile varying fastest so that threads work on
+  // the same sequence's cache blocks at the same time. Only the first row of each tile of
+  // rows_per rows of a sequence does work (a tile never spans two sequences).
+  const int64_t tasks = static_cast<int64_t>(rows) * per_row;
 #pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
   for (int64_t task = 0; task < tasks; ++task) {
-    const int rt = static_cast<int>(task / (p.kv_heads * head_tiles));
-    const int rem = static_cast<int>(task % (p.kv_heads * head_tiles));
+    const int r = row0 + static_cast<int>(task / per_row);
+    const int s = SeqOfRow(batch, r);
+    const int in_seq = r - batch.query_start[s];
+    if (in_seq % sp.rows_per != 0) continue;
+    const int q_len = batch.query_start[s + 1] - batch.query_start[s];
+    const int rem = static_cast<int>(task % per_row);
     AttendTask t{};
+    t.q = q + r * row_size;
+    t.out = out + r * row_size;
     t.row_size = row_size;
-    t.kvh = rem / head_tiles;
-    t.h0 = t.kvh * group + (rem % head_tiles) * heads_per;
-    t.heads = std::min(heads_per, (t.kvh + 1) * group - t.h0);
+    t.rows = std::min(sp.rows_per, q_len - in_seq);
+    t.kv0 = (rem / sp.head_tiles) * sp.kv_per;
+    t.nkv = std::min(sp.kv_per, p.kv_heads - t.kv0);
+    t.h_off = (rem % sp.head_tiles) * sp.heads_per;
+    t.heads = std::min(sp.heads_per, group - t.h_off);
+    t.pos0 = batch.context_len[s] - q_len + in_seq;
+    t.table = batch.block_tables + static_cast<int64_t>(s) * batch.max_blocks_per_seq;
     t.k_cache = k_cache;
     t.v_cache = v_cache;
     t.params = &p;
-    // The row tile may span several sequences: one kernel call per sequence segment.
-    const int end = std::min(row0 + rows, row0 + (rt + 1) * rows_per);
-    for (int r = row0 + rt * rows_per; r < end;) {
-      const int s = SeqOfRow(batch, r);
-      const int seg_end = std::min(end, batch.query_start[s + 1]);
-      const int q_len = batch.query_start[s + 1] - batch.query_start[s];
-      t.q = q + r * row_size;
-      t.out = out + r * row_size;
-      t.rows = seg_end - r;
-      t.pos0 = batch.context_len[s] - q_len + (r - batch.query_start[s]);
-      t.table = batch.block_tables + static_cast<int64_t>(s) * batch.max_blocks_per_seq;
-      fn(t);
-      r = seg_end;
-    }
+    fn(t);
   }
 }
 

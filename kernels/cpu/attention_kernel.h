@@ -12,18 +12,20 @@ namespace llm::kernels::internal {
 
 constexpr int kAttnMaxHeadDim = 512;
 constexpr int kAttnMaxBlockSize = 256;
-constexpr int kAttnMaxVectors = 16;  // (query row, q head) pairs per task; they share K/V loads
+constexpr int kAttnMaxVectors = 32;  // (query row, q head) pairs per task; they share K/V loads
 
-// Query rows [0, rows) of one sequence (consecutive positions) times q heads [h0, h0 + heads),
-// all on kv head kvh; rows * heads <= kAttnMaxVectors.
+// Query rows [0, rows) of one sequence (consecutive positions), kv heads [kv0, kv0 + nkv), and of
+// each kv head's group of q heads the `heads` heads from h_off on:
+// rows * nkv * heads <= kAttnMaxVectors.
 struct AttendTask {
   const float* q;    // q of the first row (all heads)
   float* out;        // out of the first row (all heads)
   int64_t row_size;  // q_heads * head_dim
   int rows;
-  int h0;
+  int kv0;
+  int nkv;
+  int h_off;
   int heads;
-  int kvh;
   int pos0;  // position of the first row; row r sits at pos0 + r
   const int32_t* table;
   const float* k_cache;
