@@ -83,7 +83,9 @@ struct AttentionParams {
 void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
                     const AttentionBatch& batch, const AttentionParams& params, float* out);
 
-// Names the SIMD path Matmul uses on this CPU ("avx512", "avx2-fma", "scalar").
+// Names the SIMD path Matmul uses on this CPU ("avx512", "avx2-fma", "scalar"): the best one the
+// CPU has, or the one named by the environment variable LLM_MATMUL_ISA if the CPU has it.
+// Results differ between paths in the last bits (lane count, FMA); on one machine they are fixed.
 const char* MatmulIsa();
 
 }  // namespace llm::kernels

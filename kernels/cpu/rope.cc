@@ -34,7 +34,8 @@ void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_di
           const float* inv_freq, bool interleaved) {
   const int half = rotary_dim / 2;
   if (half <= 0 || half > kMaxRotaryHalf) return;  // precondition: 0 < rotary_dim <= 512
-#pragma omp parallel for schedule(static) if (tokens * heads * rotary_dim >= (1 << 15))
+#pragma omp parallel for schedule( \
+    static) if (static_cast <int64_t>(tokens) * heads * rotary_dim >= (1 << 15))
   for (int t = 0; t < tokens; ++t) {
     float cs[kMaxRotaryHalf];
     float sn[kMaxRotaryHalf];

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -176,6 +177,46 @@ TEST(PagedAttentionTest, BatchAndChunkInvariantBitwise) {
     ASSERT_EQ(0, std::memcmp(alone.data(), chunk_a.data(), sizeof(float) * chunk_a.size()));
     ASSERT_EQ(0,
               std::memcmp(alone.data() + 7 * row, chunk_b.data() + row, sizeof(float) * 34 * row));
+    omp_set_num_threads(saved);
+  }
+}
+
+// A decode row alone (tasks of one kv head) and inside a batch of many decode rows (tasks of
+// several kv heads), with 1 and 2 threads; also MQA with more heads than a task holds.
+TEST(PagedAttentionTest, DecodeBatchInvariantBitwise) {
+  for (auto [q_heads, kv_heads] : {std::pair{8, 4}, std::pair{40, 1}, std::pair{4, 4}}) {
+    AttentionParams p{.q_heads = q_heads,
+                      .kv_heads = kv_heads,
+                      .head_dim = 48,
+                      .block_size = 4,
+                      .scale = 0.15f,
+                      .sliding_window = 0,
+                      .logit_softcap = 0};
+    SCOPED_TRACE(q_heads);
+    const int seqs = 12;
+    Fixture f(p, seqs, 40, 31);
+    const size_t row = static_cast<size_t>(p.q_heads) * p.head_dim;
+    auto q = RandomVec(seqs * row, 32);
+    std::vector<Seq> batch;
+    std::vector<int> idx;
+    for (int s = 0; s < seqs; ++s) {
+      batch.push_back({5 + 3 * s, 1});
+      idx.push_back(s);
+    }
+    const int saved = omp_get_max_threads();
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      auto all = f.Run(batch, idx, q, false);
+      auto want = f.Run(batch, idx, q, true);
+      for (size_t i = 0; i < all.size(); ++i) ASSERT_NEAR(all[i], want[i], 2e-5) << i;
+      for (int s : {0, 3, 11}) {
+        std::vector<float> qs(q.begin() + s * row, q.begin() + (s + 1) * row);
+        omp_set_num_threads(3 - threads);
+        auto alone = f.Run({batch[s]}, {s}, qs, false);
+        omp_set_num_threads(threads);
+        ASSERT_EQ(0, std::memcmp(alone.data(), all.data() + s * row, sizeof(float) * row)) << s;
+      }
+    }
     omp_set_num_threads(saved);
   }
 }
