@@ -78,6 +78,7 @@ struct AttentionParams {
 // query may see. q and out are [total_query_rows, q_heads, head_dim].
 // Preconditions: head_dim <= 512 and block_size <= 256 (otherwise nothing is written); every
 // block a query needs is in its table. query_start values index rows of q and out directly.
+// Uses about 100 KB of stack per thread (no heap).
 // Batch invariant: a query row's output is bitwise the same whatever else is in the batch, how
 // its sequence's queries were chunked, and the thread count (keys are visited in a fixed order).
 void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
