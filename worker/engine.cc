@@ -21,8 +21,8 @@ const char* FinishReasonName(FinishReason r) {
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
                                                  const EngineConfig& config) {
   const ModelConfig& mc = weights.config;
-  if (config.block_size <= 0 || config.block_size > 1024) {
-    return InvalidArgument("block_size must be in [1, 1024], got " +
+  if (config.block_size <= 0 || config.block_size > 256) {
+    return InvalidArgument("block_size must be in [1, 256], got " +
                            std::to_string(config.block_size));
   }
   if (config.scheduler.max_num_batched_tokens <= 0 || config.scheduler.max_num_seqs <= 0) {

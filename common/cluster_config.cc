@@ -1,0 +1,288 @@
+#include "common/cluster_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+namespace llm {
+
+namespace {
+
+using Setter = std::function<Status(ClusterConfig&, const std::vector<std::string>&)>;
+using Getter = std::function<std::string(const ClusterConfig&)>;
+
+struct KeySpec {
+  std::string name;  // "section.key"
+  std::string type;
+  std::string range;
+  std::string help;
+  Setter set;
+  Getter get;
+};
+
+Status BadValue(const std::string& key, const std::string& value, const std::string& want) {
+  return InvalidArgument("config key '" + key + "': expected " + want + ", got '" + value + "'");
+}
+
+template <typename T>
+KeySpec IntKey(const char* name, T ClusterConfig::*member, int64_t min, int64_t max,
+               const char* help) {
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  return {name,
+          "int",
+          range,
+          help,
+          [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+            if (v.size() != 1) return BadValue(name, "a list", "an integer");
+            char* end = nullptr;
+            errno = 0;
+            const long long x = std::strtoll(v[0].c_str(), &end, 10);
+            if (v[0].empty() || *end != '\0' || errno != 0 || x < min || x > max) {
+              return BadValue(name, v[0], "an integer in " + range);
+            }
+            c.*member = static_cast<T>(x);
+            return Status::Ok();
+          },
+          [=](const ClusterConfig& c) { return std::to_string(c.*member); }};
+}
+
+KeySpec DoubleKey(const char* name, double ClusterConfig::*member, double min, double max,
+                  const char* help) {
+  std::ostringstream r;
+  r << "[" << min << ", " << max << "]";
+  const std::string range = r.str();
+  return {name,
+          "number",
+          range,
+          help,
+          [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+            if (v.size() != 1) return BadValue(name, "a list", "a number");
+            char* end = nullptr;
+            const double x = std::strtod(v[0].c_str(), &end);
+            if (v[0].empty() || *end != '\0' || !(x >= min && x <= max)) {
+              return BadValue(name, v[0], "a number in " + range);
+            }
+            c.*member = x;
+            return Status::Ok();
+          },
+          [=](const ClusterConfig& c) {
+            std::ostringstream s;
+            s << c.*member;
+            return s.str();
+          }};
+}
+
+KeySpec StringKey(const char* name, std::string ClusterConfig::*member,
+                  std::vector<std::string> allowed, const char* help) {
+  std::string range;
+  for (const auto& a : allowed) range += (range.empty() ? "" : "|") + a;
+  return {
+      name,
+      "string",
+      range,
+      help,
+      [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+        if (v.size() != 1) return BadValue(name, "a list", "a string");
+        if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), v[0]) == allowed.end()) {
+          return BadValue(name, v[0], "one of " + range);
+        }
+        c.*member = v[0];
+        return Status::Ok();
+      },
+      [=](const ClusterConfig& c) { return c.*member; }};
+}
+
+KeySpec ListKey(const char* name, std::vector<std::string> ClusterConfig::*member,
+                const char* help) {
+  return {name,
+          "list",
+          "",
+          help,
+          [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+            c.*member = v;
+            return Status::Ok();
+          },
+          [=](const ClusterConfig& c) {
+            std::string s;
+            for (const auto& x : c.*member) s += (s.empty() ? "" : ",") + x;
+            return s;
+          }};
+}
+
+const std::vector<KeySpec>& Schema() {
+  using C = ClusterConfig;
+  static const std::vector<KeySpec> schema = {
+      StringKey("model.path", &C::model_path, {}, "Hugging Face model folder"),
+      StringKey("model.served_model_name", &C::served_model_name, {},
+                "name clients use in 'model' (default: the folder name)"),
+      StringKey("model.load_format", &C::load_format, {"safetensors", "dummy"},
+                "dummy = seeded random weights, output meaningless"),
+      IntKey("model.max_model_len", &C::max_model_len, 0, 1 << 24,
+             "context length; 0 = max_position_embeddings"),
+      IntKey("engine.tensor_parallel_size", &C::tensor_parallel_size, 1, 1024,
+             "ranks the model is split over (the mpirun -np)"),
+      IntKey("engine.block_size", &C::block_size, 1, 256, "tokens per KV cache block"),
+      IntKey("engine.kv_cache_mib", &C::kv_cache_mib, 0, 1 << 30,
+             "KV cache per rank in MiB; 0 = use kv_cache_memory_fraction"),
+      DoubleKey("engine.kv_cache_memory_fraction", &C::kv_cache_memory_fraction, 0.01, 0.95,
+                "fraction of available memory for the KV cache"),
+      IntKey("engine.max_num_seqs", &C::max_num_seqs, 1, 65536, "sequences per step"),
+      IntKey("engine.max_num_batched_tokens", &C::max_num_batched_tokens, 1, 1 << 20,
+             "token budget per step"),
+      IntKey("engine.max_prefill_chunk", &C::max_prefill_chunk, 0, 1 << 20,
+             "prompt tokens per sequence per step; 0 = the budget"),
+      IntKey("engine.threads_per_rank", &C::threads_per_rank, 0, 4096,
+             "compute threads per rank; 0 = cores / local ranks"),
+      IntKey("engine.seed", &C::seed, 0, INT64_MAX, "seed for requests without one"),
+      StringKey("coordinator.host", &C::coordinator_host, {}, "gRPC bind address of rank 0"),
+      IntKey("coordinator.port", &C::coordinator_port, 1, 65535, "gRPC port of rank 0"),
+      StringKey("router.host", &C::router_host, {}, "HTTP bind address"),
+      IntKey("router.port", &C::router_port, 1, 65535, "HTTP port"),
+      ListKey("router.upstreams", &C::upstreams,
+              "coordinator host:port list; default: coordinator.host:port"),
+      IntKey("router.max_body_bytes", &C::max_body_bytes, 1024, int64_t{1} << 30,
+             "larger request bodies get 413"),
+      IntKey("router.max_n", &C::max_n, 1, 1024, "largest n a request may ask for"),
+      IntKey("router.request_timeout_s", &C::request_timeout_s, 1, 86400,
+             "a request running longer is aborted"),
+  };
+  return schema;
+}
+
+const KeySpec* FindKey(const std::string& name) {
+  for (const auto& k : Schema()) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+Status ApplyYaml(const YAML::Node& root, const std::string& source, ClusterConfig* c) {
+  if (!root || root.IsNull()) return Status::Ok();
+  if (!root.IsMap()) return InvalidArgument(source + ": the top level must be a mapping");
+  for (const auto& section : root) {
+    const std::string sname = section.first.as<std::string>();
+    if (!section.second.IsMap()) {
+      return InvalidArgument(source + ": '" + sname +
+                             "' must be a section (model, engine, coordinator, router)");
+    }
+    for (const auto& entry : section.second) {
+      const std::string key = sname + "." + entry.first.as<std::string>();
+      const KeySpec* spec = FindKey(key);
+      if (spec == nullptr) return InvalidArgument(source + ": unknown config key '" + key + "'");
+      std::vector<std::string> values;
+      if (entry.second.IsSequence()) {
+        if (spec->type != "list") return BadValue(key, "a list", spec->type).WithContext(source);
+        for (const auto& v : entry.second) values.push_back(v.as<std::string>());
+      } else if (entry.second.IsScalar()) {
+        values.push_back(entry.second.as<std::string>());
+      } else if (!entry.second.IsNull()) {
+        return BadValue(key, "a mapping", spec->type).WithContext(source);
+      }
+      if (!values.empty() || spec->type == "list") {
+        LLM_RETURN_IF_ERROR(spec->set(*c, values).WithContext(source));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Status Finish(ClusterConfig* c) {
+  if (c->served_model_name.empty() && !c->model_path.empty()) {
+    c->served_model_name = std::filesystem::path(c->model_path).lexically_normal().filename();
+    if (c->served_model_name.empty()) {
+      c->served_model_name =
+          std::filesystem::path(c->model_path).lexically_normal().parent_path().filename();
+    }
+  }
+  if (c->upstreams.empty()) {
+    c->upstreams.push_back(c->coordinator_host + ":" + std::to_string(c->coordinator_port));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string ClusterConfigHelp() {
+  ClusterConfig defaults;
+  std::string out;
+  for (const auto& k : Schema()) {
+    out += "  --" + k.name + " (" + k.type + (k.range.empty() ? "" : " " + k.range) +
+           ", default '" + k.get(defaults) + "')\n      " + k.help + "\n";
+  }
+  return out;
+}
+
+StatusOr<ClusterConfig> ParseClusterConfig(
+    const std::string& yaml_text, const std::string& source,
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
+  ClusterConfig c;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ": not valid YAML: " + e.what());
+  }
+  try {
+    LLM_RETURN_IF_ERROR(ApplyYaml(root, source, &c));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ": " + e.what());
+  }
+  for (const auto& [key, value] : overrides) {
+    const KeySpec* spec = FindKey(key);
+    if (spec == nullptr) return InvalidArgument("unknown flag --" + key);
+    LLM_RETURN_IF_ERROR(
+        spec->set(c, spec->type == "list" ? SplitList(value) : std::vector<std::string>{value}));
+  }
+  LLM_RETURN_IF_ERROR(Finish(&c));
+  return c;
+}
+
+StatusOr<ClusterConfig> LoadClusterConfig(int argc, char** argv) {
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> overrides;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) return InvalidArgument("unexpected argument '" + arg + "'");
+    std::string key = arg.substr(2), value;
+    const size_t eq = key.find('=');
+    if (eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return InvalidArgument("flag --" + key + " needs a value");
+    }
+    if (key == "config") {
+      path = value;
+    } else {
+      overrides.emplace_back(key, value);
+    }
+  }
+  std::string text;
+  if (!path.empty()) {
+    std::ifstream in(path);
+    if (!in) return NotFound("--config: cannot open '" + path + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  return ParseClusterConfig(text, path.empty() ? "(defaults)" : path, overrides);
+}
+
+}  // namespace llm

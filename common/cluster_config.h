@@ -1,0 +1,56 @@
+// The one configuration of a cluster (cluster.yaml), shared by the router and the worker job.
+// Every key is declared once in a schema (type, default, range, help); the YAML is parsed and
+// validated at start-up, command-line overrides (`--section.key value`) are applied on top, and
+// the result is immutable. Unknown keys and bad values are errors that name the key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace llm {
+
+struct ClusterConfig {
+  // model
+  std::string model_path;
+  std::string served_model_name;            // default: the folder name
+  std::string load_format = "safetensors";  // or "dummy"
+  int max_model_len = 0;                    // 0: the model's max_position_embeddings
+  // engine
+  int tensor_parallel_size = 1;
+  int block_size = 16;
+  int kv_cache_mib = 0;                    // > 0 wins over the fraction
+  double kv_cache_memory_fraction = 0.25;  // of the memory available at start-up
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_prefill_chunk = 512;
+  int threads_per_rank = 0;  // 0: cores / ranks on this host
+  int64_t seed = 0;
+  // coordinator
+  std::string coordinator_host = "127.0.0.1";
+  int coordinator_port = 50051;
+  // router
+  std::string router_host = "0.0.0.0";
+  int router_port = 2000;
+  std::vector<std::string> upstreams;  // coordinator addresses; default: the coordinator's
+  int64_t max_body_bytes = 1 << 20;
+  int max_n = 16;
+  int request_timeout_s = 600;
+};
+
+// Describes every key: "section.key  type  default  range  help" lines.
+std::string ClusterConfigHelp();
+
+// Parses YAML text (`source` names it in errors), then applies overrides of the form
+// {"engine.block_size", "32"} in order.
+StatusOr<ClusterConfig> ParseClusterConfig(
+    const std::string& yaml_text, const std::string& source,
+    const std::vector<std::pair<std::string, std::string>>& overrides = {});
+
+// Reads `path` (empty: defaults only) and applies the overrides taken from argv
+// (`--section.key value` or `--section.key=value`; `--config PATH` names the file).
+StatusOr<ClusterConfig> LoadClusterConfig(int argc, char** argv);
+
+}  // namespace llm

@@ -1,0 +1,71 @@
+// cluster.yaml: defaults, overrides, and errors that name the key.
+#include "common/cluster_config.h"
+
+#include <gtest/gtest.h>
+
+namespace llm {
+namespace {
+
+TEST(ClusterConfig, ParsesSectionsAndDefaults) {
+  auto c = ParseClusterConfig(R"(
+model:
+  path: /models/stories260K/
+  load_format: dummy
+engine:
+  block_size: 32
+  kv_cache_memory_fraction: 0.5
+router:
+  port: 8080
+  upstreams: [a:1, b:2]
+)",
+                              "cluster.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model_path, "/models/stories260K/");
+  EXPECT_EQ(c->served_model_name, "stories260K");
+  EXPECT_EQ(c->load_format, "dummy");
+  EXPECT_EQ(c->block_size, 32);
+  EXPECT_DOUBLE_EQ(c->kv_cache_memory_fraction, 0.5);
+  EXPECT_EQ(c->router_port, 8080);
+  EXPECT_EQ(c->upstreams, (std::vector<std::string>{"a:1", "b:2"}));
+  EXPECT_EQ(c->max_num_seqs, 256);  // default
+}
+
+TEST(ClusterConfig, OverridesWinAndUpstreamDefaultsToCoordinator) {
+  auto c = ParseClusterConfig("engine: {block_size: 32}\ncoordinator: {port: 6000}", "x.yaml",
+                              {{"engine.block_size", "8"}, {"model.path", "/m/llama"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->block_size, 8);
+  EXPECT_EQ(c->served_model_name, "llama");
+  EXPECT_EQ(c->upstreams, (std::vector<std::string>{"127.0.0.1:6000"}));
+}
+
+void ExpectError(const std::string& yaml, const std::string& mention,
+                 std::vector<std::pair<std::string, std::string>> overrides = {}) {
+  auto c = ParseClusterConfig(yaml, "cluster.yaml", overrides);
+  ASSERT_FALSE(c.ok()) << "accepted: " << yaml;
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find(mention), std::string::npos) << c.status().message();
+}
+
+TEST(ClusterConfig, ErrorsNameTheKey) {
+  ExpectError("engine: {block_sise: 16}", "engine.block_sise");
+  ExpectError("engine: {block_size: 0}", "engine.block_size");
+  ExpectError("engine: {block_size: sixteen}", "engine.block_size");
+  ExpectError("engine: {kv_cache_memory_fraction: 2}", "engine.kv_cache_memory_fraction");
+  ExpectError("model: {load_format: gguf}", "model.load_format");
+  ExpectError("router: {port: 70000}", "router.port");
+  ExpectError("router: 5", "router");
+  ExpectError("engine: [1, 2", "not valid YAML");
+  ExpectError("", "--engine.nope", {{"engine.nope", "1"}});
+  ExpectError("", "engine.max_num_seqs", {{"engine.max_num_seqs", "-3"}});
+}
+
+TEST(ClusterConfig, HelpListsEveryKey) {
+  const std::string help = ClusterConfigHelp();
+  for (const char* k : {"model.path", "engine.block_size", "router.upstreams", "coordinator.port"}) {
+    EXPECT_NE(help.find(k), std::string::npos) << k;
+  }
+}
+
+}  // namespace
+}  // namespace llm
