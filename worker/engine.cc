@@ -62,6 +62,9 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
     }
   }
   if (request.max_tokens < 1) return InvalidArgument("max_tokens: must be at least 1");
+  if (request.min_tokens < 0 || request.min_tokens > request.max_tokens) {
+    return InvalidArgument("min_tokens: must be in [0, max_tokens]");
+  }
   LLM_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling, mc.vocab_size));
   const int total = static_cast<int>(request.prompt.size()) + request.max_tokens;
   if (total > max_model_len_) {
@@ -115,12 +118,15 @@ void Engine::BuildBatch(const SchedulePlan& plan) {
 
 FinishReason Engine::CheckFinish(const Sequence& s, const Request& r) const {
   const int32_t last = s.output.back();
-  if (!r.params.ignore_eos) {
+  const bool may_stop = static_cast<int>(s.output.size()) >= r.params.min_tokens;
+  if (may_stop && !r.params.ignore_eos) {
     const auto& eos = model_.config().eos_token_ids;
     if (std::find(eos.begin(), eos.end(), last) != eos.end()) return FinishReason::kStop;
   }
   const auto& stops = r.params.stop_token_ids;
-  if (std::find(stops.begin(), stops.end(), last) != stops.end()) return FinishReason::kStop;
+  if (may_stop && std::find(stops.begin(), stops.end(), last) != stops.end()) {
+    return FinishReason::kStop;
+  }
   if (static_cast<int>(s.output.size()) >= r.params.max_tokens) return FinishReason::kLength;
   if (s.num_tokens() >= max_model_len_) return FinishReason::kLength;
   return FinishReason::kNone;

@@ -34,6 +34,7 @@ struct GenerateRequest {
   int max_tokens = 16;
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
+  int min_tokens = 0;  // eos and stop_token_ids do not end the request before this many tokens
   int priority = 0;
 };
 
