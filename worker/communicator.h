@@ -1,0 +1,43 @@
+// Collectives between the ranks of one engine. Every cross-rank operation goes through this
+// interface: MPI on CPU (worker/mpi_communicator.*), NCCL on GPU later. All ranks call the
+// same collectives in the same order. Thread affinity: only the engine thread of each rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+
+namespace llm {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // In-place sum over all ranks of `count` floats.
+  virtual void AllReduceSum(float* data, size_t count) = 0;
+  // Rank r's `count` floats land at recv[r * count]; recv is significant on `root` only.
+  virtual void Gather(const float* send, size_t count, float* recv, int root) = 0;
+  // Broadcasts a byte message from `root`; on other ranks `bytes` is replaced.
+  // Followers waiting here must not busy-spin a core while the engine is idle.
+  virtual void Broadcast(std::vector<uint8_t>& bytes, int root) = 0;
+};
+
+// A world of one rank: every collective is a no-op (or a copy).
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  void AllReduceSum(float*, size_t) override {}
+  void Gather(const float* send, size_t count, float* recv, int) override {
+    std::copy(send, send + count, recv);
+  }
+  void Broadcast(std::vector<uint8_t>&, int) override {}
+};
+
+}  // namespace llm
