@@ -77,7 +77,11 @@ void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget) {
     plan->scheduled.push_back({s, wanted, samples});
     plan->num_tokens += wanted;
     *budget -= wanted;
-    running_.push_back(std::move(waiting_.front()));
+    // Keep running_ in priority/arrival order: it decides who gets the budget first and who is
+    // preempted (the last one).
+    auto pos = std::find_if(running_.begin(), running_.end(),
+                            [&](const auto& r) { return RunsBefore(*s, *r); });
+    running_.insert(pos, std::move(waiting_.front()));
     waiting_.pop_front();
   }
 }
