@@ -130,6 +130,8 @@ const std::vector<KeySpec>& Schema() {
       IntKey("engine.block_size", &C::block_size, 1, 256, "tokens per KV cache block"),
       IntKey("engine.kv_cache_mib", &C::kv_cache_mib, 0, 1 << 30,
              "KV cache per rank in MiB; 0 = use kv_cache_memory_fraction"),
+      IntKey("engine.kv_cache_blocks", &C::kv_cache_blocks, 0, 1 << 30,
+             "KV cache blocks per rank; > 0 wins over kv_cache_mib and the fraction"),
       DoubleKey("engine.kv_cache_memory_fraction", &C::kv_cache_memory_fraction, 0.01, 0.95,
                 "fraction of available memory for the KV cache"),
       IntKey("engine.max_num_seqs", &C::max_num_seqs, 1, 65536, "sequences per step"),

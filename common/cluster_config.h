@@ -22,6 +22,7 @@ struct ClusterConfig {
   int tensor_parallel_size = 1;
   int block_size = 16;
   int kv_cache_mib = 0;                    // > 0 wins over the fraction
+  int kv_cache_blocks = 0;                 // > 0 wins over both sizes (tests, tuning)
   double kv_cache_memory_fraction = 0.25;  // of the memory available at start-up
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
