@@ -1,0 +1,59 @@
+// Internal to the chat template engine (common/chat_template*.cc): the parsed program.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace llm::chat_template_internal {
+
+struct Expr {
+  enum class Kind {
+    kLiteral,    // value
+    kVariable,   // name
+    kAttribute,  // args[0].name
+    kItem,       // args[0][args[1]]
+    kSlice,      // args[0][args[1]:args[2]] (null args = open ends)
+    kUnary,      // op args[0]: "not", "-"
+    kBinary,     // args[0] op args[1]
+    kFilter,     // args[0] | name
+    kTest,       // args[0] is [not] name (op = "is" or "is not")
+    kCall,       // name(args...) or args[0].name(args[1..]) when op == "method"
+    kList,       // [args...]
+    kCondition,  // args[1] if args[0] else args[2] (args[2] may be null)
+  };
+  Kind kind = Kind::kLiteral;
+  nlohmann::json value;
+  std::string name;
+  std::string op;
+  std::vector<std::unique_ptr<Expr>> args;
+};
+
+struct Node {
+  enum class Kind { kText, kOutput, kFor, kIf, kSet };
+  Kind kind = Kind::kText;
+  std::string text;             // kText
+  std::unique_ptr<Expr> expr;   // kOutput, kFor (the list), kSet (the value)
+  std::string var;              // kFor loop variable, kSet target
+  std::vector<Node> body;       // kFor body
+  std::vector<Node> else_body;  // kFor else, kIf else
+  struct Branch {
+    std::unique_ptr<Expr> condition;
+    std::vector<Node> body;
+  };
+  std::vector<Branch> branches;  // kIf: if, elif...
+  int line = 0;
+};
+
+struct Program {
+  std::vector<Node> nodes;
+};
+
+// Evaluates the program (chat_template_eval.cc).
+StatusOr<std::string> RenderProgram(const Program& program, const nlohmann::json& context);
+
+}  // namespace llm::chat_template_internal

@@ -1,0 +1,307 @@
+#include "router/generation_job.h"
+
+#include <algorithm>
+
+#include "router/api_error.h"
+#include "router/stop_matcher.h"
+
+namespace llm {
+
+using nlohmann::json;
+
+struct GenerationJob::Choice {
+  JobChoiceSpec spec;
+  std::shared_ptr<GenerateStream> call;
+  std::unique_ptr<IncrementalDecoder> decoder;
+  std::unique_ptr<StopMatcher> matcher;
+  std::string text;  // non-stream: everything emitted so far (after the echo)
+  std::vector<TokenLogprob> logprobs;
+  int64_t text_offset = 0;  // completions: offset of the next token's text
+  int64_t completion_tokens = 0;
+  int32_t prev_token = -1;
+  std::string finish_reason;
+  bool finished = false;  // the choice's text is complete
+  bool done = false;      // its call reported on_done
+};
+
+namespace {
+
+const char* FinishName(v1::FinishReason r) {
+  switch (r) {
+    case v1::FINISH_REASON_STOP:
+      return "stop";
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    case v1::FINISH_REASON_ABORT:
+      return "abort";
+    default:
+      return "stop";
+  }
+}
+
+}  // namespace
+
+v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec& choice) {
+  const GenerationOptions& o = spec.options;
+  v1::GenerateRequest req;
+  req.set_api_version(1);
+  req.set_request_id(spec.meta.id + "-" + std::to_string(choice.index));
+  req.mutable_prompt_token_ids()->Add(choice.prompt_ids.begin(), choice.prompt_ids.end());
+  v1::SamplingParams* s = req.mutable_sampling();
+  s->set_temperature(static_cast<float>(o.temperature));
+  s->set_top_k(o.top_k);
+  s->set_top_p(static_cast<float>(o.top_p));
+  s->set_min_p(static_cast<float>(o.min_p));
+  s->set_repetition_penalty(static_cast<float>(o.repetition_penalty));
+  s->set_presence_penalty(static_cast<float>(o.presence_penalty));
+  s->set_frequency_penalty(static_cast<float>(o.frequency_penalty));
+  if (choice.seed) s->set_seed(*choice.seed);
+  s->set_logprobs(o.logprobs);
+  req.set_max_tokens(static_cast<int32_t>(o.max_tokens.value_or(16)));
+  req.set_ignore_eos(o.ignore_eos);
+  req.mutable_stop_token_ids()->Add(o.stop_token_ids.begin(), o.stop_token_ids.end());
+  req.set_priority(o.priority);
+  req.set_min_tokens(static_cast<int32_t>(o.min_tokens));
+  return req;
+}
+
+GenerationJob::GenerationJob(JobSpec spec, std::shared_ptr<const Tokenizer> tokenizer,
+                             UpstreamPool& pool, std::shared_ptr<ResponseSink> sink)
+    : spec_(std::move(spec)),
+      tokenizer_(std::move(tokenizer)),
+      pool_(pool),
+      sink_(std::move(sink)) {
+  for (const JobChoiceSpec& cs : spec_.choices) {
+    auto c = std::make_unique<Choice>();
+    c->spec = cs;
+    c->decoder =
+        std::make_unique<IncrementalDecoder>(*tokenizer_, spec_.options.skip_special_tokens);
+    // Prime the decoder with the end of the prompt so the first piece decodes in context
+    // (e.g. keeps the space a SentencePiece word starts with), as vLLM does.
+    const size_t n = cs.prompt_ids.size();
+    for (size_t k = n - std::min<size_t>(n, 4); k < n; ++k) c->decoder->Add(cs.prompt_ids[k]);
+    c->prev_token = n ? cs.prompt_ids.back() : -1;
+    c->matcher =
+        std::make_unique<StopMatcher>(spec_.options.stop, spec_.options.include_stop_str_in_output);
+    c->text_offset = static_cast<int64_t>(cs.echo_text.size());
+    choices_.push_back(std::move(c));
+  }
+}
+
+GenerationJob::~GenerationJob() = default;
+
+bool GenerationJob::Start() {
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = *choices_[i];
+    auto self = shared_from_this();
+    GenerateCallbacks cb;
+    cb.on_message = [self, i](v1::GenerateResponse r) {
+      self->sink_->Post([self, i, r = std::move(r)] { self->OnMessage(i, r); });
+    };
+    cb.on_done = [self, i](Status s) {
+      self->sink_->Post([self, i, s = std::move(s)] { self->OnDone(i, s); });
+    };
+    auto call = pool_.StartGenerate(MakeGenerateRequest(spec_, c.spec), spec_.timeout, cb);
+    if (!call.ok()) {
+      c.done = true;
+      for (size_t k = i + 1; k < choices_.size(); ++k) choices_[k]->done = true;
+      Fail(call.status());
+      return !answered_;
+    }
+    c.call = std::move(call).value();
+  }
+  return true;
+}
+
+void GenerationJob::Cancel() {
+  cancelled_ = true;
+  answered_ = true;
+  for (auto& c : choices_) {
+    if (c->call && !c->done) c->call->Cancel();
+  }
+}
+
+void GenerationJob::Fail(const Status& status) {
+  if (!error_) error_ = status;
+  for (auto& c : choices_) {
+    if (c->call && !c->done) c->call->Cancel();
+  }
+  Finish();
+}
+
+void GenerationJob::EnsureStreamStarted() {
+  if (!spec_.options.stream || stream_started_) return;
+  stream_started_ = true;
+  sink_->BeginStream(200, "text/event-stream");
+  for (auto& c : choices_) {
+    json chunk;
+    if (spec_.chat) {
+      chunk = ChatChunkJson(spec_.meta, c->spec.index, {{"role", "assistant"}, {"content", ""}},
+                            nullptr, "");
+    } else if (!c->spec.echo_text.empty()) {
+      chunk = CompletionChunkJson(spec_.meta, c->spec.index, c->spec.echo_text, nullptr, "");
+    } else {
+      continue;
+    }
+    if (spec_.options.include_usage) chunk["usage"] = nullptr;
+    sink_->StreamWrite(SseData(chunk));
+  }
+}
+
+std::string GenerationJob::TokenText(int32_t prev, int32_t id) const {
+  if (prev >= 0) {
+    const int32_t both[2] = {prev, id};
+    const std::string a = tokenizer_->Decode(std::span<const int32_t>(both, 1));
+    const std::string ab = tokenizer_->Decode(std::span<const int32_t>(both, 2));
+    if (ab.size() >= a.size() && ab.compare(0, a.size(), a) == 0) return ab.substr(a.size());
+  }
+  return tokenizer_->Decode(std::span<const int32_t>(&id, 1));
+}
+
+TokenLogprob GenerationJob::MakeLogprob(int32_t prev, const v1::GenerateResponse& r, int k) const {
+  TokenLogprob t;
+  t.token = TokenText(prev, r.token_ids(k));
+  t.logprob = r.logprobs(k);
+  if (k < r.top_logprobs_size()) {
+    for (const v1::TokenLogprob& e : r.top_logprobs(k).entries()) {
+      t.top.emplace_back(TokenText(prev, e.token_id()), e.logprob());
+    }
+  }
+  return t;
+}
+
+void GenerationJob::OnMessage(size_t i, const v1::GenerateResponse& r) {
+  Choice& c = *choices_[i];
+  if (cancelled_ || error_ || c.finished) return;
+  EnsureStreamStarted();
+  const bool final = r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
+  const auto& stop_ids = spec_.options.stop_token_ids;
+  std::string out;
+  std::vector<TokenLogprob> logprobs;
+  for (int k = 0; k < r.token_ids_size() && !c.matcher->stopped(); ++k) {
+    const int32_t id = r.token_ids(k);
+    ++c.completion_tokens;
+    if (spec_.options.logprobs >= 0 && k < r.logprobs_size()) {
+      logprobs.push_back(MakeLogprob(c.prev_token, r, k));
+    }
+    c.prev_token = id;
+    // The eos / stop token that ended the sequence is not part of the text.
+    const bool ending_token = final && k + 1 == r.token_ids_size() &&
+                              r.finish_reason() == v1::FINISH_REASON_STOP &&
+                              (id == tokenizer_->eos_id() ||
+                               std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end());
+    if (!ending_token) out += c.matcher->Push(c.decoder->Add(id));
+  }
+  if (!c.matcher->stopped() && final) {
+    out += c.matcher->Push(c.decoder->Flush());
+    out += c.matcher->Flush();
+  }
+  if (c.matcher->stopped()) {
+    c.finished = true;
+    c.finish_reason = "stop";
+    c.call->Cancel();
+  } else if (final) {
+    c.finished = true;
+    c.finish_reason = FinishName(r.finish_reason());
+  }
+  Emit(c, out, std::move(logprobs));
+  if (c.finished && spec_.options.stream) {
+    json chunk =
+        spec_.chat
+            ? ChatChunkJson(spec_.meta, c.spec.index, json::object(), nullptr, c.finish_reason)
+            : CompletionChunkJson(spec_.meta, c.spec.index, "", nullptr, c.finish_reason);
+    if (spec_.options.include_usage) chunk["usage"] = nullptr;
+    sink_->StreamWrite(SseData(chunk));
+  }
+  if (c.matcher->stopped()) return;  // cancelled: on_done follows
+  // Ask for the next message (after the last one this reads the end of the stream) once the
+  // connection has room: a slow client slows the stream instead of growing a queue.
+  auto self = shared_from_this();
+  sink_->WhenWritable([self, i] {
+    Choice& ch = *self->choices_[i];
+    if (!self->cancelled_ && !ch.done && !(ch.finished && ch.matcher->stopped())) {
+      ch.call->ReadNext();
+    }
+  });
+}
+
+void GenerationJob::Emit(Choice& c, const std::string& text, std::vector<TokenLogprob> logprobs) {
+  if (text.empty() && logprobs.empty()) return;
+  if (!spec_.options.stream) {
+    c.text += text;
+    for (auto& l : logprobs) c.logprobs.push_back(std::move(l));
+    return;
+  }
+  json chunk;
+  const bool with_logprobs = spec_.options.logprobs >= 0;
+  if (spec_.chat) {
+    chunk = ChatChunkJson(spec_.meta, c.spec.index, {{"content", text}},
+                          with_logprobs ? ChatLogprobsJson(logprobs) : json(nullptr), "");
+  } else {
+    chunk = CompletionChunkJson(
+        spec_.meta, c.spec.index, text,
+        with_logprobs ? CompletionLogprobsJson(logprobs, c.text_offset) : json(nullptr), "");
+    for (const TokenLogprob& l : logprobs) c.text_offset += static_cast<int64_t>(l.token.size());
+  }
+  if (spec_.options.include_usage) chunk["usage"] = nullptr;
+  sink_->StreamWrite(SseData(chunk));
+}
+
+void GenerationJob::OnDone(size_t i, const Status& status) {
+  Choice& c = *choices_[i];
+  c.done = true;
+  if (!c.finished && !cancelled_ && !error_) {
+    Fail(status.ok() ? Internal("the coordinator ended a stream without a finish reason") : status);
+    return;
+  }
+  Finish();
+}
+
+void GenerationJob::Finish() {
+  if (answered_) return;
+  for (auto& c : choices_) {
+    if (!c->done) return;
+  }
+  answered_ = true;
+  UsageCounts usage;
+  usage.prompt_tokens = spec_.prompt_tokens;
+  for (auto& c : choices_) usage.completion_tokens += c->completion_tokens;
+  if (error_) {
+    const ApiError e = ToApiError(*error_);
+    if (!stream_started_) {
+      sink_->Respond({e.http_status, "application/json", ApiErrorJson(e), {}});
+    } else {
+      sink_->StreamWrite("data: " + ApiErrorJson(e) + "\n\n");
+      sink_->StreamWrite(SseDone());
+      sink_->EndStream();
+    }
+    return;
+  }
+  if (spec_.options.stream) {
+    EnsureStreamStarted();
+    if (spec_.options.include_usage) {
+      sink_->StreamWrite(SseData(UsageChunkJson(spec_.meta, spec_.chat, usage)));
+    }
+    sink_->StreamWrite(SseDone());
+    sink_->EndStream();
+    return;
+  }
+  std::vector<ChoiceOutput> outputs;
+  for (auto& c : choices_) {
+    ChoiceOutput o;
+    o.index = c->spec.index;
+    o.text = c->spec.echo_text + c->text;
+    o.finish_reason = c->finish_reason;
+    o.with_logprobs = spec_.options.logprobs >= 0;
+    o.logprobs = std::move(c->logprobs);
+    o.text_offset = static_cast<int64_t>(c->spec.echo_text.size());
+    outputs.push_back(std::move(o));
+  }
+  std::sort(outputs.begin(), outputs.end(),
+            [](const ChoiceOutput& a, const ChoiceOutput& b) { return a.index < b.index; });
+  const json body = spec_.chat ? ChatResponseJson(spec_.meta, outputs, usage)
+                               : CompletionResponseJson(spec_.meta, outputs, usage);
+  sink_->Respond({200, "application/json", JsonText(body), {}});
+}
+
+}  // namespace llm

@@ -1,0 +1,74 @@
+// One chat or completion request in flight: one Generate call per choice (prompt × n), the
+// incremental detokenizer and stop strings per choice, and the response (SSE chunks or one
+// JSON body with usage). Thread affinity: every method runs on the connection's strand; gRPC
+// callbacks only post to it. The job keeps itself alive until its last call is done.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/tokenizer.h"
+#include "router/http_exchange.h"
+#include "router/openai_format.h"
+#include "router/openai_request.h"
+#include "router/upstream_pool.h"
+
+namespace llm {
+
+struct JobChoiceSpec {
+  int index = 0;  // the OpenAI choice index (prompt-major: prompt_i * n + j)
+  std::vector<int32_t> prompt_ids;
+  std::string echo_text;  // completions with echo: put in front of the text
+  std::optional<uint64_t> seed;
+};
+
+struct JobSpec {
+  bool chat = true;
+  ResponseMeta meta;
+  GenerationOptions options;  // max_tokens resolved
+  std::vector<JobChoiceSpec> choices;
+  int64_t prompt_tokens = 0;  // for usage: each prompt counted once
+  std::chrono::seconds timeout{600};
+};
+
+// Builds the Generate request of one choice.
+v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec& choice);
+
+class GenerationJob : public PendingExchange, public std::enable_shared_from_this<GenerationJob> {
+ public:
+  GenerationJob(JobSpec spec, std::shared_ptr<const Tokenizer> tokenizer, UpstreamPool& pool,
+                std::shared_ptr<ResponseSink> sink);
+  ~GenerationJob() override;
+
+  // Starts every call. Returns false when the exchange is already answered (no upstream: 503).
+  bool Start();
+  void Cancel() override;
+
+  struct Choice;
+
+ private:
+  void OnMessage(size_t i, const v1::GenerateResponse& response);
+  void OnDone(size_t i, const Status& status);
+  void Fail(const Status& status);
+  void EnsureStreamStarted();
+  void Emit(Choice& c, const std::string& text, std::vector<TokenLogprob> logprobs);
+  void Finish();
+  TokenLogprob MakeLogprob(int32_t prev, const v1::GenerateResponse& r, int k) const;
+  std::string TokenText(int32_t prev, int32_t id) const;
+
+  JobSpec spec_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  UpstreamPool& pool_;
+  std::shared_ptr<ResponseSink> sink_;
+  std::vector<std::unique_ptr<Choice>> choices_;
+  std::optional<Status> error_;
+  bool cancelled_ = false;
+  bool stream_started_ = false;
+  bool answered_ = false;
+};
+
+}  // namespace llm

@@ -1,0 +1,62 @@
+// The seam between the HTTP server (Beast, http_server.cc) and the OpenAI service: plain C++
+// types only. One request/response exchange at a time per connection.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace llm {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // without the query string
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// The connection's side of one exchange. Thread affinity: everything but Post runs on the
+// connection's strand. After the connection closed, writes are dropped silently.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  // A complete response; ends the exchange.
+  virtual void Respond(HttpResponse response) = 0;
+  // A streamed response (chunked): the header, then pieces, then EndStream ends the exchange.
+  virtual void BeginStream(int status, const std::string& content_type) = 0;
+  virtual void StreamWrite(std::string data) = 0;
+  virtual void EndStream() = 0;
+  // Runs `fn` on the connection's strand; callable from any thread.
+  virtual void Post(std::function<void()> fn) = 0;
+  // Runs `fn` on the strand once the bytes waiting to be written are below the write-queue
+  // limit (at once when they are): producers use it for backpressure.
+  virtual void WhenWritable(std::function<void()> fn) = 0;
+  virtual bool closed() const = 0;
+};
+
+// An exchange still in progress after Handle returned.
+class PendingExchange {
+ public:
+  virtual ~PendingExchange() = default;
+  // The client went away (runs on the strand): stop work and cancel upstream calls.
+  virtual void Cancel() = 0;
+};
+
+class RequestHandler {
+ public:
+  virtual ~RequestHandler() = default;
+  // Runs on the connection's strand. Either answers through `sink` before returning (and
+  // returns nullptr) or returns the pending exchange that will answer later.
+  virtual std::shared_ptr<PendingExchange> Handle(const HttpRequest& request,
+                                                  const std::shared_ptr<ResponseSink>& sink) = 0;
+};
+
+}  // namespace llm

@@ -1,0 +1,409 @@
+#include "router/http_server.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "router/api_error.h"
+
+namespace llm {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+std::string StatusLine(int status) {
+  const beast::string_view reason = http::obsolete_reason(http::int_to_status(status));
+  return "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
+}
+
+// The response head; `body_size` < 0 means chunked (or, for HTTP/1.0, until close).
+std::string ResponseHead(int status, const std::string& content_type, int64_t body_size,
+                         bool chunked, bool keep_alive,
+                         const std::vector<std::pair<std::string, std::string>>& headers) {
+  std::string s = StatusLine(status);
+  s += "Server: llmserve-router\r\nContent-Type: " + content_type + "\r\n";
+  if (body_size >= 0) {
+    s += "Content-Length: " + std::to_string(body_size) + "\r\n";
+  } else if (chunked) {
+    s += "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n";
+  }
+  s += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  for (const auto& [name, value] : headers) s += name + ": " + value + "\r\n";
+  s += "\r\n";
+  return s;
+}
+
+std::string Chunk(const std::string& data) {
+  char size[32];
+  std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  return size + data + "\r\n";
+}
+
+}  // namespace
+
+// One connection. All members are touched on the session's strand only.
+class Session final : public ResponseSink, public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, const HttpServerOptions& options, RequestHandler& handler)
+      : stream_(std::move(socket)),
+        idle_timer_(stream_.get_executor()),
+        options_(options),
+        handler_(handler) {}
+
+  void Run() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->DoRead(); });
+  }
+  // From the server (any thread): cancel the pending exchange and close.
+  void Shutdown() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
+  }
+
+  void Respond(HttpResponse r) override {
+    if (!in_exchange_ || closed_) return;
+    Enqueue(ResponseHead(r.status, r.content_type, static_cast<int64_t>(r.body.size()), false,
+                         keep_alive_, r.headers) +
+            r.body);
+    EndExchange();
+  }
+  void BeginStream(int status, const std::string& content_type) override {
+    if (!in_exchange_ || closed_) return;
+    if (!chunked_) keep_alive_ = false;
+    Enqueue(ResponseHead(status, content_type, -1, chunked_, keep_alive_, {}));
+  }
+  void StreamWrite(std::string data) override {
+    if (!in_exchange_ || closed_ || data.empty()) return;
+    Enqueue(chunked_ ? Chunk(data) : std::move(data));
+  }
+  void EndStream() override {
+    if (!in_exchange_ || closed_) return;
+    if (chunked_) Enqueue("0\r\n\r\n");
+    EndExchange();
+  }
+  void Post(std::function<void()> fn) override {
+    asio::post(stream_.get_executor(), std::move(fn));
+  }
+  void WhenWritable(std::function<void()> fn) override {
+    if (closed_) return;
+    if (queued_bytes_ < options_.write_queue_bytes) {
+      Post(std::move(fn));
+    } else {
+      writable_waiters_.push_back(std::move(fn));
+    }
+  }
+  bool closed() const override { return closed_; }
+
+ private:
+  void DoRead();
+  void OnHeader(beast::error_code ec);
+  void OnRead(beast::error_code ec);
+  void ReadError(beast::error_code ec);
+  void Dispatch();
+  void ReadPeer();
+  void OnPeerRead(beast::error_code ec, size_t n);
+  void Enqueue(std::string bytes);
+  void DoWrite();
+  void OnWrite(beast::error_code ec);
+  void EndExchange() {
+    in_exchange_ = false;
+    exchange_.reset();
+    if (!writing_ && queue_.empty()) Continue();
+  }
+  // Closes the connection unless a new request starts within `timeout` (idle keep-alive, or
+  // the drain before a graceful close).
+  void ArmIdleTimer(std::chrono::seconds timeout) {
+    idle_timer_.expires_after(timeout);
+    idle_timer_.async_wait(
+        [self = shared_from_this(), gen = ++idle_generation_](beast::error_code ec) {
+          if (!ec && gen == self->idle_generation_) self->Close();
+        });
+  }
+  void Continue();
+  void FailRequest(const ApiError& e);
+  void Close();
+
+  beast::tcp_stream stream_;
+  asio::steady_timer idle_timer_;
+  uint64_t idle_generation_ = 0;
+  const HttpServerOptions& options_;
+  RequestHandler& handler_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<PendingExchange> exchange_;
+  bool in_exchange_ = false;
+  bool keep_alive_ = true;
+  bool chunked_ = true;
+  bool peer_reading_ = false;  // a read that watches for disconnects (or drains at close)
+  bool closing_ = false;       // response sent with Connection: close; draining the peer
+  bool closed_ = false;
+  bool writing_ = false;
+  std::deque<std::string> queue_;
+  size_t queued_bytes_ = 0;
+  std::vector<std::function<void()>> writable_waiters_;
+};
+
+void Session::DoRead() {
+  if (closed_) return;
+  ++idle_generation_;
+  idle_timer_.cancel();
+  parser_.emplace();
+  parser_->header_limit(options_.max_header_bytes);
+  parser_->body_limit(static_cast<uint64_t>(options_.max_body_bytes));
+  stream_.expires_after(std::chrono::seconds(options_.read_timeout_s));
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+}
+
+void Session::OnHeader(beast::error_code ec) {
+  if (ec) return ReadError(ec);
+  auto read_body = [self = shared_from_this()] {
+    http::async_read(self->stream_, self->buffer_, *self->parser_,
+                     [self](beast::error_code e, size_t) { self->OnRead(e); });
+  };
+  const auto& req = parser_->get();
+  if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(stream_, asio::buffer(kContinue),
+                      [self = shared_from_this(), read_body](beast::error_code e, size_t) {
+                        if (e) return self->Close();
+                        read_body();
+                      });
+    return;
+  }
+  read_body();
+}
+
+void Session::ReadError(beast::error_code ec) {
+  const bool parse_error =
+      ec.category() == http::make_error_code(http::error::bad_target).category() &&
+      ec != http::error::end_of_stream && ec != http::error::partial_message;
+  if (!parse_error) return Close();  // the peer closed, timed out or reset
+  in_exchange_ = true;
+  keep_alive_ = false;
+  if (ec == http::error::body_limit) {
+    return FailRequest(HttpError(413, "The request body is larger than the limit of " +
+                                          std::to_string(options_.max_body_bytes) +
+                                          " bytes (router.max_body_bytes)"));
+  }
+  if (ec == http::error::header_limit) {
+    return FailRequest(HttpError(431, "The request headers are larger than " +
+                                          std::to_string(options_.max_header_bytes) + " bytes"));
+  }
+  FailRequest(HttpError(400, "Malformed HTTP request: " + ec.message()));
+}
+
+void Session::OnRead(beast::error_code ec) {
+  if (ec) return ReadError(ec);
+  stream_.expires_never();
+  in_exchange_ = true;
+  const auto& req = parser_->get();
+  keep_alive_ = req.keep_alive();
+  chunked_ = req.version() >= 11;
+  Dispatch();
+}
+
+void Session::Dispatch() {
+  http::request<http::string_body> req = parser_->release();
+  HttpRequest request;
+  request.method = std::string(req.method_string());
+  const beast::string_view target = req.target();
+  request.path = std::string(target.substr(0, target.find('?')));
+  request.body = std::move(req.body());
+  ReadPeer();  // notice a client that goes away while the response is pending
+  std::shared_ptr<PendingExchange> pending;
+  try {
+    pending = handler_.Handle(request, shared_from_this());
+  } catch (const std::exception& e) {
+    FailRequest(ToApiError(Internal(std::string("internal error: ") + e.what())));
+    return;
+  }
+  if (in_exchange_) exchange_ = std::move(pending);
+}
+
+void Session::FailRequest(const ApiError& e) {
+  Respond({e.http_status, "application/json", ApiErrorJson(e), {}});
+}
+
+void Session::ReadPeer() {
+  if (peer_reading_ || closed_) return;
+  peer_reading_ = true;
+  stream_.async_read_some(
+      buffer_.prepare(4096),
+      [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnPeerRead(ec, n); });
+}
+
+void Session::OnPeerRead(beast::error_code ec, size_t n) {
+  peer_reading_ = false;
+  if (ec) return Close();  // the peer went away (or timed out): cancel what is pending
+  if (closing_) {
+    buffer_.consume(buffer_.size());
+    return ReadPeer();
+  }
+  buffer_.commit(n);  // the start of the next request; parsed after this exchange
+  if (!in_exchange_ && !writing_ && queue_.empty()) Continue();
+}
+
+void Session::Enqueue(std::string bytes) {
+  queued_bytes_ += bytes.size();
+  queue_.push_back(std::move(bytes));
+  if (!writing_) DoWrite();
+}
+
+void Session::DoWrite() {
+  writing_ = true;
+  asio::async_write(
+      stream_, asio::buffer(queue_.front()),
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
+}
+
+void Session::OnWrite(beast::error_code ec) {
+  writing_ = false;
+  if (ec) return Close();
+  queued_bytes_ -= queue_.front().size();
+  queue_.pop_front();
+  if (queued_bytes_ < options_.write_queue_bytes && !writable_waiters_.empty()) {
+    for (auto& fn : std::exchange(writable_waiters_, {})) Post(std::move(fn));
+  }
+  if (!queue_.empty()) return DoWrite();
+  if (!in_exchange_) Continue();
+}
+
+// The exchange is over and everything is written: read the next request or close.
+void Session::Continue() {
+  if (closed_ || closing_) return;
+  if (!keep_alive_) {
+    // Close gracefully: stop sending, then drain what the peer still sends until it closes
+    // (or the timeout), so that it reads the response instead of a reset.
+    closing_ = true;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    buffer_.consume(buffer_.size());
+    ArmIdleTimer(std::chrono::seconds(2));
+    return ReadPeer();
+  }
+  if (!peer_reading_) return DoRead();
+  ArmIdleTimer(std::chrono::seconds(options_.read_timeout_s));  // the peer read leads to DoRead
+}
+
+void Session::Close() {
+  if (closed_) return;
+  closed_ = true;
+  in_exchange_ = false;
+  idle_timer_.cancel();
+  if (auto pending = std::move(exchange_)) pending->Cancel();
+  writable_waiters_.clear();
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_.close();
+}
+
+// ---- server --------------------------------------------------------------------------------
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  RequestHandler& handler;
+  asio::io_context ioc;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  tcp::acceptor acceptor{asio::make_strand(ioc)};
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::vector<std::weak_ptr<Session>> sessions;
+  bool accepting = false;
+  int port = 0;
+
+  Impl(HttpServerOptions o, RequestHandler& h) : options(std::move(o)), handler(h) {}
+
+  void Accept() {
+    acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec) {
+        auto session = std::make_shared<Session>(std::move(s), options, handler);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          std::erase_if(sessions, [](const auto& w) { return w.expired(); });
+          sessions.push_back(session);
+        }
+        session->Run();
+      }
+      Accept();
+    });
+  }
+};
+
+HttpServer::HttpServer(HttpServerOptions options, RequestHandler& handler)
+    : impl_(std::make_unique<Impl>(std::move(options), handler)) {}
+
+HttpServer::~HttpServer() {
+  Stop();
+}
+
+Status HttpServer::Start() {
+  beast::error_code ec;
+  tcp::resolver resolver(impl_->ioc);
+  auto results = resolver.resolve(impl_->options.host, std::to_string(impl_->options.port), ec);
+  if (ec || results.empty()) {
+    return InvalidArgument("router.host '" + impl_->options.host + "': " + ec.message());
+  }
+  const tcp::endpoint endpoint = results.begin()->endpoint();
+  auto& a = impl_->acceptor;
+  a.open(endpoint.protocol(), ec);
+  if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(endpoint, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Unavailable("cannot listen on " + impl_->options.host + ":" +
+                       std::to_string(impl_->options.port) + ": " + ec.message());
+  }
+  impl_->port = a.local_endpoint().port();
+  impl_->work.emplace(impl_->ioc.get_executor());
+  impl_->accepting = true;
+  asio::dispatch(a.get_executor(), [impl = impl_.get()] { impl->Accept(); });
+  for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
+    impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
+  }
+  return Status::Ok();
+}
+
+int HttpServer::port() const {
+  return impl_->port;
+}
+
+void HttpServer::StopAccepting() {
+  if (!impl_->accepting) return;
+  impl_->accepting = false;
+  asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+  });
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (auto& w : impl_->sessions) {
+    if (auto s = w.lock()) s->Shutdown();
+  }
+}
+
+void HttpServer::Stop() {
+  StopAccepting();
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+}  // namespace llm

@@ -1,0 +1,49 @@
+// HTTP/1.1 server on Boost.Beast (kept inside http_server.cc): one session per connection
+// with keep-alive, limits on header and body size (413 with OpenAI error JSON), a timeout on
+// every read, a bounded write queue (producers wait through ResponseSink::WhenWritable), and
+// disconnect detection while a response is pending (PendingExchange::Cancel).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "router/http_exchange.h"
+
+namespace llm {
+
+struct HttpServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 2000;  // 0: any free port (see HttpServer::port())
+  int threads = 2;
+  int64_t max_body_bytes = 1 << 20;
+  uint32_t max_header_bytes = 16 * 1024;
+  int read_timeout_s = 60;  // reading one request, and an idle keep-alive connection
+  size_t write_queue_bytes = 256 * 1024;
+};
+
+class HttpServer {
+ public:
+  // `handler` must outlive the server.
+  HttpServer(HttpServerOptions options, RequestHandler& handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds, listens and starts the I/O threads. kUnavailable when the address cannot be bound.
+  Status Start();
+  int port() const;
+  // Stops accepting and cancels every pending exchange (their upstream calls get cancelled);
+  // connections close once their last write is done.
+  void StopAccepting();
+  // Stops the I/O threads and closes everything still open. Idempotent.
+  void Stop();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace llm

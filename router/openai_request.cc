@@ -1,0 +1,378 @@
+#include "router/openai_request.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace llm {
+
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields of a JSON object and keeps the first error. A field that is absent or
+// null keeps its default; a field of the wrong type or out of range is an error naming it.
+class FieldReader {
+ public:
+  explicit FieldReader(const json& obj) : obj_(obj) {}
+
+  const json* Get(const char* key) const {
+    auto it = obj_.find(key);
+    return it == obj_.end() || it->is_null() ? nullptr : &*it;
+  }
+  void Fail(const std::string& param, const std::string& message) {
+    if (!error) error = InvalidParam(param, message);
+  }
+
+  void Bool(const char* key, bool* out) {
+    const json* v = Get(key);
+    if (!v) return;
+    if (!v->is_boolean()) return Fail(key, std::string("'") + key + "' must be a boolean");
+    *out = v->get<bool>();
+  }
+  void String(const char* key, std::string* out) {
+    const json* v = Get(key);
+    if (!v) return;
+    if (!v->is_string()) return Fail(key, std::string("'") + key + "' must be a string");
+    *out = v->get<std::string>();
+  }
+  // lo/hi inclusive unless *_open; the message states the allowed range.
+  void Number(const char* key, double* out, double lo, double hi, bool lo_open = false) {
+    const json* v = Get(key);
+    if (!v) return;
+    if (!v->is_number()) return Fail(key, std::string("'") + key + "' must be a number");
+    const double x = v->get<double>();
+    const bool ok = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi;
+    if (!ok) {
+      return Fail(key, std::string("'") + key + "' must be in " + (lo_open ? "(" : "[") + Fmt(lo) +
+                           ", " + Fmt(hi) + "], got " + Fmt(x));
+    }
+    *out = x;
+  }
+  bool Int(const char* key, int64_t* out, int64_t lo, int64_t hi) {
+    const json* v = Get(key);
+    if (!v) return false;
+    if (!v->is_number_integer()) {
+      Fail(key, std::string("'") + key + "' must be an integer");
+      return false;
+    }
+    const bool is_unsigned = v->is_number_unsigned();
+    const int64_t x =
+        is_unsigned && v->get<uint64_t>() > uint64_t{INT64_MAX} ? INT64_MAX : v->get<int64_t>();
+    if (x < lo || x > hi) {
+      Fail(key, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "], got " + std::to_string(x));
+      return false;
+    }
+    *out = x;
+    return true;
+  }
+  template <typename T>
+  void IntAs(const char* key, T* out, int64_t lo, int64_t hi) {
+    int64_t x = 0;
+    if (Int(key, &x, lo, hi)) *out = static_cast<T>(x);
+  }
+
+  std::optional<ApiError> error;
+
+ private:
+  static std::string Fmt(double x) {
+    json j = x;
+    return j.dump();
+  }
+  const json& obj_;
+};
+
+std::optional<ApiError> ParseObject(std::string_view body, json* out) {
+  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) return InvalidParam("", "The request body is not valid JSON");
+  if (!out->is_object()) return InvalidParam("", "The request body must be a JSON object");
+  return std::nullopt;
+}
+
+void ReadModel(FieldReader& r, const RequestLimits& limits, std::string* model) {
+  *model = limits.served_model_name;
+  r.String("model", model);
+  if (!r.error && *model != limits.served_model_name) {
+    r.error =
+        ToApiError(NotFound("The model `" + *model + "` does not exist; this server serves `" +
+                            limits.served_model_name + "`"),
+                   "model");
+  }
+}
+
+// A list of token ids; `param` names it in errors.
+bool ReadTokenIds(FieldReader& r, const json& v, const std::string& param,
+                  std::vector<int32_t>* out) {
+  if (!v.is_array()) {
+    r.Fail(param, "'" + param + "' must be a list of token ids");
+    return false;
+  }
+  for (const json& id : v) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      r.Fail(param, "'" + param + "' must contain non-negative integer token ids");
+      return false;
+    }
+    out->push_back(id.get<int32_t>());
+  }
+  return true;
+}
+
+void ReadStop(FieldReader& r, GenerationOptions* o) {
+  const json* v = r.Get("stop");
+  if (!v) return;
+  if (v->is_string()) {
+    o->stop.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const json& s : *v) {
+      if (!s.is_string()) return r.Fail("stop", "'stop' must be a string or a list of strings");
+      o->stop.push_back(s.get<std::string>());
+    }
+  } else {
+    return r.Fail("stop", "'stop' must be a string or a list of strings");
+  }
+  for (const std::string& s : o->stop) {
+    if (s.empty()) return r.Fail("stop", "'stop' strings must not be empty");
+  }
+}
+
+void ReadGenerationOptions(FieldReader& r, const RequestLimits& limits, GenerationOptions* o) {
+  r.Number("temperature", &o->temperature, 0.0, 2.0);
+  r.Number("top_p", &o->top_p, 0.0, 1.0, /*lo_open=*/true);
+  r.IntAs("top_k", &o->top_k, -1, std::numeric_limits<int32_t>::max());
+  if (o->top_k == -1) o->top_k = 0;
+  r.Number("min_p", &o->min_p, 0.0, 1.0);
+  r.Number("repetition_penalty", &o->repetition_penalty, 0.0, 2.0, /*lo_open=*/true);
+  r.Number("presence_penalty", &o->presence_penalty, -2.0, 2.0);
+  r.Number("frequency_penalty", &o->frequency_penalty, -2.0, 2.0);
+  int64_t seed = 0;
+  if (r.Int("seed", &seed, std::numeric_limits<int64_t>::min(), INT64_MAX)) o->seed = seed;
+  r.IntAs("n", &o->n, 1, limits.max_n);
+  r.Int("min_tokens", &o->min_tokens, 0, std::numeric_limits<int32_t>::max());
+  r.Bool("ignore_eos", &o->ignore_eos);
+  r.Bool("include_stop_str_in_output", &o->include_stop_str_in_output);
+  r.Bool("skip_special_tokens", &o->skip_special_tokens);
+  r.Bool("stream", &o->stream);
+  r.IntAs("priority", &o->priority, std::numeric_limits<int32_t>::min(),
+          std::numeric_limits<int32_t>::max());
+  ReadStop(r, o);
+  if (const json* ids = r.Get("stop_token_ids")) {
+    ReadTokenIds(r, *ids, "stop_token_ids", &o->stop_token_ids);
+  }
+  if (const json* so = r.Get("stream_options")) {
+    if (!so->is_object()) return r.Fail("stream_options", "'stream_options' must be an object");
+    FieldReader sr(*so);
+    sr.Bool("include_usage", &o->include_usage);
+    if (sr.error) r.Fail("stream_options.include_usage", sr.error->message);
+  }
+}
+
+// max_tokens (>= 1); chat's max_completion_tokens wins over max_tokens.
+void ReadMaxTokens(FieldReader& r, bool chat, GenerationOptions* o) {
+  int64_t m = 0;
+  if (r.Int("max_tokens", &m, 1, std::numeric_limits<int32_t>::max())) o->max_tokens = m;
+  if (chat && r.Int("max_completion_tokens", &m, 1, std::numeric_limits<int32_t>::max())) {
+    o->max_tokens = m;
+  }
+  if (!r.error && o->max_tokens && o->min_tokens > *o->max_tokens) {
+    r.Fail("min_tokens", "'min_tokens' (" + std::to_string(o->min_tokens) +
+                             ") must not exceed max_tokens (" + std::to_string(*o->max_tokens) +
+                             ")");
+  }
+}
+
+// Chat messages: a non-empty list of {role, content}; content is a string, null, or a list of
+// text parts (joined with "\n"). The result keeps the other keys and has string contents.
+void ReadMessages(FieldReader& r, const char* key, json* out) {
+  static const std::set<std::string> kRoles = {"system", "user",      "assistant",
+                                               "tool",   "developer", "function"};
+  const json* v = r.Get(key);
+  if (!v) return r.Fail(key, std::string("'") + key + "' is required");
+  if (!v->is_array() || v->empty()) {
+    return r.Fail(key, std::string("'") + key + "' must be a non-empty list of messages");
+  }
+  *out = json::array();
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
+    if (!m.is_object()) return r.Fail(where, "'" + where + "' must be an object");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string() || !kRoles.count(role->get<std::string>())) {
+      return r.Fail(where + ".role", "'" + where +
+                                         ".role' must be one of system, user, assistant, tool, "
+                                         "developer");
+    }
+    json msg = m;
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      msg["content"] = "";
+    } else if (content->is_array()) {
+      std::string text;
+      for (const json& part : *content) {
+        auto type = part.is_object() ? part.find("type") : part.end();
+        auto t = part.is_object() ? part.find("text") : part.end();
+        if (type == part.end() || *type != "text" || t == part.end() || !t->is_string()) {
+          return r.Fail(where + ".content",
+                        "only text content parts ({\"type\":\"text\",\"text\":...}) are "
+                        "supported");
+        }
+        if (!text.empty()) text += "\n";
+        text += t->get<std::string>();
+      }
+      msg["content"] = text;
+    } else if (!content->is_string()) {
+      return r.Fail(where + ".content",
+                    "'" + where + ".content' must be a string or a list of text parts");
+    }
+    out->push_back(std::move(msg));
+  }
+}
+
+void ReadTemplateKwargs(FieldReader& r, bool* add_generation_prompt, json* kwargs) {
+  r.Bool("add_generation_prompt", add_generation_prompt);
+  if (const json* k = r.Get("chat_template_kwargs")) {
+    if (!k->is_object()) return r.Fail("chat_template_kwargs", "must be an object");
+    *kwargs = *k;
+  }
+}
+
+void ReadPrompt(FieldReader& r, std::vector<CompletionPrompt>* out) {
+  const json* v = r.Get("prompt");
+  if (!v) return r.Fail("prompt", "'prompt' is required");
+  const char* kShape =
+      "'prompt' must be a string, a list of strings, a list of token ids or a list of lists of "
+      "token ids";
+  auto add_ids = [&](const json& ids) {
+    CompletionPrompt p;
+    p.is_token_ids = true;
+    if (!ReadTokenIds(r, ids, "prompt", &p.token_ids)) return;
+    if (p.token_ids.empty()) return r.Fail("prompt", "'prompt' token lists must not be empty");
+    out->push_back(std::move(p));
+  };
+  if (v->is_string()) {
+    out->push_back({false, v->get<std::string>(), {}});
+    return;
+  }
+  if (!v->is_array() || v->empty()) return r.Fail("prompt", kShape);
+  const json& first = v->front();
+  if (first.is_number()) return add_ids(*v);
+  for (const json& p : *v) {
+    if (p.is_string() && first.is_string()) {
+      out->push_back({false, p.get<std::string>(), {}});
+    } else if (p.is_array() && first.is_array()) {
+      add_ids(p);
+    } else {
+      return r.Fail("prompt", kShape);
+    }
+    if (r.error) return;
+  }
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
+                                         ChatRequest* out) {
+  json j;
+  if (auto e = ParseObject(body, &j)) return e;
+  FieldReader r(j);
+  ReadModel(r, limits, &out->model);
+  if (r.error) return r.error;
+  ReadMessages(r, "messages", &out->messages);
+  ReadGenerationOptions(r, limits, &out->options);
+  ReadMaxTokens(r, /*chat=*/true, &out->options);
+  ReadTemplateKwargs(r, &out->add_generation_prompt, &out->template_kwargs);
+  bool logprobs = false;
+  int top_logprobs = -1;
+  r.Bool("logprobs", &logprobs);
+  r.IntAs("top_logprobs", &top_logprobs, 0, 20);
+  if (!r.error && top_logprobs >= 0 && !logprobs) {
+    r.Fail("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+  }
+  if (logprobs) out->options.logprobs = std::max(0, top_logprobs);
+  return r.error;
+}
+
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
+                                               CompletionRequest* out) {
+  json j;
+  if (auto e = ParseObject(body, &j)) return e;
+  FieldReader r(j);
+  ReadModel(r, limits, &out->model);
+  if (r.error) return r.error;
+  ReadPrompt(r, &out->prompts);
+  out->options.max_tokens = 16;  // the OpenAI default for completions
+  ReadGenerationOptions(r, limits, &out->options);
+  ReadMaxTokens(r, /*chat=*/false, &out->options);
+  r.Bool("echo", &out->echo);
+  r.IntAs("logprobs", &out->options.logprobs, 0, 20);
+  if (!r.error && r.Get("suffix")) r.Fail("suffix", "'suffix' is not supported");
+  return r.error;
+}
+
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, const RequestLimits& limits,
+                                             TokenizeRequest* out) {
+  json j;
+  if (auto e = ParseObject(body, &j)) return e;
+  FieldReader r(j);
+  ReadModel(r, limits, &out->model);
+  if (r.error) return r.error;
+  if (r.Get("messages")) {
+    out->has_messages = true;
+    out->add_special_tokens = false;
+    ReadMessages(r, "messages", &out->messages);
+    ReadTemplateKwargs(r, &out->add_generation_prompt, &out->template_kwargs);
+  } else if (r.Get("prompt")) {
+    r.String("prompt", &out->prompt);
+  } else {
+    r.Fail("prompt", "'prompt' or 'messages' is required");
+  }
+  r.Bool("add_special_tokens", &out->add_special_tokens);
+  return r.error;
+}
+
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, const RequestLimits& limits,
+                                               DetokenizeRequest* out) {
+  json j;
+  if (auto e = ParseObject(body, &j)) return e;
+  FieldReader r(j);
+  ReadModel(r, limits, &out->model);
+  if (r.error) return r.error;
+  const json* tokens = r.Get("tokens");
+  if (!tokens) return InvalidParam("tokens", "'tokens' is required");
+  ReadTokenIds(r, *tokens, "tokens", &out->tokens);
+  return r.error;
+}
+
+std::optional<ApiError> CheckContextLength(int64_t prompt_tokens, int64_t max_model_len,
+                                           const std::string& prompt_param,
+                                           GenerationOptions* options) {
+  const int64_t wanted = options->max_tokens.value_or(1);
+  if (prompt_tokens + wanted > max_model_len) {
+    const std::string what = options->max_tokens ? std::to_string(wanted) : "at least 1";
+    return InvalidParam(options->max_tokens ? "max_tokens" : prompt_param,
+                        "This model's maximum context length is " + std::to_string(max_model_len) +
+                            " tokens. However, you requested " +
+                            std::to_string(prompt_tokens + wanted) + " tokens (" +
+                            std::to_string(prompt_tokens) + " in the " + prompt_param + ", " +
+                            what + " for the completion). Please reduce the length of the " +
+                            prompt_param + " or completion.");
+  }
+  if (!options->max_tokens) options->max_tokens = max_model_len - prompt_tokens;
+  if (options->min_tokens > *options->max_tokens) options->min_tokens = *options->max_tokens;
+  return std::nullopt;
+}
+
+std::optional<ApiError> CheckTokenIds(const std::vector<int32_t>& ids, int64_t vocab_size,
+                                      const std::string& param) {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size) {
+      return InvalidParam(param, "token id " + std::to_string(id) + " in '" + param +
+                                     "' is outside the vocabulary [0, " +
+                                     std::to_string(vocab_size) + ")");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace llm

@@ -1,0 +1,105 @@
+// OpenAI request bodies → plain C++ structs, with validation. Each parser returns the first
+// problem as an ApiError naming the parameter (400), or 404 for a model that is not served.
+// Pure functions: no tokenizer, no network; the context-length check needs the prompt length
+// and lives in CheckContextLength.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "router/api_error.h"
+
+namespace llm {
+
+struct RequestLimits {
+  std::string served_model_name;
+  int max_n = 16;
+};
+
+// What every generation request shares (chat and completions).
+struct GenerationOptions {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int top_k = 0;  // 0 = off (-1 is accepted and mapped to 0)
+  double min_p = 0.0;
+  double repetition_penalty = 1.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  std::optional<int64_t> seed;
+  std::optional<int64_t> max_tokens;  // nullopt: the rest of the context
+  int64_t min_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+  int logprobs = -1;  // -1 none, 0 the chosen token, N > 0 plus the top N
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  int priority = 0;
+};
+
+struct ChatRequest {
+  std::string model;
+  nlohmann::json messages;  // normalised: every content is a string
+  bool add_generation_prompt = true;
+  nlohmann::json template_kwargs = nlohmann::json::object();
+  GenerationOptions options;
+};
+
+struct CompletionPrompt {
+  bool is_token_ids = false;
+  std::string text;
+  std::vector<int32_t> token_ids;
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::vector<CompletionPrompt> prompts;
+  bool echo = false;
+  GenerationOptions options;
+};
+
+// vLLM /tokenize: a prompt or chat messages.
+struct TokenizeRequest {
+  std::string model;
+  bool has_messages = false;
+  std::string prompt;
+  nlohmann::json messages;
+  bool add_special_tokens = true;  // default: true for a prompt, false for messages
+  bool add_generation_prompt = true;
+  nlohmann::json template_kwargs = nlohmann::json::object();
+};
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
+                                         ChatRequest* out);
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
+                                               CompletionRequest* out);
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, const RequestLimits& limits,
+                                             TokenizeRequest* out);
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, const RequestLimits& limits,
+                                               DetokenizeRequest* out);
+
+// Resolves max_tokens against the context: nullopt becomes max_model_len - prompt_tokens.
+// 400 when the prompt plus max_tokens does not fit ("This model's maximum context length is X
+// tokens. However, you requested Y tokens (P in the prompt, M for the completion) ...").
+std::optional<ApiError> CheckContextLength(int64_t prompt_tokens, int64_t max_model_len,
+                                           const std::string& prompt_param,
+                                           GenerationOptions* options);
+
+// 400 when a token id is outside [0, vocab_size).
+std::optional<ApiError> CheckTokenIds(const std::vector<int32_t>& ids, int64_t vocab_size,
+                                      const std::string& param);
+
+}  // namespace llm

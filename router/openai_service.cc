@@ -1,0 +1,237 @@
+#include "router/openai_service.h"
+
+#include <ctime>
+#include <map>
+#include <random>
+
+#include "router/api_error.h"
+#include "router/generation_job.h"
+
+namespace llm {
+
+using nlohmann::json;
+
+namespace {
+
+HttpResponse ErrorResponse(const ApiError& e) {
+  return {e.http_status, "application/json", ApiErrorJson(e), {}};
+}
+
+HttpResponse JsonResponse(const json& body) {
+  return {200, "application/json", JsonText(body), {}};
+}
+
+std::string RandomId(const char* prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char* kHex = "0123456789abcdef";
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
+  return id;
+}
+
+// Answers through the sink and reports that nothing is pending.
+std::shared_ptr<PendingExchange> Answer(const std::shared_ptr<ResponseSink>& sink,
+                                        HttpResponse response) {
+  sink->Respond(std::move(response));
+  return nullptr;
+}
+
+// Starts the job; nullptr when it answered at once (e.g. no upstream).
+std::shared_ptr<PendingExchange> Launch(JobSpec spec, std::shared_ptr<const Tokenizer> tokenizer,
+                                        UpstreamPool& pool,
+                                        const std::shared_ptr<ResponseSink>& sink) {
+  auto job = std::make_shared<GenerationJob>(std::move(spec), std::move(tokenizer), pool, sink);
+  if (!job->Start()) return nullptr;
+  return job;
+}
+
+}  // namespace
+
+OpenAiService::OpenAiService(ServiceOptions options, std::shared_ptr<const Tokenizer> tokenizer,
+                             UpstreamPool& pool)
+    : options_(std::move(options)), tokenizer_(std::move(tokenizer)), pool_(pool) {
+  limits_.served_model_name = options_.served_model_name;
+  limits_.max_n = options_.max_n;
+  started_at_ = static_cast<int64_t>(std::time(nullptr));
+  const std::string& source = tokenizer_->chat_template();
+  if (source.empty()) {
+    template_status_ = FailedPrecondition(
+        "this model has no chat template (tokenizer_config.json has no chat_template); use "
+        "/v1/completions");
+    return;
+  }
+  auto parsed = ChatTemplate::Parse(source);
+  if (!parsed.ok()) {
+    template_status_ = parsed.status();
+    return;
+  }
+  template_ = std::move(parsed).value();
+}
+
+std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& request,
+                                                       const std::shared_ptr<ResponseSink>& sink) {
+  static const std::map<std::string, std::string> kRoutes = {{"/v1/chat/completions", "POST"},
+                                                             {"/v1/completions", "POST"},
+                                                             {"/v1/models", "GET"},
+                                                             {"/health", "GET"},
+                                                             {"/tokenize", "POST"},
+                                                             {"/detokenize", "POST"}};
+  auto route = kRoutes.find(request.path);
+  if (route == kRoutes.end()) {
+    return Answer(sink, ErrorResponse(HttpError(404, "Not found: " + request.path)));
+  }
+  if (request.method != route->second) {
+    HttpResponse r =
+        ErrorResponse(HttpError(405, "Method " + request.method + " is not allowed for " +
+                                         request.path + "; use " + route->second));
+    r.headers.emplace_back("Allow", route->second);
+    return Answer(sink, std::move(r));
+  }
+  const std::string& path = request.path;
+  if (path == "/health") return Answer(sink, Health());
+  if (path == "/v1/models") return Answer(sink, Models());
+  if (path == "/tokenize") return Answer(sink, Tokenize(request.body));
+  if (path == "/detokenize") return Answer(sink, Detokenize(request.body));
+  if (path == "/v1/chat/completions") return Chat(request.body, sink);
+  return Completions(request.body, sink);
+}
+
+HttpResponse OpenAiService::Health() const {
+  if (pool_.AnyHealthy()) return JsonResponse({{"status", "ok"}});
+  return ErrorResponse(ToApiError(Unavailable("no coordinator is available")));
+}
+
+HttpResponse OpenAiService::Models() const {
+  json model = {{"id", options_.served_model_name},
+                {"object", "model"},
+                {"created", started_at_},
+                {"owned_by", "llmserve"},
+                {"root", options_.served_model_name}};
+  auto limits = pool_.Limits();
+  if (limits.ok()) model["max_model_len"] = limits->max_model_len;
+  return JsonResponse({{"object", "list"}, {"data", json::array({model})}});
+}
+
+int64_t OpenAiService::VocabSize(const ModelLimits& limits) const {
+  return limits.vocab_size > 0 ? limits.vocab_size : tokenizer_->vocab_size();
+}
+
+StatusOr<std::string> OpenAiService::RenderChat(const json& messages, bool add_generation_prompt,
+                                                const json& kwargs) const {
+  if (!template_) return InvalidArgument(template_status_.message());
+  json context = kwargs.is_object() ? kwargs : json::object();
+  context["messages"] = messages;
+  context["add_generation_prompt"] = add_generation_prompt;
+  context["bos_token"] = tokenizer_->bos_token();
+  context["eos_token"] = tokenizer_->eos_token();
+  return template_->Render(context);
+}
+
+HttpResponse OpenAiService::Tokenize(const std::string& body) const {
+  TokenizeRequest req;
+  if (auto e = ParseTokenizeRequest(body, limits_, &req)) return ErrorResponse(*e);
+  std::string text = req.prompt;
+  if (req.has_messages) {
+    auto rendered = RenderChat(req.messages, req.add_generation_prompt, req.template_kwargs);
+    if (!rendered.ok()) return ErrorResponse(ToApiError(rendered.status(), "messages"));
+    text = std::move(rendered).value();
+  }
+  const std::vector<int32_t> ids = tokenizer_->Encode(text, req.add_special_tokens);
+  json out = {{"count", ids.size()}, {"tokens", ids}, {"max_model_len", nullptr}};
+  auto limits = pool_.Limits();
+  if (limits.ok()) out["max_model_len"] = limits->max_model_len;
+  return JsonResponse(out);
+}
+
+HttpResponse OpenAiService::Detokenize(const std::string& body) const {
+  DetokenizeRequest req;
+  if (auto e = ParseDetokenizeRequest(body, limits_, &req)) return ErrorResponse(*e);
+  if (auto e = CheckTokenIds(req.tokens, tokenizer_->vocab_size(), "tokens")) {
+    return ErrorResponse(*e);
+  }
+  return JsonResponse({{"prompt", tokenizer_->Decode(req.tokens)}});
+}
+
+std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
+                                                     const std::shared_ptr<ResponseSink>& sink) {
+  ChatRequest req;
+  if (auto e = ParseChatRequest(body, limits_, &req)) return Answer(sink, ErrorResponse(*e));
+  auto limits = pool_.Limits();
+  if (!limits.ok()) return Answer(sink, ErrorResponse(ToApiError(limits.status())));
+  auto prompt = RenderChat(req.messages, req.add_generation_prompt, req.template_kwargs);
+  if (!prompt.ok()) return Answer(sink, ErrorResponse(ToApiError(prompt.status(), "messages")));
+  std::vector<int32_t> ids = tokenizer_->Encode(*prompt, /*add_special_tokens=*/false);
+  if (ids.empty()) {
+    return Answer(sink, ErrorResponse(InvalidParam("messages", "the rendered prompt is empty")));
+  }
+  GenerationOptions& o = req.options;
+  if (auto e = CheckContextLength(static_cast<int64_t>(ids.size()), limits->max_model_len,
+                                  "messages", &o)) {
+    return Answer(sink, ErrorResponse(*e));
+  }
+  if (auto e = CheckTokenIds(o.stop_token_ids, VocabSize(*limits), "stop_token_ids")) {
+    return Answer(sink, ErrorResponse(*e));
+  }
+  JobSpec spec;
+  spec.chat = true;
+  spec.meta = {RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)),
+               options_.served_model_name};
+  spec.prompt_tokens = static_cast<int64_t>(ids.size());
+  spec.timeout = options_.request_timeout;
+  for (int j = 0; j < o.n; ++j) {
+    JobChoiceSpec c;
+    c.index = j;
+    c.prompt_ids = ids;
+    if (o.seed) c.seed = static_cast<uint64_t>(*o.seed) + static_cast<uint64_t>(j);
+    spec.choices.push_back(std::move(c));
+  }
+  spec.options = std::move(o);
+  return Launch(std::move(spec), tokenizer_, pool_, sink);
+}
+
+std::shared_ptr<PendingExchange> OpenAiService::Completions(
+    const std::string& body, const std::shared_ptr<ResponseSink>& sink) {
+  CompletionRequest req;
+  if (auto e = ParseCompletionRequest(body, limits_, &req)) return Answer(sink, ErrorResponse(*e));
+  auto limits = pool_.Limits();
+  if (!limits.ok()) return Answer(sink, ErrorResponse(ToApiError(limits.status())));
+  GenerationOptions& o = req.options;
+  if (auto e = CheckTokenIds(o.stop_token_ids, VocabSize(*limits), "stop_token_ids")) {
+    return Answer(sink, ErrorResponse(*e));
+  }
+  JobSpec spec;
+  spec.chat = false;
+  spec.meta = {RandomId("cmpl-"), static_cast<int64_t>(std::time(nullptr)),
+               options_.served_model_name};
+  spec.timeout = options_.request_timeout;
+  for (size_t p = 0; p < req.prompts.size(); ++p) {
+    const CompletionPrompt& prompt = req.prompts[p];
+    std::vector<int32_t> ids =
+        prompt.is_token_ids ? prompt.token_ids : tokenizer_->Encode(prompt.text, true);
+    if (auto e = CheckTokenIds(ids, VocabSize(*limits), "prompt")) {
+      return Answer(sink, ErrorResponse(*e));
+    }
+    if (ids.empty()) {
+      return Answer(sink, ErrorResponse(InvalidParam("prompt", "the prompt is empty")));
+    }
+    if (auto e = CheckContextLength(static_cast<int64_t>(ids.size()), limits->max_model_len,
+                                    "prompt", &o)) {
+      return Answer(sink, ErrorResponse(*e));
+    }
+    spec.prompt_tokens += static_cast<int64_t>(ids.size());
+    std::string echo;
+    if (req.echo) echo = prompt.is_token_ids ? tokenizer_->Decode(ids) : prompt.text;
+    for (int j = 0; j < o.n; ++j) {
+      JobChoiceSpec c;
+      c.index = static_cast<int>(p) * o.n + j;
+      c.prompt_ids = ids;
+      c.echo_text = echo;
+      if (o.seed) c.seed = static_cast<uint64_t>(*o.seed) + static_cast<uint64_t>(j);
+      spec.choices.push_back(std::move(c));
+    }
+  }
+  spec.options = std::move(o);
+  return Launch(std::move(spec), tokenizer_, pool_, sink);
+}
+
+}  // namespace llm

@@ -1,0 +1,61 @@
+// The OpenAI-compatible API over the upstream pool: routes, validation, chat template,
+// tokenization, and the start of each GenerationJob. Stateless apart from the open exchanges.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/chat_template.h"
+#include "common/tokenizer.h"
+#include "router/http_exchange.h"
+#include "router/openai_request.h"
+#include "router/upstream_pool.h"
+
+namespace llm {
+
+struct ServiceOptions {
+  std::string served_model_name;
+  int max_n = 16;
+  std::chrono::seconds request_timeout{600};
+};
+
+class OpenAiService final : public RequestHandler {
+ public:
+  // The chat template comes from the tokenizer (tokenizer_config.json); when it is missing or
+  // outside the supported subset, chat requests get a 400 that says so.
+  OpenAiService(ServiceOptions options, std::shared_ptr<const Tokenizer> tokenizer,
+                UpstreamPool& pool);
+
+  std::shared_ptr<PendingExchange> Handle(const HttpRequest& request,
+                                          const std::shared_ptr<ResponseSink>& sink) override;
+
+  // The chat template's status ("" when usable), for the start-up log.
+  std::string chat_template_problem() const {
+    return template_status_.ok() ? "" : template_status_.message();
+  }
+
+ private:
+  HttpResponse Health() const;
+  HttpResponse Models() const;
+  HttpResponse Tokenize(const std::string& body) const;
+  HttpResponse Detokenize(const std::string& body) const;
+  std::shared_ptr<PendingExchange> Chat(const std::string& body,
+                                        const std::shared_ptr<ResponseSink>& sink);
+  std::shared_ptr<PendingExchange> Completions(const std::string& body,
+                                               const std::shared_ptr<ResponseSink>& sink);
+  StatusOr<std::string> RenderChat(const nlohmann::json& messages, bool add_generation_prompt,
+                                   const nlohmann::json& kwargs) const;
+  int64_t VocabSize(const ModelLimits& limits) const;
+
+  ServiceOptions options_;
+  RequestLimits limits_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  UpstreamPool& pool_;
+  std::optional<ChatTemplate> template_;
+  Status template_status_;
+  int64_t started_at_ = 0;
+};
+
+}  // namespace llm

@@ -1,0 +1,94 @@
+// router --config cluster.yaml [--section.key value]: the OpenAI-compatible HTTP front end.
+// SIGINT/SIGTERM: stop accepting, cancel what is in flight (the coordinator frees its blocks),
+// wait (bounded) for the upstream calls to end, exit 0.
+#include <pthread.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "common/cluster_config.h"
+#include "common/tokenizer.h"
+#include "router/http_server.h"
+#include "router/openai_service.h"
+#include "router/upstream_pool.h"
+
+namespace {
+
+int Run(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf("usage: router --config cluster.yaml [--section.key value ...]\n%s",
+                  llm::ClusterConfigHelp().c_str());
+      return 0;
+    }
+  }
+  auto config = llm::LoadClusterConfig(argc, argv);
+  if (!config.ok()) {
+    std::fprintf(stderr, "router: %s\n", config.status().ToString().c_str());
+    return 2;
+  }
+  if (config->model_path.empty()) {
+    std::fprintf(stderr, "router: model.path is required (the tokenizer is loaded from it)\n");
+    return 2;
+  }
+  auto tokenizer = llm::Tokenizer::FromDir(config->model_path);
+  if (!tokenizer.ok()) {
+    std::fprintf(stderr, "router: %s\n", tokenizer.status().ToString().c_str());
+    return 2;
+  }
+  std::shared_ptr<const llm::Tokenizer> shared_tokenizer(std::move(tokenizer).value());
+
+  // Block the signals in every thread; this one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  llm::UpstreamPool pool(config->upstreams, std::chrono::milliseconds(1000));
+  pool.Start(std::chrono::milliseconds(2000));
+  llm::ServiceOptions service_options;
+  service_options.served_model_name = config->served_model_name;
+  service_options.max_n = config->max_n;
+  service_options.request_timeout = std::chrono::seconds(config->request_timeout_s);
+  llm::OpenAiService service(service_options, shared_tokenizer, pool);
+  if (!service.chat_template_problem().empty()) {
+    std::fprintf(stderr, "router: chat completions disabled: %s\n",
+                 service.chat_template_problem().c_str());
+  }
+
+  llm::HttpServerOptions http;
+  http.host = config->router_host;
+  http.port = config->router_port;
+  http.max_body_bytes = config->max_body_bytes;
+  http.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
+  llm::HttpServer server(http, service);
+  if (auto s = server.Start(); !s.ok()) {
+    std::fprintf(stderr, "router: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::string upstreams;
+  for (const auto& u : config->upstreams) upstreams += (upstreams.empty() ? "" : ", ") + u;
+  std::fprintf(stderr, "router: serving model '%s' on http://%s:%d (upstreams: %s; %s)\n",
+               config->served_model_name.c_str(), config->router_host.c_str(), server.port(),
+               upstreams.c_str(), pool.AnyHealthy() ? "healthy" : "none healthy yet");
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "router: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  server.StopAccepting();
+  if (!pool.WaitIdle(std::chrono::seconds(5))) {
+    std::fprintf(stderr, "router: %d upstream calls still open after 5 s\n", pool.Outstanding());
+  }
+  server.Stop();
+  pool.Stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return Run(argc, argv);
+}

@@ -1,0 +1,312 @@
+#include "router/upstream_pool.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "proto/llm.grpc.pb.h"
+
+namespace llm {
+
+namespace {
+
+Status FromGrpc(const grpc::Status& s, const std::string& address) {
+  const std::string msg = s.error_message();
+  switch (s.error_code()) {
+    case grpc::StatusCode::OK:
+      return Status::Ok();
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return InvalidArgument(msg);
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return OutOfRange(msg);
+    case grpc::StatusCode::NOT_FOUND:
+      return NotFound(msg);
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return Unimplemented(msg);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return ResourceExhausted("coordinator " + address + " is overloaded: " + msg);
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return FailedPrecondition("coordinator " + address + ": " + msg);
+    case grpc::StatusCode::UNAVAILABLE:
+      return Unavailable("coordinator " + address + " is unavailable: " + msg);
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return Unavailable("coordinator " + address + " did not finish in time: " + msg);
+    case grpc::StatusCode::CANCELLED:
+      return Status(StatusCode::kCancelled, "cancelled");
+    default:
+      return Internal("coordinator " + address + ": " + msg);
+  }
+}
+
+}  // namespace
+
+struct Upstream {
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Generation::Stub> generation;
+  std::unique_ptr<v1::Admin::Stub> admin;
+  std::atomic<int> outstanding{0};
+  // Guarded by UpstreamPool::Impl::mu.
+  bool healthy = false;
+  ModelLimits limits;
+  std::string last_error;
+};
+
+struct UpstreamPool::Impl {
+  std::vector<std::unique_ptr<Upstream>> upstreams;
+  std::chrono::milliseconds interval{1000};
+  mutable std::mutex mu;
+  std::condition_variable cv;  // wakes the checker on Stop
+  bool stopping = false;
+  std::thread checker;
+  std::atomic<int> outstanding{0};
+  mutable std::mutex idle_mu;
+  mutable std::condition_variable idle_cv;
+
+  void CheckOne(Upstream& u);
+  void CheckAll() {
+    for (auto& u : upstreams) CheckOne(*u);
+  }
+  void MarkUnhealthy(Upstream& u, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    u.healthy = false;
+    u.last_error = why;
+  }
+  void CallDone(Upstream& u) {
+    u.outstanding.fetch_sub(1);
+    if (outstanding.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(idle_mu);
+      idle_cv.notify_all();
+    }
+  }
+};
+
+void UpstreamPool::Impl::CheckOne(Upstream& u) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
+  v1::HealthRequest req;
+  v1::HealthResponse resp;
+  const grpc::Status s = u.admin->Health(&ctx, req, &resp);
+  std::lock_guard<std::mutex> lock(mu);
+  if (!s.ok()) {
+    u.healthy = false;
+    u.last_error = s.error_message();
+    return;
+  }
+  u.healthy = resp.serving();
+  u.last_error = resp.serving() ? "" : "draining";
+  u.limits = {resp.model(), resp.max_model_len(), resp.vocab_size()};
+}
+
+namespace {
+
+// One Generate call (gRPC callback API). A hold keeps the call open between reads that the
+// owner requests from other threads; it is released exactly once, when the stream ended or the
+// owner cancelled with no read outstanding. OnDone then reports and drops the self-reference.
+class GenerateCall final : public GenerateStream,
+                           public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  GenerateCall(std::shared_ptr<UpstreamPool::Impl> pool, Upstream& upstream,
+               GenerateCallbacks callbacks)
+      : pool_(std::move(pool)), upstream_(upstream), callbacks_(std::move(callbacks)) {}
+
+  void Start(std::shared_ptr<GenerateCall> self, const v1::GenerateRequest& request,
+             std::chrono::seconds timeout) {
+    self_ = std::move(self);
+    request_ = request;
+    ctx_.set_deadline(std::chrono::system_clock::now() + timeout);
+    upstream_.generation->async()->Generate(&ctx_, &request_, this);
+    AddHold();
+    reading_ = true;
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void ReadNext() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancelled_ || released_ || reading_) return;
+      reading_ = true;
+    }
+    StartRead(&response_);
+  }
+
+  void Cancel() override {
+    ctx_.TryCancel();
+    bool release = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_ = true;
+      release = !reading_;
+    }
+    if (release) ReleaseHold();
+  }
+
+  void OnReadDone(bool ok) override {
+    bool release = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reading_ = false;
+      release = !ok || cancelled_;
+    }
+    if (release) {
+      ReleaseHold();
+      return;
+    }
+    callbacks_.on_message(std::move(response_));
+    response_.Clear();
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    Status status = FromGrpc(s, upstream_.address);
+    if (status.code() == StatusCode::kUnavailable &&
+        s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      pool_->MarkUnhealthy(upstream_, s.error_message());
+    }
+    pool_->CallDone(upstream_);
+    callbacks_.on_done(std::move(status));
+    callbacks_ = {};
+    self_.reset();  // may delete this
+  }
+
+ private:
+  void ReleaseHold() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (released_) return;
+      released_ = true;
+    }
+    RemoveHold();
+  }
+
+  std::shared_ptr<UpstreamPool::Impl> pool_;
+  Upstream& upstream_;
+  GenerateCallbacks callbacks_;
+  std::shared_ptr<GenerateCall> self_;
+  grpc::ClientContext ctx_;
+  v1::GenerateRequest request_;
+  v1::GenerateResponse response_;
+  std::mutex mu_;
+  bool reading_ = false;
+  bool cancelled_ = false;
+  bool released_ = false;
+};
+
+}  // namespace
+
+UpstreamPool::UpstreamPool(std::vector<std::string> addresses,
+                           std::chrono::milliseconds health_interval)
+    : impl_(std::make_shared<Impl>()) {
+  impl_->interval = health_interval;
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  for (std::string& address : addresses) {
+    auto u = std::make_unique<Upstream>();
+    u->address = std::move(address);
+    u->channel = grpc::CreateCustomChannel(u->address, grpc::InsecureChannelCredentials(), args);
+    u->generation = v1::Generation::NewStub(u->channel);
+    u->admin = v1::Admin::NewStub(u->channel);
+    impl_->upstreams.push_back(std::move(u));
+  }
+}
+
+UpstreamPool::~UpstreamPool() {
+  Stop();
+}
+
+void UpstreamPool::Start(std::chrono::milliseconds first_check_timeout) {
+  // The first round runs on the checker thread; wait for it (bounded) so that a router that
+  // starts next to a running coordinator is healthy at once.
+  auto first_done = std::make_shared<std::atomic<bool>>(false);
+  impl_->checker = std::thread([impl = impl_, first_done] {
+    impl->CheckAll();
+    {
+      std::lock_guard<std::mutex> lock(impl->idle_mu);
+      first_done->store(true);
+    }
+    impl->idle_cv.notify_all();
+    std::unique_lock<std::mutex> lock(impl->mu);
+    while (!impl->stopping) {
+      impl->cv.wait_for(lock, impl->interval);
+      if (impl->stopping) break;
+      lock.unlock();
+      impl->CheckAll();
+      lock.lock();
+    }
+  });
+  std::unique_lock<std::mutex> lock(impl_->idle_mu);
+  impl_->idle_cv.wait_for(lock, first_check_timeout, [&] { return first_done->load(); });
+}
+
+void UpstreamPool::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->checker.joinable()) impl_->checker.join();
+}
+
+bool UpstreamPool::AnyHealthy() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const auto& u : impl_->upstreams) {
+    if (u->healthy) return true;
+  }
+  return false;
+}
+
+StatusOr<ModelLimits> UpstreamPool::Limits() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const auto& u : impl_->upstreams) {
+    if (u->healthy) return u->limits;
+  }
+  return Unavailable("no coordinator is available (none of " +
+                     std::to_string(impl_->upstreams.size()) + " upstreams is healthy)");
+}
+
+std::vector<UpstreamState> UpstreamPool::Snapshot() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<UpstreamState> out;
+  for (const auto& u : impl_->upstreams) {
+    out.push_back({u->address, u->healthy, u->outstanding.load(), u->limits, u->last_error});
+  }
+  return out;
+}
+
+StatusOr<std::shared_ptr<GenerateStream>> UpstreamPool::StartGenerate(
+    const v1::GenerateRequest& request, std::chrono::seconds timeout, GenerateCallbacks callbacks) {
+  Upstream* best = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (const auto& u : impl_->upstreams) {
+      if (u->healthy && (!best || u->outstanding.load() < best->outstanding.load())) {
+        best = u.get();
+      }
+    }
+    if (!best) {
+      return Unavailable("no coordinator is available (none of " +
+                         std::to_string(impl_->upstreams.size()) + " upstreams is healthy)");
+    }
+    best->outstanding.fetch_add(1);
+    impl_->outstanding.fetch_add(1);
+  }
+  auto call = std::make_shared<GenerateCall>(impl_, *best, std::move(callbacks));
+  call->Start(call, request, timeout);
+  return std::shared_ptr<GenerateStream>(call);
+}
+
+int UpstreamPool::Outstanding() const {
+  return impl_->outstanding.load();
+}
+
+bool UpstreamPool::WaitIdle(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(impl_->idle_mu);
+  return impl_->idle_cv.wait_for(lock, timeout, [&] { return impl_->outstanding.load() == 0; });
+}
+
+}  // namespace llm

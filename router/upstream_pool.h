@@ -1,0 +1,90 @@
+// The coordinators this router forwards to (router.upstreams). A background thread asks each
+// one for Admin.Health every interval; requests go to the healthy upstream with the fewest
+// outstanding Generate calls. gRPC stays inside upstream_pool.cc: callers see proto messages,
+// Status and the GenerateStream handle.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/llm.pb.h"
+
+namespace llm {
+
+// What a healthy upstream reports about its model.
+struct ModelLimits {
+  std::string model;
+  int64_t max_model_len = 0;
+  int64_t vocab_size = 0;
+};
+
+struct UpstreamState {
+  std::string address;
+  bool healthy = false;  // reachable and serving (not draining)
+  int outstanding = 0;
+  ModelLimits limits;
+  std::string last_error;
+};
+
+// Callbacks of one Generate call. Both run on gRPC threads and must not block (post the work
+// elsewhere). on_message runs once per response; on_done runs exactly once, last.
+struct GenerateCallbacks {
+  std::function<void(v1::GenerateResponse)> on_message;
+  std::function<void(Status)> on_done;
+};
+
+// One Generate stream. After each on_message, the owner calls ReadNext() for the next message
+// or Cancel() to end the call (both thread-safe). The call ends (on_done) once the stream is
+// over or cancelled; the handle may outlive it.
+class GenerateStream {
+ public:
+  virtual ~GenerateStream() = default;
+  virtual void ReadNext() = 0;
+  // Aborts the request upstream (the coordinator frees its blocks); on_done then reports
+  // CANCELLED unless the call already finished.
+  virtual void Cancel() = 0;
+};
+
+class UpstreamPool {
+ public:
+  UpstreamPool(std::vector<std::string> addresses, std::chrono::milliseconds health_interval);
+  ~UpstreamPool();
+  UpstreamPool(const UpstreamPool&) = delete;
+  UpstreamPool& operator=(const UpstreamPool&) = delete;
+
+  // Checks every upstream once (bounded by `first_check_timeout`), then keeps checking in a
+  // background thread until Stop().
+  void Start(std::chrono::milliseconds first_check_timeout);
+  void Stop();
+
+  bool AnyHealthy() const;
+  // The limits of a healthy upstream; kUnavailable when none is healthy.
+  StatusOr<ModelLimits> Limits() const;
+  std::vector<UpstreamState> Snapshot() const;
+
+  // Starts a Generate call on the least-loaded healthy upstream. kUnavailable when none is
+  // healthy. gRPC errors reach on_done as Status: UNAVAILABLE → kUnavailable (and the upstream
+  // is marked unhealthy until its next check), INVALID_ARGUMENT/OUT_OF_RANGE → the same codes,
+  // DEADLINE_EXCEEDED → kUnavailable, CANCELLED → kCancelled.
+  StatusOr<std::shared_ptr<GenerateStream>> StartGenerate(const v1::GenerateRequest& request,
+                                                          std::chrono::seconds timeout,
+                                                          GenerateCallbacks callbacks);
+
+  // Generate calls started and not yet done (all upstreams).
+  int Outstanding() const;
+  // Waits until Outstanding() is 0 or `timeout` passes; returns whether it reached 0.
+  bool WaitIdle(std::chrono::milliseconds timeout) const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace llm

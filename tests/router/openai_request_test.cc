@@ -1,0 +1,236 @@
+// Request validation: every bad input maps to its HTTP status and the parameter it names.
+#include "router/openai_request.h"
+
+#include <gtest/gtest.h>
+
+namespace llm {
+namespace {
+
+using nlohmann::json;
+
+RequestLimits Limits() {
+  return {"stories260K", 4};
+}
+
+struct BadCase {
+  const char* name;
+  std::string body;
+  int status;
+  std::string param;  // "" = null
+};
+
+json Chat(json extra = json::object()) {
+  json body = {{"model", "stories260K"},
+               {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = it.value();
+  return body;
+}
+
+json Completion(json extra = json::object()) {
+  json body = {{"model", "stories260K"}, {"prompt", "Once upon a time"}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = it.value();
+  return body;
+}
+
+TEST(OpenAiRequest, ChatValidationTable) {
+  const std::vector<BadCase> cases = {
+      {"not json", "{\"model\":", 400, ""},
+      {"not an object", "[1,2]", 400, ""},
+      {"unknown model", Chat({{"model", "gpt-4"}}).dump(), 404, "model"},
+      {"model type", Chat({{"model", 7}}).dump(), 400, "model"},
+      {"missing messages", json{{"model", "stories260K"}}.dump(), 400, "messages"},
+      {"empty messages", Chat({{"messages", json::array()}}).dump(), 400, "messages"},
+      {"message not object", Chat({{"messages", {"hi"}}}).dump(), 400, "messages[0]"},
+      {"bad role", Chat({{"messages", {{{"role", "king"}, {"content", "x"}}}}}).dump(), 400,
+       "messages[0].role"},
+      {"content type", Chat({{"messages", {{{"role", "user"}, {"content", 5}}}}}).dump(), 400,
+       "messages[0].content"},
+      {"image part",
+       Chat({{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}).dump(),
+       400, "messages[0].content"},
+      {"temperature high", Chat({{"temperature", 2.5}}).dump(), 400, "temperature"},
+      {"temperature negative", Chat({{"temperature", -0.1}}).dump(), 400, "temperature"},
+      {"temperature string", Chat({{"temperature", "hot"}}).dump(), 400, "temperature"},
+      {"top_p zero", Chat({{"top_p", 0}}).dump(), 400, "top_p"},
+      {"top_p above one", Chat({{"top_p", 1.5}}).dump(), 400, "top_p"},
+      {"top_k", Chat({{"top_k", -2}}).dump(), 400, "top_k"},
+      {"min_p", Chat({{"min_p", 1.5}}).dump(), 400, "min_p"},
+      {"n zero", Chat({{"n", 0}}).dump(), 400, "n"},
+      {"n above max_n", Chat({{"n", 5}}).dump(), 400, "n"},
+      {"n float", Chat({{"n", 1.5}}).dump(), 400, "n"},
+      {"max_tokens zero", Chat({{"max_tokens", 0}}).dump(), 400, "max_tokens"},
+      {"max_completion_tokens", Chat({{"max_completion_tokens", -1}}).dump(), 400,
+       "max_completion_tokens"},
+      {"presence_penalty", Chat({{"presence_penalty", 3}}).dump(), 400, "presence_penalty"},
+      {"frequency_penalty", Chat({{"frequency_penalty", -3}}).dump(), 400, "frequency_penalty"},
+      {"repetition_penalty", Chat({{"repetition_penalty", 0}}).dump(), 400, "repetition_penalty"},
+      {"stop type", Chat({{"stop", 5}}).dump(), 400, "stop"},
+      {"stop list type", Chat({{"stop", {"a", 1}}}).dump(), 400, "stop"},
+      {"stop empty", Chat({{"stop", ""}}).dump(), 400, "stop"},
+      {"stop_token_ids", Chat({{"stop_token_ids", {1, -1}}}).dump(), 400, "stop_token_ids"},
+      {"seed type", Chat({{"seed", "x"}}).dump(), 400, "seed"},
+      {"stream type", Chat({{"stream", "yes"}}).dump(), 400, "stream"},
+      {"logprobs type", Chat({{"logprobs", 1}}).dump(), 400, "logprobs"},
+      {"top_logprobs range", Chat({{"logprobs", true}, {"top_logprobs", 21}}).dump(), 400,
+       "top_logprobs"},
+      {"top_logprobs alone", Chat({{"top_logprobs", 2}}).dump(), 400, "top_logprobs"},
+      {"min_tokens above max", Chat({{"min_tokens", 5}, {"max_tokens", 2}}).dump(), 400,
+       "min_tokens"},
+      {"stream_options", Chat({{"stream_options", {{"include_usage", 1}}}}).dump(), 400,
+       "stream_options.include_usage"},
+      {"ignore_eos type", Chat({{"ignore_eos", "true"}}).dump(), 400, "ignore_eos"},
+  };
+  for (const BadCase& c : cases) {
+    ChatRequest req;
+    auto err = ParseChatRequest(c.body, Limits(), &req);
+    ASSERT_TRUE(err.has_value()) << c.name;
+    EXPECT_EQ(err->http_status, c.status) << c.name;
+    EXPECT_EQ(err->param, c.param) << c.name << ": " << err->message;
+    EXPECT_FALSE(err->message.empty()) << c.name;
+    const json body = json::parse(ApiErrorJson(*err));
+    ASSERT_TRUE(body.contains("error")) << c.name;
+    for (const char* key : {"message", "type", "param", "code"}) {
+      EXPECT_TRUE(body["error"].contains(key)) << c.name << " lacks " << key;
+    }
+  }
+}
+
+TEST(OpenAiRequest, CompletionValidationTable) {
+  const std::vector<BadCase> cases = {
+      {"missing prompt", json{{"model", "stories260K"}}.dump(), 400, "prompt"},
+      {"prompt number", Completion({{"prompt", 5}}).dump(), 400, "prompt"},
+      {"prompt empty list", Completion({{"prompt", json::array()}}).dump(), 400, "prompt"},
+      {"prompt mixed", Completion({{"prompt", {"a", 1}}}).dump(), 400, "prompt"},
+      {"prompt negative id", Completion({{"prompt", {1, -5}}}).dump(), 400, "prompt"},
+      {"prompt empty id list", Completion({{"prompt", {json::array()}}}).dump(), 400, "prompt"},
+      {"logprobs range", Completion({{"logprobs", 21}}).dump(), 400, "logprobs"},
+      {"echo type", Completion({{"echo", 1}}).dump(), 400, "echo"},
+      {"suffix", Completion({{"suffix", "x"}}).dump(), 400, "suffix"},
+      {"max_tokens", Completion({{"max_tokens", 0}}).dump(), 400, "max_tokens"},
+      {"unknown model", Completion({{"model", "x"}}).dump(), 404, "model"},
+  };
+  for (const BadCase& c : cases) {
+    CompletionRequest req;
+    auto err = ParseCompletionRequest(c.body, Limits(), &req);
+    ASSERT_TRUE(err.has_value()) << c.name;
+    EXPECT_EQ(err->http_status, c.status) << c.name;
+    EXPECT_EQ(err->param, c.param) << c.name << ": " << err->message;
+  }
+}
+
+TEST(OpenAiRequest, ChatDefaultsAndFields) {
+  ChatRequest req;
+  const json body = Chat(
+      {{"messages",
+        {{{"role", "user"},
+          {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}}}},
+       {"max_tokens", 5},
+       {"max_completion_tokens", 7},
+       {"stop", "\n"},
+       {"top_k", -1},
+       {"seed", 3},
+       {"n", 2},
+       {"logprobs", true},
+       {"top_logprobs", 3},
+       {"stream", true},
+       {"stream_options", {{"include_usage", true}}},
+       {"user", "someone"},
+       {"unknown_field", {1, 2}},
+       {"temperature", nullptr}});
+  ASSERT_FALSE(ParseChatRequest(body.dump(), Limits(), &req).has_value());
+  EXPECT_EQ(req.messages[0]["content"], "a\nb");
+  EXPECT_EQ(req.options.max_tokens, 7);  // max_completion_tokens wins
+  EXPECT_EQ(req.options.stop, std::vector<std::string>{"\n"});
+  EXPECT_EQ(req.options.top_k, 0);
+  EXPECT_EQ(req.options.seed, 3);
+  EXPECT_EQ(req.options.n, 2);
+  EXPECT_EQ(req.options.logprobs, 3);
+  EXPECT_TRUE(req.options.stream);
+  EXPECT_TRUE(req.options.include_usage);
+  EXPECT_DOUBLE_EQ(req.options.temperature, 1.0);  // null keeps the default
+  EXPECT_TRUE(req.add_generation_prompt);
+
+  ChatRequest no_model;
+  ASSERT_FALSE(ParseChatRequest(json{{"messages", {{{"role", "user"}, {"content", "x"}}}}}.dump(),
+                                Limits(), &no_model)
+                   .has_value());
+  EXPECT_EQ(no_model.model, "stories260K");
+  EXPECT_FALSE(no_model.options.max_tokens.has_value());
+}
+
+TEST(OpenAiRequest, CompletionPromptShapes) {
+  const std::vector<std::pair<json, std::vector<bool>>> shapes = {
+      {"text", {false}},
+      {{"a", "b"}, {false, false}},
+      {{1, 2, 3}, {true}},
+      {{{1, 2}, {3}}, {true, true}},
+  };
+  for (const auto& [prompt, is_ids] : shapes) {
+    CompletionRequest req;
+    ASSERT_FALSE(
+        ParseCompletionRequest(Completion({{"prompt", prompt}}).dump(), Limits(), &req).has_value())
+        << prompt;
+    ASSERT_EQ(req.prompts.size(), is_ids.size()) << prompt;
+    for (size_t i = 0; i < is_ids.size(); ++i) EXPECT_EQ(req.prompts[i].is_token_ids, is_ids[i]);
+    EXPECT_EQ(req.options.max_tokens, 16);  // the OpenAI default for completions
+  }
+}
+
+TEST(OpenAiRequest, ContextLength) {
+  GenerationOptions o;
+  o.max_tokens = 100;
+  auto err = CheckContextLength(450, 512, "prompt", &o);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->http_status, 400);
+  EXPECT_EQ(err->param, "max_tokens");
+  EXPECT_NE(err->message.find("maximum context length is 512 tokens"), std::string::npos);
+  EXPECT_NE(err->message.find("you requested 550 tokens"), std::string::npos);
+  EXPECT_NE(err->message.find("450 in the prompt"), std::string::npos);
+
+  GenerationOptions open;
+  EXPECT_FALSE(CheckContextLength(500, 512, "messages", &open).has_value());
+  EXPECT_EQ(open.max_tokens, 12);
+  GenerationOptions full;
+  auto too_long = CheckContextLength(512, 512, "messages", &full);
+  ASSERT_TRUE(too_long.has_value());
+  EXPECT_EQ(too_long->param, "messages");
+
+  auto bad_id = CheckTokenIds({1, 2, 600}, 512, "prompt");
+  ASSERT_TRUE(bad_id.has_value());
+  EXPECT_NE(bad_id->message.find("600"), std::string::npos);
+  EXPECT_FALSE(CheckTokenIds({0, 511}, 512, "prompt").has_value());
+}
+
+TEST(OpenAiRequest, TokenizeAndDetokenize) {
+  TokenizeRequest t;
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"prompt":"hi"})", Limits(), &t).has_value());
+  EXPECT_FALSE(t.has_messages);
+  EXPECT_TRUE(t.add_special_tokens);
+  TokenizeRequest m;
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"messages":[{"role":"user","content":"x"}]})", Limits(), &m)
+                   .has_value());
+  EXPECT_TRUE(m.has_messages);
+  EXPECT_FALSE(m.add_special_tokens);
+  TokenizeRequest none;
+  EXPECT_EQ(ParseTokenizeRequest("{}", Limits(), &none)->param, "prompt");
+  DetokenizeRequest d;
+  ASSERT_FALSE(ParseDetokenizeRequest(R"({"tokens":[1,2]})", Limits(), &d).has_value());
+  EXPECT_EQ(d.tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(ParseDetokenizeRequest(R"({"tokens":"x"})", Limits(), &d)->param, "tokens");
+}
+
+TEST(ApiError, StatusMapping) {
+  EXPECT_EQ(ToApiError(InvalidArgument("x")).http_status, 400);
+  EXPECT_EQ(ToApiError(OutOfRange("x")).http_status, 400);
+  EXPECT_EQ(ToApiError(NotFound("x")).http_status, 404);
+  EXPECT_EQ(ToApiError(Unavailable("x")).http_status, 503);
+  EXPECT_EQ(ToApiError(FailedPrecondition("draining")).http_status, 503);
+  EXPECT_EQ(ToApiError(Internal("x")).http_status, 500);
+  const json j = json::parse(ApiErrorJson(HttpError(413, "too big")));
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(j["error"]["param"].is_null());
+  EXPECT_TRUE(j["error"]["code"].is_null());
+}
+
+}  // namespace
+}  // namespace llm
