@@ -19,8 +19,18 @@ const char* FinishReasonName(FinishReason r) {
 }
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
-                                                 const EngineConfig& config) {
+                                                 const EngineConfig& config, Communicator* comm) {
   const ModelConfig& mc = weights.config;
+  const int world = comm ? comm->world_size() : 1;
+  if (comm && comm->rank() != 0) {
+    return InvalidArgument("the engine runs on rank 0; rank " + std::to_string(comm->rank()) +
+                           " runs RunFollower");
+  }
+  if (weights.tp.size != world || weights.tp.rank != 0) {
+    return InvalidArgument("weights hold shard " + std::to_string(weights.tp.rank) + " of " +
+                           std::to_string(weights.tp.size) + " but the engine runs on rank 0 of " +
+                           std::to_string(world));
+  }
   if (config.block_size <= 0 || config.block_size > 256) {
     return InvalidArgument("block_size must be in [1, 256], got " +
                            std::to_string(config.block_size));
@@ -28,8 +38,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
   if (config.scheduler.max_num_batched_tokens <= 0 || config.scheduler.max_num_seqs <= 0) {
     return InvalidArgument("max_num_batched_tokens and max_num_seqs must be positive");
   }
+  // Each rank holds its share of the KV heads, so the same budget gives the same block count
+  // on every rank.
+  const size_t kv_dim = static_cast<size_t>(weights.shard.kv_heads.size()) * mc.head_dim;
   const size_t block_bytes =
-      2 * sizeof(float) * static_cast<size_t>(config.block_size) * mc.kv_dim() * mc.num_layers;
+      2 * sizeof(float) * static_cast<size_t>(config.block_size) * kv_dim * mc.num_layers;
   const int num_blocks = config.num_blocks > 0
                              ? config.num_blocks
                              : static_cast<int>(config.kv_cache_bytes / block_bytes);
@@ -37,19 +50,47 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
     return ResourceExhausted("kv cache of " + std::to_string(config.kv_cache_bytes >> 20) +
                              " MiB holds no block of " + std::to_string(block_bytes) + " bytes");
   }
-  return std::unique_ptr<Engine>(new Engine(weights, config, num_blocks));
+  std::unique_ptr<Engine> engine(new Engine(weights, config, num_blocks, comm));
+  if (engine->tp_) {
+    StepPlan start;
+    start.kind = StepMessageKind::kStart;
+    start.num_blocks = num_blocks;
+    start.block_size = config.block_size;
+    std::vector<uint8_t> bytes;
+    SerializeStepPlan(start, &bytes);
+    engine->comm_->Broadcast(bytes, 0);
+  }
+  return engine;
 }
 
-Engine::Engine(const ModelWeights& weights, const EngineConfig& config, int num_blocks)
+Engine::Engine(const ModelWeights& weights, const EngineConfig& config, int num_blocks,
+               Communicator* comm)
     : config_(config),
       max_model_len_(config.max_model_len > 0 ? config.max_model_len
                                               : weights.config.max_position_embeddings),
-      model_(weights),
+      local_comm_(comm ? nullptr : std::make_unique<LocalCommunicator>()),
+      comm_(comm ? comm : local_comm_.get()),
+      tp_(comm_->world_size() > 1),
+      model_(weights, comm_),
       cache_(model_.CacheShape(num_blocks, config.block_size)),
       blocks_(num_blocks, config.block_size),
       scheduler_(config.scheduler, &blocks_),
       sampler_(weights.config.vocab_size),
       seed_rng_(config.seed) {}
+
+Engine::~Engine() {
+  StopFollowers();
+}
+
+void Engine::StopFollowers() {
+  if (!tp_ || stopped_) return;
+  stopped_ = true;
+  StepPlan stop;
+  stop.kind = StepMessageKind::kShutdown;
+  std::vector<uint8_t> bytes;
+  SerializeStepPlan(stop, &bytes);
+  comm_->Broadcast(bytes, 0);
+}
 
 StatusOr<int64_t> Engine::Add(GenerateRequest request) {
   const ModelConfig& mc = model_.config();
@@ -92,28 +133,15 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
 }
 
 void Engine::BuildBatch(const SchedulePlan& plan) {
-  batch_.Clear();
-  const int bs = config_.block_size;
-  int max_blocks = 0;
-  for (const auto& s : plan.scheduled) {
-    max_blocks = std::max(max_blocks, static_cast<int>(s.seq->block_table.size()));
-  }
-  batch_.max_blocks_per_seq = max_blocks;
-  batch_.block_tables.assign(plan.scheduled.size() * max_blocks, 0);
-  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    const Sequence& seq = *plan.scheduled[i].seq;
-    const int begin = seq.num_computed, end = begin + plan.scheduled[i].num_new_tokens;
-    for (int p = begin; p < end; ++p) {
-      batch_.token_ids.push_back(seq.token_at(p));
-      batch_.positions.push_back(p);
-      batch_.slot_mapping.push_back(seq.block_table[p / bs] * bs + p % bs);
-    }
-    batch_.query_start.push_back(batch_.num_tokens());
-    batch_.context_len.push_back(end);
-    std::copy(seq.block_table.begin(), seq.block_table.end(),
-              batch_.block_tables.begin() + static_cast<long>(i) * max_blocks);
-    if (plan.scheduled[i].samples) batch_.logit_rows.push_back(batch_.num_tokens() - 1);
-  }
+  entries_.clear();
+  for (const auto& s : plan.scheduled) entries_.push_back({s.seq, s.num_new_tokens, s.samples});
+  BuildForwardBatch(entries_, config_.block_size, &batch_);
+}
+
+void Engine::Remove(int64_t id) {
+  scheduler_.Remove(id);
+  requests_.erase(id);
+  if (tp_) plan_writer_.OnRemoved(id);
 }
 
 FinishReason Engine::CheckFinish(const Sequence& s, const Request& r) const {
@@ -133,12 +161,15 @@ FinishReason Engine::CheckFinish(const Sequence& s, const Request& r) const {
 }
 
 Status Engine::Step(std::vector<TokenEvent>* events) {
+  if (stopped_) return FailedPrecondition("the engine's followers were shut down");
   SchedulePlan plan = scheduler_.Schedule();
   counters_.preemptions += static_cast<int64_t>(plan.preempted.size());
+  if (tp_) plan_writer_.OnPreempted(plan.preempted);
   if (plan.empty()) {
     if (scheduler_.idle()) return Status::Ok();
     return Internal("scheduler planned nothing while requests wait (cache too small?)");
   }
+  if (tp_) comm_->Broadcast(plan_writer_.Write(plan), 0);
   BuildBatch(plan);
   LLM_ASSIGN_OR_RETURN(const float* logits, model_.Forward(batch_, cache_));
   scheduler_.Commit(plan);
@@ -161,16 +192,17 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     const int64_t id = seq.id;
     events->push_back(std::move(ev));
     if (events->back().finish != FinishReason::kNone) {
-      scheduler_.Remove(id);
-      requests_.erase(id);
+      Remove(id);
+    } else if (tp_) {
+      plan_writer_.OnSampled(id, events->back().sample.token);
     }
   }
   return Status::Ok();
 }
 
 bool Engine::Abort(int64_t request_id) {
-  if (!requests_.erase(request_id)) return false;
-  scheduler_.Remove(request_id);
+  if (!requests_.count(request_id)) return false;
+  Remove(request_id);
   return true;
 }
 

@@ -1,6 +1,8 @@
-// One in-process engine: scheduler + block manager + model + KV cache + sampler. It runs on a
-// single rank (the tensor-parallel coordinator wraps the same pieces). Thread affinity: one
-// caller at a time.
+// One engine: scheduler + block manager + model + KV cache + sampler, on rank 0 of a
+// tensor-parallel group (or alone). With several ranks, each Step broadcasts a StepPlan (see
+// worker/step_plan.h) that the other ranks, in RunFollower (worker/follower.h), turn into the
+// same forward pass on their shard; rank 0 only adds scheduling and sampling.
+// Thread affinity: one caller at a time, always the same thread with several ranks (MPI).
 #pragma once
 
 #include <cstdint>
@@ -11,19 +13,21 @@
 
 #include "common/status.h"
 #include "worker/block_manager.h"
+#include "worker/communicator.h"
 #include "worker/kv_cache.h"
 #include "worker/model_weights.h"
 #include "worker/sampler.h"
 #include "worker/scheduler.h"
+#include "worker/step_plan.h"
 #include "worker/transformer_model.h"
 
 namespace llm {
 
 struct EngineConfig {
   int block_size = 16;
-  int num_blocks = 0;  // > 0 wins over kv_cache_bytes
-  size_t kv_cache_bytes = 256ull << 20;
-  int max_model_len = 0;  // 0: the model's max_position_embeddings
+  int num_blocks = 0;                    // > 0 wins over kv_cache_bytes
+  size_t kv_cache_bytes = 256ull << 20;  // per rank: each rank holds its KV heads' share
+  int max_model_len = 0;                 // 0: the model's max_position_embeddings
   SchedulerConfig scheduler;
   uint64_t seed = 0;  // draws the seeds of requests that bring none
 };
@@ -60,8 +64,17 @@ struct EngineStats {
 
 class Engine {
  public:
+  // `comm` (not owned, outlives the engine) joins the tensor-parallel ranks; nullptr means one
+  // rank. The engine runs on rank 0 and `weights` must be rank 0's shard of comm's world.
+  // With several ranks, a successful Create tells the followers to allocate their KV cache;
+  // after a failed one, call ShutdownFollowers (worker/follower.h).
   static StatusOr<std::unique_ptr<Engine>> Create(const ModelWeights& weights,
-                                                  const EngineConfig& config);
+                                                  const EngineConfig& config,
+                                                  Communicator* comm = nullptr);
+  // Stops the followers (also done by the destructor).
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   // Validates and queues a request. InvalidArgument / OutOfRange name the field at fault.
   StatusOr<int64_t> Add(GenerateRequest request);
@@ -73,18 +86,28 @@ class Engine {
   EngineStats stats() const;
   const ModelConfig& model_config() const { return model_.config(); }
   int max_model_len() const { return max_model_len_; }
+  // Sends the followers a Shutdown message (once); later Steps fail. No-op with one rank.
+  void StopFollowers();
 
  private:
   struct Request {
     GenerateRequest params;
     uint64_t seed = 0;
   };
-  Engine(const ModelWeights& weights, const EngineConfig& config, int num_blocks);
+  Engine(const ModelWeights& weights, const EngineConfig& config, int num_blocks,
+         Communicator* comm);
   void BuildBatch(const SchedulePlan& plan);
+  void Remove(int64_t id);
   FinishReason CheckFinish(const Sequence& s, const Request& r) const;
 
   EngineConfig config_;
   int max_model_len_;
+  std::unique_ptr<Communicator> local_comm_;  // when none is given
+  Communicator* comm_;
+  bool tp_;               // more than one rank: followers mirror every step
+  bool stopped_ = false;  // followers were told to shut down
+  StepPlanWriter plan_writer_;
+  std::vector<BatchEntry> entries_;
   TransformerModel model_;
   KvCache cache_;
   BlockManager blocks_;

@@ -8,26 +8,59 @@ namespace llm {
 
 namespace {
 
+// The part of a [rows, cols] matrix a shard keeps.
+struct MatrixSlice {
+  ShardRange rows, cols;
+  bool whole_rows(int cols_total) const { return cols.begin == 0 && cols.end == cols_total; }
+};
+
+MatrixSlice RowSlice(ShardRange r, int cols) {
+  return {r, {0, cols}};
+}
+MatrixSlice ColSlice(int rows, ShardRange c) {
+  return {{0, rows}, c};
+}
+
 // Hands out tensors by name and records which were used, so leftovers can be reported.
+// Matrix checks the full [rows, cols] shape and returns the `slice` of it.
 class TensorSource {
  public:
   virtual ~TensorSource() = default;
-  virtual StatusOr<WeightMatrix> Matrix(const std::string& name, int rows, int cols) = 0;
+  virtual StatusOr<WeightMatrix> Matrix(const std::string& name, int rows, int cols,
+                                        const MatrixSlice& slice) = 0;
   virtual StatusOr<std::vector<float>> Vector(const std::string& name, int size, float fill) = 0;
 };
 
 class FileSource : public TensorSource {
  public:
-  explicit FileSource(ModelWeightFiles* files) : files_(files) {}
+  FileSource(ModelWeightFiles* files, ModelWeights* w) : files_(files), w_(w) {}
 
-  StatusOr<WeightMatrix> Matrix(const std::string& name, int rows, int cols) override {
+  StatusOr<WeightMatrix> Matrix(const std::string& name, int rows, int cols,
+                                const MatrixSlice& slice) override {
     LLM_ASSIGN_OR_RETURN(TensorView t, Take(name));
     if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols) {
       return InvalidArgument(t.file + ": tensor '" + name + "' has shape " + t.ShapeString() +
                              ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) +
                              "] from config.json");
     }
-    return WeightMatrix{t.data, t.dtype, rows, cols};
+    const size_t elem = DTypeSize(t.dtype);
+    const char* base = static_cast<const char*>(t.data);
+    const int out_rows = slice.rows.size(), out_cols = slice.cols.size();
+    if (slice.whole_rows(cols)) {  // a row range: a view into the mapping
+      return WeightMatrix{base + static_cast<size_t>(slice.rows.begin) * cols * elem, t.dtype,
+                          out_rows, out_cols};
+    }
+    // A column slice: copy each row's segment into owned memory.
+    const size_t n = static_cast<size_t>(out_rows) * out_cols;
+    char* dst = t.dtype == DType::kF32
+                    ? reinterpret_cast<char*>(w_->owned32.emplace_back(n).data())
+                    : reinterpret_cast<char*>(w_->owned16.emplace_back(n).data());
+    for (int r = 0; r < out_rows; ++r) {
+      const size_t src_off = (static_cast<size_t>(slice.rows.begin + r) * cols + slice.cols.begin);
+      std::memcpy(dst + static_cast<size_t>(r) * out_cols * elem, base + src_off * elem,
+                  out_cols * elem);
+    }
+    return WeightMatrix{dst, t.dtype, out_rows, out_cols};
   }
 
   StatusOr<std::vector<float>> Vector(const std::string& name, int size, float) override {
@@ -73,14 +106,27 @@ class FileSource : public TensorSource {
     return files_->Get(name);
   }
   ModelWeightFiles* files_;
+  ModelWeights* w_;
   std::set<std::string> used_;
 };
 
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
+constexpr uint64_t kChunkStride = 0x632be59bd9b4e019ull;
+constexpr size_t kChunk = 65536;
+
+uint64_t Mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+// Element i of the random stream of a tensor: SplitMix64 restarted every kChunk elements, so
+// any element (and so any shard) can be computed on its own.
+float DummyValue(uint64_t base, size_t i) {
+  const uint64_t state = base + static_cast<uint64_t>(i / kChunk) * kChunkStride +
+                         static_cast<uint64_t>(i % kChunk + 1) * kGamma;
+  const double u = static_cast<double>(Mix64(state) >> 11) * 0x1.0p-53;
+  return static_cast<float>((u - 0.5) * 0.1);
 }
 
 // Random weights: uniform in [-0.05, 0.05] (std ~0.029), norms at `fill`.
@@ -88,25 +134,34 @@ class DummySource : public TensorSource {
  public:
   DummySource(ModelWeights* w, uint64_t seed) : w_(w), seed_(seed) {}
 
-  StatusOr<WeightMatrix> Matrix(const std::string& name, int rows, int cols) override {
-    const size_t n = static_cast<size_t>(rows) * cols;
+  StatusOr<WeightMatrix> Matrix(const std::string& name, int, int cols,
+                                const MatrixSlice& slice) override {
+    const int out_rows = slice.rows.size(), out_cols = slice.cols.size();
+    const size_t n = static_cast<size_t>(out_rows) * out_cols;
+    // Output element j is element (row, col) of the full matrix.
+    auto source_index = [&](size_t j) {
+      const size_t r = j / out_cols, c = j % out_cols;
+      return (slice.rows.begin + r) * static_cast<size_t>(cols) + slice.cols.begin + c;
+    };
     const uint64_t base = Hash(name);
     const DType dt = w_->config.torch_dtype;
     if (dt == DType::kF32) {
       auto& buf = w_->owned32.emplace_back(n);
-      FillParallel(n, base, [&](size_t i, float x) { buf[i] = x; });
-      return WeightMatrix{buf.data(), dt, rows, cols};
+      FillParallel(n, base, source_index, [&](size_t i, float x) { buf[i] = x; });
+      return WeightMatrix{buf.data(), dt, out_rows, out_cols};
     }
     auto& buf = w_->owned16.emplace_back(n);
     const bool bf16 = dt == DType::kBF16;
-    FillParallel(n, base, [&](size_t i, float x) { buf[i] = bf16 ? F32ToBf16(x) : F32ToF16(x); });
-    return WeightMatrix{buf.data(), dt, rows, cols};
+    FillParallel(n, base, source_index,
+                 [&](size_t i, float x) { buf[i] = bf16 ? F32ToBf16(x) : F32ToF16(x); });
+    return WeightMatrix{buf.data(), dt, out_rows, out_cols};
   }
 
   StatusOr<std::vector<float>> Vector(const std::string& name, int size, float fill) override {
     if (fill != 0.0f) return std::vector<float>(size, fill);
     std::vector<float> v(size);
-    FillParallel(size, Hash(name), [&](size_t i, float x) { v[i] = x; });
+    FillParallel(
+        size, Hash(name), [](size_t i) { return i; }, [&](size_t i, float x) { v[i] = x; });
     return v;
   }
 
@@ -116,16 +171,15 @@ class DummySource : public TensorSource {
     for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
     return h;
   }
-  template <typename F>
-  static void FillParallel(size_t n, uint64_t base, F&& set) {
-    const long chunks = static_cast<long>((n + 65535) / 65536);
+  // set(i, value of element index(i) of the tensor's stream) for i < n.
+  template <typename Index, typename Set>
+  static void FillParallel(size_t n, uint64_t base, Index&& index, Set&& set) {
+    const long chunks = static_cast<long>((n + kChunk - 1) / kChunk);
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < chunks; ++c) {
-      uint64_t state = base + static_cast<uint64_t>(c) * 0x632be59bd9b4e019ull;
-      const size_t end = std::min(n, static_cast<size_t>(c + 1) * 65536);
-      for (size_t i = static_cast<size_t>(c) * 65536; i < end; ++i) {
-        const double u = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53;
-        set(i, static_cast<float>((u - 0.5) * 0.1));
+      const size_t end = std::min(n, static_cast<size_t>(c + 1) * kChunk);
+      for (size_t i = static_cast<size_t>(c) * kChunk; i < end; ++i) {
+        set(i, DummyValue(base, index(i)));
       }
     }
   }
@@ -133,34 +187,62 @@ class DummySource : public TensorSource {
   uint64_t seed_;
 };
 
-Status LoadLayer(TensorSource& src, const ModelConfig& c, int l, LayerWeights* lw) {
-  const std::string p = "model.layers." + std::to_string(l) + ".";
-  const int h = c.hidden_size, inter = c.intermediate_size;
-  LLM_ASSIGN_OR_RETURN(lw->input_norm, src.Vector(p + "input_layernorm.weight", h, 1.0f));
-  LLM_ASSIGN_OR_RETURN(lw->post_attention_norm,
-                       src.Vector(p + "post_attention_layernorm.weight", h, 1.0f));
-  LLM_ASSIGN_OR_RETURN(lw->q, src.Matrix(p + "self_attn.q_proj.weight", c.q_dim(), h));
-  LLM_ASSIGN_OR_RETURN(lw->k, src.Matrix(p + "self_attn.k_proj.weight", c.kv_dim(), h));
-  LLM_ASSIGN_OR_RETURN(lw->v, src.Matrix(p + "self_attn.v_proj.weight", c.kv_dim(), h));
-  LLM_ASSIGN_OR_RETURN(lw->o, src.Matrix(p + "self_attn.o_proj.weight", h, c.q_dim()));
+std::vector<float> Slice(const std::vector<float>& v, ShardRange r, int unit = 1) {
+  return std::vector<float>(v.begin() + static_cast<long>(r.begin) * unit,
+                            v.begin() + static_cast<long>(r.end) * unit);
+}
+
+Status LoadAttention(TensorSource& src, const ModelWeights& w, const std::string& p,
+                     LayerWeights* lw) {
+  const ModelConfig& c = w.config;
+  const int h = c.hidden_size, hd = c.head_dim;
+  const ShardRange q_rows{w.shard.heads.begin * hd, w.shard.heads.end * hd};
+  const ShardRange kv_rows{w.shard.kv_heads.begin * hd, w.shard.kv_heads.end * hd};
+  LLM_ASSIGN_OR_RETURN(
+      lw->q, src.Matrix(p + "self_attn.q_proj.weight", c.q_dim(), h, RowSlice(q_rows, h)));
+  LLM_ASSIGN_OR_RETURN(
+      lw->k, src.Matrix(p + "self_attn.k_proj.weight", c.kv_dim(), h, RowSlice(kv_rows, h)));
+  LLM_ASSIGN_OR_RETURN(
+      lw->v, src.Matrix(p + "self_attn.v_proj.weight", c.kv_dim(), h, RowSlice(kv_rows, h)));
+  LLM_ASSIGN_OR_RETURN(
+      lw->o, src.Matrix(p + "self_attn.o_proj.weight", h, c.q_dim(), ColSlice(h, q_rows)));
   if (c.qkv_bias) {
-    LLM_ASSIGN_OR_RETURN(lw->q_bias, src.Vector(p + "self_attn.q_proj.bias", c.q_dim(), 0));
-    LLM_ASSIGN_OR_RETURN(lw->k_bias, src.Vector(p + "self_attn.k_proj.bias", c.kv_dim(), 0));
-    LLM_ASSIGN_OR_RETURN(lw->v_bias, src.Vector(p + "self_attn.v_proj.bias", c.kv_dim(), 0));
+    LLM_ASSIGN_OR_RETURN(auto qb, src.Vector(p + "self_attn.q_proj.bias", c.q_dim(), 0));
+    LLM_ASSIGN_OR_RETURN(auto kb, src.Vector(p + "self_attn.k_proj.bias", c.kv_dim(), 0));
+    LLM_ASSIGN_OR_RETURN(auto vb, src.Vector(p + "self_attn.v_proj.bias", c.kv_dim(), 0));
+    lw->q_bias = Slice(qb, q_rows);
+    lw->k_bias = Slice(kb, kv_rows);
+    lw->v_bias = Slice(vb, kv_rows);
   }
   if (c.o_bias) {
     LLM_ASSIGN_OR_RETURN(lw->o_bias, src.Vector(p + "self_attn.o_proj.bias", h, 0));
   }
   if (c.qk_norm) {
-    LLM_ASSIGN_OR_RETURN(lw->q_norm, src.Vector(p + "self_attn.q_norm.weight", c.head_dim, 1));
-    LLM_ASSIGN_OR_RETURN(lw->k_norm, src.Vector(p + "self_attn.k_norm.weight", c.head_dim, 1));
+    LLM_ASSIGN_OR_RETURN(lw->q_norm, src.Vector(p + "self_attn.q_norm.weight", hd, 1));
+    LLM_ASSIGN_OR_RETURN(lw->k_norm, src.Vector(p + "self_attn.k_norm.weight", hd, 1));
   }
-  LLM_ASSIGN_OR_RETURN(lw->gate, src.Matrix(p + "mlp.gate_proj.weight", inter, h));
-  LLM_ASSIGN_OR_RETURN(lw->up, src.Matrix(p + "mlp.up_proj.weight", inter, h));
-  LLM_ASSIGN_OR_RETURN(lw->down, src.Matrix(p + "mlp.down_proj.weight", h, inter));
+  return Status::Ok();
+}
+
+Status LoadLayer(TensorSource& src, const ModelWeights& w, int l, LayerWeights* lw) {
+  const ModelConfig& c = w.config;
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  const int h = c.hidden_size, inter = c.intermediate_size;
+  const ShardRange mine = w.shard.intermediate;
+  LLM_ASSIGN_OR_RETURN(lw->input_norm, src.Vector(p + "input_layernorm.weight", h, 1.0f));
+  LLM_ASSIGN_OR_RETURN(lw->post_attention_norm,
+                       src.Vector(p + "post_attention_layernorm.weight", h, 1.0f));
+  LLM_RETURN_IF_ERROR(LoadAttention(src, w, p, lw));
+  LLM_ASSIGN_OR_RETURN(lw->gate,
+                       src.Matrix(p + "mlp.gate_proj.weight", inter, h, RowSlice(mine, h)));
+  LLM_ASSIGN_OR_RETURN(lw->up, src.Matrix(p + "mlp.up_proj.weight", inter, h, RowSlice(mine, h)));
+  LLM_ASSIGN_OR_RETURN(lw->down,
+                       src.Matrix(p + "mlp.down_proj.weight", h, inter, ColSlice(h, mine)));
   if (c.mlp_bias) {
-    LLM_ASSIGN_OR_RETURN(lw->gate_bias, src.Vector(p + "mlp.gate_proj.bias", inter, 0));
-    LLM_ASSIGN_OR_RETURN(lw->up_bias, src.Vector(p + "mlp.up_proj.bias", inter, 0));
+    LLM_ASSIGN_OR_RETURN(auto gb, src.Vector(p + "mlp.gate_proj.bias", inter, 0));
+    LLM_ASSIGN_OR_RETURN(auto ub, src.Vector(p + "mlp.up_proj.bias", inter, 0));
+    lw->gate_bias = Slice(gb, mine);
+    lw->up_bias = Slice(ub, mine);
     LLM_ASSIGN_OR_RETURN(lw->down_bias, src.Vector(p + "mlp.down_proj.bias", h, 0));
   }
   return Status::Ok();
@@ -168,16 +250,46 @@ Status LoadLayer(TensorSource& src, const ModelConfig& c, int l, LayerWeights* l
 
 Status LoadAll(TensorSource& src, ModelWeights* w) {
   const ModelConfig& c = w->config;
-  LLM_ASSIGN_OR_RETURN(w->embed,
-                       src.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size));
+  const MatrixSlice vocab_rows = RowSlice(w->shard.vocab, c.hidden_size);
+  LLM_ASSIGN_OR_RETURN(
+      w->embed, src.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size, vocab_rows));
   w->layers.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) LLM_RETURN_IF_ERROR(LoadLayer(src, c, l, &w->layers[l]));
+  for (int l = 0; l < c.num_layers; ++l) LLM_RETURN_IF_ERROR(LoadLayer(src, *w, l, &w->layers[l]));
   LLM_ASSIGN_OR_RETURN(w->final_norm, src.Vector("model.norm.weight", c.hidden_size, 1.0f));
   if (c.tie_word_embeddings) {
     w->lm_head = w->embed;
   } else {
-    LLM_ASSIGN_OR_RETURN(w->lm_head, src.Matrix("lm_head.weight", c.vocab_size, c.hidden_size));
+    LLM_ASSIGN_OR_RETURN(w->lm_head,
+                         src.Matrix("lm_head.weight", c.vocab_size, c.hidden_size, vocab_rows));
   }
+  return Status::Ok();
+}
+
+// Checks that `tp` can shard `c` and fills w->tp and w->shard.
+Status PlanShard(const std::string& dir, TensorParallel tp, ModelWeights* w) {
+  const ModelConfig& c = w->config;
+  if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size) {
+    return InvalidArgument("tensor parallel rank " + std::to_string(tp.rank) + " of size " +
+                           std::to_string(tp.size) + " is out of range");
+  }
+  for (auto [name, n] : {std::pair{"num_attention_heads", c.num_heads},
+                         std::pair{"num_key_value_heads", c.num_kv_heads}}) {
+    if (n % tp.size != 0) {
+      return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
+                             " does not divide " + name + " = " + std::to_string(n) + " of " + dir +
+                             "/config.json (KV heads are split across ranks)");
+    }
+  }
+  if (c.vocab_size < tp.size || c.intermediate_size < tp.size) {
+    return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
+                           " exceeds vocab_size or intermediate_size of " + dir + "/config.json");
+  }
+  w->tp = tp;
+  w->shard.heads = SplitRange(c.num_heads, tp.size, tp.rank);
+  w->shard.kv_heads = SplitRange(c.num_kv_heads, tp.size, tp.rank);
+  w->shard.intermediate = SplitRange(c.intermediate_size, tp.size, tp.rank);
+  w->shard.vocab = SplitRange(c.vocab_size, tp.size, tp.rank);
+  w->shard.vocab_chunk = (c.vocab_size + tp.size - 1) / tp.size;
   return Status::Ok();
 }
 
@@ -194,10 +306,16 @@ size_t MatrixBytes(const ModelWeights& w) {
 
 }  // namespace
 
+ShardRange SplitRange(int n, int parts, int part) {
+  const int chunk = (n + parts - 1) / parts;
+  return {std::min(n, part * chunk), std::min(n, (part + 1) * chunk)};
+}
+
 StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
-                                                         uint64_t dummy_seed) {
+                                                         uint64_t dummy_seed, TensorParallel tp) {
   auto w = std::make_unique<ModelWeights>();
   LLM_ASSIGN_OR_RETURN(w->config, LoadModelConfig(dir));
+  LLM_RETURN_IF_ERROR(PlanShard(dir, tp, w.get()));
   if (format == LoadFormat::kDummy) {
     DummySource src(w.get(), dummy_seed);
     LLM_RETURN_IF_ERROR(LoadAll(src, w.get()));
@@ -205,7 +323,7 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir,
     return w;
   }
   LLM_ASSIGN_OR_RETURN(w->files, ModelWeightFiles::Open(dir));
-  FileSource src(w->files.get());
+  FileSource src(w->files.get(), w.get());
   Status s = LoadAll(src, w.get());
   if (!s.ok()) return s.WithContext(dir);
   for (const auto& name : src.Unused()) {

@@ -1,5 +1,6 @@
-// The weights of one model, ready for the forward pass: matrices are views into the
-// memory-mapped safetensors (no copy), small vectors (norms, biases) are float32 copies.
+// The weights of one model (or of one tensor-parallel rank's shard of it), ready for the forward
+// pass: matrices are views into the memory-mapped safetensors (no copy) where the shard is a row
+// range, owned copies where it is a column slice; small vectors (norms, biases) are float32 copies.
 #pragma once
 
 #include <cstdint>
@@ -31,10 +32,38 @@ struct LayerWeights {
 
 enum class LoadFormat { kSafetensors, kDummy };
 
+// The half-open range [begin, end) of one part of a dimension split over `parts` ranks.
+struct ShardRange {
+  int begin = 0;
+  int end = 0;
+  int size() const { return end - begin; }
+};
+// Ceil-sized chunks: part p gets [p * c, (p + 1) * c) clipped to n, c = ceil(n / parts), so
+// uneven sizes (intermediate 172 over 8 ranks) work and every part but the last has c entries.
+ShardRange SplitRange(int n, int parts, int part);
+
+// Which shard of the model a rank holds. Column-parallel (q, k, v, gate, up) matrices keep the
+// rank's row range, row-parallel ones (o, down) its column slice; embedding and lm_head keep a
+// row range of the vocabulary. Heads split evenly (num_heads and num_kv_heads % size == 0).
+struct TensorParallel {
+  int rank = 0;
+  int size = 1;
+};
+
+struct ShardDims {
+  ShardRange heads;         // query heads of this rank
+  ShardRange kv_heads;      // KV heads of this rank
+  ShardRange intermediate;  // MLP columns of this rank
+  ShardRange vocab;         // embedding / lm_head rows of this rank
+  int vocab_chunk = 0;      // ceil(vocab / size): the padded per-rank width of gathered logits
+};
+
 struct ModelWeights {
-  ModelConfig config;
-  WeightMatrix embed;    // [vocab, hidden]
-  WeightMatrix lm_head;  // [vocab, hidden]; the embedding when tied
+  ModelConfig config;  // the whole model's hyper-parameters, whatever the shard
+  TensorParallel tp;
+  ShardDims shard;
+  WeightMatrix embed;    // [shard.vocab, hidden]
+  WeightMatrix lm_head;  // [shard.vocab, hidden]; the embedding when tied
   std::vector<float> final_norm;
   std::vector<LayerWeights> layers;
   size_t matrix_bytes = 0;  // bytes of all matrices (for memory planning and reports)
@@ -48,8 +77,12 @@ struct ModelWeights {
 // Loads `dir` (config.json + safetensors). Every mismatch (missing or unexpected tensor,
 // wrong shape, unsupported dtype, truncated file) is an error naming the file and tensor.
 // kDummy needs only config.json: weights are random (uniform, seeded, deterministic), in the
-// config's torch_dtype, like vLLM's --load-format dummy.
+// config's torch_dtype, like vLLM's --load-format dummy; every shard of a dummy model holds the
+// same values as the matching part of the unsharded one.
+// `tp` selects the shard; a tp.size that does not divide num_attention_heads or
+// num_key_value_heads is an InvalidArgument naming both numbers.
 StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
-                                                         uint64_t dummy_seed = 0);
+                                                         uint64_t dummy_seed = 0,
+                                                         TensorParallel tp = {});
 
 }  // namespace llm

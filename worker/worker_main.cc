@@ -1,16 +1,19 @@
 // worker: one rank of the inference engine; rank 0 adds the coordinator role (gRPC).
 //   worker --config cluster.yaml [--section.key value ...]
-//   mpirun -np N worker --config cluster.yaml        (tensor parallelism: lands separately)
+//   mpirun -np N worker --config cluster.yaml        (ranks != 0 follow rank 0: worker/follower.h)
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "common/cluster_config.h"
 #include "worker/coordinator_app.h"
+#include "worker/follower.h"
+#include "worker/mpi_communicator.h"
 
 namespace {
 
@@ -23,10 +26,11 @@ void PrintUsage() {
       llm::ClusterConfigHelp().c_str());
 }
 
-// Ranks in this job, from Open MPI's launcher environment (1 without mpirun).
-int MpiWorldSize() {
-  const char* v = std::getenv("OMPI_COMM_WORLD_SIZE");
-  return v == nullptr ? 1 : std::atoi(v);
+// Started by an MPI launcher (mpirun / srun)? Without one, MPI is not initialized at all
+// (a singleton MPI_Init costs about a second).
+bool UnderMpiLauncher() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||
+         std::getenv("PMI_RANK") != nullptr;
 }
 
 }  // namespace
@@ -41,17 +45,32 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
-  if (const int world = MpiWorldSize(); world > 1) {
-    spdlog::critical(
-        "started with {} MPI ranks, but this build of the worker serves one rank only: tensor "
-        "parallelism over MPI lands separately. Run `worker --config ...` (or mpirun -np 1).",
-        world);
-    return 2;
+  std::unique_ptr<llm::MpiCommunicator> mpi;
+  if (UnderMpiLauncher()) {
+    auto comm = llm::MpiCommunicator::Create(&argc, &argv);
+    if (!comm.ok()) {
+      spdlog::critical("{}", comm.status().ToString());
+      return 2;
+    }
+    mpi = std::move(*comm);
   }
   llm::StatusOr<llm::ClusterConfig> config = llm::LoadClusterConfig(argc, argv);
   if (!config.ok()) {
     spdlog::critical("{}", config.status().ToString());
     std::fprintf(stderr, "run `worker --help` for every key\n");
+    return 2;  // every rank reads the same file and fails alike
+  }
+  if (mpi && mpi->rank() != 0) {
+    const int rc = llm::RunFollowerRank(*config, *mpi, mpi->local_size());
+    if (rc != 0) mpi->AbortJob(rc);  // rank 0 would wait for this rank forever
+    return 0;
+  }
+  if (mpi && mpi->world_size() > 1) {
+    spdlog::critical(
+        "started with {} MPI ranks, but the coordinator does not pass the communicator to its "
+        "engine yet. Run `worker --config ...` (or mpirun -np 1).",
+        mpi->world_size());
+    llm::ShutdownFollowers(*mpi);
     return 2;
   }
   return llm::RunCoordinator(*config);

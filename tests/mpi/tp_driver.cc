@@ -1,0 +1,161 @@
+// Test driver for tensor parallelism: every rank loads its shard of a model; rank 0 runs the
+// engine on the requests of a JSON file (continuous batching, chunked prefill) and prints one
+// JSON line {"world_size", "outputs": [[ids...], ...], "blocks_free", "blocks_total"}; the
+// other ranks follow. Started by tests/mpi/tp_golden_test.cc under mpirun.
+//
+//   tp_driver --model DIR --requests FILE [--num-blocks N] [--idle-ms N] [--pid-dir DIR]
+//             [--abort N] [--dummy]
+//
+// requests FILE: {"requests": [{"prompt": [ids], "max_tokens": n}, ...]}. --abort N aborts
+// every N-th request (1-based) after its first token and reports its output as [].
+// --idle-ms: after printing, rank 0 prints "IDLE", idles that long, then shuts down;
+// --pid-dir: each rank writes its pid to DIR/rank<r>.pid.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "worker/engine.h"
+#include "worker/follower.h"
+#include "worker/model_weights.h"
+#include "worker/mpi_communicator.h"
+
+namespace {
+
+struct Options {
+  std::string model, requests, pid_dir;
+  int num_blocks = 256;
+  int idle_ms = 0;
+  int abort_every = 0;
+  bool dummy = false;
+  int world_size = 1;
+};
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--model")
+      o->model = next();
+    else if (a == "--requests")
+      o->requests = next();
+    else if (a == "--pid-dir")
+      o->pid_dir = next();
+    else if (a == "--num-blocks")
+      o->num_blocks = std::stoi(next());
+    else if (a == "--idle-ms")
+      o->idle_ms = std::stoi(next());
+    else if (a == "--abort")
+      o->abort_every = std::stoi(next());
+    else if (a == "--dummy")
+      o->dummy = true;
+    else
+      return false;
+  }
+  return !o->model.empty() && !o->requests.empty();
+}
+
+llm::EngineConfig Config(const Options& o) {
+  llm::EngineConfig cfg;
+  cfg.num_blocks = o.num_blocks;
+  cfg.block_size = 16;
+  cfg.scheduler.max_prefill_chunk = 7;
+  cfg.scheduler.max_num_batched_tokens = 64;
+  return cfg;
+}
+
+// Rank 0: runs every request to the end (aborting some) and prints the outputs.
+llm::Status RunRank0(llm::Engine& engine, const Options& o) {
+  std::ifstream in(o.requests);
+  const auto doc = nlohmann::json::parse(in, nullptr, false);
+  if (doc.is_discarded()) return llm::InvalidArgument("cannot parse " + o.requests);
+  std::vector<std::vector<int32_t>> outputs(doc["requests"].size());
+  std::unordered_map<int64_t, size_t> index;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    llm::GenerateRequest r;
+    r.prompt = doc["requests"][i]["prompt"].get<std::vector<int32_t>>();
+    r.max_tokens = doc["requests"][i]["max_tokens"].get<int>();
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    LLM_ASSIGN_OR_RETURN(int64_t id, engine.Add(std::move(r)));
+    index[id] = i;
+  }
+  std::vector<llm::TokenEvent> events;
+  while (!engine.idle()) {
+    events.clear();
+    LLM_RETURN_IF_ERROR(engine.Step(&events));
+    for (const auto& ev : events) {
+      const size_t i = index.at(ev.request_id);
+      outputs[i].push_back(ev.sample.token);
+      if (o.abort_every > 0 && (i + 1) % o.abort_every == 0 &&
+          ev.finish == llm::FinishReason::kNone) {
+        engine.Abort(ev.request_id);
+        outputs[i].clear();
+      }
+    }
+  }
+  const llm::EngineStats s = engine.stats();
+  nlohmann::json out = {{"world_size", o.world_size},
+                        {"outputs", outputs},
+                        {"blocks_free", s.blocks_free},
+                        {"blocks_total", s.blocks_total},
+                        {"preemptions", s.preemptions}};
+  std::printf("%s\n", out.dump().c_str());
+  std::fflush(stdout);
+  return llm::Status::Ok();
+}
+
+int Fail(int rank, const llm::Status& s, int code) {
+  std::fprintf(stderr, "tp_driver rank %d: %s\n", rank, s.ToString().c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto comm_or = llm::MpiCommunicator::Create(&argc, &argv);
+  if (!comm_or.ok()) return Fail(-1, comm_or.status(), 2);
+  llm::MpiCommunicator& comm = **comm_or;
+  const int rank = comm.rank();
+  Options o;
+  if (!ParseArgs(argc, argv, &o)) {
+    std::fprintf(stderr, "usage: tp_driver --model DIR --requests FILE [options]\n");
+    return 2;
+  }
+  o.world_size = comm.world_size();
+  if (!o.pid_dir.empty()) {
+    std::ofstream(o.pid_dir + "/rank" + std::to_string(rank) + ".pid") << getpid() << "\n";
+  }
+  // Every rank checks the same config.json, so a bad tensor-parallel size fails on all alike.
+  auto weights = llm::LoadModelWeights(
+      o.model, o.dummy ? llm::LoadFormat::kDummy : llm::LoadFormat::kSafetensors, 0,
+      llm::TensorParallel{rank, comm.world_size()});
+  if (!weights.ok()) return Fail(rank, weights.status(), 3);
+  const llm::EngineConfig cfg = Config(o);
+  if (rank != 0) {
+    llm::Status s = llm::RunFollower(**weights, cfg, comm);
+    if (!s.ok()) {
+      Fail(rank, s, 4);
+      comm.AbortJob(4);
+    }
+    return 0;
+  }
+  auto engine = llm::Engine::Create(**weights, cfg, &comm);
+  if (!engine.ok()) {
+    llm::ShutdownFollowers(comm);
+    return Fail(rank, engine.status(), 5);
+  }
+  llm::Status s = RunRank0(**engine, o);
+  if (s.ok() && o.idle_ms > 0) {
+    std::printf("IDLE\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.idle_ms));
+  }
+  engine->reset();
+  return s.ok() ? 0 : Fail(rank, s, 6);
+}

@@ -1,0 +1,247 @@
+// Tensor parallelism under real mpirun: tests/mpi/tp_driver.cc on 1, 2 and 4 ranks
+// (oversubscribed on small machines) must give exactly the greedy ids of the independent NumPy
+// references in ../shared/golden, free every KV block, survive preemption and aborts, refuse a
+// world size that does not divide the KV heads, and leave idle followers asleep.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace llm::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string SharedPath(const std::string& rel) {
+  return (fs::path(LLM_SHARED_DIR) / rel).string();
+}
+
+std::string FindMpirun() {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const fs::path p = fs::path(dir) / "mpirun";
+    if (!dir.empty() && access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return "";
+}
+
+#define LLM_REQUIRE_MPIRUN()                                                         \
+  const std::string mpirun = FindMpirun();                                           \
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun not found on PATH: MPI tests skipped"; \
+  static_assert(true)
+
+#define LLM_REQUIRE_SHARED(rel) \
+  if (!fs::exists(SharedPath(rel))) GTEST_SKIP() << "missing shared test data: " << SharedPath(rel)
+
+struct Request {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> want;  // golden greedy ids
+};
+
+class TpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("llm_tp_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string WriteRequests(const std::vector<Request>& reqs) {
+    json doc = {{"requests", json::array()}};
+    for (const auto& r : reqs) {
+      doc["requests"].push_back({{"prompt", r.prompt}, {"max_tokens", r.want.size()}});
+    }
+    const std::string path = (dir_ / "requests.json").string();
+    std::ofstream(path) << doc.dump();
+    return path;
+  }
+
+  // The mpirun command line for `np` ranks of the driver, bounded by `timeout_s`.
+  std::string Command(const std::string& mpirun, int np, const std::string& args,
+                      int timeout_s = 240) const {
+    return "timeout -k 5 " + std::to_string(timeout_s) + " " + mpirun +
+           " --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(np) +
+           " -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=passive " + LLM_TP_DRIVER + " " + args +
+           " 2>" + (dir_ / "stderr.txt").string();
+  }
+
+  std::string Stderr() const {
+    std::ifstream in(dir_ / "stderr.txt");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // Runs the driver; returns its exit status and the last JSON line it printed.
+  int Run(const std::string& cmd, json* result) {
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return -1;
+    char buf[1 << 16];
+    std::string last;
+    while (std::fgets(buf, sizeof(buf), p)) {
+      if (buf[0] == '{') last = buf;
+    }
+    const int status = pclose(p);
+    if (!last.empty() && result) *result = json::parse(last, nullptr, false);
+    return status;
+  }
+
+  // Runs `reqs` on `np` ranks and checks the exact ids (requests with index % abort_every ==
+  // abort_every - 1 are aborted and must come back empty).
+  void ExpectGolden(const std::string& mpirun, const std::string& model,
+                    const std::vector<Request>& reqs, int np, const std::string& extra = "",
+                    int abort_every = 0, json* out = nullptr) {
+    const std::string args = "--model " + model + " --requests " + WriteRequests(reqs) + " " +
+                             extra + (abort_every ? " --abort " + std::to_string(abort_every) : "");
+    json result;
+    const int status = Run(Command(mpirun, np, args), &result);
+    ASSERT_EQ(status, 0) << "np=" << np << " exit status " << status << "\n" << Stderr();
+    ASSERT_TRUE(result.is_object()) << "np=" << np << ": no JSON output\n" << Stderr();
+    EXPECT_EQ(result["world_size"], np);
+    const auto& outputs = result["outputs"];
+    ASSERT_EQ(outputs.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const bool aborted = abort_every > 0 && (i + 1) % abort_every == 0;
+      const auto got = outputs[i].get<std::vector<int32_t>>();
+      if (aborted) {
+        EXPECT_TRUE(got.empty()) << "np=" << np << " request " << i << " was aborted";
+      } else {
+        EXPECT_EQ(got, reqs[i].want) << model << " np=" << np << " request " << i;
+      }
+    }
+    EXPECT_EQ(result["blocks_free"], result["blocks_total"]) << "np=" << np << ": blocks leaked";
+    if (out) *out = result;
+  }
+
+  fs::path dir_;
+};
+
+std::vector<Request> StoriesRequests() {
+  std::vector<Request> reqs;
+  std::ifstream in(SharedPath("golden/stories260K_greedy.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const json c = json::parse(line);
+    reqs.push_back({c["prompt_token_ids"].get<std::vector<int32_t>>(),
+                    c["greedy_token_ids"].get<std::vector<int32_t>>()});
+  }
+  return reqs;
+}
+
+std::vector<Request> FamilyRequests(const std::string& family) {
+  std::ifstream in(SharedPath("golden/families/" + family + "/reference.json"));
+  const json ref = json::parse(in);
+  std::vector<Request> reqs;
+  for (const auto& p : ref["prompts"]) {
+    reqs.push_back(
+        {p["ids"].get<std::vector<int32_t>>(), p["greedy_ids"].get<std::vector<int32_t>>()});
+  }
+  return reqs;
+}
+
+constexpr const char* kStoriesGolden = "golden/stories260K_greedy.jsonl";
+constexpr const char* kStories = "models/stories260K";
+
+TEST_F(TpTest, Stories260KGreedyIdsOn1And2And4Ranks) {
+  LLM_REQUIRE_MPIRUN();
+  LLM_REQUIRE_SHARED(kStoriesGolden);
+  LLM_REQUIRE_SHARED(kStories);
+  const auto reqs = StoriesRequests();
+  ASSERT_FALSE(reqs.empty());
+  for (int np : {1, 2, 4}) ExpectGolden(mpirun, SharedPath(kStories), reqs, np);
+}
+
+TEST_F(TpTest, FamiliesGreedyIdsOn1And2Ranks) {
+  LLM_REQUIRE_MPIRUN();
+  for (const char* family : {"llama", "mistral", "qwen2", "qwen3"}) {
+    const std::string rel = std::string("golden/families/") + family;
+    if (!fs::exists(SharedPath(rel + "/reference.json"))) {
+      GTEST_SKIP() << "missing shared test data: " << SharedPath(rel);
+    }
+    const auto reqs = FamilyRequests(family);
+    for (int np : {1, 2}) ExpectGolden(mpirun, SharedPath(rel + "/hf"), reqs, np);
+  }
+}
+
+// A cache of 8 blocks for 4 sequences of 5 blocks each: sequences are preempted and recomputed
+// on every rank, and still give the golden ids; every other one is aborted mid-way.
+TEST_F(TpTest, PreemptionAndAbortKeepRanksInStep) {
+  LLM_REQUIRE_MPIRUN();
+  LLM_REQUIRE_SHARED(kStoriesGolden);
+  LLM_REQUIRE_SHARED(kStories);
+  auto reqs = StoriesRequests();
+  const size_t n = reqs.size();
+  for (size_t i = 0; i < n; ++i) reqs.push_back(reqs[i]);
+  json result;
+  ExpectGolden(mpirun, SharedPath(kStories), reqs, 2, "--num-blocks 8", 0, &result);
+  EXPECT_GT(result["preemptions"].get<int>(), 0) << "the small cache should force preemption";
+  ExpectGolden(mpirun, SharedPath(kStories), reqs, 4, "--num-blocks 8", 2);
+}
+
+TEST_F(TpTest, WorldSizeThatDoesNotDivideKvHeadsFailsAtStartUp) {
+  LLM_REQUIRE_MPIRUN();
+  LLM_REQUIRE_SHARED("golden/families/llama/hf");
+  const std::string args = "--model " + SharedPath("golden/families/llama/hf") + " --requests " +
+                           WriteRequests(FamilyRequests("llama"));
+  const int status = Run(Command(mpirun, 4, args, 60), nullptr);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(Stderr().find("does not divide num_key_value_heads = 2"), std::string::npos)
+      << Stderr();
+}
+
+// CPU seconds (user + system) a process has used so far, or -1.
+double CpuSeconds(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string f;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {  // fields 14 and 15: utime, stime
+    if (i == 14) utime = std::stol(f);
+    if (i == 15) stime = std::stol(f);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+TEST_F(TpTest, IdleFollowerSleeps) {
+  LLM_REQUIRE_MPIRUN();
+  LLM_REQUIRE_SHARED(kStoriesGolden);
+  LLM_REQUIRE_SHARED(kStories);
+  const std::string args = "--model " + SharedPath(kStories) + " --requests " +
+                           WriteRequests(StoriesRequests()) + " --idle-ms 3000 --pid-dir " +
+                           dir_.string();
+  FILE* p = popen(Command(mpirun, 2, args, 120).c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[1 << 16];
+  double used = -1;
+  while (std::fgets(buf, sizeof(buf), p)) {
+    if (std::string(buf) != "IDLE\n") continue;
+    std::string pid;
+    std::ifstream(dir_ / "rank1.pid") >> pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the spin phase
+    const double before = CpuSeconds(pid);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const double after = CpuSeconds(pid);
+    if (before >= 0 && after >= 0) used = after - before;
+  }
+  const int status = pclose(p);
+  EXPECT_EQ(status, 0) << Stderr();
+  ASSERT_GE(used, 0) << "could not sample the follower's CPU time\n" << Stderr();
+  std::printf("[ idle ] follower used %.3f CPU seconds in 1 s\n", used);
+  EXPECT_LT(used, 0.1) << "an idle follower used " << used << " CPU seconds in 1 s";
+}
+
+}  // namespace
+}  // namespace llm::testing
