@@ -86,6 +86,9 @@ struct UpstreamPool::Impl {
 
 void UpstreamPool::Impl::CheckOne(Upstream& u) {
   grpc::ClientContext ctx;
+  // Wait (bounded) for a connection in progress instead of failing fast on a channel that is
+  // still in reconnect backoff: a coordinator that just came up is seen at the next check.
+  ctx.set_wait_for_ready(true);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
   v1::HealthRequest req;
   v1::HealthResponse resp;

@@ -1,0 +1,397 @@
+// End-to-end harness: starts the real `worker` (coordinator) and `router` binaries as child
+// processes on free loopback ports, kills them on destruction (RAII), waits for them with
+// bounded polls, and speaks HTTP/1.1 (plain and SSE) through a small Beast client whose every
+// read and write has a timeout.
+#pragma once
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "proto/llm.grpc.pb.h"
+
+namespace llm::e2e {
+
+using nlohmann::json;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace asio = boost::asio;
+
+inline std::string SharedPath(const std::string& rel) {
+  return (std::filesystem::path(LLM_SHARED_DIR) / rel).string();
+}
+
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+// A child process with its output in a log file; SIGTERM then SIGKILL on destruction.
+class ChildProcess {
+ public:
+  ChildProcess(std::vector<std::string> argv, const std::string& name) {
+    log_ = (std::filesystem::temp_directory_path() /
+            (name + "_" + std::to_string(getpid()) + "_" + std::to_string(counter_++) + ".log"))
+               .string();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+      FILE* f = std::fopen(log_.c_str(), "w");
+      if (f) {
+        dup2(fileno(f), 1);
+        dup2(fileno(f), 2);
+      }
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~ChildProcess() { Stop(SIGTERM, 10.0); }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // Sends `sig`, waits up to `timeout_s`, then SIGKILL. Returns the exit status.
+  int Stop(int sig, double timeout_s) {
+    if (pid_ <= 0) return status_;
+    if (!Exited()) {
+      kill(pid_, sig);
+      const auto end = Deadline(timeout_s);
+      while (!Exited() && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (!Exited()) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status_, 0);
+        exited_ = true;
+      }
+    }
+    pid_ = -1;
+    return status_;
+  }
+  bool Exited() {
+    if (!exited_ && pid_ > 0 && waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
+    return exited_;
+  }
+  std::string Log() const {
+    std::ifstream f(log_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string s = ss.str();
+    return s.size() > 4000 ? s.substr(s.size() - 4000) : s;
+  }
+  static std::chrono::steady_clock::time_point Deadline(double s) {
+    return std::chrono::steady_clock::now() +
+           std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  }
+
+ private:
+  static inline int counter_ = 0;
+  pid_t pid_ = -1;
+  int status_ = 0;
+  bool exited_ = false;
+  std::string log_;
+};
+
+struct HttpResult {
+  int status = 0;  // 0: no response (connection failed or timed out)
+  std::string body;
+  std::string content_type;
+  std::string error;
+  json Json() const { return json::parse(body, nullptr, false); }
+};
+
+// One connection with send/receive timeouts (SO_SNDTIMEO / SO_RCVTIMEO).
+class HttpClient {
+ public:
+  explicit HttpClient(int port, double timeout_s = 30.0) : socket_(ioc_) {
+    beast::error_code ec;
+    socket_.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)}, ec);
+    if (ec) {
+      error_ = ec.message();
+      return;
+    }
+    timeval tv{static_cast<time_t>(timeout_s),
+               static_cast<suseconds_t>((timeout_s - static_cast<int>(timeout_s)) * 1e6)};
+    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
+  bool ok() const { return error_.empty(); }
+
+  bool Send(const std::string& method, const std::string& target, const std::string& body,
+            bool keep_alive = true) {
+    if (!ok()) return false;
+    http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
+    req.keep_alive(keep_alive);
+    req.body() = body;
+    req.prepare_payload();
+    beast::error_code ec;
+    http::write(socket_, req, ec);
+    if (ec) error_ = ec.message();
+    return !ec;
+  }
+
+  bool SendRaw(const std::string& bytes) {
+    if (!ok()) return false;
+    beast::error_code ec;
+    asio::write(socket_, asio::buffer(bytes), ec);
+    return !ec;
+  }
+
+  // Reads one complete response.
+  HttpResult Receive() {
+    HttpResult r;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 << 20);
+    beast::error_code ec;
+    http::read(socket_, buffer_, parser, ec);
+    if (ec) {
+      r.error = ec.message();
+      return r;
+    }
+    r.status = parser.get().result_int();
+    r.body = parser.get().body();
+    r.content_type = std::string(parser.get()[http::field::content_type]);
+    return r;
+  }
+
+  // Reads an SSE response; `on_event` gets each `data:` payload and returns false to stop
+  // (the caller then typically closes the connection mid-stream).
+  HttpResult ReadEvents(const std::function<bool(const std::string&)>& on_event) {
+    HttpResult r;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 << 20);
+    beast::error_code ec;
+    http::read_header(socket_, buffer_, parser, ec);
+    if (ec) {
+      r.error = ec.message();
+      return r;
+    }
+    r.status = parser.get().result_int();
+    r.content_type = std::string(parser.get()[http::field::content_type]);
+    size_t parsed = 0;
+    while (true) {
+      std::string& body = parser.get().body();
+      size_t end;
+      while ((end = body.find("\n\n", parsed)) != std::string::npos) {
+        std::string event = body.substr(parsed, end - parsed);
+        parsed = end + 2;
+        if (event.rfind("data: ", 0) == 0) event = event.substr(6);
+        if (!on_event(event)) return r;
+      }
+      if (parser.is_done()) break;
+      http::read_some(socket_, buffer_, parser, ec);
+      if (ec) {
+        r.error = ec.message();
+        break;
+      }
+    }
+    r.body = parser.get().body();
+    return r;
+  }
+
+  void Close() {
+    beast::error_code ec;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+ private:
+  asio::io_context ioc_;
+  asio::ip::tcp::socket socket_;
+  beast::flat_buffer buffer_;
+  std::string error_;
+};
+
+inline HttpResult Http(int port, const std::string& method, const std::string& target,
+                       const std::string& body = "", double timeout_s = 60.0) {
+  HttpClient c(port, timeout_s);
+  if (!c.Send(method, target, body)) return {0, "", "", "connect/send failed"};
+  return c.Receive();
+}
+
+inline HttpResult Post(int port, const std::string& target, const json& body) {
+  return Http(port, "POST", target, body.dump());
+}
+
+// A streamed request: every data payload (without the trailing [DONE]) parsed as JSON.
+struct StreamResult {
+  HttpResult http;
+  std::vector<json> events;
+  bool done = false;  // saw data: [DONE]
+};
+
+inline StreamResult PostStream(int port, const std::string& target, const json& body) {
+  StreamResult s;
+  HttpClient c(port, 60.0);
+  if (!c.Send("POST", target, body.dump())) return s;
+  s.http = c.ReadEvents([&](const std::string& e) {
+    if (e == "[DONE]") {
+      s.done = true;
+      return false;
+    }
+    s.events.push_back(json::parse(e, nullptr, false));
+    return true;
+  });
+  return s;
+}
+
+// Polls `pred` every 50 ms until it holds or `timeout_s` passes.
+inline bool WaitFor(const std::function<bool()>& pred, double timeout_s) {
+  const auto end = ChildProcess::Deadline(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+// The stories260K model served by a real `worker` (coordinator) and one or more `router`s.
+class Cluster {
+ public:
+  static constexpr const char* kModel = "models/stories260K";
+
+  // Starts the worker and one router; check ok() (and the logs) before use.
+  explicit Cluster(std::vector<std::string> worker_flags = {},
+                   std::vector<std::string> router_flags = {}) {
+    worker_port_ = FreePort();
+    std::vector<std::string> w = {LLM_WORKER_BIN,
+                                  "--model.path",
+                                  SharedPath(kModel),
+                                  "--coordinator.host",
+                                  "127.0.0.1",
+                                  "--coordinator.port",
+                                  std::to_string(worker_port_),
+                                  "--engine.threads_per_rank",
+                                  "1",
+                                  "--engine.kv_cache_mib",
+                                  "8"};
+    w.insert(w.end(), worker_flags.begin(), worker_flags.end());
+    worker_ = std::make_unique<ChildProcess>(w, "e2e_worker");
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+    admin_ = v1::Admin::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(worker_port_), grpc::InsecureChannelCredentials(), args));
+    router_port_ = AddRouter(router_flags);
+  }
+
+  // Starts another router over the same coordinator; returns its port (0 when it did not
+  // become healthy in time).
+  int AddRouter(std::vector<std::string> flags = {}, const std::string& upstream = "") {
+    const int port = FreePort();
+    std::vector<std::string> r = {
+        LLM_ROUTER_BIN,
+        "--model.path",
+        SharedPath(kModel),
+        "--router.host",
+        "127.0.0.1",
+        "--router.port",
+        std::to_string(port),
+        "--router.upstreams",
+        upstream.empty() ? "127.0.0.1:" + std::to_string(worker_port_) : upstream};
+    r.insert(r.end(), flags.begin(), flags.end());
+    routers_.push_back(std::make_unique<ChildProcess>(r, "e2e_router"));
+    ChildProcess& child = *routers_.back();
+    const bool up = WaitFor(
+        [&] {
+          if (child.Exited()) return true;
+          return upstream.empty() ? Http(port, "GET", "/health", "", 1.0).status == 200
+                                  : Http(port, "GET", "/health", "", 1.0).status != 0;
+        },
+        60.0);
+    return up && !child.Exited() ? port : 0;
+  }
+
+  bool ok() const { return router_port_ != 0; }
+  int port() const { return router_port_; }
+  ChildProcess& worker() { return *worker_; }
+  ChildProcess& router(size_t i = 0) { return *routers_.at(i); }
+  std::string Logs() const {
+    std::string s = "--- worker log ---\n" + worker_->Log();
+    for (const auto& r : routers_) s += "\n--- router log ---\n" + r->Log();
+    return s;
+  }
+
+  v1::StatsResponse Stats() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::StatsResponse s;
+    if (!admin_->Stats(&ctx, v1::StatsRequest(), &s).ok()) s.set_kv_blocks_total(-1);
+    return s;
+  }
+  bool Drain(bool drain) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (drain) {
+      v1::DrainResponse r;
+      return admin_->Drain(&ctx, v1::DrainRequest(), &r).ok();
+    }
+    v1::ResumeResponse r;
+    return admin_->Resume(&ctx, v1::ResumeRequest(), &r).ok();
+  }
+  // Waits until no sequence runs or waits and every KV block is free.
+  bool WaitAllBlocksFree(double timeout_s) {
+    return WaitFor(
+        [&] {
+          const v1::StatsResponse s = Stats();
+          return s.kv_blocks_total() > 0 && s.kv_blocks_free() == s.kv_blocks_total() &&
+                 s.running_sequences() == 0 && s.waiting_sequences() == 0;
+        },
+        timeout_s);
+  }
+
+ private:
+  int worker_port_ = 0;
+  int router_port_ = 0;
+  std::unique_ptr<ChildProcess> worker_;  // destroyed last (declared first)
+  std::vector<std::unique_ptr<ChildProcess>> routers_;
+  std::unique_ptr<v1::Admin::Stub> admin_;
+};
+
+// Skips (never passes) when the shared model is missing.
+#define LLM_E2E_REQUIRE_SHARED()                                                       \
+  do {                                                                                 \
+    if (!std::filesystem::exists(::llm::e2e::SharedPath(::llm::e2e::Cluster::kModel))) \
+      GTEST_SKIP() << "missing shared model: "                                         \
+                   << ::llm::e2e::SharedPath(::llm::e2e::Cluster::kModel);             \
+  } while (0)
+
+}  // namespace llm::e2e

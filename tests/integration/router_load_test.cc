@@ -1,0 +1,142 @@
+// End to end under load and failure: 64 concurrent streams, clients that disconnect
+// mid-stream (their requests are aborted upstream and every KV block is freed), two routers
+// over one coordinator, no coordinator, a draining coordinator, and SIGTERM.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "tests/integration/router_harness.h"
+
+namespace llm::e2e {
+namespace {
+
+json StreamBody(int max_tokens, int i) {
+  return {{"model", "stories260K"},
+          {"prompt", i % 2 ? "Once upon a time" : "The little dog"},
+          {"max_tokens", max_tokens},
+          {"temperature", 0.7},
+          {"seed", i},
+          {"ignore_eos", true},
+          {"stream", true},
+          {"stream_options", {{"include_usage", true}}}};
+}
+
+TEST(RouterLoad, SixtyFourConcurrentStreamsComplete) {
+  LLM_E2E_REQUIRE_SHARED();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  constexpr int kStreams = 64;
+  constexpr int kTokens = 24;
+  std::vector<StreamResult> results(kStreams);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = PostStream(cluster.port(), "/v1/completions", StreamBody(kTokens, i));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    const StreamResult& r = results[i];
+    ASSERT_EQ(r.http.status, 200) << i << ": " << r.http.error << r.http.body;
+    ASSERT_TRUE(r.done) << i;
+    ASSERT_FALSE(r.events.empty());
+    EXPECT_EQ(r.events.back()["usage"]["completion_tokens"], kTokens) << i;
+    EXPECT_EQ(r.events.back()["choices"].size(), 0u);
+  }
+  EXPECT_TRUE(cluster.WaitAllBlocksFree(10.0)) << cluster.Stats().DebugString();
+}
+
+TEST(RouterLoad, DisconnectedClientsAreAbortedAndFreeTheirBlocks) {
+  LLM_E2E_REQUIRE_SHARED();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  constexpr int kStreams = 16;
+  constexpr int kTokens = 400;
+  const int64_t generated_before = cluster.Stats().generated_tokens_total();
+  std::atomic<int> aborted{0};
+  std::vector<StreamResult> results(kStreams);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      if (i % 2 == 0) {
+        results[i] = PostStream(cluster.port(), "/v1/completions", StreamBody(kTokens, i));
+        return;
+      }
+      HttpClient c(cluster.port());
+      if (!c.Send("POST", "/v1/completions", StreamBody(kTokens, i).dump())) return;
+      int events = 0;
+      c.ReadEvents([&](const std::string&) { return ++events < 3; });
+      c.Close();  // mid-stream
+      ++aborted;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(aborted.load(), kStreams / 2);
+  for (int i = 0; i < kStreams; i += 2) {
+    ASSERT_TRUE(results[i].done) << i << results[i].http.error;
+    EXPECT_EQ(results[i].events.back()["usage"]["completion_tokens"], kTokens);
+  }
+  ASSERT_TRUE(cluster.WaitAllBlocksFree(10.0)) << cluster.Stats().DebugString();
+  const int64_t generated = cluster.Stats().generated_tokens_total() - generated_before;
+  EXPECT_LT(generated, int64_t{kStreams} * kTokens) << "the aborted requests ran to the end";
+  // The server still serves.
+  const StreamResult after = PostStream(cluster.port(), "/v1/completions", StreamBody(8, 1));
+  EXPECT_TRUE(after.done);
+}
+
+TEST(RouterLoad, TwoRoutersOverOneCoordinator) {
+  LLM_E2E_REQUIRE_SHARED();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  const int second = cluster.AddRouter();
+  ASSERT_NE(second, 0) << cluster.Logs();
+  json body = StreamBody(16, 3);
+  body["stream"] = false;
+  body.erase("stream_options");
+  const HttpResult a = Post(cluster.port(), "/v1/completions", body);
+  const HttpResult b = Post(second, "/v1/completions", body);
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_EQ(a.Json()["choices"], b.Json()["choices"]);  // same seed, same text
+}
+
+TEST(RouterLoad, NoCoordinatorAndDrainingGive503) {
+  LLM_E2E_REQUIRE_SHARED();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  const int orphan = cluster.AddRouter({}, "127.0.0.1:" + std::to_string(FreePort()));
+  ASSERT_NE(orphan, 0) << cluster.Logs();
+  json body = StreamBody(4, 1);
+  body.erase("stream_options");
+  body["stream"] = false;
+  EXPECT_EQ(Http(orphan, "GET", "/health").status, 503);
+  const HttpResult none = Post(orphan, "/v1/completions", body);
+  EXPECT_EQ(none.status, 503) << none.body;
+  EXPECT_TRUE(none.Json().contains("error"));
+
+  ASSERT_TRUE(cluster.Drain(true));
+  EXPECT_TRUE(WaitFor([&] { return Http(cluster.port(), "GET", "/health").status == 503; }, 10));
+  const HttpResult draining = Post(cluster.port(), "/v1/completions", body);
+  EXPECT_EQ(draining.status, 503) << draining.body;
+  ASSERT_TRUE(cluster.Drain(false));
+  EXPECT_TRUE(
+      WaitFor([&] { return Post(cluster.port(), "/v1/completions", body).status == 200; }, 10));
+}
+
+TEST(RouterLoad, SigtermStopsTheRouterCleanly) {
+  LLM_E2E_REQUIRE_SHARED();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  // A stream in flight while the router shuts down is cancelled upstream.
+  HttpClient c(cluster.port());
+  ASSERT_TRUE(c.Send("POST", "/v1/completions", StreamBody(400, 1).dump()));
+  int events = 0;
+  c.ReadEvents([&](const std::string&) { return ++events < 2; });
+  const int status = cluster.router().Stop(SIGTERM, 10.0);
+  EXPECT_TRUE(WIFEXITED(status)) << cluster.Logs();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << cluster.Logs();
+  EXPECT_TRUE(cluster.WaitAllBlocksFree(10.0)) << cluster.Stats().DebugString();
+}
+
+}  // namespace
+}  // namespace llm::e2e
