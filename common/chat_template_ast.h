@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,6 +53,42 @@ struct Node {
 struct Program {
   std::vector<Node> nodes;
 };
+
+// ---- lexing (chat_template_lex.cc) -----------------------------------------------------------
+
+// Thrown by the lexer and parser only; converted to a Status by ChatTemplate::Parse.
+struct ParseError {
+  bool unsupported;
+  std::string message;
+};
+[[noreturn]] void SyntaxError(int line, const std::string& what);
+[[noreturn]] void UnsupportedSyntax(int line, const std::string& what);
+
+struct Segment {
+  enum class Kind { kText, kExpr, kStmt, kComment };
+  Kind kind = Kind::kText;
+  std::string text;
+  bool strip_left = false;   // `{%-`: strip whitespace before the tag
+  bool strip_right = false;  // `-%}`: strip whitespace after the tag
+  bool plus_left = false;    // `{%+`: no lstrip_blocks
+  bool plus_right = false;   // `+%}`: no trim_blocks
+  int line = 1;
+};
+
+// Splits the source into text and tags.
+std::vector<Segment> SplitSegments(std::string_view src);
+// Applies `-` markers and the Hugging Face environment's trim_blocks / lstrip_blocks.
+void ApplyWhitespaceControl(std::vector<Segment>& segs);
+
+struct Token {
+  enum class Kind { kName, kString, kNumber, kOp, kEnd };
+  Kind kind = Kind::kEnd;
+  std::string text;
+  nlohmann::json value;
+};
+
+// The tokens of an expression or statement, ending with a kEnd token.
+std::vector<Token> Tokenize(std::string_view s, int line);
 
 // Evaluates the program (chat_template_eval.cc).
 StatusOr<std::string> RenderProgram(const Program& program, const nlohmann::json& context);

@@ -111,6 +111,9 @@ class Renderer {
   void RenderNode(const Node& n);
   void RenderFor(const Node& n);
   json Eval(const Expr& e, int line);
+  json EvalItem(const Expr& e, int line);
+  json EvalSlice(const Expr& e, int line);
+  json EvalTest(const Expr& e, int line);
   json EvalBinary(const Expr& e, int line);
   json EvalCall(const Expr& e, int line);
   json Lookup(const std::string& name) const {
@@ -202,41 +205,10 @@ json Renderer::Eval(const Expr& e, int line) {
       return list;
     }
     case Expr::Kind::kAttribute:
-    case Expr::Kind::kItem: {
-      const json base = Eval(*e.args[0], line);
-      const json key = e.kind == Expr::Kind::kAttribute ? json(e.name) : Eval(*e.args[1], line);
-      if (IsUndefined(base)) Fail(line, "'" + Str(key) + "' of an undefined value");
-      if (base.is_object() && key.is_string()) {
-        auto it = base.find(key.get<std::string>());
-        return it == base.end() ? Undefined() : *it;
-      }
-      if ((base.is_array() || base.is_string()) && key.is_number_integer()) {
-        const int64_t n = base.is_array() ? static_cast<int64_t>(base.size())
-                                          : static_cast<int64_t>(base.get<std::string>().size());
-        int64_t i = key.get<int64_t>();
-        if (i < 0) i += n;
-        if (i < 0 || i >= n) return Undefined();
-        if (base.is_array()) return base[static_cast<size_t>(i)];
-        return std::string(1, base.get<std::string>()[static_cast<size_t>(i)]);
-      }
-      return Undefined();
-    }
-    case Expr::Kind::kSlice: {
-      const json base = Eval(*e.args[0], line);
-      if (!base.is_array() && !base.is_string()) Fail(line, "slice of a value that is not a list");
-      const int64_t n = base.is_array() ? static_cast<int64_t>(base.size())
-                                        : static_cast<int64_t>(base.get<std::string>().size());
-      auto bound = [&](const std::unique_ptr<Expr>& x, int64_t fallback) {
-        if (!x) return fallback;
-        const json v = Eval(*x, line);
-        if (!v.is_number_integer()) Fail(line, "slice bounds must be integers");
-        return std::min(Normalize(v.get<int64_t>(), n), n);
-      };
-      const int64_t b = bound(e.args[1], 0);
-      const int64_t end = std::max(b, bound(e.args[2], n));
-      if (base.is_string()) return base.get<std::string>().substr(b, end - b);
-      return json(base.begin() + b, base.begin() + end);
-    }
+    case Expr::Kind::kItem:
+      return EvalItem(e, line);
+    case Expr::Kind::kSlice:
+      return EvalSlice(e, line);
     case Expr::Kind::kUnary: {
       const json v = Eval(*e.args[0], line);
       if (e.op == "not") return !Truthy(v);
@@ -254,30 +226,8 @@ json Renderer::Eval(const Expr& e, int line) {
       if (e.name == "upper") return ChangeCase(Str(v), true);
       return Str(v);  // "string"
     }
-    case Expr::Kind::kTest: {
-      const json v = Eval(*e.args[0], line);
-      bool r = false;
-      if (e.name == "defined") {
-        r = !IsUndefined(v);
-      } else if (e.name == "undefined") {
-        r = IsUndefined(v);
-      } else if (e.name == "none") {
-        r = v.is_null();
-      } else if (e.name == "string") {
-        r = v.is_string();
-      } else if (e.name == "number") {
-        r = v.is_number();
-      } else if (e.name == "mapping") {
-        r = v.is_object();
-      } else if (e.name == "boolean") {
-        r = v.is_boolean();
-      } else if (e.name == "iterable" || e.name == "sequence") {
-        r = v.is_array() || v.is_string() || (e.name == "iterable" && v.is_object());
-      } else {
-        Fail(line, "unsupported test '" + e.name + "'");
-      }
-      return e.op == "is" ? r : !r;
-    }
+    case Expr::Kind::kTest:
+      return EvalTest(e, line);
     case Expr::Kind::kCall:
       return EvalCall(e, line);
     case Expr::Kind::kCondition:
@@ -285,6 +235,68 @@ json Renderer::Eval(const Expr& e, int line) {
       return e.args[2] ? Eval(*e.args[2], line) : Undefined();
   }
   Fail(line, "unknown expression");
+}
+
+json Renderer::EvalItem(const Expr& e, int line) {
+  const json base = Eval(*e.args[0], line);
+  const json key = e.kind == Expr::Kind::kAttribute ? json(e.name) : Eval(*e.args[1], line);
+  if (IsUndefined(base)) Fail(line, "'" + Str(key) + "' of an undefined value");
+  if (base.is_object() && key.is_string()) {
+    auto it = base.find(key.get<std::string>());
+    return it == base.end() ? Undefined() : *it;
+  }
+  if ((base.is_array() || base.is_string()) && key.is_number_integer()) {
+    const int64_t n = base.is_array() ? static_cast<int64_t>(base.size())
+                                      : static_cast<int64_t>(base.get<std::string>().size());
+    int64_t i = key.get<int64_t>();
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return Undefined();
+    if (base.is_array()) return base[static_cast<size_t>(i)];
+    return std::string(1, base.get<std::string>()[static_cast<size_t>(i)]);
+  }
+  return Undefined();
+}
+
+json Renderer::EvalSlice(const Expr& e, int line) {
+  const json base = Eval(*e.args[0], line);
+  if (!base.is_array() && !base.is_string()) Fail(line, "slice of a value that is not a list");
+  const int64_t n = base.is_array() ? static_cast<int64_t>(base.size())
+                                    : static_cast<int64_t>(base.get<std::string>().size());
+  auto bound = [&](const std::unique_ptr<Expr>& x, int64_t fallback) {
+    if (!x) return fallback;
+    const json v = Eval(*x, line);
+    if (!v.is_number_integer()) Fail(line, "slice bounds must be integers");
+    return std::min(Normalize(v.get<int64_t>(), n), n);
+  };
+  const int64_t b = bound(e.args[1], 0);
+  const int64_t end = std::max(b, bound(e.args[2], n));
+  if (base.is_string()) return base.get<std::string>().substr(b, end - b);
+  return json(base.begin() + b, base.begin() + end);
+}
+
+json Renderer::EvalTest(const Expr& e, int line) {
+  const json v = Eval(*e.args[0], line);
+  bool r = false;
+  if (e.name == "defined") {
+    r = !IsUndefined(v);
+  } else if (e.name == "undefined") {
+    r = IsUndefined(v);
+  } else if (e.name == "none") {
+    r = v.is_null();
+  } else if (e.name == "string") {
+    r = v.is_string();
+  } else if (e.name == "number") {
+    r = v.is_number();
+  } else if (e.name == "mapping") {
+    r = v.is_object();
+  } else if (e.name == "boolean") {
+    r = v.is_boolean();
+  } else if (e.name == "iterable" || e.name == "sequence") {
+    r = v.is_array() || v.is_string() || (e.name == "iterable" && v.is_object());
+  } else {
+    Fail(line, "unsupported test '" + e.name + "'");
+  }
+  return e.op == "is" ? r : !r;
 }
 
 bool Equal(const json& a, const json& b) {

@@ -84,6 +84,61 @@ TEST(RouterLoad, DisconnectedClientsAreAbortedAndFreeTheirBlocks) {
   EXPECT_TRUE(after.done);
 }
 
+TEST(RouterLoad, NonStreamClientThatLeavesIsAborted) {
+  LLM_E2E_REQUIRE_SHARED();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  constexpr int kRequests = 8;
+  constexpr int kTokens = 500;
+  const int64_t generated_before = cluster.Stats().generated_tokens_total();
+  for (int i = 0; i < kRequests; ++i) {
+    json body = StreamBody(kTokens, i);
+    body["stream"] = false;
+    body.erase("stream_options");
+    HttpClient c(cluster.port());
+    ASSERT_TRUE(c.Send("POST", "/v1/completions", body.dump()));
+    c.Close();  // gone before the answer
+  }
+  ASSERT_TRUE(cluster.WaitAllBlocksFree(10.0)) << cluster.Stats().DebugString();
+  const int64_t generated = cluster.Stats().generated_tokens_total() - generated_before;
+  EXPECT_LT(generated, int64_t{kRequests} * kTokens) << "the requests ran to the end";
+  EXPECT_EQ(Http(cluster.port(), "GET", "/health").status, 200);
+}
+
+TEST(RouterLoad, CoordinatorLostMidStreamEndsTheStreamWithAnError) {
+  LLM_E2E_REQUIRE_SHARED();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  HttpClient c(cluster.port());
+  ASSERT_TRUE(c.Send("POST", "/v1/completions", StreamBody(480, 1).dump()));
+  int events = 0;
+  bool killed = false;
+  bool done = false;
+  json last;
+  const HttpResult r = c.ReadEvents([&](const std::string& e) {
+    if (e == "[DONE]") {
+      done = true;
+      return false;
+    }
+    last = json::parse(e, nullptr, false);
+    if (++events == 2) {
+      cluster.worker().Stop(SIGKILL, 5.0);
+      killed = true;
+    }
+    return true;
+  });
+  ASSERT_TRUE(killed) << r.error << cluster.Logs();
+  if (last.contains("usage") && last["usage"].is_object()) {
+    GTEST_SKIP() << "the stream finished before the coordinator was killed";
+  }
+  EXPECT_TRUE(done) << r.error;
+  ASSERT_TRUE(last.contains("error")) << last;
+  EXPECT_TRUE(last["error"]["message"].is_string());
+  EXPECT_TRUE(WaitFor([&] { return Http(cluster.port(), "GET", "/health").status == 503; }, 10));
+  const HttpResult after = Post(cluster.port(), "/v1/completions", StreamBody(4, 1));
+  EXPECT_EQ(after.status, 503) << after.body;
+}
+
 TEST(RouterLoad, TwoRoutersOverOneCoordinator) {
   LLM_E2E_REQUIRE_SHARED();
   Cluster cluster;
