@@ -1,0 +1,244 @@
+// The coordinator's edges through the real `worker` binary: bad requests get their gRPC status
+// and the server keeps serving; Health/Drain/Resume/Stats; llm-admin; start-up errors; a clean
+// exit on SIGTERM.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "tests/coordinator/coordinator_client.h"
+
+namespace llm::testing {
+namespace {
+
+constexpr const char* kModel = "models/stories260K";
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(CoordinatorErrors, BadRequestsGetTheirStatusAndTheServerKeepsServing) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags());
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  struct Case {
+    const char* name;
+    std::function<void(pb::GenerateRequest&)> mutate;
+    grpc::StatusCode code;
+    std::vector<std::string> message_parts;
+  };
+  const std::vector<Case> cases = {
+      {"token id outside the vocabulary",
+       [](auto& r) { r.add_prompt_token_ids(100000); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"100000", "512"}},
+      {"negative token id",
+       [](auto& r) { r.set_prompt_token_ids(0, -3); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"-3"}},
+      {"empty prompt",
+       [](auto& r) { r.clear_prompt_token_ids(); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"prompt"}},
+      {"prompt + max_tokens too long",
+       [](auto& r) { r.set_max_tokens(510); },
+       grpc::StatusCode::OUT_OF_RANGE,
+       {"3 tokens", "510", "512"}},
+      {"max_tokens 0",
+       [](auto& r) { r.set_max_tokens(0); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"max_tokens"}},
+      {"negative temperature",
+       [](auto& r) { r.mutable_sampling()->set_temperature(-1.0f); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"temperature"}},
+      {"top_p above 1",
+       [](auto& r) { r.mutable_sampling()->set_top_p(1.5f); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"top_p"}},
+      {"too many logprobs",
+       [](auto& r) { r.mutable_sampling()->set_logprobs(50); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"logprobs"}},
+      {"min_tokens above max_tokens",
+       [](auto& r) { r.set_min_tokens(100); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"min_tokens"}},
+      {"api_version 2",
+       [](auto& r) { r.set_api_version(2); },
+       grpc::StatusCode::FAILED_PRECONDITION,
+       {"api_version 2"}},
+      {"api_version unset",
+       [](auto& r) { r.clear_api_version(); },
+       grpc::StatusCode::FAILED_PRECONDITION,
+       {"api_version 0"}},
+  };
+  for (const Case& c : cases) {
+    pb::GenerateRequest req = MakeRequest({1, 403, 407}, 8);
+    c.mutate(req);
+    const StreamResult r = RunStream(w.generation(), req);
+    EXPECT_EQ(r.status.error_code(), c.code) << c.name << ": " << r.status.error_message();
+    EXPECT_TRUE(r.tokens.empty()) << c.name;
+    for (const auto& part : c.message_parts) {
+      EXPECT_TRUE(Contains(r.status.error_message(), part))
+          << c.name << ": '" << r.status.error_message() << "' lacks '" << part << "'";
+    }
+  }
+  const StreamResult ok = RunStream(w.generation(), MakeRequest({1, 403, 407}, 8));
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_EQ(ok.tokens.size(), 8u);
+  const pb::StatsResponse s = WaitStats(w, AllBlocksFree);
+  EXPECT_TRUE(AllBlocksFree(s));
+  EXPECT_EQ(s.requests_total(), 1);
+}
+
+TEST(CoordinatorAdmin, HealthReportsTheModel) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags({"--model.max_model_len", "256"}));
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(5));
+  pb::HealthResponse h;
+  ASSERT_TRUE(w.admin().Health(&ctx, pb::HealthRequest(), &h).ok());
+  EXPECT_TRUE(h.serving());
+  EXPECT_EQ(h.model(), "stories260K");
+  EXPECT_EQ(h.max_model_len(), 256);
+  EXPECT_EQ(h.vocab_size(), 512);
+  const pb::StatsResponse s = GetStats(w);
+  EXPECT_EQ(s.world_size(), 1);
+  EXPECT_EQ(s.kv_block_size(), 16);
+  EXPECT_TRUE(AllBlocksFree(s));
+}
+
+TEST(CoordinatorAdmin, DrainRefusesNewRequestsAndLetsRunningOnesFinish) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags());
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  // A long request that is running when the drain starts.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(120));
+  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 300));
+  pb::GenerateResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  int tokens = msg.token_ids_size();
+  {
+    grpc::ClientContext c;
+    pb::DrainResponse r;
+    ASSERT_TRUE(w.admin().Drain(&c, pb::DrainRequest(), &r).ok());
+  }
+  {
+    grpc::ClientContext c;
+    pb::HealthResponse h;
+    ASSERT_TRUE(w.admin().Health(&c, pb::HealthRequest(), &h).ok());
+    EXPECT_FALSE(h.serving());
+  }
+  const StreamResult refused = RunStream(w.generation(), MakeRequest({1, 403}, 4));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(Contains(refused.status.error_message(), "draining"))
+      << refused.status.error_message();
+  EXPECT_TRUE(GetStats(w).draining());
+  while (reader->Read(&msg)) tokens += msg.token_ids_size();
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(tokens, 300);
+  {
+    grpc::ClientContext c;
+    pb::ResumeResponse r;
+    ASSERT_TRUE(w.admin().Resume(&c, pb::ResumeRequest(), &r).ok());
+  }
+  EXPECT_TRUE(RunStream(w.generation(), MakeRequest({1, 403}, 4)).status.ok());
+  EXPECT_FALSE(GetStats(w).draining());
+}
+
+std::string RunCommand(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  *rc = pclose(p);
+  return out;
+}
+
+TEST(CoordinatorAdmin, LlmAdminPrintsJson) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags());
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  const std::string bin =
+      std::string(LLM_ADMIN_BIN) + " --coordinator 127.0.0.1:" + std::to_string(w.port()) + " ";
+  int rc = -1;
+  const auto stats = nlohmann::json::parse(RunCommand(bin + "stats", &rc));
+  EXPECT_EQ(rc, 0);
+  EXPECT_GT(stats.at("kv_blocks_total").get<int>(), 0);
+  EXPECT_EQ(stats.at("kv_blocks_free"), stats.at("kv_blocks_total"));
+  RunCommand(bin + "drain", &rc);
+  EXPECT_EQ(rc, 0);
+  auto health = nlohmann::json::parse(RunCommand(bin + "health", &rc));
+  EXPECT_EQ(health.at("serving"), false);
+  RunCommand(bin + "resume", &rc);
+  health = nlohmann::json::parse(RunCommand(bin + "health", &rc));
+  EXPECT_EQ(health.at("serving"), true);
+  EXPECT_EQ(health.at("model"), "stories260K");
+  RunCommand(bin + "bogus 2>/dev/null", &rc);
+  EXPECT_NE(rc, 0);
+}
+
+TEST(CoordinatorLifecycle, SigtermEndsOpenStreamsAndExitsCleanly) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags());
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(60));
+  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 500));
+  pb::GenerateResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  w.Signal(SIGTERM);
+  while (reader->Read(&msg)) {
+  }
+  const grpc::Status s = reader->Finish();
+  EXPECT_TRUE(s.ok() || s.error_code() == grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  ASSERT_TRUE(w.WaitExit(15.0)) << "worker did not exit after SIGTERM:\n" << w.Log();
+  ASSERT_TRUE(WIFEXITED(*w.exit_status())) << w.Log();
+  EXPECT_EQ(WEXITSTATUS(*w.exit_status()), 0) << w.Log();
+  EXPECT_TRUE(Contains(w.Log(), "shutting down"));
+}
+
+TEST(CoordinatorLifecycle, IdleWorkerExitsOnSigint) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags());
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  w.Signal(SIGINT);
+  ASSERT_TRUE(w.WaitExit(15.0)) << w.Log();
+  EXPECT_TRUE(WIFEXITED(*w.exit_status()) && WEXITSTATUS(*w.exit_status()) == 0) << w.Log();
+}
+
+// Start-up errors: the process exits non-zero, quickly, with a message naming the cause.
+void ExpectStartupError(std::vector<std::string> flags, std::vector<std::string> env,
+                        const std::vector<std::string>& parts) {
+  WorkerProcess w(std::move(flags), std::move(env));
+  ASSERT_TRUE(w.WaitExit(60.0)) << "worker did not exit:\n" << w.Log();
+  EXPECT_TRUE(WIFEXITED(*w.exit_status()) && WEXITSTATUS(*w.exit_status()) != 0) << w.Log();
+  for (const auto& part : parts) EXPECT_TRUE(Contains(w.Log(), part)) << w.Log();
+}
+
+TEST(CoordinatorLifecycle, StartupErrorsAreClear) {
+  LLM_REQUIRE_SHARED(kModel);
+  // Not even one max_model_len (512) sequence fits in 8 blocks of 16 tokens.
+  ExpectStartupError(StoriesFlags({"--engine.kv_cache_blocks", "8"}), {},
+                     {"does not fit", "128 tokens", "512"});
+  ExpectStartupError(StoriesFlags({"--engine.no_such_key", "1"}), {}, {"no_such_key"});
+  ExpectStartupError(StoriesFlags({"--model.max_model_len", "100000"}), {},
+                     {"model.max_model_len", "512"});
+  ExpectStartupError({"--model.path", "/nonexistent/model"}, {}, {"/nonexistent/model"});
+}
+
+TEST(CoordinatorLifecycle, DummyWeightsSayTheOutputIsMeaningless) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags({"--model.load_format", "dummy"}));
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  EXPECT_TRUE(Contains(w.Log(), "MEANINGLESS")) << w.Log();
+  EXPECT_TRUE(Contains(w.Log(), "KV cache:")) << w.Log();
+  EXPECT_TRUE(RunStream(w.generation(), MakeRequest({1, 2, 3}, 5)).status.ok());
+}
+
+}  // namespace
+}  // namespace llm::testing

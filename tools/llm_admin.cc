@@ -1,0 +1,112 @@
+// llm-admin: the coordinator's admin service from the command line; prints the answer as JSON.
+//   llm-admin --coordinator host:port (health|drain|resume|stats) [--timeout-s N]
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "proto/llm.grpc.pb.h"
+#include "proto/llm.pb.h"
+
+namespace {
+
+namespace pb = llm::v1;
+
+constexpr const char* kUsage =
+    "usage: llm-admin --coordinator host:port [--timeout-s N] COMMAND\n"
+    "  health   serving state, served model, max_model_len, vocab size\n"
+    "  drain    stop admitting new requests; running ones finish\n"
+    "  resume   admit new requests again\n"
+    "  stats    running/waiting sequences, KV blocks total/free, tokens served, preemptions\n"
+    "Prints one JSON object; exits 1 when the call fails (the gRPC status on stderr).\n";
+
+struct Options {
+  std::string coordinator = "127.0.0.1:50051";
+  std::string command;
+  int timeout_s = 10;
+};
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if ((a == "--coordinator" || a == "--timeout-s") && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (a == "--coordinator") {
+        o->coordinator = v;
+      } else {
+        o->timeout_s = std::atoi(v.c_str());
+        if (o->timeout_s <= 0) {
+          std::fprintf(stderr, "llm-admin: --timeout-s must be a positive integer, got '%s'\n",
+                       v.c_str());
+          return false;
+        }
+      }
+    } else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "llm-admin: unknown flag or missing value: %s\n", a.c_str());
+      return false;
+    } else if (o->command.empty()) {
+      o->command = a;
+    } else {
+      std::fprintf(stderr, "llm-admin: unexpected argument '%s'\n", a.c_str());
+      return false;
+    }
+  }
+  if (o->command != "health" && o->command != "drain" && o->command != "resume" &&
+      o->command != "stats") {
+    std::fprintf(stderr, "llm-admin: COMMAND must be health, drain, resume or stats%s%s\n",
+                 o->command.empty() ? "" : ", got ", o->command.c_str());
+    return false;
+  }
+  return true;
+}
+
+int Print(const grpc::Status& status, const google::protobuf::Message& reply, const Options& o) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "llm-admin: %s %s: gRPC status %d: %s\n", o.command.c_str(),
+                 o.coordinator.c_str(), static_cast<int>(status.error_code()),
+                 status.error_message().c_str());
+    return 1;
+  }
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  opts.always_print_primitive_fields = true;
+  opts.preserve_proto_field_names = true;
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(reply, &json, opts).ok()) return 1;
+  std::fputs(json.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!ParseArgs(argc, argv, &o)) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  auto channel = grpc::CreateChannel(o.coordinator, grpc::InsecureChannelCredentials());
+  auto stub = pb::Admin::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(o.timeout_s));
+  if (o.command == "health") {
+    pb::HealthResponse r;
+    return Print(stub->Health(&ctx, pb::HealthRequest(), &r), r, o);
+  }
+  if (o.command == "drain") {
+    pb::DrainResponse r;
+    return Print(stub->Drain(&ctx, pb::DrainRequest(), &r), r, o);
+  }
+  if (o.command == "resume") {
+    pb::ResumeResponse r;
+    return Print(stub->Resume(&ctx, pb::ResumeRequest(), &r), r, o);
+  }
+  pb::StatsResponse r;
+  return Print(stub->Stats(&ctx, pb::StatsRequest(), &r), r, o);
+}
