@@ -125,8 +125,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
     exchange_.reset();
     if (!writing_ && queue_.empty()) Continue();
   }
-  // Closes the connection unless a new request starts within `timeout` (idle keep-alive, or
-  // the drain before a graceful close).
+  // Closes the connection after `timeout` (the drain before a graceful close).
   void ArmIdleTimer(std::chrono::seconds timeout) {
     idle_timer_.expires_after(timeout);
     idle_timer_.async_wait(
@@ -150,6 +149,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   bool keep_alive_ = true;
   bool chunked_ = true;
   bool peer_reading_ = false;  // a read that watches for disconnects (or drains at close)
+  bool restart_read_ = false;  // the peer read was cancelled to read the next request
   bool closing_ = false;       // response sent with Connection: close; draining the peer
   bool closed_ = false;
   bool writing_ = false;
@@ -226,7 +226,9 @@ void Session::Dispatch() {
   const beast::string_view target = req.target();
   request.path = std::string(target.substr(0, target.find('?')));
   request.body = std::move(req.body());
-  ReadPeer();  // notice a client that goes away while the response is pending
+  // Notice a client that goes away while the response is pending (unless it already sent its
+  // next request: then that one waits in the buffer).
+  if (buffer_.size() == 0) ReadPeer();
   std::shared_ptr<PendingExchange> pending;
   try {
     pending = handler_.Handle(request, shared_from_this());
@@ -251,13 +253,17 @@ void Session::ReadPeer() {
 
 void Session::OnPeerRead(beast::error_code ec, size_t n) {
   peer_reading_ = false;
-  if (ec) return Close();  // the peer went away (or timed out): cancel what is pending
+  const bool restart = std::exchange(restart_read_, false);
+  if (closed_) return;
+  // An error is the peer going away: cancel what is pending. (A read we cancelled ourselves to
+  // start parsing the next request is not.)
+  if (ec && !(restart && ec == asio::error::operation_aborted)) return Close();
   if (closing_) {
     buffer_.consume(buffer_.size());
     return ReadPeer();
   }
-  buffer_.commit(n);  // the start of the next request; parsed after this exchange
-  if (!in_exchange_ && !writing_ && queue_.empty()) Continue();
+  if (!ec) buffer_.commit(n);  // the start of the next request; parsed after this exchange
+  if (!in_exchange_ && !writing_ && queue_.empty()) DoRead();
 }
 
 void Session::Enqueue(std::string bytes) {
@@ -299,7 +305,11 @@ void Session::Continue() {
     return ReadPeer();
   }
   if (!peer_reading_) return DoRead();
-  ArmIdleTimer(std::chrono::seconds(options_.read_timeout_s));  // the peer read leads to DoRead
+  // Stop the disconnect watch; its completion starts reading the next request (with the read
+  // timeout, which also bounds an idle keep-alive connection).
+  restart_read_ = true;
+  beast::error_code ignored;
+  stream_.socket().cancel(ignored);
 }
 
 void Session::Close() {

@@ -232,7 +232,8 @@ void ReadMessages(FieldReader& r, const char* key, json* out) {
 void ReadTemplateKwargs(FieldReader& r, bool* add_generation_prompt, json* kwargs) {
   r.Bool("add_generation_prompt", add_generation_prompt);
   if (const json* k = r.Get("chat_template_kwargs")) {
-    if (!k->is_object()) return r.Fail("chat_template_kwargs", "must be an object");
+    if (!k->is_object())
+      return r.Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     *kwargs = *k;
   }
 }

@@ -220,7 +220,9 @@ std::shared_ptr<PendingExchange> OpenAiService::Completions(
     }
     spec.prompt_tokens += static_cast<int64_t>(ids.size());
     std::string echo;
-    if (req.echo) echo = prompt.is_token_ids ? tokenizer_->Decode(ids) : prompt.text;
+    if (req.echo) {
+      echo = prompt.is_token_ids ? tokenizer_->Decode(ids, o.skip_special_tokens) : prompt.text;
+    }
     for (int j = 0; j < o.n; ++j) {
       JobChoiceSpec c;
       c.index = static_cast<int>(p) * o.n + j;

@@ -303,6 +303,19 @@ TEST_F(RouterE2E, KeepAliveServesSeveralRequestsOnOneConnection) {
     ASSERT_TRUE(c.Send("GET", "/v1/nothing", ""));
     EXPECT_EQ(c.Receive().status, 404);
   }
+  // Pipelined: three requests in one write, answered in order.
+  const std::string body = Completion({{"max_tokens", 3}, {"stream", true}}).dump();
+  const std::string post =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  ASSERT_TRUE(c.SendRaw(post + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + post));
+  for (int i = 0; i < 3; ++i) {
+    const HttpResult r = c.Receive();
+    EXPECT_EQ(r.status, 200) << i << r.error;
+    if (i != 1) {
+      EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos) << r.body;
+    }
+  }
 }
 
 }  // namespace
