@@ -4,16 +4,18 @@
 // other ranks follow. Started by tests/mpi/tp_golden_test.cc under mpirun.
 //
 //   tp_driver --model DIR --requests FILE [--num-blocks N] [--idle-ms N] [--pid-dir DIR]
-//             [--abort N] [--dummy]
+//             [--abort N] [--dummy] [--logprobs N]
 //
 // requests FILE: {"requests": [{"prompt": [ids], "max_tokens": n}, ...]}. --abort N aborts
 // every N-th request (1-based) after its first token and reports its output as [].
 // --idle-ms: after printing, rank 0 prints "IDLE", idles that long, then shuts down;
-// --pid-dir: each rank writes its pid to DIR/rank<r>.pid.
+// --pid-dir: each rank writes its pid to DIR/rank<r>.pid. --logprobs N adds "logprobs": per
+// request, per token, the top-N logprob values (descending).
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,6 +34,7 @@ struct Options {
   int num_blocks = 256;
   int idle_ms = 0;
   int abort_every = 0;
+  int logprobs = -1;
   bool dummy = false;
   int world_size = 1;
 };
@@ -39,23 +42,27 @@ struct Options {
 bool ParseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model")
-      o->model = next();
-    else if (a == "--requests")
-      o->requests = next();
-    else if (a == "--pid-dir")
-      o->pid_dir = next();
-    else if (a == "--num-blocks")
-      o->num_blocks = std::stoi(next());
-    else if (a == "--idle-ms")
-      o->idle_ms = std::stoi(next());
-    else if (a == "--abort")
-      o->abort_every = std::stoi(next());
-    else if (a == "--dummy")
+    const std::string v = a != "--dummy" && i + 1 < argc ? argv[++i] : "";
+    const int n = std::atoi(v.c_str());
+    if (a == "--model") {
+      o->model = v;
+    } else if (a == "--requests") {
+      o->requests = v;
+    } else if (a == "--pid-dir") {
+      o->pid_dir = v;
+    } else if (a == "--num-blocks") {
+      o->num_blocks = n;
+    } else if (a == "--idle-ms") {
+      o->idle_ms = n;
+    } else if (a == "--abort") {
+      o->abort_every = n;
+    } else if (a == "--logprobs") {
+      o->logprobs = n;
+    } else if (a == "--dummy") {
       o->dummy = true;
-    else
+    } else {
       return false;
+    }
   }
   return !o->model.empty() && !o->requests.empty();
 }
@@ -75,6 +82,7 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o) {
   const auto doc = nlohmann::json::parse(in, nullptr, false);
   if (doc.is_discarded()) return llm::InvalidArgument("cannot parse " + o.requests);
   std::vector<std::vector<int32_t>> outputs(doc["requests"].size());
+  std::vector<std::vector<std::vector<float>>> logprobs(outputs.size());
   std::unordered_map<int64_t, size_t> index;
   for (size_t i = 0; i < outputs.size(); ++i) {
     llm::GenerateRequest r;
@@ -82,6 +90,7 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o) {
     r.max_tokens = doc["requests"][i]["max_tokens"].get<int>();
     r.ignore_eos = true;
     r.sampling.temperature = 0;
+    r.sampling.logprobs = o.logprobs;
     LLM_ASSIGN_OR_RETURN(int64_t id, engine.Add(std::move(r)));
     index[id] = i;
   }
@@ -92,6 +101,8 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o) {
     for (const auto& ev : events) {
       const size_t i = index.at(ev.request_id);
       outputs[i].push_back(ev.sample.token);
+      std::vector<float>& top = logprobs[i].emplace_back();
+      for (const auto& t : ev.sample.top) top.push_back(t.logprob);
       if (o.abort_every > 0 && (i + 1) % o.abort_every == 0 &&
           ev.finish == llm::FinishReason::kNone) {
         engine.Abort(ev.request_id);
@@ -105,6 +116,7 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o) {
                         {"blocks_free", s.blocks_free},
                         {"blocks_total", s.blocks_total},
                         {"preemptions", s.preemptions}};
+  if (o.logprobs > 0) out["logprobs"] = logprobs;
   std::printf("%s\n", out.dump().c_str());
   std::fflush(stdout);
   return llm::Status::Ok();

@@ -199,6 +199,61 @@ TEST_F(TpTest, WorldSizeThatDoesNotDivideKvHeadsFailsAtStartUp) {
       << Stderr();
 }
 
+// The top-20 logprob values of every step (descending, so near-ties that swap ids compare
+// alike) agree to 1e-4: a bias added twice or a misplaced shard moves them far more.
+void ExpectCloseLogprobs(const json& got, const json& want, const std::string& where) {
+  ASSERT_EQ(got.size(), want.size()) << where;
+  size_t compared = 0;
+  for (size_t r = 0; r < want.size(); ++r) {
+    ASSERT_EQ(got[r].size(), want[r].size()) << where;
+    for (size_t t = 0; t < want[r].size(); ++t) {
+      const auto g = got[r][t].get<std::vector<float>>(), w = want[r][t].get<std::vector<float>>();
+      ASSERT_EQ(g.size(), w.size()) << where;
+      for (size_t k = 0; k < w.size(); ++k, ++compared) {
+        EXPECT_NEAR(g[k], w[k], 1e-4) << where << " request " << r << " token " << t;
+      }
+    }
+  }
+  EXPECT_GT(compared, 0u) << where;
+}
+
+// Dummy models with a vocabulary and MLP width no world size divides (509, 171) and every bias
+// kind (Qwen2's sliced q/k/v biases with tied embeddings; Llama's o/down biases added after
+// the all-reduce): 2 and 4 ranks give the ids of 1 rank. Dummy shards hold the same weights
+// as the whole model, so only the summation order of the row-parallel layers differs.
+TEST_F(TpTest, UnevenShardsAndBiasesGiveTheIdsOfOneRank) {
+  LLM_REQUIRE_MPIRUN();
+  const std::vector<std::string> configs = {
+      R"({"architectures": ["Qwen2ForCausalLM"], "tie_word_embeddings": true)",
+      R"({"architectures": ["LlamaForCausalLM"], "attention_bias": true, "mlp_bias": true)"};
+  std::vector<Request> reqs;
+  for (int i = 0; i < 4; ++i) {
+    Request r{{1}, std::vector<int32_t>(10)};
+    for (int j = 0; j < 3 + 5 * i; ++j) r.prompt.push_back(3 + (j * 37 + i * 11) % 500);
+    reqs.push_back(r);
+  }
+  for (const auto& head : configs) {
+    const fs::path model = dir_ / "model";
+    fs::create_directories(model);
+    std::ofstream(model / "config.json")
+        << head << R"(, "hidden_size": 64, "intermediate_size": 171, "num_hidden_layers": 2,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 509,
+        "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "torch_dtype": "float32",
+        "bos_token_id": 1, "eos_token_id": 2})";
+    const std::string args =
+        "--dummy --logprobs 20 --model " + model.string() + " --requests " + WriteRequests(reqs);
+    json one;
+    for (int np : {1, 2, 4}) {
+      json result;
+      ASSERT_EQ(Run(Command(mpirun, np, args), &result), 0) << head << " np=" << np << Stderr();
+      ASSERT_TRUE(result.is_object()) << Stderr();
+      if (np == 1) one = result;
+      EXPECT_EQ(result["outputs"], one["outputs"]) << head << ": np=" << np << " ids differ";
+      ExpectCloseLogprobs(result["logprobs"], one["logprobs"], head + " np=" + std::to_string(np));
+    }
+  }
+}
+
 // CPU seconds (user + system) a process has used so far, or -1.
 double CpuSeconds(const std::string& pid) {
   std::ifstream in("/proc/" + pid + "/stat");
