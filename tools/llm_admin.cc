@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "proto/llm.grpc.pb.h"
@@ -66,6 +67,15 @@ bool ParseArgs(int argc, char** argv, Options* o) {
   return true;
 }
 
+bool IsInteger(const std::string& s) {
+  const size_t start = !s.empty() && s[0] == '-' ? 1 : 0;
+  if (s.size() <= start || s.size() > 19) return false;
+  for (size_t i = start; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
+}
+
 int Print(const grpc::Status& status, const google::protobuf::Message& reply, const Options& o) {
   if (!status.ok()) {
     std::fprintf(stderr, "llm-admin: %s %s: gRPC status %d: %s\n", o.command.c_str(),
@@ -74,12 +84,19 @@ int Print(const grpc::Status& status, const google::protobuf::Message& reply, co
     return 1;
   }
   google::protobuf::util::JsonPrintOptions opts;
-  opts.add_whitespace = true;
   opts.always_print_primitive_fields = true;
   opts.preserve_proto_field_names = true;
   std::string json;
   if (!google::protobuf::util::MessageToJsonString(reply, &json, opts).ok()) return 1;
-  std::fputs(json.c_str(), stdout);
+  // Proto3 JSON writes 64-bit integers as strings; these replies hold only counters, so print
+  // them as numbers.
+  nlohmann::json j = nlohmann::json::parse(json);
+  for (auto& [key, value] : j.items()) {
+    if (key != "model" && value.is_string() && IsInteger(value.get<std::string>())) {
+      value = std::stoll(value.get<std::string>());
+    }
+  }
+  std::printf("%s\n", j.dump(2).c_str());
   return 0;
 }
 

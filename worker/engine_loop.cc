@@ -61,8 +61,11 @@ void EngineLoop::Run() {
     }
     ApplyInbox(items);
     items.clear();
-    if (!engine_->idle()) RunStep();
-    Publish();
+    if (engine_->idle()) {
+      Publish();
+    } else {
+      RunStep();
+    }
   }
   const Status shutting_down = Unavailable("the coordinator is shutting down");
   for (auto& item : items) {
@@ -106,8 +109,11 @@ void EngineLoop::RunStep() {
     spdlog::error("engine step failed, aborting {} running requests: {}", live_.size(),
                   status.ToString());
     FailAll(status);
+    Publish();
     return;
   }
+  // Before the tokens go out: a caller that has seen a token sees Stats at least this new.
+  Publish();
   for (const TokenEvent& ev : events_) {
     auto it = live_.find(ev.request_id);
     if (it == live_.end()) continue;

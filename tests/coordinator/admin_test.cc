@@ -111,13 +111,12 @@ TEST(CoordinatorAdmin, HealthReportsTheModel) {
 }
 
 TEST(CoordinatorAdmin, DrainRefusesNewRequestsAndLetsRunningOnesFinish) {
-  LLM_REQUIRE_SHARED(kModel);
-  WorkerProcess w(StoriesFlags());
+  WorkerProcess w(DemoFlags());
   ASSERT_TRUE(w.WaitHealthy()) << w.Log();
   // A long request that is running when the drain starts.
   grpc::ClientContext ctx;
   ctx.set_deadline(In(120));
-  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 300));
+  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 400));
   pb::GenerateResponse msg;
   ASSERT_TRUE(reader->Read(&msg));
   int tokens = msg.token_ids_size();
@@ -136,10 +135,12 @@ TEST(CoordinatorAdmin, DrainRefusesNewRequestsAndLetsRunningOnesFinish) {
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_TRUE(Contains(refused.status.error_message(), "draining"))
       << refused.status.error_message();
-  EXPECT_TRUE(GetStats(w).draining());
+  const pb::StatsResponse during = GetStats(w);
+  EXPECT_TRUE(during.draining());
+  EXPECT_EQ(during.running_sequences(), 1) << "the request ended before the drain was tested";
   while (reader->Read(&msg)) tokens += msg.token_ids_size();
   EXPECT_TRUE(reader->Finish().ok());
-  EXPECT_EQ(tokens, 300);
+  EXPECT_EQ(tokens, 400);
   {
     grpc::ClientContext c;
     pb::ResumeResponse r;
@@ -183,23 +184,36 @@ TEST(CoordinatorAdmin, LlmAdminPrintsJson) {
 }
 
 TEST(CoordinatorLifecycle, SigtermEndsOpenStreamsAndExitsCleanly) {
-  LLM_REQUIRE_SHARED(kModel);
-  WorkerProcess w(StoriesFlags());
+  WorkerProcess w(DemoFlags());
   ASSERT_TRUE(w.WaitHealthy()) << w.Log();
   grpc::ClientContext ctx;
   ctx.set_deadline(In(60));
-  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 500));
+  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 2000));
   pb::GenerateResponse msg;
   ASSERT_TRUE(reader->Read(&msg));
   w.Signal(SIGTERM);
   while (reader->Read(&msg)) {
   }
   const grpc::Status s = reader->Finish();
-  EXPECT_TRUE(s.ok() || s.error_code() == grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_TRUE(Contains(s.error_message(), "shutting down")) << s.error_message();
   ASSERT_TRUE(w.WaitExit(15.0)) << "worker did not exit after SIGTERM:\n" << w.Log();
   ASSERT_TRUE(WIFEXITED(*w.exit_status())) << w.Log();
   EXPECT_EQ(WEXITSTATUS(*w.exit_status()), 0) << w.Log();
   EXPECT_TRUE(Contains(w.Log(), "shutting down"));
+}
+
+TEST(CoordinatorLifecycle, IdleWorkerUsesNoCpu) {
+  LLM_REQUIRE_SHARED(kModel);
+  // Default OpenMP wait policy (ctest sets a passive one) and two compute threads.
+  WorkerProcess w(StoriesFlags({"--engine.threads_per_rank", "2"}), {"OMP_WAIT_POLICY"});
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  ASSERT_TRUE(RunStream(w.generation(), MakeRequest({1, 403, 407}, 64)).status.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // OpenMP spin-wait ends
+  const double before = w.CpuSeconds();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const double used = w.CpuSeconds() - before;
+  EXPECT_LT(used, 0.1) << "an idle worker used " << used << " CPU seconds in 2 s";
 }
 
 TEST(CoordinatorLifecycle, IdleWorkerExitsOnSigint) {
@@ -229,6 +243,17 @@ TEST(CoordinatorLifecycle, StartupErrorsAreClear) {
   ExpectStartupError(StoriesFlags({"--model.max_model_len", "100000"}), {},
                      {"model.max_model_len", "512"});
   ExpectStartupError({"--model.path", "/nonexistent/model"}, {}, {"/nonexistent/model"});
+}
+
+TEST(CoordinatorLifecycle, DeployExampleConfigServes) {
+  LLM_REQUIRE_SHARED(kModel);
+  // Every key of deploy/cluster.yaml is valid; only the model path (relative to the repo root
+  // there) and the port (set by WorkerProcess) are overridden.
+  WorkerProcess w({"--config", std::string(LLM_SOURCE_DIR) + "/deploy/cluster.yaml", "--model.path",
+                   SharedPath(kModel), "--engine.threads_per_rank", "1"});
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  EXPECT_TRUE(Contains(w.Log(), "KV cache:")) << w.Log();
+  EXPECT_TRUE(RunStream(w.generation(), MakeRequest({1, 403, 407}, 5)).status.ok());
 }
 
 TEST(CoordinatorLifecycle, DummyWeightsSayTheOutputIsMeaningless) {

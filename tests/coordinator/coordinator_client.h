@@ -118,4 +118,23 @@ inline std::vector<std::string> StoriesFlags(std::vector<std::string> extra = {}
   return f;
 }
 
+// The repo's demo model (deploy/models/demo-llama: 4 layers of 512, context 2048) with dummy
+// weights: slow enough per step that a long request is still running when the test cancels it
+// or signals the worker, however loaded the machine is.
+inline std::string DemoModelPath() {
+  return (std::filesystem::path(LLM_SOURCE_DIR) / "deploy/models/demo-llama").string();
+}
+inline std::vector<std::string> DemoFlags(std::vector<std::string> extra = {}) {
+  std::vector<std::string> f = {"--model.path",
+                                DemoModelPath(),
+                                "--model.load_format",
+                                "dummy",
+                                "--engine.threads_per_rank",
+                                "1",
+                                "--engine.kv_cache_mib",
+                                "64"};
+  f.insert(f.end(), extra.begin(), extra.end());
+  return f;
+}
+
 }  // namespace llm::testing

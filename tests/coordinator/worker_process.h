@@ -66,7 +66,7 @@ inline std::chrono::system_clock::time_point In(double seconds) {
 class WorkerProcess {
  public:
   // Starts `worker --section.key value ...` with its output in a log file. `env` entries
-  // ("NAME=value") are added to the child's environment.
+  // ("NAME=value") are added to the child's environment; a bare "NAME" removes it.
   explicit WorkerProcess(std::vector<std::string> flags, std::vector<std::string> env = {}) {
     port_ = FreeLoopbackPort();
     log_path_ =
@@ -84,7 +84,13 @@ class WorkerProcess {
         dup2(fileno(log), 1);
         dup2(fileno(log), 2);
       }
-      for (auto& e : env) putenv(e.data());
+      for (auto& e : env) {
+        if (e.find('=') == std::string::npos) {
+          unsetenv(e.c_str());
+        } else {
+          putenv(e.data());
+        }
+      }
       std::vector<char*> argv;
       for (auto& a : argv_s) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -153,6 +159,19 @@ class WorkerProcess {
   }
   std::optional<int> exit_status() const { return exit_status_; }
   void Signal(int sig) { kill(pid_, sig); }
+
+  // CPU seconds (user + system) the child has used so far.
+  double CpuSeconds() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string f;
+    double ticks = 0;
+    for (int i = 3; i <= 15 && fields >> f; ++i) {
+      if (i == 14 || i == 15) ticks += std::stod(f);  // utime, stime
+    }
+    return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
 
   bool PortOpen() const {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
