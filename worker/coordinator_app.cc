@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -31,14 +32,15 @@ sigset_t ShutdownSignals() {
   return set;
 }
 
-void ConfigureThreads(const ClusterConfig& c) {
-  // One rank per host for now, so "cores / local ranks" is all cores.
-  const int threads = c.threads_per_rank > 0 ? c.threads_per_rank : omp_get_num_procs();
+void ConfigureThreads(const ClusterConfig& c, int ranks_on_host) {
+  const int threads = c.threads_per_rank > 0
+                          ? c.threads_per_rank
+                          : std::max(1, omp_get_num_procs() / std::max(1, ranks_on_host));
   omp_set_num_threads(threads);
   spdlog::info("compute threads: {}", threads);
 }
 
-StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c) {
+StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, TensorParallel tp) {
   if (c.model_path.empty()) {
     return InvalidArgument("model.path: not set (give it in the config file or --model.path DIR)");
   }
@@ -52,7 +54,7 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c) {
   const auto t0 = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<ModelWeights>> w =
       LoadModelWeights(c.model_path, dummy ? LoadFormat::kDummy : LoadFormat::kSafetensors,
-                       static_cast<uint64_t>(c.seed));
+                       static_cast<uint64_t>(c.seed), tp);
   if (!w.ok()) return w.status().WithContext("model.path '" + c.model_path + "'");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& mc = (*w)->config;
@@ -64,7 +66,8 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c) {
   return w;
 }
 
-StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const ModelWeights& w) {
+StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const ModelWeights& w,
+                                               Communicator* comm) {
   LLM_ASSIGN_OR_RETURN(const int max_len, ServedMaxModelLen(c, w.config));
   EngineConfig ec;
   ec.block_size = c.block_size;
@@ -90,7 +93,7 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
     }
     source = s.str();
   }
-  StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(w, ec);
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(w, ec, comm);
   if (!engine.ok()) return engine.status().WithContext("KV cache from " + source);
   const EngineStats st = (*engine)->stats();
   const int64_t tokens = static_cast<int64_t>(st.blocks_total) * c.block_size;
@@ -111,21 +114,24 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
   return engine;
 }
 
-Status Serve(const ClusterConfig& c) {
-  ConfigureThreads(c);
-  LLM_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, LoadWeights(c));
-  LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(c, *weights));
+Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
+  const int world = comm != nullptr ? comm->world_size() : 1;
+  ConfigureThreads(c, ranks_on_host);
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
+                       LoadWeights(c, TensorParallel{0, world}));
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(c, *weights, comm));
   CoordinatorInfo info;
   info.served_model_name = c.served_model_name;
   info.max_model_len = engine->max_model_len();
   info.vocab_size = engine->model_config().vocab_size;
-  info.world_size = 1;
+  info.world_size = world;
   EngineLoop loop(std::move(engine), c.block_size);
   LLM_ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorServer> server,
       CoordinatorServer::Start(c.coordinator_host, c.coordinator_port, info, &loop));
-  spdlog::info("coordinator serving '{}' on {}:{} (gRPC); max_model_len {}", c.served_model_name,
-               c.coordinator_host, c.coordinator_port, info.max_model_len);
+  spdlog::info("coordinator serving '{}' on {}:{} (gRPC); max_model_len {}; {} rank(s)",
+               c.served_model_name, c.coordinator_host, c.coordinator_port, info.max_model_len,
+               world);
 
   std::thread signals([&loop] {
     const sigset_t set = ShutdownSignals();
@@ -186,8 +192,8 @@ void BlockShutdownSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int RunCoordinator(const ClusterConfig& config) {
-  const Status s = Serve(config);
+int RunCoordinator(const ClusterConfig& config, Communicator* comm, int ranks_on_host) {
+  const Status s = Serve(config, comm, ranks_on_host);
   if (!s.ok()) {
     spdlog::critical("worker: {}", s.ToString());
     return 1;

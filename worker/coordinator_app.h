@@ -10,6 +10,7 @@
 #include "common/cluster_config.h"
 #include "common/model_config.h"
 #include "common/status.h"
+#include "worker/communicator.h"
 
 namespace llm {
 
@@ -30,7 +31,10 @@ StatusOr<int> ServedMaxModelLen(const ClusterConfig& config, const ModelConfig& 
 void BlockShutdownSignals();
 
 // Runs the coordinator until SIGINT / SIGTERM. Returns the process exit code; start-up errors
-// are logged with the key at fault.
-int RunCoordinator(const ClusterConfig& config);
+// are logged with the key at fault. With `comm` (rank 0 of a tensor-parallel job of
+// comm->world_size() ranks, `ranks_on_host` of them on this host) rank 0 loads its shard and
+// its Engine drives the followers; nullptr serves a single rank.
+int RunCoordinator(const ClusterConfig& config, Communicator* comm = nullptr,
+                   int ranks_on_host = 1);
 
 }  // namespace llm
