@@ -159,8 +159,11 @@ class GenerateCall final : public GenerateStream,
       ReleaseHold();
       return;
     }
-    callbacks_.on_message(std::move(response_));
-    response_.Clear();
+    // Take the message out before the callback: the owner may call ReadNext (from another
+    // thread) as soon as it has it, and the next read lands in response_.
+    v1::GenerateResponse message;
+    message.Swap(&response_);
+    callbacks_.on_message(std::move(message));
   }
 
   void OnDone(const grpc::Status& s) override {
@@ -169,10 +172,10 @@ class GenerateCall final : public GenerateStream,
         s.error_code() == grpc::StatusCode::UNAVAILABLE) {
       pool_->MarkUnhealthy(upstream_, s.error_message());
     }
-    pool_->CallDone(upstream_);
     callbacks_.on_done(std::move(status));
     callbacks_ = {};
-    self_.reset();  // may delete this
+    pool_->CallDone(upstream_);  // after on_done: WaitIdle() then means no callback is running
+    self_.reset();               // may delete this
   }
 
  private:

@@ -82,7 +82,11 @@ class ChildProcess {
       _exit(127);
     }
   }
-  ~ChildProcess() { Stop(SIGTERM, 10.0); }
+  ~ChildProcess() {
+    Stop(SIGTERM, 10.0);
+    std::error_code ec;
+    if (!::testing::Test::HasFailure()) std::filesystem::remove(log_, ec);  // kept on failure
+  }
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
