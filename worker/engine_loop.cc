@@ -15,8 +15,13 @@ EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, int block_size)
 EngineLoop::~EngineLoop() = default;
 
 uint64_t EngineLoop::Submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   const uint64_t ticket = next_ticket_++;
+  if (stop_) {  // Run() has returned or is about to: nobody would answer
+    lock.unlock();
+    sink->OnError(Unavailable("the coordinator is shutting down"));
+    return ticket;
+  }
   InboxItem item;
   item.ticket = ticket;
   item.request = std::move(request);

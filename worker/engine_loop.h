@@ -6,7 +6,8 @@
 //   Run()                    the engine thread only (it owns the Engine);
 //   Submit/Cancel/Stop/      any thread;
 //   Snapshot()
-//   RequestSink callbacks    are invoked on the engine thread, one request at a time.
+//   RequestSink callbacks    are invoked on the engine thread, one request at a time (after
+//                            Stop(), Submit answers OnError on the calling thread).
 // No gRPC type appears here: the coordinator service adapts a RequestSink to a stream.
 #pragma once
 
