@@ -165,7 +165,7 @@ void Session::DoRead() {
   parser_.emplace();
   parser_->header_limit(options_.max_header_bytes);
   parser_->body_limit(static_cast<uint64_t>(options_.max_body_bytes));
-  stream_.expires_after(std::chrono::seconds(options_.read_timeout_s));
+  stream_.expires_after(std::chrono::seconds(options_.io_timeout_s));
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
@@ -274,6 +274,8 @@ void Session::Enqueue(std::string bytes) {
 
 void Session::DoWrite() {
   writing_ = true;
+  // Every write gets the timeout (a pending read keeps its own; the next read sets its own).
+  stream_.expires_after(std::chrono::seconds(options_.io_timeout_s));
   asio::async_write(
       stream_, asio::buffer(queue_.front()),
       [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });

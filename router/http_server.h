@@ -19,7 +19,9 @@ struct HttpServerOptions {
   int threads = 2;
   int64_t max_body_bytes = 1 << 20;
   uint32_t max_header_bytes = 16 * 1024;
-  int read_timeout_s = 60;  // reading one request, and an idle keep-alive connection
+  // Reading one request (an idle keep-alive connection included) and each write: a client
+  // that stops reading its stream is disconnected and its request cancelled upstream.
+  int io_timeout_s = 60;
   size_t write_queue_bytes = 256 * 1024;
 };
 
