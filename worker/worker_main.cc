@@ -60,18 +60,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "run `worker --help` for every key\n");
     return 2;  // every rank reads the same file and fails alike
   }
+  const int world = mpi ? mpi->world_size() : 1;
+  if (config->tensor_parallel_size != world) {
+    // Every rank reads the same config and stops here alike, so nobody waits for anybody.
+    spdlog::critical(
+        "engine.tensor_parallel_size is {} but this job has {} rank(s): start it with "
+        "`mpirun -np {} worker ...` or set engine.tensor_parallel_size to {}",
+        config->tensor_parallel_size, world, config->tensor_parallel_size, world);
+    return 2;
+  }
   if (mpi && mpi->rank() != 0) {
     const int rc = llm::RunFollowerRank(*config, *mpi, mpi->local_size());
     if (rc != 0) mpi->AbortJob(rc);  // rank 0 would wait for this rank forever
     return 0;
   }
-  if (mpi && mpi->world_size() > 1) {
-    spdlog::critical(
-        "started with {} MPI ranks, but the coordinator does not pass the communicator to its "
-        "engine yet. Run `worker --config ...` (or mpirun -np 1).",
-        mpi->world_size());
-    llm::ShutdownFollowers(*mpi);
-    return 2;
-  }
-  return llm::RunCoordinator(*config);
+  const int rc = llm::RunCoordinator(*config, mpi.get(), mpi ? mpi->local_size() : 1);
+  // A start-up failure on rank 0 may leave followers waiting for their first step message.
+  if (rc != 0 && world > 1) mpi->AbortJob(rc);
+  return rc;
 }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds, and starts the whole cluster on this machine:
+# `mpirun -np $RANKS worker` (rank 0 = the gRPC coordinator) and the OpenAI router on port 2000.
+#
+#   tools/serve.sh                                      # demo model (dummy weights), 1 rank
+#   MODEL=../shared/models/stories260K tools/serve.sh   # a real Hugging Face folder
+#   RANKS=2 MODEL=... tools/serve.sh                    # tensor parallel over 2 MPI ranks
+#
+# Environment: MODEL (default deploy/models/demo-llama, served with dummy weights),
+# LOAD_FORMAT (safetensors|dummy), RANKS (default 1), CONFIG (default deploy/cluster.yaml),
+# PORT (router, default 2000), HOSTFILE (passed to mpirun). Ctrl-C stops everything.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -eq 0 ]; then bash tools/install-deps.sh; else sudo bash tools/install-deps.sh; fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)" --target worker router llm-admin
+
+MODEL=${MODEL:-deploy/models/demo-llama}
+if [ -z "${LOAD_FORMAT:-}" ]; then
+  if [ -e "$MODEL/model.safetensors" ] || [ -e "$MODEL/model.safetensors.index.json" ]; then
+    LOAD_FORMAT=safetensors
+  else
+    LOAD_FORMAT=dummy
+  fi
+fi
+RANKS=${RANKS:-1}
+CONFIG=${CONFIG:-deploy/cluster.yaml}
+PORT=${PORT:-2000}
+COORD_PORT=${COORD_PORT:-50051}
+overrides=(--model.path "$MODEL" --model.load_format "$LOAD_FORMAT"
+           --engine.tensor_parallel_size "$RANKS" --coordinator.port "$COORD_PORT")
+
+mpi_args=(--allow-run-as-root --oversubscribe -np "$RANKS")
+[ -n "${HOSTFILE:-}" ] && mpi_args+=(--hostfile "$HOSTFILE")
+mpirun "${mpi_args[@]}" build/worker/worker --config "$CONFIG" "${overrides[@]}" &
+worker_pid=$!
+trap 'kill $worker_pid ${router_pid:-} 2>/dev/null; wait 2>/dev/null' EXIT INT TERM
+
+for _ in $(seq 1 600); do  # model loading: up to 5 minutes
+  build/tools/llm-admin --coordinator "127.0.0.1:$COORD_PORT" health >/dev/null 2>&1 && break
+  kill -0 $worker_pid 2>/dev/null || { echo "serve.sh: the worker exited" >&2; exit 1; }
+  sleep 0.5
+done
+build/router/router --config "$CONFIG" "${overrides[@]}" --router.port "$PORT" &
+router_pid=$!
+for _ in $(seq 1 100); do
+  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
+  sleep 0.2
+done
+name=$(curl -sf "http://127.0.0.1:$PORT/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+cat <<MSG
+
+Serving '$name' on http://127.0.0.1:$PORT ($RANKS rank(s), load_format $LOAD_FORMAT). Try:
+
+  curl http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json' \\
+    -d '{"model": "$name", "prompt": "Once upon a time", "max_tokens": 32}'
+
+Ctrl-C stops the router and the workers.
+MSG
+wait $router_pid
