@@ -292,21 +292,25 @@ class Cluster {
  public:
   static constexpr const char* kModel = "models/stories260K";
 
-  // Starts the worker and one router; check ok() (and the logs) before use.
+  // Starts the worker and one router; check ok() (and the logs) before use. `launcher` goes
+  // before the worker binary (e.g. mpirun -np 2).
   explicit Cluster(std::vector<std::string> worker_flags = {},
-                   std::vector<std::string> router_flags = {}) {
+                   std::vector<std::string> router_flags = {},
+                   std::vector<std::string> launcher = {}) {
     worker_port_ = FreePort();
-    std::vector<std::string> w = {LLM_WORKER_BIN,
-                                  "--model.path",
-                                  SharedPath(kModel),
-                                  "--coordinator.host",
-                                  "127.0.0.1",
-                                  "--coordinator.port",
-                                  std::to_string(worker_port_),
-                                  "--engine.threads_per_rank",
-                                  "1",
-                                  "--engine.kv_cache_mib",
-                                  "8"};
+    std::vector<std::string> w = launcher;
+    std::vector<std::string> worker_args = {LLM_WORKER_BIN,
+                                            "--model.path",
+                                            SharedPath(kModel),
+                                            "--coordinator.host",
+                                            "127.0.0.1",
+                                            "--coordinator.port",
+                                            std::to_string(worker_port_),
+                                            "--engine.threads_per_rank",
+                                            "1",
+                                            "--engine.kv_cache_mib",
+                                            "8"};
+    w.insert(w.end(), worker_args.begin(), worker_args.end());
     w.insert(w.end(), worker_flags.begin(), worker_flags.end());
     worker_ = std::make_unique<ChildProcess>(w, "e2e_worker");
     grpc::ChannelArguments args;
