@@ -3,9 +3,9 @@
 // same collectives in the same order. Thread affinity: only the engine thread of each rank.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <memory>
 #include <vector>
 

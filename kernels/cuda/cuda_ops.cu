@@ -66,7 +66,9 @@ StatusOr<void*> Malloc(size_t bytes) {
   return p;
 }
 
-void Free(void* device_ptr) { cudaFree(device_ptr); }
+void Free(void* device_ptr) {
+  cudaFree(device_ptr);
+}
 
 Status CopyToDevice(void* dst, const void* src, size_t bytes) {
   return FromCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
@@ -98,9 +100,8 @@ Status Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, 
   if (Handle() == nullptr) return Unavailable("cuBLAS could not be initialised");
   // Row-major y[m,n] = x[m,k]·W[n,k]^T is column-major Y[n,m] = W^T[n,k]·X[k,m].
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t s =
-      cublasSgemm(Handle(), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha,
-                  static_cast<const float*>(w), k, x, k, &beta, y, n);
+  const cublasStatus_t s = cublasSgemm(Handle(), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha,
+                                       static_cast<const float*>(w), k, x, k, &beta, y, n);
   if (s != CUBLAS_STATUS_SUCCESS) return Internal("cublasSgemm failed: " + std::to_string(s));
   if (bias != nullptr) {
     constexpr int kThreads = 256;

@@ -62,7 +62,8 @@ TEST(ClusterConfig, ErrorsNameTheKey) {
 
 TEST(ClusterConfig, HelpListsEveryKey) {
   const std::string help = ClusterConfigHelp();
-  for (const char* k : {"model.path", "engine.block_size", "router.upstreams", "coordinator.port"}) {
+  for (const char* k :
+       {"model.path", "engine.block_size", "router.upstreams", "coordinator.port"}) {
     EXPECT_NE(help.find(k), std::string::npos) << k;
   }
 }
