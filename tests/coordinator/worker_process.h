@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +24,7 @@
 
 #include "proto/llm.grpc.pb.h"
 #include "proto/llm.pb.h"
+#include "tests/common/child_process.h"
 
 namespace llm::testing {
 
@@ -41,23 +41,6 @@ inline std::string SharedPath(const std::string& rel) {
       GTEST_SKIP() << "missing shared test data: " << ::llm::testing::SharedPath(rel); \
   } while (0)
 
-// A loopback port nobody listens on right now (bind to port 0, read it back, close).
-inline int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  if (fd >= 0) close(fd);
-  return port;
-}
-
 inline std::chrono::system_clock::time_point In(double seconds) {
   return std::chrono::system_clock::now() +
          std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -67,50 +50,9 @@ class WorkerProcess {
  public:
   // Starts `worker --section.key value ...` with its output in a log file. `env` entries
   // ("NAME=value") are added to the child's environment; a bare "NAME" removes it.
-  explicit WorkerProcess(std::vector<std::string> flags, std::vector<std::string> env = {}) {
-    port_ = FreeLoopbackPort();
-    log_path_ =
-        (std::filesystem::temp_directory_path() /
-         ("coordinator_test_" + std::to_string(getpid()) + "_" + std::to_string(port_) + ".log"))
-            .string();
-    std::vector<std::string> argv_s = {LLM_WORKER_BIN, "--coordinator.host", "127.0.0.1",
-                                       "--coordinator.port", std::to_string(port_)};
-    argv_s.insert(argv_s.end(), flags.begin(), flags.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
-      FILE* log = std::fopen(log_path_.c_str(), "w");
-      if (log != nullptr) {
-        dup2(fileno(log), 1);
-        dup2(fileno(log), 2);
-      }
-      for (auto& e : env) {
-        if (e.find('=') == std::string::npos) {
-          unsetenv(e.c_str());
-        } else {
-          putenv(e.data());
-        }
-      }
-      std::vector<char*> argv;
-      for (auto& a : argv_s) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-
-  ~WorkerProcess() {
-    if (pid_ > 0 && !exit_status_) {
-      kill(pid_, SIGTERM);
-      if (!WaitExit(10.0)) {
-        kill(pid_, SIGKILL);
-        int status = 0;
-        waitpid(pid_, &status, 0);
-      }
-    }
-    std::error_code ec;
-    if (!::testing::Test::HasFailure()) std::filesystem::remove(log_path_, ec);
-  }
+  explicit WorkerProcess(std::vector<std::string> flags, std::vector<std::string> env = {})
+      : port_(FreeLoopbackPort()),
+        child_(Argv(port_, std::move(flags)), "coordinator_test", std::move(env)) {}
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
@@ -142,27 +84,14 @@ class WorkerProcess {
   }
 
   // True once the child has exited; its status is then in exit_status().
-  bool Exited() {
-    if (exit_status_) return true;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) exit_status_ = status;
-    return exit_status_.has_value();
-  }
-  bool WaitExit(double timeout_s) {
-    const auto end = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-    while (!Exited()) {
-      if (std::chrono::steady_clock::now() >= end) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
-  }
-  std::optional<int> exit_status() const { return exit_status_; }
-  void Signal(int sig) { kill(pid_, sig); }
+  bool Exited() { return child_.Exited(); }
+  bool WaitExit(double timeout_s) { return child_.WaitExit(timeout_s); }
+  std::optional<int> exit_status() const { return child_.exit_status(); }
+  void Signal(int sig) { child_.Signal(sig); }
 
   // CPU seconds (user + system) the child has used so far.
   double CpuSeconds() const {
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+    std::ifstream in("/proc/" + std::to_string(child_.pid()) + "/stat");
     std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::istringstream fields(stat.substr(stat.rfind(')') + 2));
     std::string f;
@@ -184,25 +113,25 @@ class WorkerProcess {
     return open;
   }
 
-  std::string Log() const {
-    std::ifstream in(log_path_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  std::string Log() const { return child_.Log(); }
   int port() const { return port_; }
   // The stubs exist once WaitHealthy() returned true.
   pb::Admin::Stub& admin() { return *admin_; }
   pb::Generation::Stub& generation() { return *generation_; }
 
  private:
-  int port_ = 0;
-  pid_t pid_ = -1;
-  std::optional<int> exit_status_;
-  std::string log_path_;
+  static std::vector<std::string> Argv(int port, std::vector<std::string> flags) {
+    std::vector<std::string> argv = {LLM_WORKER_BIN, "--coordinator.host", "127.0.0.1",
+                                     "--coordinator.port", std::to_string(port)};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return argv;
+  }
+
+  int port_ = 0;  // initialized before child_ (declared first)
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Admin::Stub> admin_;
   std::unique_ptr<pb::Generation::Stub> generation_;
+  ChildProcess child_;  // declared last: stopped (SIGTERM, then SIGKILL) first
 };
 
 }  // namespace llm::testing

@@ -8,9 +8,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/connect.hpp>
@@ -33,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "proto/llm.grpc.pb.h"
+#include "tests/common/child_process.h"
 
 namespace llm::e2e {
 
@@ -45,92 +44,11 @@ inline std::string SharedPath(const std::string& rel) {
   return (std::filesystem::path(LLM_SHARED_DIR) / rel).string();
 }
 
+using ::llm::testing::ChildProcess;
+
 inline int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  if (fd >= 0) close(fd);
-  return port;
+  return ::llm::testing::FreeLoopbackPort();
 }
-
-// A child process with its output in a log file; SIGTERM then SIGKILL on destruction.
-class ChildProcess {
- public:
-  ChildProcess(std::vector<std::string> argv, const std::string& name) {
-    log_ = (std::filesystem::temp_directory_path() /
-            (name + "_" + std::to_string(getpid()) + "_" + std::to_string(counter_++) + ".log"))
-               .string();
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
-      FILE* f = std::fopen(log_.c_str(), "w");
-      if (f) {
-        dup2(fileno(f), 1);
-        dup2(fileno(f), 2);
-      }
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~ChildProcess() {
-    Stop(SIGTERM, 10.0);
-    std::error_code ec;
-    if (!::testing::Test::HasFailure()) std::filesystem::remove(log_, ec);  // kept on failure
-  }
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-
-  // Sends `sig`, waits up to `timeout_s`, then SIGKILL. Returns the exit status.
-  int Stop(int sig, double timeout_s) {
-    if (pid_ <= 0) return status_;
-    if (!Exited()) {
-      kill(pid_, sig);
-      const auto end = Deadline(timeout_s);
-      while (!Exited() && std::chrono::steady_clock::now() < end) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      if (!Exited()) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status_, 0);
-        exited_ = true;
-      }
-    }
-    pid_ = -1;
-    return status_;
-  }
-  bool Exited() {
-    if (!exited_ && pid_ > 0 && waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
-    return exited_;
-  }
-  std::string Log() const {
-    std::ifstream f(log_);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::string s = ss.str();
-    return s.size() > 4000 ? s.substr(s.size() - 4000) : s;
-  }
-  static std::chrono::steady_clock::time_point Deadline(double s) {
-    return std::chrono::steady_clock::now() +
-           std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
-  }
-
- private:
-  static inline int counter_ = 0;
-  pid_t pid_ = -1;
-  int status_ = 0;
-  bool exited_ = false;
-  std::string log_;
-};
 
 struct HttpResult {
   int status = 0;  // 0: no response (connection failed or timed out)
@@ -348,13 +266,15 @@ class Cluster {
     return up && !child.Exited() ? port : 0;
   }
 
+  static constexpr size_t kLogTail = 4000;  // characters of each log in Logs()
+
   bool ok() const { return router_port_ != 0; }
   int port() const { return router_port_; }
   ChildProcess& worker() { return *worker_; }
   ChildProcess& router(size_t i = 0) { return *routers_.at(i); }
   std::string Logs() const {
-    std::string s = "--- worker log ---\n" + worker_->Log();
-    for (const auto& r : routers_) s += "\n--- router log ---\n" + r->Log();
+    std::string s = "--- worker log ---\n" + worker_->Log(kLogTail);
+    for (const auto& r : routers_) s += "\n--- router log ---\n" + r->Log(kLogTail);
     return s;
   }
 
