@@ -162,7 +162,8 @@ FinishReason Engine::CheckFinish(const Sequence& s, const Request& r) const {
 
 Status Engine::Step(std::vector<TokenEvent>* events) {
   if (stopped_) return FailedPrecondition("the engine's followers were shut down");
-  SchedulePlan plan = scheduler_.Schedule();
+  scheduler_.Schedule(&plan_);
+  const SchedulePlan& plan = plan_;
   counters_.preemptions += static_cast<int64_t>(plan.preempted.size());
   if (tp_) plan_writer_.OnPreempted(plan.preempted);
   if (plan.empty()) {

@@ -97,6 +97,7 @@ class Engine {
   Engine(const ModelWeights& weights, const EngineConfig& config, int num_blocks,
          Communicator* comm);
   void BuildBatch(const SchedulePlan& plan);
+  SchedulePlan plan_;  // reused every step
   void Remove(int64_t id);
   FinishReason CheckFinish(const Sequence& s, const Request& r) const;
 

@@ -86,13 +86,12 @@ void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget) {
   }
 }
 
-SchedulePlan Scheduler::Schedule() {
-  SchedulePlan plan;
+void Scheduler::Schedule(SchedulePlan* plan) {
+  plan->Clear();
   int budget = config_.max_num_batched_tokens;
-  ScheduleRunning(&plan, &budget);
+  ScheduleRunning(plan, &budget);
   // Sequences preempted this step wait for a later one, so nothing thrashes within a step.
-  if (plan.preempted.empty()) AdmitWaiting(&plan, &budget);
-  return plan;
+  if (plan->preempted.empty()) AdmitWaiting(plan, &budget);
 }
 
 void Scheduler::Commit(const SchedulePlan& plan) {

@@ -46,6 +46,11 @@ struct SchedulePlan {
   std::vector<int64_t> preempted;  // sent back to waiting, blocks freed (recompute later)
   int num_tokens = 0;
   bool empty() const { return scheduled.empty(); }
+  void Clear() {
+    scheduled.clear();
+    preempted.clear();
+    num_tokens = 0;
+  }
 };
 
 class Scheduler {
@@ -55,7 +60,14 @@ class Scheduler {
   // Queues a sequence. The caller has checked that it can ever fit in the cache.
   void Add(std::unique_ptr<Sequence> seq);
   // Plans the next step and reserves the KV blocks it writes.
-  SchedulePlan Schedule();
+  // Fills `plan` (cleared first; its vectors keep their capacity, so a steady-state step
+  // allocates nothing).
+  void Schedule(SchedulePlan* plan);
+  SchedulePlan Schedule() {
+    SchedulePlan plan;
+    Schedule(&plan);
+    return plan;
+  }
   // Marks the planned tokens as computed (call after the step ran).
   void Commit(const SchedulePlan& plan);
   // Removes a sequence wherever it is and frees its blocks. Returns it (nullptr if unknown).
