@@ -105,8 +105,8 @@ Status Main(int argc, char** argv) {
     std::stringstream ss(a.Str("batches"));
     for (std::string item; std::getline(ss, item, ',');) o.batches.push_back(std::stoi(item));
   }
-  const auto format =
-      a.Str("load-format") == "dummy" ? llm::LoadFormat::kDummy : llm::LoadFormat::kSafetensors;
+  LLM_ASSIGN_OR_RETURN(const llm::LoadFormat format,
+                       llm::ParseLoadFormat(a.Str("load-format", "safetensors"), "--load-format"));
   LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(a.Str("model"), format));
   llm::EngineConfig cfg;
   cfg.kv_cache_bytes = static_cast<size_t>(mib) << 20;

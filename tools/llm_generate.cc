@@ -88,13 +88,8 @@ Status ParseEngine(const CliArgs& a, Options* o) {
   o->engine.kv_cache_bytes = static_cast<size_t>(mib) << 20;
   o->engine.scheduler.max_num_batched_tokens = static_cast<int>(budget);
   o->engine.scheduler.max_prefill_chunk = static_cast<int>(chunk);
-  const std::string fmt = a.Str("load-format", "safetensors");
-  if (fmt == "dummy") {
-    o->load_format = llm::LoadFormat::kDummy;
-  } else if (fmt != "safetensors") {
-    return llm::InvalidArgument("--load-format must be 'safetensors' or 'dummy', got '" + fmt +
-                                "'");
-  }
+  LLM_ASSIGN_OR_RETURN(o->load_format,
+                       llm::ParseLoadFormat(a.Str("load-format", "safetensors"), "--load-format"));
   return Status::Ok();
 }
 

@@ -311,6 +311,12 @@ ShardRange SplitRange(int n, int parts, int part) {
   return {std::min(n, part * chunk), std::min(n, (part + 1) * chunk)};
 }
 
+StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what) {
+  if (text == "safetensors") return LoadFormat::kSafetensors;
+  if (text == "dummy") return LoadFormat::kDummy;
+  return InvalidArgument(what + " must be 'safetensors' or 'dummy', got '" + text + "'");
+}
+
 StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
                                                          uint64_t dummy_seed, TensorParallel tp) {
   auto w = std::make_unique<ModelWeights>();

@@ -31,6 +31,9 @@ struct LayerWeights {
 };
 
 enum class LoadFormat { kSafetensors, kDummy };
+// "safetensors" or "dummy" (the spelling of model.load_format and the tools' --load-format);
+// anything else is InvalidArgument naming `what`.
+StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what);
 
 // The half-open range [begin, end) of one part of a dimension split over `parts` ranks.
 struct ShardRange {

@@ -211,3 +211,18 @@ TEST(ModelConfig, UnsupportedRopeScalingIsNamed) {
 
 }  // namespace
 }  // namespace llm::testing
+
+namespace llm::testing {
+namespace {
+
+TEST(ModelLoading, LoadFormatIsParsedOrNamed) {
+  EXPECT_EQ(*ParseLoadFormat("safetensors", "x"), LoadFormat::kSafetensors);
+  EXPECT_EQ(*ParseLoadFormat("dummy", "x"), LoadFormat::kDummy);
+  auto bad = ParseLoadFormat("gguf", "--load-format");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--load-format"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("gguf"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace llm::testing
