@@ -166,8 +166,9 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
                            ") is not a multiple of num_key_value_heads (" +
                            std::to_string(c.num_kv_heads) + ")");
   }
-  if (c.head_dim % 2 != 0 || c.head_dim > 512) {
-    return InvalidArgument(source + ": head_dim must be even and at most 512, got " +
+  // The upper limit is the kernel backend's (asked of it when the model is created).
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0) {
+    return InvalidArgument(source + ": head_dim must be even and positive, got " +
                            std::to_string(c.head_dim));
   }
   LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rms_norm_eps", 1e-6, &c.rms_norm_eps));

@@ -20,8 +20,7 @@ Status CopyToDevice(void* dst, const void* src, size_t bytes);
 Status CopyToHost(void* dst, const void* src, size_t bytes);
 
 // Same contracts as kernels/cpu_ops.h, on device memory.
-Status RmsNorm(const float* x, const float* weight, int rows, int dim, float eps,
-               float weight_offset, float* out);
+Status RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out);
 Status SiluMul(const float* gate, const float* up, long count, float* out);
 // y[m, n] = x[m, k] · W[n, k]^T (+ bias) with cuBLAS; F32 weights (F16/BF16 come later).
 Status Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,

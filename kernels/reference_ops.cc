@@ -35,23 +35,20 @@ void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, co
   }
 }
 
-void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float weight_offset,
-             float* out) {
+void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out) {
   for (int t = 0; t < rows; ++t) {
     const float* xr = x + static_cast<int64_t>(t) * dim;
     float* o = out + static_cast<int64_t>(t) * dim;
     double ss = 0.0;
     for (int i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
     double inv = 1.0 / std::sqrt(ss / dim + eps);
-    for (int i = 0; i < dim; ++i) {
-      o[i] = static_cast<float>(xr[i] * inv * (static_cast<double>(weight_offset) + weight[i]));
-    }
+    for (int i = 0; i < dim; ++i) o[i] = static_cast<float>(xr[i] * inv * weight[i]);
   }
 }
 
-void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim, int rotary_dim,
-          const float* inv_freq, bool interleaved) {
-  int half = rotary_dim / 2;
+void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+          const float* inv_freq) {
+  int half = head_dim / 2;
   for (int t = 0; t < tokens; ++t) {
     for (int h = 0; h < heads; ++h) {
       float* v = x + (static_cast<int64_t>(t) * heads + h) * head_dim;
@@ -60,63 +57,30 @@ void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_di
         float angle = static_cast<float>(positions[t]) * inv_freq[i];
         double c = std::cos(static_cast<double>(angle));
         double s = std::sin(static_cast<double>(angle));
-        int a = interleaved ? 2 * i : i;
-        int b = interleaved ? 2 * i + 1 : i + half;
-        double x0 = v[a];
-        double x1 = v[b];
-        v[a] = static_cast<float>(x0 * c - x1 * s);
-        v[b] = static_cast<float>(x1 * c + x0 * s);
+        double x0 = v[i];
+        double x1 = v[i + half];
+        v[i] = static_cast<float>(x0 * c - x1 * s);
+        v[i + half] = static_cast<float>(x1 * c + x0 * s);
       }
     }
   }
 }
 
-void SiluAndMul(const float* gate_up, int tokens, int inter, float* out) {
-  for (int t = 0; t < tokens; ++t) {
-    for (int i = 0; i < inter; ++i) {
-      double g = gate_up[static_cast<int64_t>(t) * 2 * inter + i];
-      double u = gate_up[static_cast<int64_t>(t) * 2 * inter + inter + i];
-      out[static_cast<int64_t>(t) * inter + i] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
-    }
+void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
   }
 }
 
-void GeluTanhAndMul(const float* gate_up, int tokens, int inter, float* out) {
-  const double kC = std::sqrt(2.0 / M_PI);
-  for (int t = 0; t < tokens; ++t) {
-    for (int i = 0; i < inter; ++i) {
-      double g = gate_up[static_cast<int64_t>(t) * 2 * inter + i];
-      double u = gate_up[static_cast<int64_t>(t) * 2 * inter + inter + i];
-      double gelu = 0.5 * g * (1.0 + std::tanh(kC * (g + 0.044715 * g * g * g)));
-      out[static_cast<int64_t>(t) * inter + i] = static_cast<float>(gelu * u);
-    }
-  }
-}
-
-void Embedding(const int32_t* ids, int tokens, const void* table, DType table_type, int vocab,
-               int dim, float scale, float* out) {
+void Embedding(const int32_t* ids, int tokens, const void* table, DType table_type, int rows,
+               int dim, int first_id, float* out) {
   for (int t = 0; t < tokens; ++t) {
     float* o = out + static_cast<int64_t>(t) * dim;
+    const int64_t row = static_cast<int64_t>(ids[t]) - first_id;
     for (int i = 0; i < dim; ++i) {
-      o[i] = (ids[t] < 0 || ids[t] >= vocab)
-                 ? 0.0f
-                 : LoadAsF32(table, table_type, static_cast<int64_t>(ids[t]) * dim + i) * scale;
+      o[i] = (row < 0 || row >= rows) ? 0.0f : LoadAsF32(table, table_type, row * dim + i);
     }
-  }
-}
-
-void Softmax(float* x, int rows, int cols) {
-  for (int r = 0; r < rows; ++r) {
-    float* v = x + static_cast<int64_t>(r) * cols;
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int i = 0; i < cols; ++i) mx = std::max(mx, static_cast<double>(v[i]));
-    if (std::isinf(mx) && mx < 0) {
-      for (int i = 0; i < cols; ++i) v[i] = 0.0f;
-      continue;
-    }
-    double sum = 0.0;
-    for (int i = 0; i < cols; ++i) sum += std::exp(v[i] - mx);
-    for (int i = 0; i < cols; ++i) v[i] = static_cast<float>(std::exp(v[i] - mx) / sum);
   }
 }
 
@@ -155,7 +119,6 @@ void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
           double dot = 0.0;
           for (int d = 0; d < p.head_dim; ++d) dot += static_cast<double>(qv[d]) * k_cache[off + d];
           dot *= p.scale;
-          if (p.logit_softcap > 0) dot = p.logit_softcap * std::tanh(dot / p.logit_softcap);
           scores.push_back(dot);
           offsets.push_back(off);
         }

@@ -15,15 +15,12 @@ float LoadAsF32(const void* data, DType type, int64_t i);
 
 void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,
             float* y);
-void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float weight_offset,
-             float* out);
-void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim, int rotary_dim,
-          const float* inv_freq, bool interleaved);
-void SiluAndMul(const float* gate_up, int tokens, int inter, float* out);
-void GeluTanhAndMul(const float* gate_up, int tokens, int inter, float* out);
-void Embedding(const int32_t* ids, int tokens, const void* table, DType table_type, int vocab,
-               int dim, float scale, float* out);
-void Softmax(float* x, int rows, int cols);
+void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out);
+void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+          const float* inv_freq);
+void SiluMul(const float* gate, const float* up, int64_t count, float* out);
+void Embedding(const int32_t* ids, int tokens, const void* table, DType table_type, int rows,
+               int dim, int first_id, float* out);
 void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads, int head_dim,
                      const int32_t* slot_mapping, int block_size, float* k_cache, float* v_cache);
 // Materialises every score of a query row, then a two-pass softmax in double.

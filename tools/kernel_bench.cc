@@ -77,8 +77,7 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len) {
                         .head_dim = 128,
                         .block_size = 16,
                         .scale = 0.0884f,
-                        .sliding_window = 0,
-                        .logit_softcap = 0};
+                        .sliding_window = 0};
   const int blocks_per_seq = (ctx + p.block_size - 1) / p.block_size;
   const int num_blocks = seqs * blocks_per_seq;
   const size_t cache = static_cast<size_t>(num_blocks) * p.block_size * p.kv_heads * p.head_dim;

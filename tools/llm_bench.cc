@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "common/cli_args.h"
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 namespace {
 
@@ -115,7 +115,7 @@ Status Main(int argc, char** argv) {
   const auto& mc = weights->config;
   std::printf("model %s (%s, %d layers, hidden %d), weights %.1f MiB %s, %d threads\n",
               a.Str("model").c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
-              weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.dtype),
+              weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
               omp_get_max_threads());
   double tps = 0;
   LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));

@@ -9,7 +9,7 @@
 
 #include "common/cli_args.h"
 #include "common/tokenizer.h"
-#include "worker/engine.h"
+#include "worker/engine/engine.h"
 
 namespace {
 

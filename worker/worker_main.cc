@@ -11,9 +11,9 @@
 #include <string>
 
 #include "common/cluster_config.h"
-#include "worker/coordinator_app.h"
-#include "worker/follower.h"
-#include "worker/mpi_communicator.h"
+#include "worker/comm/mpi_communicator.h"
+#include "worker/coordinator/coordinator_app.h"
+#include "worker/engine/follower.h"
 
 namespace {
 

@@ -187,7 +187,6 @@ void AttendBlock(const AttendTask& t, TaskScratch& st, int nv, int b) {
     for (int v = 0; v < nv; ++v) {
       if (i < lo[v] || i > hi[v]) continue;
       float sc = Dot(st.v[v].q, krow + st.v[v].kv_off, p.head_dim) * p.scale;
-      if (p.logit_softcap > 0) sc = p.logit_softcap * __builtin_tanhf(sc / p.logit_softcap);
       st.s[v][i] = sc;
     }
   }

@@ -10,8 +10,8 @@
 
 namespace llm::kernels::internal {
 
-constexpr int kAttnMaxHeadDim = 512;
-constexpr int kAttnMaxBlockSize = 256;
+constexpr int kAttnMaxHeadDim = kMaxHeadDim;
+constexpr int kAttnMaxBlockSize = kMaxBlockSize;
 constexpr int kAttnMaxVectors = 32;  // (query row, q head) pairs per task; they share K/V loads
 
 // Query rows [0, rows) of one sequence (consecutive positions), kv heads [kv0, kv0 + nkv), and of

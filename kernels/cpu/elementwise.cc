@@ -1,20 +1,47 @@
-#include "kernels/elementwise.h"
-
+// Element-wise ops of the forward pass: the gated MLP activation, residual adds, biases and row
+// gathers. Each output element depends only on its own inputs, so any row is bitwise the same
+// whatever the batch and the thread count.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu_ops.h"
 
 namespace llm::kernels {
+namespace {
 
-void SiluMul(const float* gate, const float* up, long count, float* out) {
-#pragma omp parallel for schedule(static) if (count > 32768)
-  for (long i = 0; i < count; ++i) {
+// Work is split across threads only when there is enough of it to pay for the fork.
+constexpr int64_t kMinParallelElems = 32768;
+
+}  // namespace
+
+void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
+#pragma omp parallel for schedule(static) if (count > kMinParallelElems)
+  for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
 
-void AddInPlace(float* x, const float* y, long count) {
-#pragma omp parallel for schedule(static) if (count > 32768)
-  for (long i = 0; i < count; ++i) x[i] += y[i];
+void Add(float* x, const float* y, int64_t count) {
+#pragma omp parallel for schedule(static) if (count > kMinParallelElems)
+  for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void AddBias(float* x, const float* bias, int rows, int cols) {
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(rows) * cols > \
+                                              kMinParallelElems)
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + static_cast<int64_t>(r) * cols;
+    for (int i = 0; i < cols; ++i) row[i] += bias[i];
+  }
+}
+
+void GatherRows(const float* src, const int32_t* rows, int count, int cols, float* dst) {
+  for (int i = 0; i < count; ++i) {
+    std::memcpy(dst + static_cast<int64_t>(i) * cols, src + static_cast<int64_t>(rows[i]) * cols,
+                sizeof(float) * cols);
+  }
 }
 
 }  // namespace llm::kernels

@@ -1,4 +1,5 @@
-// Embedding lookup with a scale, widening F16/BF16 tables to float32.
+// Embedding lookup (of a whole table or of a vocab-parallel shard of it), widening F16/BF16 tables
+// to float32.
 #include <cstdint>
 #include <cstring>
 
@@ -7,22 +8,22 @@
 namespace llm::kernels {
 namespace {
 
-void GatherRow(const void* table, DType type, int64_t row, int dim, float scale, float* o) {
+void GatherRow(const void* table, DType type, int64_t row, int dim, float* o) {
   const int64_t base = row * dim;
   switch (type) {
     case DType::kF32: {
       const float* src = static_cast<const float*>(table) + base;
-      for (int i = 0; i < dim; ++i) o[i] = src[i] * scale;
+      for (int i = 0; i < dim; ++i) o[i] = src[i];
       break;
     }
     case DType::kF16: {
       const uint16_t* src = static_cast<const uint16_t*>(table) + base;
-      for (int i = 0; i < dim; ++i) o[i] = F16ToF32(src[i]) * scale;
+      for (int i = 0; i < dim; ++i) o[i] = F16ToF32(src[i]);
       break;
     }
     case DType::kBF16: {
       const uint16_t* src = static_cast<const uint16_t*>(table) + base;
-      for (int i = 0; i < dim; ++i) o[i] = Bf16ToF32(src[i]) * scale;
+      for (int i = 0; i < dim; ++i) o[i] = Bf16ToF32(src[i]);
       break;
     }
   }
@@ -30,16 +31,17 @@ void GatherRow(const void* table, DType type, int64_t row, int dim, float scale,
 
 }  // namespace
 
-void Embedding(const int32_t* ids, int tokens, const void* table, DType table_type, int vocab,
-               int dim, float scale, float* out) {
+void Embedding(const int32_t* ids, int tokens, const void* table, DType table_type, int rows,
+               int dim, int first_id, float* out) {
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(tokens) * dim >= (1 << 16))
   for (int t = 0; t < tokens; ++t) {
     float* o = out + static_cast<int64_t>(t) * dim;
-    if (ids[t] < 0 || ids[t] >= vocab) {
+    const int64_t row = static_cast<int64_t>(ids[t]) - first_id;
+    if (row < 0 || row >= rows) {
       std::memset(o, 0, sizeof(float) * dim);
       continue;
     }
-    GatherRow(table, table_type, ids[t], dim, scale, o);
+    GatherRow(table, table_type, row, dim, o);
   }
 }
 

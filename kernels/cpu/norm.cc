@@ -1,5 +1,5 @@
-// RmsNorm and Softmax: one row at a time, each row reduced in a fixed order (so a row's result
-// never depends on the other rows or on the thread count).
+// RmsNorm (alone or after the residual add): one row at a time, each row reduced in a fixed order
+// (so a row's result never depends on the other rows or on the thread count).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -19,40 +19,32 @@ double SumSquares(const float* x, int dim) {
   return s;
 }
 
-void SoftmaxRow(float* v, int cols) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int i = 0; i < cols; ++i) mx = std::max(mx, v[i]);
-  if (mx == -std::numeric_limits<float>::infinity()) {  // all -inf (or empty): no mass anywhere
-    for (int i = 0; i < cols; ++i) v[i] = 0.0f;
-    return;
-  }
-  double sum = 0.0;
-  for (int i = 0; i < cols; ++i) {
-    v[i] = std::exp(v[i] - mx);
-    sum += v[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int i = 0; i < cols; ++i) v[i] *= inv;
+void NormRow(const float* x, const float* weight, int dim, float eps, float* out) {
+  const float inv = static_cast<float>(1.0 / std::sqrt(SumSquares(x, dim) / dim + eps));
+  for (int i = 0; i < dim; ++i) out[i] = x[i] * inv * weight[i];
 }
 
 }  // namespace
 
-void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float weight_offset,
-             float* out) {
+void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out) {
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(rows) * dim >= \
                                               kMinParallelElems)
   for (int t = 0; t < rows; ++t) {
-    const float* xr = x + static_cast<int64_t>(t) * dim;
-    float* o = out + static_cast<int64_t>(t) * dim;
-    const float inv = static_cast<float>(1.0 / std::sqrt(SumSquares(xr, dim) / dim + eps));
-    for (int i = 0; i < dim; ++i) o[i] = xr[i] * inv * (weight_offset + weight[i]);
+    NormRow(x + static_cast<int64_t>(t) * dim, weight, dim, eps,
+            out + static_cast<int64_t>(t) * dim);
   }
 }
 
-void Softmax(float* x, int rows, int cols) {
-#pragma omp parallel for schedule(static) if (static_cast <int64_t>(rows) * cols >= \
+void AddRmsNorm(float* residual, const float* x, const float* weight, int rows, int dim, float eps,
+                float* out) {
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(rows) * dim >= \
                                               kMinParallelElems)
-  for (int r = 0; r < rows; ++r) SoftmaxRow(x + static_cast<int64_t>(r) * cols, cols);
+  for (int t = 0; t < rows; ++t) {
+    float* r = residual + static_cast<int64_t>(t) * dim;
+    const float* xr = x + static_cast<int64_t>(t) * dim;
+    for (int i = 0; i < dim; ++i) r[i] += xr[i];
+    NormRow(r, weight, dim, eps, out + static_cast<int64_t>(t) * dim);
+  }
 }
 
 }  // namespace llm::kernels

@@ -8,44 +8,35 @@
 namespace llm::kernels {
 namespace {
 
-constexpr int kMaxRotaryHalf = 256;  // rotary_dim <= 512
+constexpr int kMaxHalf = kMaxHeadDim / 2;
 
-void RotateHead(float* v, const float* cs, const float* sn, int half, bool interleaved) {
-  if (interleaved) {
-    for (int i = 0; i < half; ++i) {
-      const float x0 = v[2 * i];
-      const float x1 = v[2 * i + 1];
-      v[2 * i] = x0 * cs[i] - x1 * sn[i];
-      v[2 * i + 1] = x1 * cs[i] + x0 * sn[i];
-    }
-  } else {
-    for (int i = 0; i < half; ++i) {
-      const float x0 = v[i];
-      const float x1 = v[i + half];
-      v[i] = x0 * cs[i] - x1 * sn[i];
-      v[i + half] = x1 * cs[i] + x0 * sn[i];
-    }
+void RotateHead(float* v, const float* cs, const float* sn, int half) {
+  for (int i = 0; i < half; ++i) {
+    const float x0 = v[i];
+    const float x1 = v[i + half];
+    v[i] = x0 * cs[i] - x1 * sn[i];
+    v[i + half] = x1 * cs[i] + x0 * sn[i];
   }
 }
 
 }  // namespace
 
-void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim, int rotary_dim,
-          const float* inv_freq, bool interleaved) {
-  const int half = rotary_dim / 2;
-  if (half <= 0 || half > kMaxRotaryHalf) return;  // precondition: 0 < rotary_dim <= 512
-#pragma omp parallel for schedule( \
-    static) if (static_cast <int64_t>(tokens) * heads * rotary_dim >= (1 << 15))
+void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+          const float* inv_freq) {
+  const int half = head_dim / 2;
+  if (half <= 0 || half > kMaxHalf) return;  // precondition: 0 < head_dim <= kMaxHeadDim
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(tokens) * heads * head_dim >= \
+                                              (1 << 15))
   for (int t = 0; t < tokens; ++t) {
-    float cs[kMaxRotaryHalf];
-    float sn[kMaxRotaryHalf];
+    float cs[kMaxHalf];
+    float sn[kMaxHalf];
     for (int i = 0; i < half; ++i) {
       const float angle = static_cast<float>(positions[t]) * inv_freq[i];
       cs[i] = std::cos(angle);
       sn[i] = std::sin(angle);
     }
     for (int h = 0; h < heads; ++h) {
-      RotateHead(x + (static_cast<int64_t>(t) * heads + h) * head_dim, cs, sn, half, interleaved);
+      RotateHead(x + (static_cast<int64_t>(t) * heads + h) * head_dim, cs, sn, half);
     }
   }
 }

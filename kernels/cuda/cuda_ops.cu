@@ -16,8 +16,7 @@ Status FromCuda(cudaError_t e, const char* what) {
 }
 
 // One block per row: a block-wide sum of squares, then the scaled write.
-__global__ void RmsNormKernel(const float* x, const float* w, int dim, float eps, float offset,
-                              float* out) {
+__global__ void RmsNormKernel(const float* x, const float* w, int dim, float eps, float* out) {
   extern __shared__ float partial[];
   const float* row = x + static_cast<long>(blockIdx.x) * dim;
   float sum = 0.0f;
@@ -30,7 +29,7 @@ __global__ void RmsNormKernel(const float* x, const float* w, int dim, float eps
   }
   const float inv = rsqrtf(partial[0] / dim + eps);
   float* o = out + static_cast<long>(blockIdx.x) * dim;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = row[i] * inv * (offset + w[i]);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = row[i] * inv * w[i];
 }
 
 __global__ void SiluMulKernel(const float* gate, const float* up, long count, float* out) {
@@ -78,11 +77,9 @@ Status CopyToHost(void* dst, const void* src, size_t bytes) {
   return FromCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
 }
 
-Status RmsNorm(const float* x, const float* weight, int rows, int dim, float eps,
-               float weight_offset, float* out) {
+Status RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out) {
   constexpr int kThreads = 256;
-  RmsNormKernel<<<rows, kThreads, kThreads * sizeof(float)>>>(x, weight, dim, eps, weight_offset,
-                                                              out);
+  RmsNormKernel<<<rows, kThreads, kThreads * sizeof(float)>>>(x, weight, dim, eps, out);
   return FromCuda(cudaGetLastError(), "RmsNorm launch");
 }
 

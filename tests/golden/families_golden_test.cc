@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "tests/golden/golden_util.h"
-#include "worker/model_weights.h"
+#include "worker/model/model_weights.h"
 
 namespace llm::testing {
 namespace {
@@ -31,7 +31,9 @@ TEST_P(FamilyGolden, GreedyIdsAndLogitsMatchNumpy) {
   auto weights =
       LoadModelWeights(SharedPath("golden/families/" + family + "/hf"), LoadFormat::kSafetensors);
   ASSERT_TRUE(weights.ok()) << weights.status().ToString();
-  TransformerModel model(**weights);
+  auto exec = RankExecutor::Create(**weights);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  RankExecutor& model = **exec;
   const int vocab = model.config().vocab_size;
   double max_diff = 0;
   for (const auto& prompt : ref["prompts"]) {

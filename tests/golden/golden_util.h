@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/kv_cache.h"
-#include "worker/transformer_model.h"
+#include "worker/model/rank_executor.h"
 
 namespace llm::testing {
 
@@ -44,16 +43,18 @@ inline std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
 // decode one token per step. Blocks are laid out in reverse order to exercise block tables.
 class SequenceRunner {
  public:
-  SequenceRunner(TransformerModel& model, int max_tokens, int block_size = 4)
-      : model_(model),
+  SequenceRunner(RankExecutor& exec, int max_tokens, int block_size = 4)
+      : exec_(exec),
         block_size_(block_size),
-        num_blocks_((max_tokens + block_size - 1) / block_size),
-        cache_(model.CacheShape(num_blocks_, block_size)) {}
+        num_blocks_((max_tokens + block_size - 1) / block_size) {
+    const Status s = exec_.AllocateCache(num_blocks_, block_size);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
 
   // Appends `tokens` to the sequence; returns logits [tokens.size(), vocab] (every row) or
   // only the last row.
   std::vector<float> Feed(const std::vector<int32_t>& tokens, bool all_rows) {
-    ForwardBatch b;
+    ForwardBatch& b = exec_.batch();
     b.Clear();
     for (size_t i = 0; i < tokens.size(); ++i) {
       const int p = len_ + static_cast<int>(i);
@@ -67,17 +68,16 @@ class SequenceRunner {
     b.context_len.push_back(len_);
     b.max_blocks_per_seq = num_blocks_;
     for (int i = 0; i < num_blocks_; ++i) b.block_tables.push_back(Block(i));
-    auto logits = model_.Forward(b, cache_);
+    auto logits = exec_.Execute();
     EXPECT_TRUE(logits.ok()) << logits.status().ToString();
-    const size_t n = b.logit_rows.size() * model_.config().vocab_size;
+    const size_t n = b.logit_rows.size() * exec_.config().vocab_size;
     return std::vector<float>(*logits, *logits + n);
   }
 
  private:
   int32_t Block(int logical) const { return num_blocks_ - 1 - logical; }
-  TransformerModel& model_;
+  RankExecutor& exec_;
   int block_size_, num_blocks_;
-  KvCache cache_;
   int len_ = 0;
 };
 

@@ -6,8 +6,8 @@
 #include <random>
 
 #include "tests/golden/golden_util.h"
-#include "worker/engine.h"
-#include "worker/model_weights.h"
+#include "worker/engine/engine.h"
+#include "worker/model/model_weights.h"
 
 namespace llm::testing {
 namespace {
@@ -20,7 +20,9 @@ TEST(Stories260K, GreedyIdsAndTop5MatchNumpy) {
   LLM_REQUIRE_SHARED(kModel);
   auto weights = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors);
   ASSERT_TRUE(weights.ok()) << weights.status().ToString();
-  TransformerModel model(**weights);
+  auto exec = RankExecutor::Create(**weights);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  RankExecutor& model = **exec;
   const int vocab = model.config().vocab_size;
   const auto cases = ReadJsonl(SharedPath(kGolden));
   ASSERT_FALSE(cases.empty());

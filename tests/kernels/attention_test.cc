@@ -1,5 +1,5 @@
 // PagedAttention against the float64 reference (GQA, MQA, block sizes, shuffled block tables,
-// sliding window, softcap) and its invariance to batch composition and chunking.
+// sliding window) and its invariance to batch composition and chunking.
 #include <omp.h>
 
 #include <algorithm>
@@ -82,8 +82,7 @@ struct Fixture {
 void CheckCase(const AttentionParams& p, const std::vector<Seq>& seqs) {
   SCOPED_TRACE("q_heads=" + std::to_string(p.q_heads) + " kv=" + std::to_string(p.kv_heads) +
                " hd=" + std::to_string(p.head_dim) + " bs=" + std::to_string(p.block_size) +
-               " window=" + std::to_string(p.sliding_window) +
-               " softcap=" + std::to_string(p.logit_softcap));
+               " window=" + std::to_string(p.sliding_window));
   int max_ctx = 0, rows = 0;
   for (const Seq& s : seqs) {
     max_ctx = std::max(max_ctx, s.context_len);
@@ -122,17 +121,12 @@ TEST(PagedAttentionTest, MatchesReference) {
   window.block_size = 4;
   window.sliding_window = 13;
   CheckCase(window, mixed);
-  AttentionParams softcap = gqa;
-  softcap.scale = 1.0f;
-  softcap.logit_softcap = 3.0f;
-  CheckCase(softcap, mixed);
   AttentionParams big{.q_heads = 20,
                       .kv_heads = 2,
                       .head_dim = 256,
                       .block_size = 16,
                       .scale = 0.0625f,
-                      .sliding_window = 0,
-                      .logit_softcap = 0};
+                      .sliding_window = 0};
   CheckCase(big, {{33, 3}, {5, 1}});
   AttentionParams tiny{.q_heads = 3, .kv_heads = 3, .head_dim = 1, .block_size = 1, .scale = 1};
   CheckCase(tiny, {{6, 2}, {3, 3}});
@@ -146,8 +140,7 @@ TEST(PagedAttentionTest, BatchAndChunkInvariantBitwise) {
                     .head_dim = 64,
                     .block_size = 16,
                     .scale = 0.125f,
-                    .sliding_window = 0,
-                    .logit_softcap = 0};
+                    .sliding_window = 0};
   for (int window : {0, 10}) {
     p.sliding_window = window;
     Fixture f(p, 4, 60, 21);
@@ -190,8 +183,7 @@ TEST(PagedAttentionTest, DecodeBatchInvariantBitwise) {
                       .head_dim = 48,
                       .block_size = 4,
                       .scale = 0.15f,
-                      .sliding_window = 0,
-                      .logit_softcap = 0};
+                      .sliding_window = 0};
     SCOPED_TRACE(q_heads);
     const int seqs = 12;
     Fixture f(p, seqs, 40, 31);

@@ -1,4 +1,4 @@
-// RmsNorm, Rope, gated activations, Embedding, Softmax and ReshapeAndCache against references.
+// RmsNorm, Rope, the gated activation, Embedding, row ops and ReshapeAndCache against references.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,58 +34,80 @@ TEST(RmsNormTest, MatchesReferenceAndInPlace) {
   const int rows = 7, dim = 4099;
   auto x = RandomVec(rows * dim, 1, -3, 3);
   auto w = RandomVec(dim, 2);
-  for (float offset : {0.0f, 1.0f}) {
-    std::vector<float> got(x.size()), want(x.size());
-    RmsNorm(x.data(), w.data(), rows, dim, 1e-6f, offset, got.data());
-    ref::RmsNorm(x.data(), w.data(), rows, dim, 1e-6f, offset, want.data());
-    ExpectClose(got, want, 1e-6f, 1e-6f);
-    std::vector<float> inplace = x;
-    RmsNorm(inplace.data(), w.data(), rows, dim, 1e-6f, offset, inplace.data());
-    EXPECT_EQ(0, std::memcmp(inplace.data(), got.data(), sizeof(float) * got.size()));
-    std::vector<float> one(dim);  // row 5 alone, bitwise
-    RmsNorm(x.data() + 5 * dim, w.data(), 1, dim, 1e-6f, offset, one.data());
-    EXPECT_EQ(0, std::memcmp(one.data(), got.data() + 5 * dim, sizeof(float) * dim));
-  }
+  std::vector<float> got(x.size()), want(x.size());
+  RmsNorm(x.data(), w.data(), rows, dim, 1e-6f, got.data());
+  ref::RmsNorm(x.data(), w.data(), rows, dim, 1e-6f, want.data());
+  ExpectClose(got, want, 1e-6f, 1e-6f);
+  std::vector<float> inplace = x;
+  RmsNorm(inplace.data(), w.data(), rows, dim, 1e-6f, inplace.data());
+  EXPECT_EQ(0, std::memcmp(inplace.data(), got.data(), sizeof(float) * got.size()));
+  std::vector<float> one(dim);  // row 5 alone, bitwise
+  RmsNorm(x.data() + 5 * dim, w.data(), 1, dim, 1e-6f, one.data());
+  EXPECT_EQ(0, std::memcmp(one.data(), got.data() + 5 * dim, sizeof(float) * dim));
 }
 
-TEST(RopeTest, MatchesReferenceBothLayouts) {
-  const int tokens = 5, heads = 3, head_dim = 64;
+// The fused residual add + norm gives bitwise what the two separate ops give.
+TEST(RmsNormTest, FusedAddIsBitwiseAddThenNorm) {
+  const int rows = 5, dim = 2053;
+  auto residual = RandomVec(rows * dim, 11, -3, 3);
+  auto x = RandomVec(rows * dim, 12, -3, 3);
+  auto w = RandomVec(dim, 13);
+  auto fused_res = residual, split_res = residual;
+  std::vector<float> fused(rows * dim), split(rows * dim);
+  AddRmsNorm(fused_res.data(), x.data(), w.data(), rows, dim, 1e-5f, fused.data());
+  Add(split_res.data(), x.data(), static_cast<int64_t>(rows) * dim);
+  RmsNorm(split_res.data(), w.data(), rows, dim, 1e-5f, split.data());
+  EXPECT_EQ(0, std::memcmp(fused_res.data(), split_res.data(), sizeof(float) * split.size()));
+  EXPECT_EQ(0, std::memcmp(fused.data(), split.data(), sizeof(float) * split.size()));
+  for (int i = 0; i < rows * dim; ++i) ASSERT_EQ(fused_res[i], residual[i] + x[i]) << i;
+}
+
+TEST(RopeTest, MatchesReference) {
+  const int tokens = 5, heads = 3;
   const int32_t positions[tokens] = {0, 1, 17, 1000, 32767};
-  for (int rotary_dim : {64, 32}) {
-    std::vector<float> inv_freq(rotary_dim / 2);
-    for (int i = 0; i < rotary_dim / 2; ++i) {
-      inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rotary_dim));
+  for (int head_dim : {64, 128, 32}) {
+    std::vector<float> inv_freq(head_dim / 2);
+    for (int i = 0; i < head_dim / 2; ++i) {
+      inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / head_dim));
     }
-    for (bool interleaved : {false, true}) {
-      auto x = RandomVec(tokens * heads * head_dim, 3);
-      auto got = x, want = x;
-      Rope(got.data(), positions, tokens, heads, head_dim, rotary_dim, inv_freq.data(),
-           interleaved);
-      ref::Rope(want.data(), positions, tokens, heads, head_dim, rotary_dim, inv_freq.data(),
-                interleaved);
-      ExpectClose(got, want, 1e-5f, 2e-6f);
-      for (int t = 0; t < tokens * heads; ++t) {  // dims past rotary_dim are untouched
-        for (int d = rotary_dim; d < head_dim; ++d) {
-          ASSERT_EQ(got[t * head_dim + d], x[t * head_dim + d]);
-        }
-      }
-    }
+    auto x = RandomVec(tokens * heads * head_dim, 3);
+    auto got = x, want = x;
+    Rope(got.data(), positions, tokens, heads, head_dim, inv_freq.data());
+    ref::Rope(want.data(), positions, tokens, heads, head_dim, inv_freq.data());
+    ExpectClose(got, want, 1e-5f, 2e-6f);
+    for (int d = 0; d < head_dim; ++d) ASSERT_EQ(got[d], x[d]);  // position 0 is the identity
   }
 }
 
-TEST(ActivationTest, SiluAndGeluMatchReference) {
-  const int tokens = 3, inter = 1001;
-  auto gu = RandomVec(tokens * 2 * inter, 4, -8, 8);
-  std::vector<float> got(tokens * inter), want(tokens * inter);
-  SiluAndMul(gu.data(), tokens, inter, got.data());
-  ref::SiluAndMul(gu.data(), tokens, inter, want.data());
-  ExpectClose(got, want, 2e-6f, 1e-6f);
-  GeluTanhAndMul(gu.data(), tokens, inter, got.data());
-  ref::GeluTanhAndMul(gu.data(), tokens, inter, want.data());
+TEST(ActivationTest, SiluMulMatchesReference) {
+  const int64_t count = 3 * 1001;
+  auto gate = RandomVec(count, 4, -8, 8);
+  auto up = RandomVec(count, 14, -8, 8);
+  std::vector<float> got(count), want(count);
+  SiluMul(gate.data(), up.data(), count, got.data());
+  ref::SiluMul(gate.data(), up.data(), count, want.data());
   ExpectClose(got, want, 2e-6f, 1e-6f);
 }
 
-TEST(EmbeddingTest, AllDtypesWithScale) {
+TEST(ElementwiseTest, AddBiasAndGatherRows) {
+  const int rows = 6, cols = 37;
+  auto x = RandomVec(rows * cols, 15);
+  auto bias = RandomVec(cols, 16);
+  auto got = x;
+  AddBias(got.data(), bias.data(), rows, cols);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) ASSERT_EQ(got[r * cols + c], x[r * cols + c] + bias[c]);
+  }
+  const int32_t pick[3] = {5, 0, 5};
+  std::vector<float> gathered(3 * cols);
+  GatherRows(x.data(), pick, 3, cols, gathered.data());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(0, std::memcmp(gathered.data() + i * cols, x.data() + pick[i] * cols,
+                             sizeof(float) * cols));
+  }
+}
+
+TEST(EmbeddingTest, AllDtypesAndShardOffsets) {
   const int vocab = 11, dim = 37, tokens = 5;
   const int32_t ids[tokens] = {3, 0, 10, -1, 11};  // the last two are out of range: zero rows
   auto tf = RandomVec(vocab * dim, 5);
@@ -100,26 +122,19 @@ TEST(EmbeddingTest, AllDtypesWithScale) {
       }
     }
     std::vector<float> got(tokens * dim, 5.0f), want(tokens * dim);
-    Embedding(ids, tokens, table.data(), t, vocab, dim, 7.5f, got.data());
-    ref::Embedding(ids, tokens, table.data(), t, vocab, dim, 7.5f, want.data());
+    Embedding(ids, tokens, table.data(), t, vocab, dim, 0, got.data());
+    ref::Embedding(ids, tokens, table.data(), t, vocab, dim, 0, want.data());
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * got.size())) << DTypeName(t);
     EXPECT_EQ(got[3 * dim + 4], 0.0f);
     EXPECT_EQ(got[4 * dim], 0.0f);
+    // A shard holding rows [3, 11): id 3 is its row 0, ids 0 and -1 are foreign (zero rows).
+    const size_t row_bytes = static_cast<size_t>(dim) * DTypeSize(t);
+    std::vector<float> shard(tokens * dim, 5.0f);
+    Embedding(ids, tokens, table.data() + 3 * row_bytes, t, vocab - 3, dim, 3, shard.data());
+    EXPECT_EQ(0, std::memcmp(shard.data(), got.data(), sizeof(float) * dim));  // id 3
+    EXPECT_EQ(shard[dim], 0.0f);                                               // id 0
+    EXPECT_EQ(0, std::memcmp(shard.data() + 2 * dim, got.data() + 2 * dim, sizeof(float) * dim));
   }
-}
-
-TEST(SoftmaxTest, MatchesReferenceWithInfinities) {
-  const int rows = 4, cols = 333;
-  auto x = RandomVec(rows * cols, 6, -20, 20);
-  const float inf = std::numeric_limits<float>::infinity();
-  x[cols + 5] = -inf;                                     // masked entry
-  for (int i = 0; i < cols; ++i) x[2 * cols + i] = -inf;  // fully masked row: zeros
-  auto got = x, want = x;
-  Softmax(got.data(), rows, cols);
-  ref::Softmax(want.data(), rows, cols);
-  ExpectClose(got, want, 1e-5f, 1e-7f);
-  EXPECT_EQ(got[cols + 5], 0.0f);
-  for (int i = 0; i < cols; ++i) EXPECT_EQ(got[2 * cols + i], 0.0f);
 }
 
 TEST(ReshapeAndCacheTest, ScattersAndSkipsNegativeSlots) {

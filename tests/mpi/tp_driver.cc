@@ -22,10 +22,10 @@
 #include <thread>
 #include <unordered_map>
 
-#include "worker/engine.h"
-#include "worker/follower.h"
-#include "worker/model_weights.h"
-#include "worker/mpi_communicator.h"
+#include "worker/comm/mpi_communicator.h"
+#include "worker/engine/engine.h"
+#include "worker/engine/follower.h"
+#include "worker/model/model_weights.h"
 
 namespace {
 

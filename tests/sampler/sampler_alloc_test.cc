@@ -7,7 +7,7 @@
 #include <new>
 #include <vector>
 
-#include "worker/sampler.h"
+#include "worker/engine/sampler.h"
 
 namespace {
 std::atomic<long> g_allocations{0};

@@ -1,4 +1,4 @@
-#include "worker/sampler.h"
+#include "worker/engine/sampler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "worker/block_manager.h"
+#include "worker/engine/block_manager.h"
 
 #include <gtest/gtest.h>
 

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "tests/worker/tiny_model.h"
-#include "worker/engine.h"
-#include "worker/model_weights.h"
+#include "worker/engine/engine.h"
+#include "worker/model/model_weights.h"
 
 namespace llm::testing {
 namespace {
@@ -143,9 +143,12 @@ TEST(ModelLoading, HalfPrecisionWeights) {
     for (auto& [n, t] : half) t.dtype = dt;
     auto w = LoadModelWeights(MakeModelDir(dt, TinyConfig(), &half), LoadFormat::kSafetensors);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
-    EXPECT_EQ((*w)->layers[0].q.dtype, std::string(dt) == "F16" ? DType::kF16 : DType::kBF16);
-    TransformerModel m32(**f32), m16(**w);
-    KvCache c32(m32.CacheShape(2, 16)), c16(m16.CacheShape(2, 16));
+    EXPECT_EQ((*w)->layers[0].q.format, std::string(dt) == "F16" ? DType::kF16 : DType::kBF16);
+    auto m32 = RankExecutor::Create(**f32);
+    auto m16 = RankExecutor::Create(**w);
+    ASSERT_TRUE(m32.ok() && m16.ok());
+    ASSERT_TRUE((*m32)->AllocateCache(2, 16).ok());
+    ASSERT_TRUE((*m16)->AllocateCache(2, 16).ok());
     ForwardBatch b;
     b.Clear();
     b.token_ids = {1, 4, 9};
@@ -156,9 +159,11 @@ TEST(ModelLoading, HalfPrecisionWeights) {
     b.block_tables = {0};
     b.max_blocks_per_seq = 1;
     b.logit_rows = {2};
-    const float* l32 = *m32.Forward(b, c32);
+    (*m32)->batch() = b;
+    (*m16)->batch() = b;
+    const float* l32 = *(*m32)->Execute();
     std::vector<float> ref(l32, l32 + 16);
-    const float* l16 = *m16.Forward(b, c16);
+    const float* l16 = *(*m16)->Execute();
     for (int v = 0; v < 16; ++v) EXPECT_NEAR(l16[v], ref[v], 0.1) << dt << " logit " << v;
   }
 }

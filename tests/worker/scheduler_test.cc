@@ -1,4 +1,4 @@
-#include "worker/scheduler.h"
+#include "worker/engine/scheduler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,159 @@
+// The kernel backend interface: everything the forward pass asks of a compute device, in the
+// spirit of ggml's backends. The model (worker/model) calls only this interface, so a new device
+// (CUDA) or a new weight format (a quantized block format) is a new implementation or a new
+// `Weight` format, never a branch in the model.
+//
+// Memory: a backend hands out `Buffer`s in its own memory (host memory for the CPU backend,
+// device memory for a GPU). Every pointer passed to an op points into such memory, except where
+// an op says otherwise. Ops are enqueued on the backend's one stream and may return before they
+// finish (the CPU backend's stream is synchronous); CopyToHost and Synchronize wait.
+// Thread affinity: one caller at a time (the rank's engine thread); the CPU backend fans each op
+// out on OpenMP threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/status.h"
+
+namespace llm::kernels {
+
+// A tensor in a backend's memory tagged with its format: a row-major [rows, cols] matrix as a
+// Hugging Face nn.Linear stores it, or a vector (rows == 1). `data == nullptr` means absent
+// (a bias the model does not have). The memory is owned elsewhere (a Buffer, a mapped file).
+struct Weight {
+  const void* data = nullptr;
+  DType format = DType::kF32;
+  int rows = 0;
+  int cols = 0;
+
+  bool empty() const { return data == nullptr; }
+  int64_t numel() const { return static_cast<int64_t>(rows) * cols; }
+};
+
+// What a backend can do; asked once at start-up, so that limits are checked with an error
+// naming the config key instead of being copied as literals.
+struct BackendCaps {
+  std::string name;                   // "cpu", "cuda:0"
+  std::vector<DType> weight_formats;  // formats Matmul and Embedding accept
+  int max_head_dim = 0;               // PagedAttention / Rope limit
+  int max_block_size = 0;             // KV cache block size limit (tokens)
+  size_t memory_bytes = 0;            // device memory; 0 for host memory (ask the OS)
+  bool host_memory = false;           // buffers are plain host memory the CPU may read
+
+  bool SupportsWeightFormat(DType f) const;
+};
+
+class Backend;
+
+// Memory from a backend, freed by it when the Buffer goes away. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend* owner, void* data, size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { Release(); }
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void Release();
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A flat varlen batch for PagedAttention: sequence s owns query rows
+// [query_start[s], query_start[s + 1]) and has context_len[s] tokens in the cache including those
+// new rows, so its query row j sits at position context_len[s] - q_len + j and attends causally to
+// positions <= its own. block_tables is [num_seqs, max_blocks_per_seq]: logical block i of
+// sequence s is physical block block_tables[s * max_blocks_per_seq + i].
+struct AttentionBatch {
+  int num_seqs = 0;
+  const int32_t* query_start = nullptr;  // num_seqs + 1 entries
+  const int32_t* context_len = nullptr;  // num_seqs entries
+  const int32_t* block_tables = nullptr;
+  int max_blocks_per_seq = 0;
+};
+
+struct AttentionParams {
+  int q_heads = 0;
+  int kv_heads = 0;  // q_heads % kv_heads == 0 (GQA/MQA)
+  int head_dim = 0;
+  int block_size = 16;
+  float scale = 1.0f;      // applied to q·k
+  int sliding_window = 0;  // > 0: query at p sees keys at p - window < j <= p (Mistral, Qwen2)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const BackendCaps& caps() const = 0;
+
+  // Memory. Allocate fails with ResourceExhausted (never aborts).
+  virtual StatusOr<Buffer> Allocate(size_t bytes) = 0;
+  virtual void Zero(void* dst, size_t bytes) = 0;
+  virtual void CopyToDevice(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void CopyToHost(void* host_dst, const void* src, size_t bytes) = 0;  // waits
+  virtual Status Synchronize() = 0;
+
+  // y[m, w.rows] = x[m, w.cols] · W^T (+ bias[w.rows] when bias != nullptr), float32
+  // accumulation. Batch invariant: a row of y is bitwise the same whatever m and the row's index.
+  virtual void Matmul(const float* x, int m, const Weight& w, const float* bias, float* y) = 0;
+  // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for t < rows. In place is allowed.
+  virtual void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps,
+                       float* out) = 0;
+  // residual += x, then out = RmsNorm(residual): the residual add fused with the next norm.
+  virtual void AddRmsNorm(float* residual, const float* x, const float* weight, int rows, int dim,
+                          float eps, float* out) = 0;
+  // Rotate-half (Hugging Face / NEOX) rotary embedding over whole heads, in place, on
+  // x[t, head, :head_dim]; inv_freq has head_dim / 2 entries.
+  virtual void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+                    const float* inv_freq) = 0;
+  // out[i] = silu(gate[i]) * up[i].
+  virtual void SiluMul(const float* gate, const float* up, int64_t count, float* out) = 0;
+  // x[i] += y[i].
+  virtual void Add(float* x, const float* y, int64_t count) = 0;
+  // x[r, :] += bias[:] for every row r < rows.
+  virtual void AddBias(float* x, const float* bias, int rows, int cols) = 0;
+  // out[t] = table[ids[t] - first_id] for ids in [first_id, first_id + table.rows), else a zero
+  // row (a vocab-parallel shard holds the rows from first_id on).
+  virtual void Embedding(const int32_t* ids, int tokens, const Weight& table, int first_id,
+                         float* out) = 0;
+  // dst[i, :] = src[rows[i], :] for i < count.
+  virtual void GatherRows(const float* src, const int32_t* rows, int count, int cols,
+                          float* dst) = 0;
+  // Writes each new token's K and V into the paged cache [num_blocks, block_size, kv_heads,
+  // head_dim] at slot_mapping[t] (block = slot / block_size); a negative slot is skipped.
+  virtual void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads,
+                               int head_dim, const int32_t* slot_mapping, int block_size,
+                               float* k_cache, float* v_cache) = 0;
+  // out[t, h] = softmax_j(scale * q[t, h] · K[j, h / group]) · V[j, h / group] over the keys the
+  // query may see. Batch invariant: a row's output does not depend on the rest of the batch,
+  // on how its sequence's queries were chunked, or on the thread count.
+  virtual void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
+                              const AttentionBatch& batch, const AttentionParams& params,
+                              float* out) = 0;
+
+ protected:
+  friend class Buffer;
+  virtual void Free(void* data) = 0;
+};
+
+// The CPU backend (host memory, synchronous stream, SIMD kernels of kernels/cpu_ops.h). One
+// process-wide instance: it holds no state besides its capabilities.
+Backend& CpuBackend();
+
+}  // namespace llm::kernels

@@ -1,0 +1,133 @@
+// The CPU backend: host memory, a synchronous stream, and the kernels of kernels/cpu_ops.h.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kernels/backend.h"
+#include "kernels/cpu_ops.h"
+
+namespace llm::kernels {
+
+bool BackendCaps::SupportsWeightFormat(DType f) const {
+  for (DType d : weight_formats) {
+    if (d == f) return true;
+  }
+  return false;
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    Release();
+    owner_ = o.owner_;
+    data_ = o.data_;
+    bytes_ = o.bytes_;
+    o.owner_ = nullptr;
+    o.data_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::Release() {
+  if (owner_ && data_) owner_->Free(data_);
+  owner_ = nullptr;
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+namespace {
+
+// Buffers are aligned for the widest SIMD loads (and cache lines).
+constexpr size_t kAlignment = 64;
+
+class CpuBackendImpl final : public Backend {
+ public:
+  CpuBackendImpl() {
+    caps_.name = "cpu";
+    caps_.weight_formats = {DType::kF32, DType::kF16, DType::kBF16};
+    caps_.max_head_dim = kMaxHeadDim;
+    caps_.max_block_size = kMaxBlockSize;
+    caps_.memory_bytes = 0;
+    caps_.host_memory = true;
+  }
+
+  const BackendCaps& caps() const override { return caps_; }
+
+  StatusOr<Buffer> Allocate(size_t bytes) override {
+    if (bytes == 0) return Buffer();
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    if (rounded < bytes)
+      return ResourceExhausted("allocation of " + std::to_string(bytes) + " bytes");
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (!p) {
+      return ResourceExhausted("cpu backend: cannot allocate " + std::to_string(bytes >> 20) +
+                               " MiB of host memory");
+    }
+    return Buffer(this, p, bytes);
+  }
+  void Zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  Status Synchronize() override { return Status::Ok(); }
+
+  void Matmul(const float* x, int m, const Weight& w, const float* bias, float* y) override {
+    kernels::Matmul(x, m, w.cols, w.data, w.format, w.rows, bias, y);
+  }
+  void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps,
+               float* out) override {
+    kernels::RmsNorm(x, weight, rows, dim, eps, out);
+  }
+  void AddRmsNorm(float* residual, const float* x, const float* weight, int rows, int dim,
+                  float eps, float* out) override {
+    kernels::AddRmsNorm(residual, x, weight, rows, dim, eps, out);
+  }
+  void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+            const float* inv_freq) override {
+    kernels::Rope(x, positions, tokens, heads, head_dim, inv_freq);
+  }
+  void SiluMul(const float* gate, const float* up, int64_t count, float* out) override {
+    kernels::SiluMul(gate, up, count, out);
+  }
+  void Add(float* x, const float* y, int64_t count) override { kernels::Add(x, y, count); }
+  void AddBias(float* x, const float* bias, int rows, int cols) override {
+    kernels::AddBias(x, bias, rows, cols);
+  }
+  void Embedding(const int32_t* ids, int tokens, const Weight& table, int first_id,
+                 float* out) override {
+    kernels::Embedding(ids, tokens, table.data, table.format, table.rows, table.cols, first_id,
+                       out);
+  }
+  void GatherRows(const float* src, const int32_t* rows, int count, int cols, float* dst) override {
+    kernels::GatherRows(src, rows, count, cols, dst);
+  }
+  void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads, int head_dim,
+                       const int32_t* slot_mapping, int block_size, float* k_cache,
+                       float* v_cache) override {
+    kernels::ReshapeAndCache(k, v, tokens, kv_heads, head_dim, slot_mapping, block_size, k_cache,
+                             v_cache);
+  }
+  void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
+                      const AttentionBatch& batch, const AttentionParams& params,
+                      float* out) override {
+    kernels::PagedAttention(q, k_cache, v_cache, batch, params, out);
+  }
+
+ protected:
+  void Free(void* data) override { std::free(data); }
+
+ private:
+  BackendCaps caps_;
+};
+
+}  // namespace
+
+Backend& CpuBackend() {
+  static CpuBackendImpl backend;
+  return backend;
+}
+
+}  // namespace llm::kernels

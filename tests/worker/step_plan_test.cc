@@ -1,0 +1,242 @@
+// The StepPlan protocol without MPI: wire format round trip and errors, and a follower's mirror
+// that rebuilds exactly rank 0's ForwardBatch through random schedules with chunked prefill,
+// preemption and aborts. Also: sharded weights are the matching parts of the whole model.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "worker/engine/scheduler.h"
+#include "worker/engine/step_plan.h"
+#include "worker/model/model_weights.h"
+
+namespace llm {
+namespace {
+
+StepPlan SamplePlan() {
+  StepPlan p;
+  p.step = 7;
+  p.new_sequences = {{11, {1, 2, 3}}, {12, {4}}};
+  p.sampled = {{9, 42}};
+  p.finished = {3, 4};
+  p.preempted = {5};
+  p.blocks = {{11, 0, {7, 8}}, {5, 0, {}}};
+  p.scheduled = {{11, 3, true}, {9, 1, false}};
+  return p;
+}
+
+TEST(StepPlanWire, RoundTripsEveryField) {
+  std::vector<uint8_t> bytes;
+  SerializeStepPlan(SamplePlan(), &bytes);
+  EXPECT_EQ(bytes[0], kStepPlanVersion);
+  EXPECT_EQ(bytes[1], static_cast<uint8_t>(StepMessageKind::kStep));
+  StepPlan got;
+  ASSERT_TRUE(ParseStepPlan(bytes, &got).ok());
+  const StepPlan want = SamplePlan();
+  EXPECT_EQ(got.step, want.step);
+  ASSERT_EQ(got.new_sequences.size(), 2u);
+  EXPECT_EQ(got.new_sequences[0].prompt, want.new_sequences[0].prompt);
+  EXPECT_EQ(got.sampled[0].token, 42);
+  EXPECT_EQ(got.finished, want.finished);
+  EXPECT_EQ(got.preempted, want.preempted);
+  ASSERT_EQ(got.blocks.size(), 2u);
+  EXPECT_EQ(got.blocks[0].blocks, want.blocks[0].blocks);
+  ASSERT_EQ(got.scheduled.size(), 2u);
+  EXPECT_TRUE(got.scheduled[0].samples);
+  EXPECT_EQ(got.scheduled[1].num_new_tokens, 1);
+
+  StepPlan start;
+  start.kind = StepMessageKind::kStart;
+  start.num_blocks = 123;
+  start.block_size = 16;
+  SerializeStepPlan(start, &bytes);
+  ASSERT_TRUE(ParseStepPlan(bytes, &got).ok());
+  EXPECT_EQ(got.kind, StepMessageKind::kStart);
+  EXPECT_EQ(got.num_blocks, 123);
+}
+
+TEST(StepPlanWire, BadMessagesAreDataLoss) {
+  std::vector<uint8_t> bytes;
+  SerializeStepPlan(SamplePlan(), &bytes);
+  StepPlan got;
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {  // every truncation
+    std::vector<uint8_t> part(bytes.begin(), bytes.begin() + static_cast<long>(cut));
+    EXPECT_EQ(ParseStepPlan(part, &got).code(), StatusCode::kDataLoss) << cut;
+  }
+  auto bad = bytes;
+  bad[0] = kStepPlanVersion + 1;
+  EXPECT_NE(ParseStepPlan(bad, &got).message().find("version"), std::string::npos);
+  bad = bytes;
+  bad[1] = 99;
+  EXPECT_NE(ParseStepPlan(bad, &got).message().find("kind"), std::string::npos);
+  bad = bytes;
+  bad.push_back(0);
+  EXPECT_EQ(ParseStepPlan(bad, &got).code(), StatusCode::kDataLoss);
+  bad = bytes;
+  std::memset(bad.data() + 10, 0xff, 4);  // a huge count
+  EXPECT_EQ(ParseStepPlan(bad, &got).code(), StatusCode::kDataLoss);
+}
+
+TEST(SequenceMirror, RejectsWhatItCannotIndex) {
+  SequenceMirror mirror(/*num_blocks=*/4, /*block_size=*/4);
+  std::vector<BatchEntry> entries;
+  StepPlan p;
+  p.step = 2;  // a gap
+  EXPECT_EQ(mirror.Apply(p, &entries).code(), StatusCode::kDataLoss);
+  SequenceMirror m2(4, 4);
+  p.step = 1;
+  p.new_sequences = {{1, {5, 6}}};
+  p.blocks = {{1, 0, {4}}};  // block id out of range
+  EXPECT_EQ(m2.Apply(p, &entries).code(), StatusCode::kDataLoss);
+  SequenceMirror m3(4, 4);
+  p.blocks = {{1, 0, {3}}};
+  p.scheduled = {{1, 3, true}};  // more tokens than the sequence has
+  EXPECT_EQ(m3.Apply(p, &entries).code(), StatusCode::kDataLoss);
+  SequenceMirror m4(4, 4);
+  p.scheduled = {{2, 1, false}};  // unknown sequence
+  EXPECT_EQ(m4.Apply(p, &entries).code(), StatusCode::kDataLoss);
+}
+
+void ExpectSameBatch(const ForwardBatch& a, const ForwardBatch& b, int step) {
+  EXPECT_EQ(a.token_ids, b.token_ids) << "step " << step;
+  EXPECT_EQ(a.positions, b.positions) << "step " << step;
+  EXPECT_EQ(a.slot_mapping, b.slot_mapping) << "step " << step;
+  EXPECT_EQ(a.query_start, b.query_start) << "step " << step;
+  EXPECT_EQ(a.context_len, b.context_len) << "step " << step;
+  EXPECT_EQ(a.block_tables, b.block_tables) << "step " << step;
+  EXPECT_EQ(a.logit_rows, b.logit_rows) << "step " << step;
+}
+
+// Rank 0's scheduler against a follower's mirror fed only the serialized messages.
+TEST(SequenceMirror, RebuildsRank0BatchThroughPreemptionAndAborts) {
+  int total_preemptions = 0;
+  for (int seed = 0; seed < 20; ++seed) {
+    std::mt19937 rng(seed);
+    const int num_blocks = 12, bs = 4;
+    BlockManager blocks(num_blocks, bs);
+    SchedulerConfig sc;
+    sc.max_num_seqs = 5;
+    sc.max_num_batched_tokens = 16;
+    sc.max_prefill_chunk = 5;
+    Scheduler sched(sc, &blocks);
+    StepPlanWriter writer;
+    SequenceMirror mirror(num_blocks, bs);
+    std::map<int64_t, int> target;  // id -> output length that finishes it
+    int64_t next_id = 1;
+    int preemptions = 0, steps = 0;
+    auto add = [&] {
+      auto s = std::make_unique<Sequence>();
+      s->id = next_id++;
+      const int len = 1 + static_cast<int>(rng() % 14);
+      for (int i = 0; i < len; ++i) s->prompt.push_back(static_cast<int32_t>(rng() % 100));
+      target[s->id] = 1 + static_cast<int>(rng() % 12);
+      sched.Add(std::move(s));
+    };
+    for (int i = 0; i < 6; ++i) add();
+    ForwardBatch want, got;
+    std::vector<BatchEntry> entries, mirror_entries;
+    StepPlan received;
+    while (!sched.idle() && steps < 500) {
+      if (rng() % 7 == 0 && next_id < 16) add();
+      if (rng() % 11 == 0 && !target.empty()) {  // abort someone, running or waiting
+        auto it = target.begin();
+        std::advance(it, rng() % target.size());
+        sched.Remove(it->first);
+        writer.OnRemoved(it->first);
+        target.erase(it);
+        continue;
+      }
+      SchedulePlan plan = sched.Schedule();
+      preemptions += static_cast<int>(plan.preempted.size());
+      writer.OnPreempted(plan.preempted);
+      if (plan.empty()) continue;
+      ++steps;
+      ASSERT_TRUE(ParseStepPlan(writer.Write(plan), &received).ok());
+      ASSERT_TRUE(mirror.Apply(received, &mirror_entries).ok()) << "seed " << seed;
+      entries.clear();
+      for (const auto& s : plan.scheduled) entries.push_back({s.seq, s.num_new_tokens, s.samples});
+      BuildForwardBatch(entries, bs, &want);
+      BuildForwardBatch(mirror_entries, bs, &got);
+      ExpectSameBatch(want, got, steps);
+      sched.Commit(plan);
+      mirror.Commit(received);
+      for (const auto& s : plan.scheduled) {
+        if (!s.samples) continue;
+        const int32_t token = static_cast<int32_t>(rng() % 100);
+        s.seq->output.push_back(token);
+        const int64_t id = s.seq->id;
+        if (static_cast<int>(s.seq->output.size()) >= target[id]) {
+          sched.Remove(id);
+          writer.OnRemoved(id);
+          target.erase(id);
+        } else {
+          writer.OnSampled(id, token);
+        }
+      }
+    }
+    EXPECT_TRUE(sched.idle()) << "seed " << seed;
+    EXPECT_GT(steps, 5);
+    total_preemptions += preemptions;
+    EXPECT_EQ(blocks.num_free(), num_blocks);
+  }
+  EXPECT_GT(total_preemptions, 0) << "the small cache should preempt";
+}
+
+// Every tensor-parallel shard holds the matching rows / columns of the unsharded weights,
+// for real (stories260K) and dummy weights.
+float At(const Weight& m, int r, int c) {
+  float v = 0;
+  std::memcpy(&v, static_cast<const char*>(m.data) + (static_cast<size_t>(r) * m.cols + c) * 4, 4);
+  return v;
+}
+
+TEST(Sharding, ShardsAreTheMatchingPartsOfTheWholeModel) {
+  const std::string dir = std::string(LLM_SHARED_DIR) + "/models/stories260K";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "missing shared test data: " << dir;
+  for (LoadFormat format : {LoadFormat::kSafetensors, LoadFormat::kDummy}) {
+    auto whole = LoadModelWeights(dir, format, 5);
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    const ModelConfig& c = (*whole)->config;
+    ASSERT_EQ(c.torch_dtype, DType::kF32);
+    for (int w : {2, 4}) {
+      for (int r = 0; r < w; ++r) {
+        auto part = LoadModelWeights(dir, format, 5, TensorParallel{r, w});
+        ASSERT_TRUE(part.ok()) << part.status().ToString();
+        const ShardDims& d = (*part)->shard;
+        const LayerWeights& pl = (*part)->layers[1];
+        const LayerWeights& wl = (*whole)->layers[1];
+        const int q0 = d.heads.begin * c.head_dim, i0 = d.intermediate.begin;
+        ASSERT_EQ(pl.q.rows, d.heads.size() * c.head_dim);
+        ASSERT_EQ(pl.down.cols, d.intermediate.size());
+        for (int i = 0; i < pl.q.rows; ++i) EXPECT_EQ(At(pl.q, i, 3), At(wl.q, q0 + i, 3));
+        for (int i = 0; i < pl.o.cols; ++i) EXPECT_EQ(At(pl.o, 5, i), At(wl.o, 5, q0 + i));
+        for (int i = 0; i < pl.up.rows; ++i) EXPECT_EQ(At(pl.up, i, 7), At(wl.up, i0 + i, 7));
+        for (int i = 0; i < pl.down.cols; ++i) EXPECT_EQ(At(pl.down, 2, i), At(wl.down, 2, i0 + i));
+        for (int i = 0; i < (*part)->embed.rows; ++i) {
+          EXPECT_EQ(At((*part)->embed, i, 1), At((*whole)->embed, d.vocab.begin + i, 1));
+        }
+      }
+    }
+  }
+  auto bad = LoadModelWeights(dir, LoadFormat::kDummy, 0, TensorParallel{0, 3});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("does not divide num_attention_heads = 8"),
+            std::string::npos)
+      << bad.status().ToString();
+}
+
+TEST(Sharding, SplitRangeCoversUnevenSizes) {
+  int covered = 0;
+  for (int p = 0; p < 4; ++p) {
+    const ShardRange r = SplitRange(172, 4, p);
+    EXPECT_EQ(r.begin, covered);
+    covered = r.end;
+  }
+  EXPECT_EQ(covered, 172);
+  EXPECT_EQ(SplitRange(10, 4, 3).size(), 1);  // 3, 3, 3, 1
+}
+
+}  // namespace
+}  // namespace llm

@@ -1,0 +1,161 @@
+#include "worker/comm/mpi_communicator.h"
+
+#include <mpi.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+
+namespace llm {
+
+namespace {
+
+// Point-to-point message tags of this module (collectives need none).
+enum class MpiTag : int {
+  kBroadcastSize = 1001,  // u64 byte count of the Broadcast that follows
+};
+
+// Completes `req` without a blocking MPI call: progress + yield the core between tests.
+void WaitYield(MPI_Request* req) {
+  int done = 0;
+  for (MPI_Test(req, &done, MPI_STATUS_IGNORE); !done; MPI_Test(req, &done, MPI_STATUS_IGNORE)) {
+    sched_yield();
+  }
+}
+
+// Completes `req` while idle: a 1 ms yield-spin (the next step of a busy engine costs no sleep),
+// then sleeps growing from 50 us to 2 ms.
+void WaitIdle(MPI_Request* req) {
+  using Clock = std::chrono::steady_clock;
+  const auto spin_until = Clock::now() + std::chrono::microseconds(1000);
+  int done = 0;
+  MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  while (!done && Clock::now() < spin_until) {
+    sched_yield();
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  }
+  auto sleep = std::chrono::microseconds(50);
+  while (!done) {
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min<std::chrono::microseconds>(sleep * 2, std::chrono::microseconds(2000));
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  }
+}
+
+constexpr size_t kMaxPiece = size_t{1} << 30;  // MPI counts are int: pieces stay below
+
+}  // namespace
+
+StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = 0;
+  if (!initialized) {
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+      return Unavailable("MPI_Init_thread failed");
+    }
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_FUNNELED) {
+    return FailedPrecondition("the MPI library does not provide MPI_THREAD_FUNNELED");
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm host;
+  int local_size = 1;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
+  MPI_Comm_size(host, &local_size);
+  MPI_Comm_free(&host);
+  return std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(rank, size, local_size, !initialized));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_ && !finalized) MPI_Finalize();
+}
+
+void MpiCommunicator::AbortJob(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
+}
+
+void MpiCommunicator::AllReduceSum(float* data, size_t count) {
+  if (size_ == 1) return;
+  const size_t segment = kMaxPiece * size_;  // keeps every MPI count an int
+  for (size_t off = 0; off < count; off += segment) {
+    ReduceSegment(data + off, std::min(segment, count - off));
+  }
+}
+
+// Chunk r of every rank's vector goes to rank r, which sums the chunks in rank order; then
+// every rank gathers all reduced chunks.
+void MpiCommunicator::ReduceSegment(float* data, size_t count) {
+  const size_t chunk = (count + size_ - 1) / size_;
+  const size_t total = chunk * size_;
+  if (send_.size() < total) send_.resize(total);
+  if (recv_.size() < total) recv_.resize(total);
+  std::copy(data, data + count, send_.begin());
+  std::fill(send_.begin() + static_cast<long>(count), send_.begin() + static_cast<long>(total),
+            0.0f);
+  const int n = static_cast<int>(chunk);
+  MPI_Request req;
+  MPI_Ialltoall(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, MPI_COMM_WORLD, &req);
+  WaitYield(&req);
+  float* sum = send_.data();
+  for (size_t i = 0; i < chunk; ++i) sum[i] = recv_[i];
+  for (int r = 1; r < size_; ++r) {
+    const float* part = recv_.data() + r * chunk;
+    for (size_t i = 0; i < chunk; ++i) sum[i] += part[i];
+  }
+  std::copy(sum, sum + chunk, recv_.begin() + static_cast<long>(rank_ * chunk));
+  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv_.data(), n, MPI_FLOAT, MPI_COMM_WORLD,
+                 &req);
+  WaitYield(&req);
+  std::copy(recv_.begin(), recv_.begin() + static_cast<long>(count), data);
+}
+
+void MpiCommunicator::Gather(const float* send, size_t count, float* recv, int root) {
+  if (size_ == 1) {
+    std::copy(send, send + count, recv);
+    return;
+  }
+  MPI_Request req;
+  MPI_Igather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT,
+              root, MPI_COMM_WORLD, &req);
+  WaitYield(&req);
+}
+
+void MpiCommunicator::Broadcast(std::vector<uint8_t>& bytes, int root) {
+  if (size_ == 1) return;
+  uint64_t size = bytes.size();
+  MPI_Request req;
+  if (rank_ == root) {
+    std::vector<MPI_Request> sends(size_, MPI_REQUEST_NULL);
+    for (int r = 0; r < size_; ++r) {
+      if (r == root) continue;
+      MPI_Isend(&size, 1, MPI_UINT64_T, r, static_cast<int>(MpiTag::kBroadcastSize), MPI_COMM_WORLD,
+                &sends[r]);
+    }
+    for (auto& s : sends) WaitYield(&s);
+  } else {
+    MPI_Irecv(&size, 1, MPI_UINT64_T, root, static_cast<int>(MpiTag::kBroadcastSize),
+              MPI_COMM_WORLD, &req);
+    WaitIdle(&req);
+    bytes.resize(size);
+  }
+  for (size_t off = 0; off < size; off += kMaxPiece) {
+    const int n = static_cast<int>(std::min<size_t>(size - off, kMaxPiece));
+    MPI_Ibcast(bytes.data() + off, n, MPI_BYTE, root, MPI_COMM_WORLD, &req);
+    WaitYield(&req);
+  }
+}
+
+}  // namespace llm

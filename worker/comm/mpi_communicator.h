@@ -1,0 +1,57 @@
+// Communicator over MPI, for tensor parallelism across CPU ranks (one process per socket or
+// node, started by mpirun). mpi.h stays inside the .cc file.
+//
+// Threading: MPI is initialized with MPI_THREAD_FUNNELED; only the thread that created the
+// communicator (the engine thread) may call it. OpenMP threads never touch MPI.
+//
+// Waiting: ranks never sit in a blocking MPI call. Collectives inside a step are non-blocking
+// requests completed by MPI_Test + sched_yield (so oversubscribed ranks, more ranks than cores,
+// still progress); a follower waiting for the next step message (Broadcast on a non-root rank)
+// yield-spins 1 ms, then polls with sleep backoff (50 us growing to 2 ms), so an idle engine costs
+// ~0% CPU on every rank.
+//
+// AllReduceSum is deterministic: every element is summed in rank order (0, 1, ..., W-1) by the
+// rank owning its chunk (all-to-all, local sum, all-gather), so all ranks get bitwise the same
+// result and the result does not depend on the message size (batch composition).
+// MPI errors are fatal (MPI_ERRORS_ARE_FATAL): a broken link ends the whole job.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/model/communicator.h"
+
+namespace llm {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Initializes MPI (unless already initialized) on MPI_COMM_WORLD. FailedPrecondition when
+  // the MPI library cannot give MPI_THREAD_FUNNELED.
+  static StatusOr<std::unique_ptr<MpiCommunicator>> Create(int* argc, char*** argv);
+  // Finalizes MPI if Create initialized it.
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  // Ranks of this job on this host (for sizing thread pools).
+  int local_size() const { return local_size_; }
+  void AllReduceSum(float* data, size_t count) override;
+  void Gather(const float* send, size_t count, float* recv, int root) override;
+  void Broadcast(std::vector<uint8_t>& bytes, int root) override;
+  // Ends every rank of the job (MPI_Abort): for a rank that can no longer follow, since the
+  // others would wait for it in the next collective.
+  [[noreturn]] void AbortJob(int code);
+
+ private:
+  MpiCommunicator(int rank, int size, int local_size, bool owns_mpi)
+      : rank_(rank), size_(size), local_size_(local_size), owns_(owns_mpi) {}
+  void ReduceSegment(float* data, size_t count);
+  int rank_, size_, local_size_;
+  bool owns_;
+  std::vector<float> send_, recv_;  // AllReduceSum scratch, only grows
+};
+
+}  // namespace llm

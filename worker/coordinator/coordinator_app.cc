@@ -1,0 +1,204 @@
+#include "worker/coordinator/coordinator_app.h"
+
+#include <omp.h>
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "worker/coordinator/coordinator_service.h"
+#include "worker/coordinator/engine_loop.h"
+#include "worker/engine/engine.h"
+#include "worker/model/model_weights.h"
+
+namespace llm {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+sigset_t ShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+void ConfigureThreads(const ClusterConfig& c, int ranks_on_host) {
+  const int threads = c.threads_per_rank > 0
+                          ? c.threads_per_rank
+                          : std::max(1, omp_get_num_procs() / std::max(1, ranks_on_host));
+  omp_set_num_threads(threads);
+  spdlog::info("compute threads: {}", threads);
+}
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, TensorParallel tp) {
+  if (c.model_path.empty()) {
+    return InvalidArgument("model.path: not set (give it in the config file or --model.path DIR)");
+  }
+  const bool dummy = c.load_format == "dummy";
+  if (dummy) {
+    spdlog::warn("**************************************************************************");
+    spdlog::warn("model.load_format is 'dummy': the weights are RANDOM and every output of");
+    spdlog::warn("this server is MEANINGLESS. Use it for load tests and benchmarks only.");
+    spdlog::warn("**************************************************************************");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  StatusOr<std::unique_ptr<ModelWeights>> w =
+      LoadModelWeights(c.model_path, dummy ? LoadFormat::kDummy : LoadFormat::kSafetensors,
+                       static_cast<uint64_t>(c.seed), tp);
+  if (!w.ok()) return w.status().WithContext("model.path '" + c.model_path + "'");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const ModelConfig& mc = (*w)->config;
+  spdlog::info(
+      "model {} ({}): {} layers, hidden {}, vocab {}, {:.1f} MiB of matrices, loaded in "
+      "{:.2f} s",
+      c.model_path, mc.architecture, mc.num_layers, mc.hidden_size, mc.vocab_size,
+      static_cast<double>((*w)->matrix_bytes) / kMiB, secs);
+  return w;
+}
+
+StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const ModelWeights& w,
+                                               Communicator* comm) {
+  LLM_ASSIGN_OR_RETURN(const int max_len, ServedMaxModelLen(c, w.config));
+  EngineConfig ec;
+  ec.block_size = c.block_size;
+  ec.max_model_len = max_len;
+  ec.scheduler.max_num_seqs = c.max_num_seqs;
+  ec.scheduler.max_num_batched_tokens = c.max_num_batched_tokens;
+  ec.scheduler.max_prefill_chunk = c.max_prefill_chunk;
+  ec.seed = static_cast<uint64_t>(c.seed);
+  std::string source;
+  if (c.kv_cache_blocks > 0) {
+    ec.num_blocks = c.kv_cache_blocks;
+    source = "engine.kv_cache_blocks";
+  } else {
+    LLM_ASSIGN_OR_RETURN(const int64_t available, ReadMemAvailableBytes());
+    LLM_ASSIGN_OR_RETURN(ec.kv_cache_bytes, KvCacheBytes(c, available));
+    std::ostringstream s;
+    s.precision(3);
+    if (c.kv_cache_mib > 0) {
+      s << "engine.kv_cache_mib = " << c.kv_cache_mib;
+    } else {
+      s << "engine.kv_cache_memory_fraction " << c.kv_cache_memory_fraction << " of "
+        << static_cast<double>(available) / kMiB << " MiB available";
+    }
+    source = s.str();
+  }
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(w, ec, comm);
+  if (!engine.ok()) return engine.status().WithContext("KV cache from " + source);
+  const EngineStats st = (*engine)->stats();
+  const int64_t tokens = static_cast<int64_t>(st.blocks_total) * c.block_size;
+  if (tokens < max_len) {
+    return ResourceExhausted("the model does not fit: the KV cache (" + source + ") holds " +
+                             std::to_string(st.blocks_total) + " blocks of " +
+                             std::to_string(c.block_size) + " tokens = " + std::to_string(tokens) +
+                             " tokens, less than one sequence of max_model_len " +
+                             std::to_string(max_len) +
+                             " tokens; raise engine.kv_cache_mib (or the memory fraction) or "
+                             "lower model.max_model_len");
+  }
+  spdlog::info(
+      "KV cache: {} blocks of {} tokens = {} tokens at most in flight ({:.1f} "
+      "max_model_len sequences of {}), from {}",
+      st.blocks_total, c.block_size, tokens, static_cast<double>(tokens) / max_len, max_len,
+      source);
+  return engine;
+}
+
+Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
+  const int world = comm != nullptr ? comm->world_size() : 1;
+  ConfigureThreads(c, ranks_on_host);
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
+                       LoadWeights(c, TensorParallel{0, world}));
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(c, *weights, comm));
+  CoordinatorInfo info;
+  info.served_model_name = c.served_model_name;
+  info.max_model_len = engine->max_model_len();
+  info.vocab_size = engine->model_config().vocab_size;
+  info.world_size = world;
+  EngineLoop loop(std::move(engine), c.block_size);
+  LLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<CoordinatorServer> server,
+      CoordinatorServer::Start(c.coordinator_host, c.coordinator_port, info, &loop));
+  spdlog::info("coordinator serving '{}' on {}:{} (gRPC); max_model_len {}; {} rank(s)",
+               c.served_model_name, c.coordinator_host, c.coordinator_port, info.max_model_len,
+               world);
+
+  std::thread signals([&loop] {
+    const sigset_t set = ShutdownSignals();
+    int sig = 0;
+    sigwait(&set, &sig);
+    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    loop.Stop();
+  });
+  loop.Run();  // until a signal; then every live request has been answered UNAVAILABLE
+  server->Shutdown();
+  signals.join();
+  spdlog::info("coordinator stopped");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<int64_t> ReadMemAvailableBytes(const std::string& meminfo_path) {
+  std::ifstream in(meminfo_path);
+  if (!in) return NotFound("cannot read " + meminfo_path + " to size the KV cache");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream s(line.substr(13));
+    int64_t kib = 0;
+    std::string unit;
+    if (!(s >> kib) || kib < 0) break;
+    s >> unit;
+    return kib * 1024;
+  }
+  return DataLoss(meminfo_path + ": no MemAvailable line; set engine.kv_cache_mib instead");
+}
+
+StatusOr<size_t> KvCacheBytes(const ClusterConfig& c, int64_t mem_available) {
+  if (c.kv_cache_mib > 0) {
+    const int64_t bytes = static_cast<int64_t>(c.kv_cache_mib) << 20;
+    if (bytes > mem_available) {
+      return ResourceExhausted("engine.kv_cache_mib: " + std::to_string(c.kv_cache_mib) +
+                               " MiB is more than the " + std::to_string(mem_available >> 20) +
+                               " MiB of memory available");
+    }
+    return static_cast<size_t>(bytes);
+  }
+  return static_cast<size_t>(c.kv_cache_memory_fraction * static_cast<double>(mem_available));
+}
+
+StatusOr<int> ServedMaxModelLen(const ClusterConfig& c, const ModelConfig& model) {
+  if (c.max_model_len <= 0) return model.max_position_embeddings;
+  if (c.max_model_len > model.max_position_embeddings) {
+    return InvalidArgument("model.max_model_len: " + std::to_string(c.max_model_len) +
+                           " exceeds the model's max_position_embeddings of " +
+                           std::to_string(model.max_position_embeddings));
+  }
+  return c.max_model_len;
+}
+
+void BlockShutdownSignals() {
+  const sigset_t set = ShutdownSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int RunCoordinator(const ClusterConfig& config, Communicator* comm, int ranks_on_host) {
+  const Status s = Serve(config, comm, ranks_on_host);
+  if (!s.ok()) {
+    spdlog::critical("worker: {}", s.ToString());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace llm

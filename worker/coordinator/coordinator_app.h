@@ -1,0 +1,40 @@
+// Start-up and life cycle of the coordinator role of the `worker` binary (rank 0): loads the
+// model, sizes the KV cache, starts the gRPC server, runs the engine loop on the calling thread
+// and shuts down cleanly on SIGINT / SIGTERM.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/cluster_config.h"
+#include "common/model_config.h"
+#include "common/status.h"
+#include "worker/model/communicator.h"
+
+namespace llm {
+
+// MemAvailable of `meminfo_path` (a /proc/meminfo file) in bytes.
+StatusOr<int64_t> ReadMemAvailableBytes(const std::string& meminfo_path = "/proc/meminfo");
+
+// The KV cache of one rank in bytes: engine.kv_cache_mib when > 0, else
+// engine.kv_cache_memory_fraction of `mem_available`. ResourceExhausted (naming the key) when
+// an explicit size exceeds what is available.
+StatusOr<size_t> KvCacheBytes(const ClusterConfig& config, int64_t mem_available);
+
+// The context length served: model.max_model_len, or the model's max_position_embeddings.
+// InvalidArgument when the configured one exceeds the model's.
+StatusOr<int> ServedMaxModelLen(const ClusterConfig& config, const ModelConfig& model);
+
+// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts later; call first
+// thing in main, before any thread exists. RunCoordinator then waits for them with sigwait.
+void BlockShutdownSignals();
+
+// Runs the coordinator until SIGINT / SIGTERM. Returns the process exit code; start-up errors
+// are logged with the key at fault. With `comm` (rank 0 of a tensor-parallel job of
+// comm->world_size() ranks, `ranks_on_host` of them on this host) rank 0 loads its shard and
+// its Engine drives the followers; nullptr serves a single rank.
+int RunCoordinator(const ClusterConfig& config, Communicator* comm = nullptr,
+                   int ranks_on_host = 1);
+
+}  // namespace llm

@@ -1,0 +1,347 @@
+#include "worker/coordinator/coordinator_service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+
+#include "proto/llm.grpc.pb.h"
+#include "proto/llm.pb.h"
+
+namespace llm {
+
+namespace pb = ::llm::v1;
+
+namespace {
+
+constexpr uint32_t kApiVersion = 1;
+
+// The one place where llm::Status becomes a gRPC status.
+grpc::Status ToGrpcStatus(const Status& s) {
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return grpc::Status::OK;
+    case StatusCode::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case StatusCode::kFailedPrecondition:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case StatusCode::kOutOfRange:
+      code = grpc::StatusCode::OUT_OF_RANGE;
+      break;
+    case StatusCode::kResourceExhausted:
+      code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+      break;
+    case StatusCode::kUnimplemented:
+      code = grpc::StatusCode::UNIMPLEMENTED;
+      break;
+    case StatusCode::kDataLoss:
+      code = grpc::StatusCode::DATA_LOSS;
+      break;
+    case StatusCode::kInternal:
+      code = grpc::StatusCode::INTERNAL;
+      break;
+    case StatusCode::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    case StatusCode::kCancelled:
+      code = grpc::StatusCode::CANCELLED;
+      break;
+  }
+  return grpc::Status(code, s.message());
+}
+
+pb::FinishReason ToProto(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return pb::FINISH_REASON_UNSPECIFIED;
+    case FinishReason::kStop:
+      return pb::FINISH_REASON_STOP;
+    case FinishReason::kLength:
+      return pb::FINISH_REASON_LENGTH;
+    case FinishReason::kAbort:
+      return pb::FINISH_REASON_ABORT;
+  }
+  return pb::FINISH_REASON_UNSPECIFIED;
+}
+
+// The wire request as the engine's. Proto3 zeros of top_p and repetition_penalty mean "unset".
+GenerateRequest FromProto(const pb::GenerateRequest& r) {
+  GenerateRequest out;
+  out.prompt.assign(r.prompt_token_ids().begin(), r.prompt_token_ids().end());
+  const pb::SamplingParams& s = r.sampling();
+  out.sampling.temperature = s.temperature();
+  out.sampling.top_k = s.top_k();
+  out.sampling.top_p = s.top_p() == 0.0f ? 1.0f : s.top_p();
+  out.sampling.min_p = s.min_p();
+  out.sampling.repetition_penalty = s.repetition_penalty() == 0.0f ? 1.0f : s.repetition_penalty();
+  out.sampling.presence_penalty = s.presence_penalty();
+  out.sampling.frequency_penalty = s.frequency_penalty();
+  if (s.has_seed()) out.sampling.seed = s.seed();
+  out.sampling.logprobs = s.logprobs();
+  out.max_tokens = r.max_tokens();
+  out.ignore_eos = r.ignore_eos();
+  out.stop_token_ids.assign(r.stop_token_ids().begin(), r.stop_token_ids().end());
+  out.priority = r.priority();
+  out.min_tokens = r.min_tokens();
+  return out;
+}
+
+// A Generate call that is answered with a status at once (bad version, draining).
+class RejectedStream final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
+ public:
+  explicit RejectedStream(const Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+// One Generate stream. Shared by gRPC (until OnDone) and the engine loop (until the request
+// ends). Tokens that arrive while a write is outstanding are coalesced into the next message.
+// Every gRPC operation is started by whoever moves the stream out of the idle state under mu_,
+// so at most one write (and one Finish) is ever in flight.
+class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateResponse>,
+                             public RequestSink {
+ public:
+  static void Start(std::shared_ptr<GenerateStream> stream, GenerateRequest request) {
+    stream->self_ = stream;
+    stream->ticket_ = stream->loop_->Submit(std::move(request), stream);
+    // OnCancel may have run before the ticket existed.
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(stream->mu_);
+      stream->ticket_set_ = true;
+      cancelled = stream->cancelled_;
+    }
+    if (cancelled) stream->loop_->Cancel(stream->ticket_);
+  }
+
+  GenerateStream(EngineLoop* loop, int logprobs) : loop_(loop), logprobs_(logprobs) {}
+
+  void OnToken(const SampleResult& sample, FinishReason finish, int prompt_tokens,
+               int completion_tokens) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    pending_.add_token_ids(sample.token);
+    if (logprobs_ >= 0) pending_.add_logprobs(sample.logprob);
+    if (logprobs_ > 0) {
+      pb::TopLogprobs* top = pending_.add_top_logprobs();
+      for (const TokenLogprob& t : sample.top) {
+        pb::TokenLogprob* e = top->add_entries();
+        e->set_token_id(t.token);
+        e->set_logprob(t.logprob);
+      }
+    }
+    if (finish != FinishReason::kNone) {
+      pending_.set_finish_reason(ToProto(finish));
+      pending_.mutable_usage()->set_prompt_tokens(prompt_tokens);
+      pending_.mutable_usage()->set_completion_tokens(completion_tokens);
+      final_status_ = grpc::Status::OK;
+    }
+    Advance(lock);
+  }
+
+  void OnError(const Status& status) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    pending_.Clear();
+    has_pending_ = false;
+    final_status_ = ToGrpcStatus(status);
+    Advance(lock);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    write_outstanding_ = false;
+    if (!ok)
+      MarkCancelledLocked(lock);
+    else
+      Advance(lock);
+  }
+
+  void OnCancel() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    MarkCancelledLocked(lock);
+  }
+
+  void OnDone() override { self_.reset(); }  // may destroy this
+
+ private:
+  void MarkCancelledLocked(std::unique_lock<std::mutex>& lock) {
+    const bool notify = !cancelled_ && ticket_set_ && !final_status_;
+    cancelled_ = true;
+    EngineLoop* loop = loop_;
+    const uint64_t ticket = ticket_;
+    Advance(lock);  // releases the lock; `this` may be gone after it
+    if (notify) loop->Cancel(ticket);
+  }
+
+  // Starts the next write or the Finish when nothing is in flight. Releases the lock, then
+  // calls into gRPC (after Finish `this` may be gone: nothing is touched after it).
+  void Advance(std::unique_lock<std::mutex>& lock) {
+    has_pending_ = has_pending_ || pending_.token_ids_size() > 0;
+    if (write_outstanding_ || finish_called_) return lock.unlock();
+    if (cancelled_) {
+      finish_called_ = true;
+      lock.unlock();
+      return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+    }
+    if (has_pending_) {
+      writing_.Clear();
+      writing_.Swap(&pending_);
+      has_pending_ = false;
+      write_outstanding_ = true;
+      lock.unlock();
+      return StartWrite(&writing_);
+    }
+    if (final_status_) {
+      finish_called_ = true;
+      grpc::Status s = *final_status_;
+      lock.unlock();
+      return Finish(s);
+    }
+    lock.unlock();
+  }
+
+  EngineLoop* loop_;
+  const int logprobs_;
+  std::shared_ptr<GenerateStream> self_;  // held until OnDone
+  uint64_t ticket_ = 0;
+
+  std::mutex mu_;
+  bool ticket_set_ = false;
+  pb::GenerateResponse pending_;  // tokens not written yet
+  bool has_pending_ = false;
+  pb::GenerateResponse writing_;  // the message of the outstanding write
+  bool write_outstanding_ = false;
+  std::optional<grpc::Status> final_status_;  // the request ended (after pending_ is written)
+  bool cancelled_ = false;
+  bool finish_called_ = false;
+};
+
+}  // namespace
+
+struct CoordinatorServer::Impl {
+  class Generation final : public pb::Generation::CallbackService {
+   public:
+    explicit Generation(Impl* impl) : impl_(impl) {}
+    grpc::ServerWriteReactor<pb::GenerateResponse>* Generate(
+        grpc::CallbackServerContext*, const pb::GenerateRequest* request) override {
+      if (request->api_version() != kApiVersion) {
+        return new RejectedStream(FailedPrecondition(
+            "api_version " + std::to_string(request->api_version()) +
+            " is not supported; this coordinator speaks version " + std::to_string(kApiVersion)));
+      }
+      if (impl_->draining.load()) {
+        return new RejectedStream(Unavailable(
+            "the coordinator is draining: it admits no new requests (running ones finish); "
+            "`llm-admin resume` admits them again"));
+      }
+      auto stream = std::make_shared<GenerateStream>(impl_->loop, request->sampling().logprobs());
+      GenerateStream::Start(stream, FromProto(*request));
+      return stream.get();
+    }
+
+   private:
+    Impl* impl_;
+  };
+
+  class Admin final : public pb::Admin::CallbackService {
+   public:
+    explicit Admin(Impl* impl) : impl_(impl) {}
+    grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const pb::HealthRequest*,
+                                     pb::HealthResponse* out) override {
+      out->set_serving(!impl_->draining.load());
+      out->set_model(impl_->info.served_model_name);
+      out->set_max_model_len(impl_->info.max_model_len);
+      out->set_vocab_size(impl_->info.vocab_size);
+      return Done(ctx);
+    }
+    grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* ctx, const pb::DrainRequest*,
+                                    pb::DrainResponse*) override {
+      if (!impl_->draining.exchange(true)) spdlog::info("draining: new requests are refused");
+      return Done(ctx);
+    }
+    grpc::ServerUnaryReactor* Resume(grpc::CallbackServerContext* ctx, const pb::ResumeRequest*,
+                                     pb::ResumeResponse*) override {
+      if (impl_->draining.exchange(false)) spdlog::info("resumed: admitting new requests");
+      return Done(ctx);
+    }
+    grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx, const pb::StatsRequest*,
+                                    pb::StatsResponse* out) override {
+      const EngineLoopStats s = impl_->loop->Snapshot();
+      out->set_running_sequences(s.engine.running);
+      out->set_waiting_sequences(s.engine.waiting);
+      out->set_kv_blocks_total(s.engine.blocks_total);
+      out->set_kv_blocks_free(s.engine.blocks_free);
+      out->set_prompt_tokens_total(s.prompt_tokens_total);
+      out->set_generated_tokens_total(s.engine.tokens_generated);
+      out->set_preemptions_total(s.engine.preemptions);
+      out->set_world_size(impl_->info.world_size);
+      out->set_draining(impl_->draining.load());
+      out->set_kv_block_size(s.block_size);
+      out->set_requests_total(s.requests_total);
+      out->set_aborted_total(s.aborts_total);
+      out->set_prefill_tokens_computed_total(s.engine.prompt_tokens_computed);
+      return Done(ctx);
+    }
+
+   private:
+    static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx) {
+      grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+      r->Finish(grpc::Status::OK);
+      return r;
+    }
+    Impl* impl_;
+  };
+
+  Impl(const CoordinatorInfo& i, EngineLoop* l) : info(i), loop(l), generation(this), admin(this) {}
+
+  CoordinatorInfo info;
+  EngineLoop* loop;
+  std::atomic<bool> draining{false};
+  Generation generation;
+  Admin admin;
+  std::unique_ptr<grpc::Server> server;
+  std::once_flag shutdown_once;
+};
+
+CoordinatorServer::CoordinatorServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+CoordinatorServer::~CoordinatorServer() {
+  Shutdown();
+}
+
+StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const std::string& host,
+                                                                      int port,
+                                                                      const CoordinatorInfo& info,
+                                                                      EngineLoop* loop) {
+  auto impl = std::make_unique<Impl>(info, loop);
+  const std::string address = host + ":" + std::to_string(port);
+  int bound_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&impl->generation);
+  builder.RegisterService(&impl->admin);
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || bound_port == 0) {
+    return Unavailable("coordinator.host/coordinator.port: cannot listen on " + address +
+                       " (address in use or not local?)");
+  }
+  return std::unique_ptr<CoordinatorServer>(new CoordinatorServer(std::move(impl)));
+}
+
+void CoordinatorServer::Shutdown() {
+  std::call_once(impl_->shutdown_once, [this] {
+    // Every stream has been finished by now; the grace period only lets their last messages
+    // and in-flight admin calls drain (idle client connections would hold it to the deadline).
+    impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    impl_->server->Wait();
+  });
+}
+
+}  // namespace llm

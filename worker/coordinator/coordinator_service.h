@@ -1,0 +1,47 @@
+// The coordinator's gRPC edge (proto/llm.proto): the Generation service (server-streaming
+// Generate, gRPC callback API, one outstanding write per stream, client cancellation becomes
+// EngineLoop::Cancel) and the Admin service (health, drain, resume, stats). gRPC types stay in
+// the .cc; this header is plain C++.
+//
+// llm::Status becomes a gRPC status in exactly one place (ToGrpcStatus in the .cc).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "worker/coordinator/engine_loop.h"
+
+namespace llm {
+
+// What Health reports; fixed at start-up.
+struct CoordinatorInfo {
+  std::string served_model_name;
+  int max_model_len = 0;
+  int vocab_size = 0;
+  int world_size = 1;
+};
+
+class CoordinatorServer {
+ public:
+  // Binds host:port and serves on gRPC's own threads; requests go to `loop`, which must
+  // outlive the server. Unavailable when the address cannot be bound.
+  static StatusOr<std::unique_ptr<CoordinatorServer>> Start(const std::string& host, int port,
+                                                            const CoordinatorInfo& info,
+                                                            EngineLoop* loop);
+  ~CoordinatorServer();  // Shutdown()
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+
+  // Stops accepting calls and cancels the ones still open after a short grace period. Call
+  // after EngineLoop::Run() returned (then every live stream has been finished). Idempotent.
+  void Shutdown();
+
+  struct Impl;
+
+ private:
+  explicit CoordinatorServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace llm

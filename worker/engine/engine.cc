@@ -1,0 +1,239 @@
+#include "worker/engine/engine.h"
+
+#include <algorithm>
+
+namespace llm {
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kAbort:
+      return "abort";
+  }
+  return "";
+}
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
+                                                 const EngineConfig& config, Communicator* comm,
+                                                 kernels::Backend& backend) {
+  const int world = comm ? comm->world_size() : 1;
+  if (comm && comm->rank() != 0) {
+    return InvalidArgument("the engine runs on rank 0; rank " + std::to_string(comm->rank()) +
+                           " runs RunFollower");
+  }
+  if (weights.tp.size != world || weights.tp.rank != 0) {
+    return InvalidArgument("weights hold shard " + std::to_string(weights.tp.rank) + " of " +
+                           std::to_string(weights.tp.size) + " but the engine runs on rank 0 of " +
+                           std::to_string(world));
+  }
+  if (config.scheduler.max_num_batched_tokens <= 0 || config.scheduler.max_num_seqs <= 0) {
+    return InvalidArgument("max_num_batched_tokens and max_num_seqs must be positive");
+  }
+  LLM_ASSIGN_OR_RETURN(auto executor, RankExecutor::Create(weights, backend, comm));
+  LLM_RETURN_IF_ERROR(executor->CheckBlockSize(config.block_size));
+  // Each rank holds its share of the KV heads, so the same budget gives the same block count
+  // on every rank.
+  const size_t block_bytes = executor->BlockBytes(config.block_size);
+  const size_t blocks = config.num_blocks > 0 ? static_cast<size_t>(config.num_blocks)
+                                              : config.kv_cache_bytes / block_bytes;
+  if (blocks == 0) {
+    return ResourceExhausted("kv cache of " + std::to_string(config.kv_cache_bytes >> 20) +
+                             " MiB holds no block of " + std::to_string(block_bytes) + " bytes");
+  }
+  // Block ids travel as int32 (block tables, the step plan).
+  const int num_blocks = static_cast<int>(std::min<size_t>(blocks, 1u << 30));
+  LLM_RETURN_IF_ERROR(executor->AllocateCache(num_blocks, config.block_size));
+  std::unique_ptr<Engine> engine(new Engine(std::move(executor), config, num_blocks, comm));
+  if (engine->tp_) {
+    StepPlan start;
+    start.kind = StepMessageKind::kStart;
+    start.num_blocks = num_blocks;
+    start.block_size = config.block_size;
+    std::vector<uint8_t> bytes;
+    SerializeStepPlan(start, &bytes);
+    engine->comm_->Broadcast(bytes, 0);
+  }
+  return engine;
+}
+
+Engine::Engine(std::unique_ptr<RankExecutor> executor, const EngineConfig& config, int num_blocks,
+               Communicator* comm)
+    : config_(config),
+      max_model_len_(config.max_model_len > 0 ? config.max_model_len
+                                              : executor->config().max_position_embeddings),
+      local_comm_(comm ? nullptr : std::make_unique<LocalCommunicator>()),
+      comm_(comm ? comm : local_comm_.get()),
+      tp_(comm_->world_size() > 1),
+      executor_(std::move(executor)),
+      blocks_(num_blocks, config.block_size),
+      scheduler_(config.scheduler, &blocks_),
+      sampler_(executor_->config().vocab_size),
+      seed_rng_(config.seed) {}
+
+Engine::~Engine() {
+  StopFollowers();
+}
+
+void Engine::StopFollowers() {
+  if (!tp_ || stopped_) return;
+  stopped_ = true;
+  StepPlan stop;
+  stop.kind = StepMessageKind::kShutdown;
+  std::vector<uint8_t> bytes;
+  SerializeStepPlan(stop, &bytes);
+  comm_->Broadcast(bytes, 0);
+}
+
+StatusOr<int64_t> Engine::Add(GenerateRequest request) {
+  const ModelConfig& mc = executor_->config();
+  if (request.prompt.empty()) return InvalidArgument("prompt: must contain at least one token");
+  for (int32_t id : request.prompt) {
+    if (id < 0 || id >= mc.vocab_size) {
+      return InvalidArgument("prompt: token id " + std::to_string(id) +
+                             " is outside the vocabulary [0, " + std::to_string(mc.vocab_size) +
+                             ")");
+    }
+  }
+  if (request.max_tokens < 1) return InvalidArgument("max_tokens: must be at least 1");
+  if (request.min_tokens < 0 || request.min_tokens > request.max_tokens) {
+    return InvalidArgument("min_tokens: must be in [0, max_tokens]");
+  }
+  LLM_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling, mc.vocab_size));
+  const int total = static_cast<int>(request.prompt.size()) + request.max_tokens;
+  if (total > max_model_len_) {
+    return OutOfRange("prompt (" + std::to_string(request.prompt.size()) +
+                      " tokens) + max_tokens (" + std::to_string(request.max_tokens) +
+                      ") exceeds the maximum context length of " + std::to_string(max_model_len_));
+  }
+  if (blocks_.BlocksFor(total) > blocks_.num_blocks()) {
+    return ResourceExhausted("request needs " + std::to_string(blocks_.BlocksFor(total)) +
+                             " KV blocks but the cache has only " +
+                             std::to_string(blocks_.num_blocks()));
+  }
+  const int64_t id = next_id_++;
+  Request r;
+  r.seed = request.sampling.seed ? *request.sampling.seed : seed_rng_();
+  auto seq = std::make_unique<Sequence>();
+  seq->id = id;
+  seq->priority = request.priority;
+  seq->prompt = request.prompt;
+  seq->output.reserve(request.max_tokens);
+  r.params = std::move(request);
+  requests_.emplace(id, std::move(r));
+  scheduler_.Add(std::move(seq));
+  return id;
+}
+
+void Engine::BuildBatch(const SchedulePlan& plan) {
+  entries_.clear();
+  for (const auto& s : plan.scheduled) entries_.push_back({s.seq, s.num_new_tokens, s.samples});
+  BuildForwardBatch(entries_, config_.block_size, &executor_->batch());
+}
+
+void Engine::Remove(int64_t id) {
+  scheduler_.Remove(id);
+  requests_.erase(id);
+  if (tp_) plan_writer_.OnRemoved(id);
+}
+
+FinishReason Engine::CheckFinish(const Sequence& s, const Request& r) const {
+  const int32_t last = s.output.back();
+  const bool may_stop = static_cast<int>(s.output.size()) >= r.params.min_tokens;
+  if (may_stop && !r.params.ignore_eos) {
+    const auto& eos = executor_->config().eos_token_ids;
+    if (std::find(eos.begin(), eos.end(), last) != eos.end()) return FinishReason::kStop;
+  }
+  const auto& stops = r.params.stop_token_ids;
+  if (may_stop && std::find(stops.begin(), stops.end(), last) != stops.end()) {
+    return FinishReason::kStop;
+  }
+  if (static_cast<int>(s.output.size()) >= r.params.max_tokens) return FinishReason::kLength;
+  if (s.num_tokens() >= max_model_len_) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+Status Engine::Step(std::vector<TokenEvent>* events) {
+  if (stopped_) return FailedPrecondition("the engine's followers were shut down");
+  scheduler_.Schedule(&plan_);
+  const SchedulePlan& plan = plan_;
+  counters_.preemptions += static_cast<int64_t>(plan.preempted.size());
+  if (tp_) plan_writer_.OnPreempted(plan.preempted);
+  if (plan.empty()) {
+    if (scheduler_.idle()) return Status::Ok();
+    return Internal("scheduler planned nothing while requests wait (cache too small?)");
+  }
+  if (tp_) comm_->Broadcast(plan_writer_.Write(plan), 0);
+  BuildBatch(plan);
+  LLM_ASSIGN_OR_RETURN(const float* logits, executor_->Execute());
+  scheduler_.Commit(plan);
+  const int vocab = executor_->config().vocab_size;
+  int row = 0;
+  for (const auto& s : plan.scheduled) {
+    Sequence& seq = *s.seq;
+    if (seq.num_computed <= static_cast<int>(seq.prompt.size()))
+      counters_.prompt_tokens_computed += s.num_new_tokens;
+    if (!s.samples) continue;
+    const Request& r = requests_.at(seq.id);
+    TokenEvent ev;
+    ev.request_id = seq.id;
+    ev.sample =
+        sampler_.Sample(logits + static_cast<size_t>(row++) * vocab, r.params.sampling, seq.prompt,
+                        seq.output, r.seed, static_cast<int>(seq.output.size()));
+    seq.output.push_back(ev.sample.token);
+    counters_.tokens_generated++;
+    ev.finish = CheckFinish(seq, r);
+    const int64_t id = seq.id;
+    events->push_back(std::move(ev));
+    if (events->back().finish != FinishReason::kNone) {
+      Remove(id);
+    } else if (tp_) {
+      plan_writer_.OnSampled(id, events->back().sample.token);
+    }
+  }
+  return Status::Ok();
+}
+
+bool Engine::Abort(int64_t request_id) {
+  if (!requests_.count(request_id)) return false;
+  Remove(request_id);
+  return true;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s = counters_;
+  s.running = scheduler_.num_running();
+  s.waiting = scheduler_.num_waiting();
+  s.blocks_total = blocks_.num_blocks();
+  s.blocks_free = blocks_.num_free();
+  return s;
+}
+
+StatusOr<std::vector<GenerateResult>> GenerateAll(Engine& engine,
+                                                  const std::vector<GenerateRequest>& requests) {
+  std::vector<GenerateResult> results(requests.size());
+  std::unordered_map<int64_t, size_t> index;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    LLM_ASSIGN_OR_RETURN(int64_t id, engine.Add(requests[i]));
+    index[id] = i;
+  }
+  std::vector<TokenEvent> events;
+  while (!engine.idle()) {
+    events.clear();
+    LLM_RETURN_IF_ERROR(engine.Step(&events));
+    for (auto& ev : events) {
+      auto it = index.find(ev.request_id);
+      if (it == index.end()) continue;
+      GenerateResult& r = results[it->second];
+      r.tokens.push_back(std::move(ev.sample));
+      r.finish = ev.finish;
+    }
+  }
+  return results;
+}
+
+}  // namespace llm

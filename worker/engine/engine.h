@@ -1,0 +1,132 @@
+// One engine: scheduler + block manager + model + KV cache + sampler, on rank 0 of a
+// tensor-parallel group (or alone). With several ranks, each Step broadcasts a StepPlan (see
+// worker/step_plan.h) that the other ranks, in RunFollower (worker/follower.h), turn into the
+// same forward pass on their shard; rank 0 only adds scheduling and sampling.
+// Thread affinity: one caller at a time, always the same thread with several ranks (MPI).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/backend.h"
+#include "worker/engine/block_manager.h"
+#include "worker/engine/sampler.h"
+#include "worker/engine/scheduler.h"
+#include "worker/engine/step_plan.h"
+#include "worker/model/communicator.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/rank_executor.h"
+
+namespace llm {
+
+struct EngineConfig {
+  int block_size = 16;
+  int num_blocks = 0;                    // > 0 wins over kv_cache_bytes
+  size_t kv_cache_bytes = 256ull << 20;  // per rank: each rank holds its KV heads' share
+  int max_model_len = 0;                 // 0: the model's max_position_embeddings
+  SchedulerConfig scheduler;
+  uint64_t seed = 0;  // draws the seeds of requests that bring none
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int max_tokens = 16;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  int min_tokens = 0;  // eos and stop_token_ids do not end the request before this many tokens
+  int priority = 0;
+};
+
+enum class FinishReason { kNone, kLength, kStop, kAbort };
+const char* FinishReasonName(FinishReason r);
+
+// One new token of one request.
+struct TokenEvent {
+  int64_t request_id = 0;
+  SampleResult sample;
+  FinishReason finish = FinishReason::kNone;
+};
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  int blocks_total = 0;
+  int blocks_free = 0;
+  int64_t preemptions = 0;
+  int64_t prompt_tokens_computed = 0;  // prefill tokens run (recomputes included)
+  int64_t tokens_generated = 0;
+};
+
+class Engine {
+ public:
+  // `comm` (not owned, outlives the engine) joins the tensor-parallel ranks; nullptr means one
+  // rank. The engine runs on rank 0 and `weights` must be rank 0's shard of comm's world.
+  // With several ranks, a successful Create tells the followers to allocate their KV cache;
+  // after a failed one, call ShutdownFollowers (worker/follower.h).
+  // The forward pass runs on `backend` (which must outlive the engine).
+  static StatusOr<std::unique_ptr<Engine>> Create(
+      const ModelWeights& weights, const EngineConfig& config, Communicator* comm = nullptr,
+      kernels::Backend& backend = kernels::CpuBackend());
+  // Stops the followers (also done by the destructor).
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request. InvalidArgument / OutOfRange name the field at fault.
+  StatusOr<int64_t> Add(GenerateRequest request);
+  // Runs one step; appends the tokens it produced to `events`.
+  Status Step(std::vector<TokenEvent>* events);
+  // Drops a request and frees its blocks at once. False if it is unknown (already finished).
+  bool Abort(int64_t request_id);
+  bool idle() const { return scheduler_.idle(); }
+  EngineStats stats() const;
+  const ModelConfig& model_config() const { return executor_->config(); }
+  int max_model_len() const { return max_model_len_; }
+  // Sends the followers a Shutdown message (once); later Steps fail. No-op with one rank.
+  void StopFollowers();
+
+ private:
+  struct Request {
+    GenerateRequest params;
+    uint64_t seed = 0;
+  };
+  Engine(std::unique_ptr<RankExecutor> executor, const EngineConfig& config, int num_blocks,
+         Communicator* comm);
+  void BuildBatch(const SchedulePlan& plan);
+  SchedulePlan plan_;  // reused every step
+  void Remove(int64_t id);
+  FinishReason CheckFinish(const Sequence& s, const Request& r) const;
+
+  EngineConfig config_;
+  int max_model_len_;
+  std::unique_ptr<Communicator> local_comm_;  // when none is given
+  Communicator* comm_;
+  bool tp_;               // more than one rank: followers mirror every step
+  bool stopped_ = false;  // followers were told to shut down
+  StepPlanWriter plan_writer_;
+  std::vector<BatchEntry> entries_;
+  std::unique_ptr<RankExecutor> executor_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  Sampler sampler_;
+  std::mt19937_64 seed_rng_;
+  std::unordered_map<int64_t, Request> requests_;
+  int64_t next_id_ = 1;
+  EngineStats counters_;
+};
+
+// Runs the requests to completion together (continuous batching) and returns each one's
+// tokens in request order.
+struct GenerateResult {
+  std::vector<SampleResult> tokens;
+  FinishReason finish = FinishReason::kNone;
+};
+StatusOr<std::vector<GenerateResult>> GenerateAll(Engine& engine,
+                                                  const std::vector<GenerateRequest>& requests);
+
+}  // namespace llm

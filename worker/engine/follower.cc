@@ -1,0 +1,116 @@
+#include "worker/engine/follower.h"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/engine/step_plan.h"
+#include "worker/model/rank_executor.h"
+
+namespace llm {
+
+namespace {
+
+// One follower's state between messages: the same RankExecutor rank 0's engine owns, and the
+// mirror of rank 0's sequences that rebuilds each step's batch.
+struct FollowerState {
+  std::unique_ptr<RankExecutor> executor;
+  std::unique_ptr<SequenceMirror> mirror;
+  int block_size = 0;
+  std::vector<BatchEntry> entries;
+};
+
+Status Start(const StepPlan& plan, const EngineConfig& config, FollowerState* st) {
+  if (plan.block_size != config.block_size) {
+    return FailedPrecondition("rank 0 runs block_size " + std::to_string(plan.block_size) +
+                              ", this rank is configured with " +
+                              std::to_string(config.block_size));
+  }
+  if (plan.num_blocks <= 0) return DataLoss("start message with no KV blocks");
+  LLM_RETURN_IF_ERROR(st->executor->AllocateCache(plan.num_blocks, plan.block_size));
+  st->mirror = std::make_unique<SequenceMirror>(plan.num_blocks, plan.block_size);
+  st->block_size = plan.block_size;
+  return Status::Ok();
+}
+
+Status RunStep(const StepPlan& plan, int rank, FollowerState* st) {
+  if (!st->mirror) return DataLoss("step message before the start message");
+  LLM_RETURN_IF_ERROR(st->mirror->Apply(plan, &st->entries));
+  BuildForwardBatch(st->entries, st->block_size, &st->executor->batch());
+  auto logits = st->executor->Execute();
+  if (!logits.ok()) {
+    // Rank 0 failed on the same batch before its own collectives and does not commit either.
+    std::fprintf(stderr, "rank %d: step %llu failed: %s\n", rank,
+                 static_cast<unsigned long long>(plan.step), logits.status().ToString().c_str());
+    return Status::Ok();
+  }
+  st->mirror->Commit(plan);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunFollower(const ModelWeights& weights, const EngineConfig& config, Communicator& comm,
+                   kernels::Backend& backend) {
+  if (comm.rank() == 0) return InvalidArgument("rank 0 runs the engine, not RunFollower");
+  FollowerState st;
+  LLM_ASSIGN_OR_RETURN(st.executor, RankExecutor::Create(weights, backend, &comm));
+  std::vector<uint8_t> bytes;
+  StepPlan plan;
+  for (;;) {
+    comm.Broadcast(bytes, 0);
+    LLM_RETURN_IF_ERROR(ParseStepPlan(bytes, &plan));
+    switch (plan.kind) {
+      case StepMessageKind::kShutdown:
+        return Status::Ok();
+      case StepMessageKind::kStart:
+        LLM_RETURN_IF_ERROR(Start(plan, config, &st));
+        break;
+      case StepMessageKind::kStep:
+        LLM_RETURN_IF_ERROR(RunStep(plan, comm.rank(), &st));
+        break;
+    }
+  }
+}
+
+void ShutdownFollowers(Communicator& comm) {
+  if (comm.world_size() == 1 || comm.rank() != 0) return;
+  StepPlan stop;
+  stop.kind = StepMessageKind::kShutdown;
+  std::vector<uint8_t> bytes;
+  SerializeStepPlan(stop, &bytes);
+  comm.Broadcast(bytes, 0);
+}
+
+int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_host) {
+  const int threads = c.threads_per_rank > 0
+                          ? c.threads_per_rank
+                          : std::max(1, omp_get_num_procs() / std::max(1, ranks_on_host));
+  omp_set_num_threads(threads);
+  const TensorParallel tp{comm.rank(), comm.world_size()};
+  auto weights = LoadModelWeights(
+      c.model_path, c.load_format == "dummy" ? LoadFormat::kDummy : LoadFormat::kSafetensors,
+      static_cast<uint64_t>(c.seed), tp);
+  if (!weights.ok()) {
+    spdlog::critical("rank {}: model.path '{}': {}", tp.rank, c.model_path,
+                     weights.status().ToString());
+    return 1;
+  }
+  spdlog::info("rank {} of {}: {} MiB of matrices, {} threads; following rank 0", tp.rank, tp.size,
+               (*weights)->matrix_bytes >> 20, threads);
+  EngineConfig ec;
+  ec.block_size = c.block_size;
+  const Status s = RunFollower(**weights, ec, comm);
+  if (!s.ok()) {
+    spdlog::critical("rank {}: {}", tp.rank, s.ToString());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace llm

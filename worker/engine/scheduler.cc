@@ -1,0 +1,114 @@
+#include "worker/engine/scheduler.h"
+
+#include <algorithm>
+
+namespace llm {
+
+namespace {
+
+bool RunsBefore(const Sequence& a, const Sequence& b) {
+  return a.priority != b.priority ? a.priority < b.priority : a.id < b.id;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* blocks)
+    : config_(config), blocks_(blocks) {}
+
+void Scheduler::Add(std::unique_ptr<Sequence> seq) {
+  auto pos = std::find_if(waiting_.begin(), waiting_.end(),
+                          [&](const auto& w) { return RunsBefore(*seq, *w); });
+  waiting_.insert(pos, std::move(seq));
+}
+
+int Scheduler::TokensWanted(const Sequence& s, int budget) const {
+  int wanted = s.num_tokens() - s.num_computed;
+  // A sequence still in its prompt (or recomputing after preemption) may be chunked.
+  if (config_.max_prefill_chunk > 0 && wanted > 1)
+    wanted = std::min(wanted, config_.max_prefill_chunk);
+  return std::min(wanted, budget);
+}
+
+// Frees the blocks of the last running sequence (the one that would run last) and sends it
+// back to waiting. Returns false when `keep` itself was the last one (and is now preempted).
+bool Scheduler::PreemptLowest(const Sequence* keep, SchedulePlan* plan) {
+  std::unique_ptr<Sequence> victim = std::move(running_.back());
+  running_.pop_back();
+  const bool was_keep = victim.get() == keep;
+  blocks_->Release(victim->block_table);
+  victim->num_computed = 0;
+  victim->num_preemptions++;
+  plan->preempted.push_back(victim->id);
+  Add(std::move(victim));
+  return !was_keep;
+}
+
+void Scheduler::ScheduleRunning(SchedulePlan* plan, int* budget) {
+  for (size_t i = 0; i < running_.size() && *budget > 0;) {
+    Sequence* s = running_[i].get();
+    const int wanted = TokensWanted(*s, *budget);
+    if (wanted <= 0) {
+      ++i;
+      continue;
+    }
+    bool still_running = true;
+    while (!blocks_->Grow(s->block_table, s->num_computed + wanted)) {
+      if (!PreemptLowest(s, plan)) {
+        still_running = false;
+        break;
+      }
+    }
+    if (!still_running) break;  // s was the last one: nothing after it is left either
+    const bool samples = s->num_computed + wanted == s->num_tokens();
+    plan->scheduled.push_back({s, wanted, samples});
+    plan->num_tokens += wanted;
+    *budget -= wanted;
+    ++i;
+  }
+}
+
+void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget) {
+  while (!waiting_.empty() && *budget > 0 &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Sequence* s = waiting_.front().get();
+    const int wanted = TokensWanted(*s, *budget);
+    if (!blocks_->Grow(s->block_table, s->num_computed + wanted)) break;
+    const bool samples = s->num_computed + wanted == s->num_tokens();
+    plan->scheduled.push_back({s, wanted, samples});
+    plan->num_tokens += wanted;
+    *budget -= wanted;
+    // Keep running_ in priority/arrival order: it decides who gets the budget first and who is
+    // preempted (the last one).
+    auto pos = std::find_if(running_.begin(), running_.end(),
+                            [&](const auto& r) { return RunsBefore(*s, *r); });
+    running_.insert(pos, std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+void Scheduler::Schedule(SchedulePlan* plan) {
+  plan->Clear();
+  int budget = config_.max_num_batched_tokens;
+  ScheduleRunning(plan, &budget);
+  // Sequences preempted this step wait for a later one, so nothing thrashes within a step.
+  if (plan->preempted.empty()) AdmitWaiting(plan, &budget);
+}
+
+void Scheduler::Commit(const SchedulePlan& plan) {
+  for (const auto& s : plan.scheduled) s.seq->num_computed += s.num_new_tokens;
+}
+
+std::unique_ptr<Sequence> Scheduler::Remove(int64_t id) {
+  auto take = [&](auto& queue) -> std::unique_ptr<Sequence> {
+    auto it = std::find_if(queue.begin(), queue.end(), [&](const auto& s) { return s->id == id; });
+    if (it == queue.end()) return nullptr;
+    std::unique_ptr<Sequence> s = std::move(*it);
+    queue.erase(it);
+    blocks_->Release(s->block_table);
+    return s;
+  };
+  if (auto s = take(running_)) return s;
+  return take(waiting_);
+}
+
+}  // namespace llm

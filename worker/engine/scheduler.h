@@ -1,0 +1,92 @@
+// Continuous batching with chunked prefill. Pure logic (no I/O, threads or clocks): it takes
+// the state and the results of the last step and returns the next plan, so every scenario is a
+// plain unit test. One rule drives it: each sequence's computed tokens catch up with its
+// tokens (prompt + generated), within the step's token budget and sequence cap.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "worker/engine/block_manager.h"
+
+namespace llm {
+
+struct SchedulerConfig {
+  int max_num_seqs = 256;             // sequences in one step
+  int max_num_batched_tokens = 2048;  // tokens in one step (the budget)
+  int max_prefill_chunk = 0;          // > 0: at most this many prompt tokens per sequence per step
+};
+
+struct Sequence {
+  int64_t id = 0;
+  int priority = 0;  // lower runs first; ties by arrival (FCFS)
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> output;
+  int num_computed = 0;  // tokens whose K/V are in the cache
+  std::vector<int32_t> block_table;
+  int num_preemptions = 0;
+
+  int num_tokens() const { return static_cast<int>(prompt.size() + output.size()); }
+  int32_t token_at(int i) const {
+    const int p = static_cast<int>(prompt.size());
+    return i < p ? prompt[i] : output[i - p];
+  }
+};
+
+struct ScheduledSequence {
+  Sequence* seq = nullptr;
+  int num_new_tokens = 0;  // computed this step, starting at seq->num_computed
+  bool samples = false;    // this step reaches the end of its tokens: sample the next one
+};
+
+struct SchedulePlan {
+  std::vector<ScheduledSequence> scheduled;
+  std::vector<int64_t> preempted;  // sent back to waiting, blocks freed (recompute later)
+  int num_tokens = 0;
+  bool empty() const { return scheduled.empty(); }
+  void Clear() {
+    scheduled.clear();
+    preempted.clear();
+    num_tokens = 0;
+  }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, BlockManager* blocks);
+
+  // Queues a sequence. The caller has checked that it can ever fit in the cache.
+  void Add(std::unique_ptr<Sequence> seq);
+  // Plans the next step and reserves the KV blocks it writes.
+  // Fills `plan` (cleared first; its vectors keep their capacity, so a steady-state step
+  // allocates nothing).
+  void Schedule(SchedulePlan* plan);
+  SchedulePlan Schedule() {
+    SchedulePlan plan;
+    Schedule(&plan);
+    return plan;
+  }
+  // Marks the planned tokens as computed (call after the step ran).
+  void Commit(const SchedulePlan& plan);
+  // Removes a sequence wherever it is and frees its blocks. Returns it (nullptr if unknown).
+  std::unique_ptr<Sequence> Remove(int64_t id);
+
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+
+ private:
+  int TokensWanted(const Sequence& s, int budget) const;
+  bool PreemptLowest(const Sequence* keep, SchedulePlan* plan);
+  void ScheduleRunning(SchedulePlan* plan, int* budget);
+  void AdmitWaiting(SchedulePlan* plan, int* budget);
+
+  SchedulerConfig config_;
+  BlockManager* blocks_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // in priority/arrival order
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+};
+
+}  // namespace llm

@@ -1,0 +1,450 @@
+#include "worker/model/model_weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace llm {
+
+namespace {
+
+// The part of a [rows, cols] matrix a shard keeps.
+struct MatrixSlice {
+  ShardRange rows, cols;
+  bool whole_rows(int cols_total) const { return cols.begin == 0 && cols.end == cols_total; }
+};
+
+MatrixSlice RowSlice(ShardRange r, int cols) {
+  return {r, {0, cols}};
+}
+MatrixSlice ColSlice(int rows, ShardRange c) {
+  return {{0, rows}, c};
+}
+
+// Hands out tensors by name and records which were used, so leftovers can be reported.
+// Matrix checks the full [rows, cols] shape and returns the `slice` of it.
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  virtual StatusOr<Weight> Matrix(const std::string& name, int rows, int cols,
+                                  const MatrixSlice& slice) = 0;
+  virtual StatusOr<std::vector<float>> Vector(const std::string& name, int size, float fill) = 0;
+};
+
+class FileSource : public TensorSource {
+ public:
+  FileSource(ModelWeightFiles* files, ModelWeights* w) : files_(files), w_(w) {}
+
+  StatusOr<Weight> Matrix(const std::string& name, int rows, int cols,
+                          const MatrixSlice& slice) override {
+    LLM_ASSIGN_OR_RETURN(TensorView t, Take(name));
+    if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols) {
+      return InvalidArgument(t.file + ": tensor '" + name + "' has shape " + t.ShapeString() +
+                             ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                             "] from config.json");
+    }
+    const size_t elem = DTypeSize(t.dtype);
+    const char* base = static_cast<const char*>(t.data);
+    const int out_rows = slice.rows.size(), out_cols = slice.cols.size();
+    if (slice.whole_rows(cols)) {  // a row range: a view into the mapping
+      return Weight{base + static_cast<size_t>(slice.rows.begin) * cols * elem, t.dtype, out_rows,
+                    out_cols};
+    }
+    // A column slice: copy each row's segment into owned memory.
+    const size_t n = static_cast<size_t>(out_rows) * out_cols;
+    char* dst = t.dtype == DType::kF32
+                    ? reinterpret_cast<char*>(w_->owned32.emplace_back(n).data())
+                    : reinterpret_cast<char*>(w_->owned16.emplace_back(n).data());
+    for (int r = 0; r < out_rows; ++r) {
+      const size_t src_off = (static_cast<size_t>(slice.rows.begin + r) * cols + slice.cols.begin);
+      std::memcpy(dst + static_cast<size_t>(r) * out_cols * elem, base + src_off * elem,
+                  out_cols * elem);
+    }
+    return Weight{dst, t.dtype, out_rows, out_cols};
+  }
+
+  StatusOr<std::vector<float>> Vector(const std::string& name, int size, float) override {
+    LLM_ASSIGN_OR_RETURN(TensorView t, Take(name));
+    if (t.shape.size() != 1 || t.shape[0] != size) {
+      return InvalidArgument(t.file + ": tensor '" + name + "' has shape " + t.ShapeString() +
+                             ", expected [" + std::to_string(size) + "] from config.json");
+    }
+    std::vector<float> out(size);
+    for (int i = 0; i < size; ++i) {
+      const char* p = static_cast<const char*>(t.data);
+      uint16_t h = 0;
+      switch (t.dtype) {
+        case DType::kF32:
+          std::memcpy(&out[i], p + 4 * i, 4);
+          break;
+        case DType::kF16:
+          std::memcpy(&h, p + 2 * i, 2);
+          out[i] = F16ToF32(h);
+          break;
+        case DType::kBF16:
+          std::memcpy(&h, p + 2 * i, 2);
+          out[i] = Bf16ToF32(h);
+          break;
+      }
+    }
+    return out;
+  }
+
+  // Names present in the files that no Matrix/Vector call asked for.
+  std::vector<std::string> Unused() const {
+    std::vector<std::string> out;
+    for (const auto& n : files_->TensorNames()) {
+      if (!used_.count(n)) out.push_back(n);
+    }
+    return out;
+  }
+
+ private:
+  StatusOr<TensorView> Take(const std::string& name) {
+    if (!files_->Has(name)) return NotFound("missing tensor '" + name + "' in the safetensors");
+    used_.insert(name);
+    return files_->Get(name);
+  }
+  ModelWeightFiles* files_;
+  ModelWeights* w_;
+  std::set<std::string> used_;
+};
+
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
+constexpr uint64_t kChunkStride = 0x632be59bd9b4e019ull;
+constexpr size_t kChunk = 65536;
+
+uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Element i of the random stream of a tensor: SplitMix64 restarted every kChunk elements, so
+// any element (and so any shard) can be computed on its own.
+float DummyValue(uint64_t base, size_t i) {
+  const uint64_t state = base + static_cast<uint64_t>(i / kChunk) * kChunkStride +
+                         static_cast<uint64_t>(i % kChunk + 1) * kGamma;
+  const double u = static_cast<double>(Mix64(state) >> 11) * 0x1.0p-53;
+  return static_cast<float>((u - 0.5) * 0.1);
+}
+
+// Random weights: uniform in [-0.05, 0.05] (std ~0.029), norms at `fill`.
+class DummySource : public TensorSource {
+ public:
+  DummySource(ModelWeights* w, uint64_t seed) : w_(w), seed_(seed) {}
+
+  StatusOr<Weight> Matrix(const std::string& name, int, int cols,
+                          const MatrixSlice& slice) override {
+    const int out_rows = slice.rows.size(), out_cols = slice.cols.size();
+    const size_t n = static_cast<size_t>(out_rows) * out_cols;
+    // Output element j is element (row, col) of the full matrix.
+    auto source_index = [&](size_t j) {
+      const size_t r = j / out_cols, c = j % out_cols;
+      return (slice.rows.begin + r) * static_cast<size_t>(cols) + slice.cols.begin + c;
+    };
+    const uint64_t base = Hash(name);
+    const DType dt = w_->config.torch_dtype;
+    if (dt == DType::kF32) {
+      auto& buf = w_->owned32.emplace_back(n);
+      FillParallel(n, base, source_index, [&](size_t i, float x) { buf[i] = x; });
+      return Weight{buf.data(), dt, out_rows, out_cols};
+    }
+    auto& buf = w_->owned16.emplace_back(n);
+    const bool bf16 = dt == DType::kBF16;
+    FillParallel(n, base, source_index,
+                 [&](size_t i, float x) { buf[i] = bf16 ? F32ToBf16(x) : F32ToF16(x); });
+    return Weight{buf.data(), dt, out_rows, out_cols};
+  }
+
+  StatusOr<std::vector<float>> Vector(const std::string& name, int size, float fill) override {
+    if (fill != 0.0f) return std::vector<float>(size, fill);
+    std::vector<float> v(size);
+    FillParallel(
+        size, Hash(name), [](size_t i) { return i; }, [&](size_t i, float x) { v[i] = x; });
+    return v;
+  }
+
+ private:
+  uint64_t Hash(const std::string& name) const {
+    uint64_t h = seed_ ^ 0xcbf29ce484222325ull;
+    for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+    return h;
+  }
+  // set(i, value of element index(i) of the tensor's stream) for i < n.
+  template <typename Index, typename Set>
+  static void FillParallel(size_t n, uint64_t base, Index&& index, Set&& set) {
+    const long chunks = static_cast<long>((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; ++c) {
+      const size_t end = std::min(n, static_cast<size_t>(c + 1) * kChunk);
+      for (size_t i = static_cast<size_t>(c) * kChunk; i < end; ++i) {
+        set(i, DummyValue(base, index(i)));
+      }
+    }
+  }
+  ModelWeights* w_;
+  uint64_t seed_;
+};
+
+std::vector<float> Slice(const std::vector<float>& v, ShardRange r) {
+  return std::vector<float>(v.begin() + r.begin, v.begin() + r.end);
+}
+
+// Keeps `v` alive in w.owned32 and returns an F32 vector Weight over it (moving a std::vector
+// keeps its buffer, so the view stays valid as owned32 grows).
+Weight Own(ModelWeights& w, std::vector<float> v) {
+  auto& kept = w.owned32.emplace_back(std::move(v));
+  return Weight{kept.data(), DType::kF32, 1, static_cast<int>(kept.size())};
+}
+
+// A copy of `m` with zero rows appended up to `rows` (a short vocab-parallel lm_head shard).
+Weight PadRows(ModelWeights& w, const Weight& m, int rows) {
+  const size_t elem = DTypeSize(m.format);
+  const size_t have = static_cast<size_t>(m.rows) * m.cols,
+               want = static_cast<size_t>(rows) * m.cols;
+  char* dst = m.format == DType::kF32
+                  ? reinterpret_cast<char*>(w.owned32.emplace_back(want, 0.0f).data())
+                  : reinterpret_cast<char*>(w.owned16.emplace_back(want, uint16_t{0}).data());
+  if (have > 0) std::memcpy(dst, m.data, have * elem);
+  return Weight{dst, m.format, rows, m.cols};
+}
+
+Status LoadAttention(TensorSource& src, ModelWeights& w, const std::string& p, LayerWeights* lw) {
+  const ModelConfig& c = w.config;
+  const int h = c.hidden_size, hd = c.head_dim;
+  const ShardRange q_rows{w.shard.heads.begin * hd, w.shard.heads.end * hd};
+  const ShardRange kv_rows{w.shard.kv_heads.begin * hd, w.shard.kv_heads.end * hd};
+  LLM_ASSIGN_OR_RETURN(
+      lw->q, src.Matrix(p + "self_attn.q_proj.weight", c.q_dim(), h, RowSlice(q_rows, h)));
+  LLM_ASSIGN_OR_RETURN(
+      lw->k, src.Matrix(p + "self_attn.k_proj.weight", c.kv_dim(), h, RowSlice(kv_rows, h)));
+  LLM_ASSIGN_OR_RETURN(
+      lw->v, src.Matrix(p + "self_attn.v_proj.weight", c.kv_dim(), h, RowSlice(kv_rows, h)));
+  LLM_ASSIGN_OR_RETURN(
+      lw->o, src.Matrix(p + "self_attn.o_proj.weight", h, c.q_dim(), ColSlice(h, q_rows)));
+  if (c.qkv_bias) {
+    LLM_ASSIGN_OR_RETURN(auto qb, src.Vector(p + "self_attn.q_proj.bias", c.q_dim(), 0));
+    LLM_ASSIGN_OR_RETURN(auto kb, src.Vector(p + "self_attn.k_proj.bias", c.kv_dim(), 0));
+    LLM_ASSIGN_OR_RETURN(auto vb, src.Vector(p + "self_attn.v_proj.bias", c.kv_dim(), 0));
+    lw->q_bias = Own(w, Slice(qb, q_rows));
+    lw->k_bias = Own(w, Slice(kb, kv_rows));
+    lw->v_bias = Own(w, Slice(vb, kv_rows));
+  }
+  if (c.o_bias) {
+    LLM_ASSIGN_OR_RETURN(auto ob, src.Vector(p + "self_attn.o_proj.bias", h, 0));
+    lw->o_bias = Own(w, std::move(ob));
+  }
+  if (c.qk_norm) {
+    LLM_ASSIGN_OR_RETURN(auto qn, src.Vector(p + "self_attn.q_norm.weight", hd, 1));
+    LLM_ASSIGN_OR_RETURN(auto kn, src.Vector(p + "self_attn.k_norm.weight", hd, 1));
+    lw->q_norm = Own(w, std::move(qn));
+    lw->k_norm = Own(w, std::move(kn));
+  }
+  return Status::Ok();
+}
+
+Status LoadLayer(TensorSource& src, ModelWeights& w, int l, LayerWeights* lw) {
+  const ModelConfig& c = w.config;
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  const int h = c.hidden_size, inter = c.intermediate_size;
+  const ShardRange mine = w.shard.intermediate;
+  LLM_ASSIGN_OR_RETURN(auto in_norm, src.Vector(p + "input_layernorm.weight", h, 1.0f));
+  LLM_ASSIGN_OR_RETURN(auto post_norm, src.Vector(p + "post_attention_layernorm.weight", h, 1.0f));
+  lw->input_norm = Own(w, std::move(in_norm));
+  lw->post_attention_norm = Own(w, std::move(post_norm));
+  LLM_RETURN_IF_ERROR(LoadAttention(src, w, p, lw));
+  LLM_ASSIGN_OR_RETURN(lw->gate,
+                       src.Matrix(p + "mlp.gate_proj.weight", inter, h, RowSlice(mine, h)));
+  LLM_ASSIGN_OR_RETURN(lw->up, src.Matrix(p + "mlp.up_proj.weight", inter, h, RowSlice(mine, h)));
+  LLM_ASSIGN_OR_RETURN(lw->down,
+                       src.Matrix(p + "mlp.down_proj.weight", h, inter, ColSlice(h, mine)));
+  if (c.mlp_bias) {
+    LLM_ASSIGN_OR_RETURN(auto gb, src.Vector(p + "mlp.gate_proj.bias", inter, 0));
+    LLM_ASSIGN_OR_RETURN(auto ub, src.Vector(p + "mlp.up_proj.bias", inter, 0));
+    lw->gate_bias = Own(w, Slice(gb, mine));
+    lw->up_bias = Own(w, Slice(ub, mine));
+    LLM_ASSIGN_OR_RETURN(auto db, src.Vector(p + "mlp.down_proj.bias", h, 0));
+    lw->down_bias = Own(w, std::move(db));
+  }
+  return Status::Ok();
+}
+
+Status LoadAll(TensorSource& src, ModelWeights* w) {
+  const ModelConfig& c = w->config;
+  const MatrixSlice vocab_rows = RowSlice(w->shard.vocab, c.hidden_size);
+  LLM_ASSIGN_OR_RETURN(
+      w->embed, src.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size, vocab_rows));
+  w->layers.resize(c.num_layers);
+  for (int l = 0; l < c.num_layers; ++l) LLM_RETURN_IF_ERROR(LoadLayer(src, *w, l, &w->layers[l]));
+  LLM_ASSIGN_OR_RETURN(auto norm, src.Vector("model.norm.weight", c.hidden_size, 1.0f));
+  w->final_norm = Own(*w, std::move(norm));
+  if (c.tie_word_embeddings) {
+    w->lm_head = w->embed;
+  } else {
+    LLM_ASSIGN_OR_RETURN(w->lm_head,
+                         src.Matrix("lm_head.weight", c.vocab_size, c.hidden_size, vocab_rows));
+  }
+  if (w->lm_head.rows < w->shard.vocab_chunk) {
+    w->lm_head = PadRows(*w, w->lm_head, w->shard.vocab_chunk);
+  }
+  return Status::Ok();
+}
+
+// Checks that `tp` can shard `c` and fills w->tp and w->shard.
+Status PlanShard(const std::string& dir, TensorParallel tp, ModelWeights* w) {
+  const ModelConfig& c = w->config;
+  if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size) {
+    return InvalidArgument("tensor parallel rank " + std::to_string(tp.rank) + " of size " +
+                           std::to_string(tp.size) + " is out of range");
+  }
+  for (auto [name, n] : {std::pair{"num_attention_heads", c.num_heads},
+                         std::pair{"num_key_value_heads", c.num_kv_heads}}) {
+    if (n % tp.size != 0) {
+      return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
+                             " does not divide " + name + " = " + std::to_string(n) + " of " + dir +
+                             "/config.json (KV heads are split across ranks)");
+    }
+  }
+  if (c.vocab_size < tp.size || c.intermediate_size < tp.size) {
+    return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
+                           " exceeds vocab_size or intermediate_size of " + dir + "/config.json");
+  }
+  w->tp = tp;
+  w->shard.heads = SplitRange(c.num_heads, tp.size, tp.rank);
+  w->shard.kv_heads = SplitRange(c.num_kv_heads, tp.size, tp.rank);
+  w->shard.intermediate = SplitRange(c.intermediate_size, tp.size, tp.rank);
+  w->shard.vocab = SplitRange(c.vocab_size, tp.size, tp.rank);
+  w->shard.vocab_chunk = (c.vocab_size + tp.size - 1) / tp.size;
+  return Status::Ok();
+}
+
+size_t MatrixBytes(const ModelWeights& w) {
+  auto bytes = [](const Weight& m) {
+    return static_cast<size_t>(m.rows) * m.cols * DTypeSize(m.format);
+  };
+  size_t total = bytes(w.embed) + (w.lm_head.data == w.embed.data ? 0 : bytes(w.lm_head));
+  for (const auto& l : w.layers) {
+    for (const auto* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) total += bytes(*m);
+  }
+  return total;
+}
+
+}  // namespace
+
+ShardRange SplitRange(int n, int parts, int part) {
+  const int chunk = (n + parts - 1) / parts;
+  return {std::min(n, part * chunk), std::min(n, (part + 1) * chunk)};
+}
+
+StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what) {
+  if (text == "safetensors") return LoadFormat::kSafetensors;
+  if (text == "dummy") return LoadFormat::kDummy;
+  return InvalidArgument(what + " must be 'safetensors' or 'dummy', got '" + text + "'");
+}
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
+                                                         uint64_t dummy_seed, TensorParallel tp) {
+  auto w = std::make_unique<ModelWeights>();
+  LLM_ASSIGN_OR_RETURN(w->config, LoadModelConfig(dir));
+  LLM_RETURN_IF_ERROR(PlanShard(dir, tp, w.get()));
+  if (format == LoadFormat::kDummy) {
+    DummySource src(w.get(), dummy_seed);
+    LLM_RETURN_IF_ERROR(LoadAll(src, w.get()));
+    w->matrix_bytes = MatrixBytes(*w);
+    return w;
+  }
+  LLM_ASSIGN_OR_RETURN(w->files, ModelWeightFiles::Open(dir));
+  FileSource src(w->files.get(), w.get());
+  Status s = LoadAll(src, w.get());
+  if (!s.ok()) return s.WithContext(dir);
+  for (const auto& name : src.Unused()) {
+    // Tied checkpoints sometimes store lm_head too; rotary caches are derived data.
+    if (name == "lm_head.weight" && w->config.tie_word_embeddings) continue;
+    if (name.find("rotary_emb.inv_freq") != std::string::npos) continue;
+    return InvalidArgument(dir + ": unexpected tensor '" + name + "' for " +
+                           w->config.architecture + " with this config.json");
+  }
+  w->matrix_bytes = MatrixBytes(*w);
+  return w;
+}
+
+void ModelWeights::ForEachWeight(const std::function<void(const std::string&, Weight&)>& fn) {
+  fn("embed_tokens", embed);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    LayerWeights& lw = layers[l];
+    const std::string p = "layers." + std::to_string(l) + ".";
+    const std::pair<const char*, Weight*> named[] = {
+        {"input_layernorm", &lw.input_norm},
+        {"post_attention_layernorm", &lw.post_attention_norm},
+        {"q_norm", &lw.q_norm},
+        {"k_norm", &lw.k_norm},
+        {"q_proj", &lw.q},
+        {"k_proj", &lw.k},
+        {"v_proj", &lw.v},
+        {"o_proj", &lw.o},
+        {"gate_proj", &lw.gate},
+        {"up_proj", &lw.up},
+        {"down_proj", &lw.down},
+        {"q_proj.bias", &lw.q_bias},
+        {"k_proj.bias", &lw.k_bias},
+        {"v_proj.bias", &lw.v_bias},
+        {"o_proj.bias", &lw.o_bias},
+        {"gate_proj.bias", &lw.gate_bias},
+        {"up_proj.bias", &lw.up_bias},
+        {"down_proj.bias", &lw.down_bias}};
+    for (auto [name, weight] : named) {
+      if (!weight->empty()) fn(p + name, *weight);
+    }
+  }
+  fn("norm", final_norm);
+  if (lm_head.data != embed.data) fn("lm_head", lm_head);
+}
+
+void ModelWeights::ForEachWeight(
+    const std::function<void(const std::string&, const Weight&)>& fn) const {
+  const_cast<ModelWeights*>(this)->ForEachWeight(
+      [&](const std::string& name, Weight& t) { fn(name, t); });
+}
+
+Status CheckWeightFormats(const ModelWeights& w, const kernels::BackendCaps& caps) {
+  Status status = Status::Ok();
+  w.ForEachWeight([&](const std::string& name, const Weight& t) {
+    if (status.ok() && t.rows > 1 && !caps.SupportsWeightFormat(t.format)) {
+      status = InvalidArgument("weight '" + name + "' is " + DTypeName(t.format) + ", which the " +
+                               caps.name + " backend cannot use");
+    }
+  });
+  return status;
+}
+
+Status PlaceWeights(ModelWeights& w, kernels::Backend& backend) {
+  const kernels::BackendCaps& caps = backend.caps();
+  if (w.placed_on == &backend) return Status::Ok();
+  if (w.placed_on != nullptr) {
+    return FailedPrecondition("weights are already placed on another backend");
+  }
+  LLM_RETURN_IF_ERROR(CheckWeightFormats(w, caps));
+  if (caps.host_memory) return Status::Ok();
+  Status status = Status::Ok();
+  const bool tied = w.lm_head.data == w.embed.data;
+  w.ForEachWeight([&](const std::string& name, Weight& t) {
+    if (!status.ok()) return;
+    const size_t bytes = static_cast<size_t>(t.numel()) * DTypeSize(t.format);
+    auto buf = backend.Allocate(bytes);
+    if (!buf.ok()) {
+      status = buf.status().WithContext("placing weight '" + name + "'");
+      return;
+    }
+    backend.CopyToDevice(buf->data(), t.data, bytes);
+    t.data = buf->data();
+    w.placed.push_back(std::move(*buf));
+  });
+  LLM_RETURN_IF_ERROR(status);
+  if (tied) w.lm_head = w.embed;
+  LLM_RETURN_IF_ERROR(backend.Synchronize());
+  w.placed_on = &backend;
+  return Status::Ok();
+}
+
+}  // namespace llm

@@ -1,0 +1,52 @@
+// The model on one rank: the forward pass on a kernel backend plus this rank's shard of the
+// paged KV cache. Rank 0's Engine and every follower (worker/engine/follower.h) each own one and
+// run the same batches in the same order; neither holds a model or a cache of its own.
+// Thread affinity: one caller at a time.
+#pragma once
+
+#include <memory>
+
+#include "common/status.h"
+#include "kernels/backend.h"
+#include "worker/model/communicator.h"
+#include "worker/model/forward_batch.h"
+#include "worker/model/kv_cache.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/transformer_model.h"
+
+namespace llm {
+
+class RankExecutor {
+ public:
+  // `weights` (placed on `backend` when its memory is not host memory), `backend` and `comm`
+  // (nullptr: one rank) must outlive the executor. Errors name the config key when the model
+  // exceeds what the backend can do.
+  static StatusOr<std::unique_ptr<RankExecutor>> Create(
+      const ModelWeights& weights, kernels::Backend& backend = kernels::CpuBackend(),
+      Communicator* comm = nullptr);
+
+  const ModelConfig& config() const { return model_->config(); }
+  const kernels::BackendCaps& caps() const { return model_->backend().caps(); }
+  // Bytes one KV block of `block_size` tokens takes on this rank (its KV heads only).
+  size_t BlockBytes(int block_size) const;
+  // InvalidArgument naming engine.block_size when the backend cannot use it.
+  Status CheckBlockSize(int block_size) const;
+  // (Re)allocates the KV cache: the old one is freed first. ResourceExhausted when the memory
+  // is not there.
+  Status AllocateCache(int num_blocks, int block_size);
+  bool has_cache() const { return cache_ != nullptr; }
+  const KvCacheShape& cache_shape() const { return cache_->shape(); }
+
+  // The batch of the next Execute: the caller fills it (BuildForwardBatch).
+  ForwardBatch& batch() { return batch_; }
+  // Runs batch() on the model and the cache; returns its logits (see TransformerModel::Forward).
+  StatusOr<const float*> Execute();
+
+ private:
+  explicit RankExecutor(std::unique_ptr<TransformerModel> model) : model_(std::move(model)) {}
+  std::unique_ptr<TransformerModel> model_;
+  std::unique_ptr<KvCache> cache_;
+  ForwardBatch batch_;
+};
+
+}  // namespace llm

@@ -1,0 +1,272 @@
+#include "worker/model/transformer_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace llm {
+
+namespace {
+
+// Grows `buf` to hold at least `count` elements of T (never shrinks, so steady-state steps
+// allocate nothing).
+template <typename T>
+Status Grow(kernels::Backend& backend, kernels::Buffer& buf, size_t count) {
+  const size_t bytes = std::max<size_t>(count, 1) * sizeof(T);
+  if (buf.bytes() >= bytes) return Status::Ok();
+  buf = kernels::Buffer();  // free the old one first: device memory may be tight
+  LLM_ASSIGN_OR_RETURN(buf, backend.Allocate(bytes));
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(const ModelWeights& weights,
+                                                                     kernels::Backend& backend,
+                                                                     Communicator* comm) {
+  const kernels::BackendCaps& caps = backend.caps();
+  const ModelConfig& c = weights.config;
+  if (c.head_dim > caps.max_head_dim) {
+    return InvalidArgument("config.json: head_dim " + std::to_string(c.head_dim) + " exceeds the " +
+                           caps.name + " backend's maximum of " +
+                           std::to_string(caps.max_head_dim));
+  }
+  if (!caps.host_memory && weights.placed_on != &backend) {
+    return FailedPrecondition("the weights are not in the " + caps.name +
+                              " backend's memory (PlaceWeights first)");
+  }
+  LLM_RETURN_IF_ERROR(CheckWeightFormats(weights, caps));
+  if (comm && (weights.tp.size != comm->world_size() || weights.tp.rank != comm->rank())) {
+    return InvalidArgument("weights hold shard " + std::to_string(weights.tp.rank) + " of " +
+                           std::to_string(weights.tp.size) + " but this is rank " +
+                           std::to_string(comm->rank()) + " of " +
+                           std::to_string(comm->world_size()));
+  }
+  std::unique_ptr<TransformerModel> m(new TransformerModel(weights, backend, comm));
+  const std::vector<float> inv_freq = RopeInvFreq(c);
+  LLM_RETURN_IF_ERROR(Grow<float>(backend, m->inv_freq_, inv_freq.size()));
+  backend.CopyToDevice(m->inv_freq_.data(), inv_freq.data(), sizeof(float) * inv_freq.size());
+  return m;
+}
+
+TransformerModel::TransformerModel(const ModelWeights& weights, kernels::Backend& backend,
+                                   Communicator* comm)
+    : w_(weights),
+      backend_(backend),
+      host_memory_(backend.caps().host_memory),
+      local_comm_(comm ? nullptr : std::make_unique<LocalCommunicator>()),
+      comm_(comm ? comm : local_comm_.get()),
+      sharded_(weights.tp.size > 1),
+      heads_(weights.shard.heads.size()),
+      kv_heads_(weights.shard.kv_heads.size()),
+      inter_(weights.shard.intermediate.size()) {}
+
+KvCacheShape TransformerModel::CacheShape(int num_blocks, int block_size) const {
+  return KvCacheShape{w_.config.num_layers, num_blocks, block_size, kv_heads_, w_.config.head_dim};
+}
+
+Status TransformerModel::Reserve(const ForwardBatch& batch) {
+  const ModelConfig& c = w_.config;
+  const size_t t = static_cast<size_t>(batch.num_tokens());
+  const size_t rows = batch.logit_rows.size();
+  const size_t q_dim = static_cast<size_t>(heads_) * c.head_dim;
+  const size_t kv_dim = static_cast<size_t>(kv_heads_) * c.head_dim;
+  const size_t vocab_cols = sharded_ ? static_cast<size_t>(w_.shard.vocab_chunk) : c.vocab_size;
+  kernels::Backend& b = backend_;
+  for (auto* buf : {&x_, &h_, &out_}) LLM_RETURN_IF_ERROR(Grow<float>(b, *buf, t * c.hidden_size));
+  for (auto* buf : {&q_, &attn_}) LLM_RETURN_IF_ERROR(Grow<float>(b, *buf, t * q_dim));
+  for (auto* buf : {&k_, &v_}) LLM_RETURN_IF_ERROR(Grow<float>(b, *buf, t * kv_dim));
+  for (auto* buf : {&gate_, &up_, &act_}) LLM_RETURN_IF_ERROR(Grow<float>(b, *buf, t * inter_));
+  LLM_RETURN_IF_ERROR(Grow<float>(b, last_, rows * c.hidden_size));
+  LLM_RETURN_IF_ERROR(Grow<float>(b, logits_, rows * vocab_cols));
+  if (sharded_ && comm_->rank() == 0) {
+    LLM_RETURN_IF_ERROR(Grow<float>(b, gathered_, rows * vocab_cols * w_.tp.size));
+  }
+  if (!host_memory_) {
+    const size_t ids = 3 * t + batch.query_start.size() + batch.context_len.size() +
+                       batch.block_tables.size() + rows;
+    LLM_RETURN_IF_ERROR(Grow<int32_t>(b, ids_, ids));
+  }
+  return Status::Ok();
+}
+
+TransformerModel::DeviceBatch TransformerModel::Upload(const ForwardBatch& batch) {
+  const std::vector<int32_t>* arrays[] = {
+      &batch.token_ids,   &batch.positions,    &batch.slot_mapping, &batch.query_start,
+      &batch.context_len, &batch.block_tables, &batch.logit_rows};
+  const int32_t* ptrs[7];
+  if (host_memory_) {
+    for (int i = 0; i < 7; ++i) ptrs[i] = arrays[i]->data();
+  } else {
+    // One copy for all seven arrays.
+    packed_ids_.clear();
+    size_t offsets[7];
+    for (int i = 0; i < 7; ++i) {
+      offsets[i] = packed_ids_.size();
+      packed_ids_.insert(packed_ids_.end(), arrays[i]->begin(), arrays[i]->end());
+    }
+    backend_.CopyToDevice(ids_.data(), packed_ids_.data(), sizeof(int32_t) * packed_ids_.size());
+    for (int i = 0; i < 7; ++i) ptrs[i] = ids_.as<int32_t>() + offsets[i];
+  }
+  return DeviceBatch{ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6]};
+}
+
+StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCache& cache) {
+  const ModelConfig& c = w_.config;
+  const int t = batch.num_tokens();
+  for (int32_t id : batch.token_ids) {
+    if (id < 0 || id >= c.vocab_size) {
+      return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(c.vocab_size) + ")");
+    }
+  }
+  const int rows = static_cast<int>(batch.logit_rows.size());
+  LLM_RETURN_IF_ERROR(Reserve(batch));
+  const DeviceBatch db = Upload(batch);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  float* x = x_.as<float>();
+  float* h = h_.as<float>();
+  float* out = out_.as<float>();
+  Embed(db, t);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w_.layers[l];
+    const float* in_norm = static_cast<const float*>(lw.input_norm.data);
+    if (l == 0) {
+      backend_.RmsNorm(x, in_norm, t, c.hidden_size, eps, h);
+    } else {  // the previous layer's MLP residual, fused with this layer's input norm
+      backend_.AddRmsNorm(x, out, in_norm, t, c.hidden_size, eps, h);
+    }
+    Attention(l, batch, db, cache);
+    Linear(attn_.as<float>(), t, lw.o, sharded_ ? Weight{} : lw.o_bias, out);
+    if (sharded_) ReduceRowParallel(t, lw.o_bias);
+    backend_.AddRmsNorm(x, out, static_cast<const float*>(lw.post_attention_norm.data), t,
+                        c.hidden_size, eps, h);
+    Mlp(l, t);
+  }
+  if (c.num_layers > 0) backend_.Add(x, out, static_cast<int64_t>(t) * c.hidden_size);
+  float* last = last_.as<float>();
+  backend_.GatherRows(x, db.logit_rows, rows, c.hidden_size, last);
+  backend_.RmsNorm(last, static_cast<const float*>(w_.final_norm.data), rows, c.hidden_size, eps,
+                   last);
+  return LmHead(rows);
+}
+
+void TransformerModel::Linear(const float* x, int m, const Weight& w, const Weight& bias,
+                              float* y) {
+  // A shard may be empty: no rows writes nothing, no columns (an empty row-parallel slice)
+  // writes zeros.
+  if (w.rows == 0) return;
+  if (w.cols == 0) {
+    backend_.Zero(y, sizeof(float) * static_cast<size_t>(m) * w.rows);
+    return;
+  }
+  backend_.Matmul(x, m, w, static_cast<const float*>(bias.data), y);
+}
+
+// Vocab-parallel embedding: each rank looks up the ids in its row range (others give zero
+// rows) and the sum over ranks is the full embedding, exactly (one non-zero term per row).
+void TransformerModel::Embed(const DeviceBatch& db, int tokens) {
+  const int first = sharded_ ? w_.shard.vocab.begin : 0;
+  backend_.Embedding(db.token_ids, tokens, w_.embed, first, x_.as<float>());
+  if (sharded_) {
+    comm_->AllReduceSum(x_.as<float>(), static_cast<size_t>(tokens) * w_.config.hidden_size);
+  }
+}
+
+void TransformerModel::ReduceRowParallel(int tokens, const Weight& bias) {
+  const int hidden = w_.config.hidden_size;
+  comm_->AllReduceSum(out_.as<float>(), static_cast<size_t>(tokens) * hidden);
+  if (!bias.empty()) {
+    backend_.AddBias(out_.as<float>(), static_cast<const float*>(bias.data), tokens, hidden);
+  }
+}
+
+// Vocab-parallel lm_head: each rank computes the logits of its vocabulary rows, vocab_chunk
+// columns wide (its lm_head shard is zero-padded to that), and rank 0 gathers them and
+// reassembles [rows, vocab] in host memory.
+const float* TransformerModel::LmHead(int rows) {
+  const ModelConfig& c = w_.config;
+  float* logits = logits_.as<float>();
+  if (rows > 0) backend_.Matmul(last_.as<float>(), rows, w_.lm_head, nullptr, logits);
+  const size_t cols = sharded_ ? static_cast<size_t>(w_.shard.vocab_chunk) : c.vocab_size;
+  const size_t count = static_cast<size_t>(rows) * cols;
+  if (!sharded_) {
+    if (host_memory_) return logits;
+    host_logits_.resize(std::max(host_logits_.size(), count));
+    backend_.CopyToHost(host_logits_.data(), logits, sizeof(float) * count);
+    return host_logits_.data();
+  }
+  // Every rank sees the same batch, so all skip the gather together.
+  if (rows == 0) return logits;
+  comm_->Gather(logits, count, gathered_.as<float>(), 0);
+  if (comm_->rank() != 0) return logits;
+  const float* gathered = gathered_.as<float>();
+  if (!host_memory_) {
+    host_gathered_.resize(std::max(host_gathered_.size(), count * w_.tp.size));
+    backend_.CopyToHost(host_gathered_.data(), gathered, sizeof(float) * count * w_.tp.size);
+    gathered = host_gathered_.data();
+  }
+  host_logits_.resize(std::max(host_logits_.size(), static_cast<size_t>(rows) * c.vocab_size));
+  for (int p = 0; p < w_.tp.size; ++p) {
+    const ShardRange part = SplitRange(c.vocab_size, w_.tp.size, p);
+    for (int r = 0; r < rows; ++r) {
+      const float* src = gathered + p * count + static_cast<size_t>(r) * cols;
+      std::copy(src, src + part.size(),
+                host_logits_.data() + static_cast<size_t>(r) * c.vocab_size + part.begin);
+    }
+  }
+  return host_logits_.data();
+}
+
+void TransformerModel::Attention(int layer, const ForwardBatch& batch, const DeviceBatch& db,
+                                 KvCache& cache) {
+  const ModelConfig& c = w_.config;
+  const LayerWeights& lw = w_.layers[layer];
+  const int t = batch.num_tokens();
+  const float* h = h_.as<float>();
+  float* q = q_.as<float>();
+  float* k = k_.as<float>();
+  float* v = v_.as<float>();
+  Linear(h, t, lw.q, lw.q_bias, q);
+  Linear(h, t, lw.k, lw.k_bias, k);
+  Linear(h, t, lw.v, lw.v_bias, v);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  if (c.qk_norm) {
+    backend_.RmsNorm(q, static_cast<const float*>(lw.q_norm.data), t * heads_, c.head_dim, eps, q);
+    backend_.RmsNorm(k, static_cast<const float*>(lw.k_norm.data), t * kv_heads_, c.head_dim, eps,
+                     k);
+  }
+  const float* inv_freq = inv_freq_.as<float>();
+  backend_.Rope(q, db.positions, t, heads_, c.head_dim, inv_freq);
+  backend_.Rope(k, db.positions, t, kv_heads_, c.head_dim, inv_freq);
+  const KvCacheShape& cs = cache.shape();
+  backend_.ReshapeAndCache(k, v, t, kv_heads_, c.head_dim, db.slot_mapping, cs.block_size,
+                           cache.k(layer), cache.v(layer));
+  kernels::AttentionBatch ab;
+  ab.num_seqs = batch.num_seqs();
+  ab.query_start = db.query_start;
+  ab.context_len = db.context_len;
+  ab.block_tables = db.block_tables;
+  ab.max_blocks_per_seq = batch.max_blocks_per_seq;
+  kernels::AttentionParams ap;
+  ap.q_heads = heads_;
+  ap.kv_heads = kv_heads_;
+  ap.head_dim = c.head_dim;
+  ap.block_size = cs.block_size;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  ap.sliding_window = c.layer_sliding_window[layer];
+  backend_.PagedAttention(q, cache.k(layer), cache.v(layer), ab, ap, attn_.as<float>());
+}
+
+void TransformerModel::Mlp(int layer, int tokens) {
+  const LayerWeights& lw = w_.layers[layer];
+  const float* h = h_.as<float>();
+  Linear(h, tokens, lw.gate, lw.gate_bias, gate_.as<float>());
+  Linear(h, tokens, lw.up, lw.up_bias, up_.as<float>());
+  backend_.SiluMul(gate_.as<float>(), up_.as<float>(), static_cast<int64_t>(tokens) * inter_,
+                   act_.as<float>());
+  Linear(act_.as<float>(), tokens, lw.down, sharded_ ? Weight{} : lw.down_bias, out_.as<float>());
+  if (sharded_) ReduceRowParallel(tokens, lw.down_bias);
+}
+
+}  // namespace llm

@@ -1,0 +1,77 @@
+// The decoder-only transformer of the Llama family (Llama 2/3, Mistral, Qwen2, Qwen3) over a
+// flat batch with a paged KV cache, on one tensor-parallel rank and one kernel backend: the
+// weights hold this rank's shard (see ModelWeights) and the communicator joins the ranks
+// (all-reduce after the row-parallel o/down projections and the vocab-parallel embedding,
+// gather of the vocab-parallel logits to rank 0). Every rank runs Forward on the same batch in
+// the same order. The model calls only the kernels::Backend interface: activations, the KV cache
+// and the batch's index arrays live in the backend's memory; only the logits come back to the
+// host. Thread affinity: one caller at a time. Workspace buffers only grow, so steady-state
+// steps allocate nothing.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/backend.h"
+#include "worker/model/communicator.h"
+#include "worker/model/forward_batch.h"
+#include "worker/model/kv_cache.h"
+#include "worker/model/model_weights.h"
+
+namespace llm {
+
+class TransformerModel {
+ public:
+  // `weights` must be usable by `backend` (PlaceWeights; nothing to do for a host-memory
+  // backend) and outlive the model, as must `backend` and `comm` (nullptr: one rank).
+  // FailedPrecondition / InvalidArgument when the model exceeds the backend's limits (naming
+  // the config.json key).
+  static StatusOr<std::unique_ptr<TransformerModel>> Create(const ModelWeights& weights,
+                                                            kernels::Backend& backend,
+                                                            Communicator* comm = nullptr);
+
+  const ModelConfig& config() const { return w_.config; }
+  kernels::Backend& backend() const { return backend_; }
+  // Shape of a KV cache this model can use: this rank's KV heads only.
+  KvCacheShape CacheShape(int num_blocks, int block_size) const;
+
+  // Runs the batch, writes its K/V into `cache` and returns logits for batch.logit_rows as
+  // [logit_rows.size(), vocab] in host memory (valid until the next call; with several ranks,
+  // significant on rank 0 only). The batch must be well formed (the engine builds it); token
+  // ids are checked against the vocabulary before any collective, so every rank fails alike.
+  StatusOr<const float*> Forward(const ForwardBatch& batch, KvCache& cache);
+
+ private:
+  TransformerModel(const ModelWeights& weights, kernels::Backend& backend, Communicator* comm);
+  // Backend copies (or, for host memory, views) of the batch's index arrays.
+  struct DeviceBatch {
+    const int32_t *token_ids, *positions, *slot_mapping, *query_start, *context_len, *block_tables,
+        *logit_rows;
+  };
+  Status Reserve(const ForwardBatch& batch);
+  DeviceBatch Upload(const ForwardBatch& batch);
+  void Embed(const DeviceBatch& db, int tokens);
+  void Attention(int layer, const ForwardBatch& batch, const DeviceBatch& db, KvCache& cache);
+  void Mlp(int layer, int tokens);
+  void Linear(const float* x, int m, const Weight& w, const Weight& bias, float* y);
+  // out_ holds this rank's partial [tokens, hidden]: sum it over ranks and add `bias` once.
+  void ReduceRowParallel(int tokens, const Weight& bias);
+  const float* LmHead(int rows);
+
+  const ModelWeights& w_;
+  kernels::Backend& backend_;
+  const bool host_memory_;  // the backend's buffers are host memory: no copies needed
+  std::unique_ptr<Communicator> local_comm_;  // when none is given
+  Communicator* comm_;
+  bool sharded_;
+  int heads_, kv_heads_, inter_;  // this rank's share
+  kernels::Buffer inv_freq_;
+  // Workspace in backend memory, [tokens, ...] each.
+  kernels::Buffer x_, h_, q_, k_, v_, attn_, gate_, up_, act_, out_, last_, logits_, gathered_;
+  kernels::Buffer ids_;  // the batch's index arrays, back to back (device backends only)
+  std::vector<int32_t> packed_ids_;
+  std::vector<float> host_logits_, host_gathered_;  // device backends, and TP reassembly
+};
+
+}  // namespace llm
