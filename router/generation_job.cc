@@ -26,11 +26,14 @@ struct GenerationJob::Choice {
 
 namespace {
 
+// OpenAI's finish_reason for the coordinator's (proto/llm.proto lists them all).
 const char* FinishName(v1::FinishReason r) {
   switch (r) {
-    case v1::FINISH_REASON_STOP:
+    case v1::FINISH_REASON_EOS:
+    case v1::FINISH_REASON_STOP_TOKEN:
       return "stop";
-    case v1::FINISH_REASON_LENGTH:
+    case v1::FINISH_REASON_MAX_TOKENS:
+    case v1::FINISH_REASON_MAX_MODEL_LEN:
       return "length";
     case v1::FINISH_REASON_ABORT:
       return "abort";
@@ -175,7 +178,6 @@ void GenerationJob::OnMessage(size_t i, const v1::GenerateResponse& r) {
   if (cancelled_ || error_ || c.finished) return;
   EnsureStreamStarted();
   const bool final = r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
-  const auto& stop_ids = spec_.options.stop_token_ids;
   std::string out;
   std::vector<TokenLogprob> logprobs;
   for (int k = 0; k < r.token_ids_size() && !c.matcher->stopped(); ++k) {
@@ -185,11 +187,10 @@ void GenerationJob::OnMessage(size_t i, const v1::GenerateResponse& r) {
       logprobs.push_back(MakeLogprob(c.prev_token, r, k));
     }
     c.prev_token = id;
-    // The eos / stop token that ended the sequence is not part of the text.
-    const bool ending_token = final && k + 1 == r.token_ids_size() &&
-                              r.finish_reason() == v1::FINISH_REASON_STOP &&
-                              (id == tokenizer_->eos_id() ||
-                               std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end());
+    // The eos / stop token that ended the sequence (the coordinator names it) is not part of
+    // the text.
+    const bool ending_token =
+        final && k + 1 == r.token_ids_size() && r.has_stop_token_id() && r.stop_token_id() == id;
     if (!ending_token) out += c.matcher->Push(c.decoder->Add(id));
   }
   if (!c.matcher->stopped() && final) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,7 +54,8 @@ struct StreamResult {
   int messages = 0;
   pb::FinishReason finish = pb::FINISH_REASON_UNSPECIFIED;
   pb::Usage usage;
-  bool finish_before_last = false;  // a finish_reason on a message that was not the last
+  std::optional<int32_t> stop_token_id;  // of the final message
+  bool finish_before_last = false;       // a finish_reason on a message that was not the last
 };
 
 // Runs one stream to its end. `cancel_after` > 0: TryCancel after that many messages.
@@ -71,6 +73,7 @@ inline StreamResult RunStream(pb::Generation::Stub& stub, const pb::GenerateRequ
     if (msg.finish_reason() != pb::FINISH_REASON_UNSPECIFIED) {
       out.finish = msg.finish_reason();
       out.usage = msg.usage();
+      if (msg.has_stop_token_id()) out.stop_token_id = msg.stop_token_id();
     }
     if (cancel_after > 0 && out.messages == cancel_after) ctx.TryCancel();
   }

@@ -2,6 +2,7 @@
 // 64 concurrent streams, cancellation, a KV cache too small for the load.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "tests/coordinator/coordinator_client.h"
@@ -35,12 +36,37 @@ TEST_F(GenerateTest, GoldenGreedyIds) {
     const StreamResult r = RunStream(worker_->generation(), MakeRequest(c.prompt, n));
     ASSERT_TRUE(r.status.ok()) << r.status.error_message();
     EXPECT_EQ(r.tokens, c.greedy);
-    EXPECT_EQ(r.finish, pb::FINISH_REASON_LENGTH);
+    EXPECT_EQ(r.finish, pb::FINISH_REASON_MAX_TOKENS);
     EXPECT_FALSE(r.finish_before_last);
     EXPECT_EQ(r.usage.prompt_tokens(), static_cast<int>(c.prompt.size()));
     EXPECT_EQ(r.usage.completion_tokens(), n);
   }
   EXPECT_TRUE(AllBlocksFree(WaitStats(*worker_, AllBlocksFree)));
+}
+
+// The final message says why the request ended and which token ended it, so the router never
+// guesses from the model's eos id.
+TEST_F(GenerateTest, FinalMessageNamesTheStopTokenThatEndedIt) {
+  LLM_REQUIRE_SHARED(kModel);
+  LLM_REQUIRE_SHARED(kGolden);
+  StartWorker();
+  const auto cases = ReadStoriesGolden();
+  ASSERT_FALSE(cases.empty());
+  const auto& c = cases[0];
+  ASSERT_GT(c.greedy.size(), 4u);
+  const int32_t stop = c.greedy[3];
+  const size_t first = std::find(c.greedy.begin(), c.greedy.end(), stop) - c.greedy.begin();
+  pb::GenerateRequest req = MakeRequest(c.prompt, static_cast<int>(c.greedy.size()));
+  req.add_stop_token_ids(stop);
+  const StreamResult r = RunStream(worker_->generation(), req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens, std::vector<int32_t>(c.greedy.begin(), c.greedy.begin() + first + 1));
+  EXPECT_EQ(r.finish, pb::FINISH_REASON_STOP_TOKEN);
+  ASSERT_TRUE(r.stop_token_id.has_value());
+  EXPECT_EQ(*r.stop_token_id, stop);
+  const StreamResult len = RunStream(worker_->generation(), MakeRequest(c.prompt, 3));
+  EXPECT_EQ(len.finish, pb::FINISH_REASON_MAX_TOKENS);
+  EXPECT_FALSE(len.stop_token_id.has_value());
 }
 
 TEST_F(GenerateTest, SeededSamplingIsReproducibleAlsoWhenBatched) {
@@ -132,7 +158,7 @@ TEST_F(GenerateTest, SixtyFourConcurrentStreamsComplete) {
     ASSERT_TRUE(results[i].status.ok()) << i << ": " << results[i].status.error_message();
     EXPECT_EQ(static_cast<int>(results[i].tokens.size()), max_tokens(i)) << i;
     EXPECT_EQ(results[i].usage.completion_tokens(), max_tokens(i)) << i;
-    EXPECT_EQ(results[i].finish, pb::FINISH_REASON_LENGTH) << i;
+    EXPECT_EQ(results[i].finish, pb::FINISH_REASON_MAX_TOKENS) << i;
   }
   const pb::StatsResponse s = WaitStats(*worker_, AllBlocksFree);
   EXPECT_TRUE(AllBlocksFree(s)) << s.DebugString();

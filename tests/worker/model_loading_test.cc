@@ -45,6 +45,37 @@ TEST(ModelLoading, TinyModelLoadsAndRuns) {
   EXPECT_EQ((*out)[0].tokens.size(), 5u);
 }
 
+// With several eos ids (Llama-3 style), any of them ends the request and the engine says so.
+TEST(ModelLoading, AnyEosIdEndsTheRequestAsEos) {
+  auto tensors = TinyTensors();
+  auto first_token = [&](const std::string& config, FinishReason* finish) {
+    auto w = LoadModelWeights(MakeModelDir("eos", config, &tensors), LoadFormat::kSafetensors);
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    EngineConfig cfg;
+    cfg.num_blocks = 8;
+    auto engine = Engine::Create(**w, cfg);
+    GenerateRequest r;
+    r.prompt = {1, 5, 6, 7};
+    r.max_tokens = 4;
+    auto out = GenerateAll(**engine, {r});
+    EXPECT_TRUE(out.ok());
+    *finish = (*out)[0].finish;
+    return (*out)[0].tokens;
+  };
+  FinishReason finish;
+  const auto free_run = first_token(TinyConfig(), &finish);
+  ASSERT_FALSE(free_run.empty());
+  const int32_t t0 = free_run[0].token;
+  if (t0 == 2 || t0 == 3) GTEST_SKIP() << "the tiny model's first token is already an eos id";
+  std::string cfg = TinyConfig();
+  cfg.replace(cfg.find("[2, 3]"), 6, "[2, " + std::to_string(t0) + "]");
+  const auto stopped = first_token(cfg, &finish);
+  ASSERT_EQ(stopped.size(), 1u);
+  EXPECT_EQ(stopped[0].token, t0);
+  EXPECT_EQ(finish, FinishReason::kEos);
+  EXPECT_STREQ(FinishReasonName(finish), "stop");
+}
+
 TEST(ModelLoading, MissingFolderAndConfig) {
   ExpectLoadError("/nonexistent/model", StatusCode::kNotFound, {"config.json"});
 }

@@ -63,10 +63,14 @@ pb::FinishReason ToProto(FinishReason r) {
   switch (r) {
     case FinishReason::kNone:
       return pb::FINISH_REASON_UNSPECIFIED;
-    case FinishReason::kStop:
-      return pb::FINISH_REASON_STOP;
-    case FinishReason::kLength:
-      return pb::FINISH_REASON_LENGTH;
+    case FinishReason::kEos:
+      return pb::FINISH_REASON_EOS;
+    case FinishReason::kStopToken:
+      return pb::FINISH_REASON_STOP_TOKEN;
+    case FinishReason::kMaxTokens:
+      return pb::FINISH_REASON_MAX_TOKENS;
+    case FinishReason::kMaxModelLen:
+      return pb::FINISH_REASON_MAX_MODEL_LEN;
     case FinishReason::kAbort:
       return pb::FINISH_REASON_ABORT;
   }
@@ -139,6 +143,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
     }
     if (finish != FinishReason::kNone) {
       pending_.set_finish_reason(ToProto(finish));
+      if (EndedByToken(finish)) pending_.set_stop_token_id(sample.token);
       pending_.mutable_usage()->set_prompt_tokens(prompt_tokens);
       pending_.mutable_usage()->set_completion_tokens(completion_tokens);
       final_status_ = grpc::Status::OK;

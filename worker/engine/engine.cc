@@ -8,9 +8,11 @@ const char* FinishReasonName(FinishReason r) {
   switch (r) {
     case FinishReason::kNone:
       return "";
-    case FinishReason::kLength:
+    case FinishReason::kMaxTokens:
+    case FinishReason::kMaxModelLen:
       return "length";
-    case FinishReason::kStop:
+    case FinishReason::kEos:
+    case FinishReason::kStopToken:
       return "stop";
     case FinishReason::kAbort:
       return "abort";
@@ -146,14 +148,14 @@ FinishReason Engine::CheckFinish(const Sequence& s, const Request& r) const {
   const bool may_stop = static_cast<int>(s.output.size()) >= r.params.min_tokens;
   if (may_stop && !r.params.ignore_eos) {
     const auto& eos = executor_->config().eos_token_ids;
-    if (std::find(eos.begin(), eos.end(), last) != eos.end()) return FinishReason::kStop;
+    if (std::find(eos.begin(), eos.end(), last) != eos.end()) return FinishReason::kEos;
   }
   const auto& stops = r.params.stop_token_ids;
   if (may_stop && std::find(stops.begin(), stops.end(), last) != stops.end()) {
-    return FinishReason::kStop;
+    return FinishReason::kStopToken;
   }
-  if (static_cast<int>(s.output.size()) >= r.params.max_tokens) return FinishReason::kLength;
-  if (s.num_tokens() >= max_model_len_) return FinishReason::kLength;
+  if (static_cast<int>(s.output.size()) >= r.params.max_tokens) return FinishReason::kMaxTokens;
+  if (s.num_tokens() >= max_model_len_) return FinishReason::kMaxModelLen;
   return FinishReason::kNone;
 }
 

@@ -42,8 +42,21 @@ struct GenerateRequest {
   int priority = 0;
 };
 
-enum class FinishReason { kNone, kLength, kStop, kAbort };
+// Why a request ended (the coordinator sends it as proto FinishReason, the one wire list).
+enum class FinishReason {
+  kNone,
+  kEos,          // one of the model's eos ids
+  kStopToken,    // one of the request's stop_token_ids
+  kMaxTokens,    // max_tokens reached
+  kMaxModelLen,  // the context is full
+  kAbort,
+};
+// OpenAI's name: "stop" (kEos, kStopToken), "length" (kMaxTokens, kMaxModelLen), "abort", "".
 const char* FinishReasonName(FinishReason r);
+// The last token ended the request and is not part of its text (kEos, kStopToken).
+inline bool EndedByToken(FinishReason r) {
+  return r == FinishReason::kEos || r == FinishReason::kStopToken;
+}
 
 // One new token of one request.
 struct TokenEvent {
