@@ -44,6 +44,20 @@ TEST(CoordinatorErrors, BadRequestsGetTheirStatusAndTheServerKeepsServing) {
        [](auto& r) { r.set_max_tokens(510); },
        grpc::StatusCode::OUT_OF_RANGE,
        {"3 tokens", "510", "512"}},
+      {"prompt + max_tokens wraps a 32-bit int",
+       [](auto& r) { r.set_max_tokens(2147483647 - 1); },
+       grpc::StatusCode::OUT_OF_RANGE,
+       {"2147483646", "512"}},
+      {"stop token id outside the vocabulary",
+       [](auto& r) { r.add_stop_token_ids(2147483647); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"stop_token_ids", "2147483647"}},
+      {"too many stop token ids",
+       [](auto& r) {
+         for (int i = 0; i < 5000; ++i) r.add_stop_token_ids(5);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"stop_token_ids", "1024"}},
       {"max_tokens 0",
        [](auto& r) { r.set_max_tokens(0); },
        grpc::StatusCode::INVALID_ARGUMENT,
@@ -73,6 +87,11 @@ TEST(CoordinatorErrors, BadRequestsGetTheirStatusAndTheServerKeepsServing) {
        grpc::StatusCode::FAILED_PRECONDITION,
        {"api_version 0"}},
   };
+  // A request in flight while the bad ones arrive must not notice them.
+  StreamResult running;
+  std::thread bystander([&] {
+    running = RunStream(w.generation(), MakeRequest({1, 403, 407}, 400));
+  });
   for (const Case& c : cases) {
     pb::GenerateRequest req = MakeRequest({1, 403, 407}, 8);
     c.mutate(req);
@@ -84,12 +103,15 @@ TEST(CoordinatorErrors, BadRequestsGetTheirStatusAndTheServerKeepsServing) {
           << c.name << ": '" << r.status.error_message() << "' lacks '" << part << "'";
     }
   }
+  bystander.join();
+  EXPECT_TRUE(running.status.ok()) << running.status.error_message();
+  EXPECT_EQ(running.tokens.size(), 400u);
   const StreamResult ok = RunStream(w.generation(), MakeRequest({1, 403, 407}, 8));
   EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
   EXPECT_EQ(ok.tokens.size(), 8u);
   const pb::StatsResponse s = WaitStats(w, AllBlocksFree);
   EXPECT_TRUE(AllBlocksFree(s));
-  EXPECT_EQ(s.requests_total(), 1);
+  EXPECT_EQ(s.requests_total(), 2);
 }
 
 TEST(CoordinatorAdmin, HealthReportsTheModel) {

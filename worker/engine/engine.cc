@@ -106,14 +106,27 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
     return InvalidArgument("min_tokens: must be in [0, max_tokens]");
   }
   LLM_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling, mc.vocab_size));
-  const int total = static_cast<int>(request.prompt.size()) + request.max_tokens;
+  if (request.stop_token_ids.size() > kMaxStopTokenIds) {
+    return InvalidArgument("stop_token_ids: at most " + std::to_string(kMaxStopTokenIds) +
+                           " ids, got " + std::to_string(request.stop_token_ids.size()));
+  }
+  for (int32_t id : request.stop_token_ids) {
+    if (id < 0 || id >= mc.vocab_size) {
+      return InvalidArgument("stop_token_ids: token id " + std::to_string(id) +
+                             " is outside the vocabulary [0, " + std::to_string(mc.vocab_size) +
+                             ")");
+    }
+  }
+  // 64-bit: a prompt length plus a max_tokens near INT_MAX must not wrap past the checks.
+  const int64_t total = static_cast<int64_t>(request.prompt.size()) + request.max_tokens;
   if (total > max_model_len_) {
     return OutOfRange("prompt (" + std::to_string(request.prompt.size()) +
                       " tokens) + max_tokens (" + std::to_string(request.max_tokens) +
                       ") exceeds the maximum context length of " + std::to_string(max_model_len_));
   }
-  if (blocks_.BlocksFor(total) > blocks_.num_blocks()) {
-    return ResourceExhausted("request needs " + std::to_string(blocks_.BlocksFor(total)) +
+  const int64_t blocks_needed = blocks_.BlocksFor(static_cast<int>(total));
+  if (blocks_needed > blocks_.num_blocks()) {
+    return ResourceExhausted("request needs " + std::to_string(blocks_needed) +
                              " KV blocks but the cache has only " +
                              std::to_string(blocks_.num_blocks()));
   }

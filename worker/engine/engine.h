@@ -32,6 +32,9 @@ struct EngineConfig {
   uint64_t seed = 0;  // draws the seeds of requests that bring none
 };
 
+// The most stop_token_ids one request may carry (each is checked every step).
+constexpr size_t kMaxStopTokenIds = 1024;
+
 struct GenerateRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
