@@ -1,6 +1,7 @@
 #include "common/model_config.h"
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,20 +16,42 @@ namespace {
 constexpr const char* kSupported =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
 
-// Reads a positive integer key; `required` false returns `fallback` when absent or null.
+// Upper bounds on the sizes a config.json may declare: far above any released model, low enough
+// that no derived size (a layer list, a dummy weight tensor's element count) overflows.
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden, intermediate, head_dim
+constexpr int64_t kMaxHeads = 4096;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxPositions = int64_t{1} << 30;
+
+// Reads a positive integer key at most `max`; `required` false returns `fallback` when absent
+// or null.
 Status ReadInt(const json& j, const std::string& source, const char* key, bool required,
-               int fallback, int* out) {
+               int fallback, int* out, int64_t max = kMaxPositions) {
   if (!j.contains(key) || j[key].is_null()) {
     if (required) return InvalidArgument(source + ": missing key '" + key + "'");
     *out = fallback;
     return Status::Ok();
   }
-  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0 ||
-      j[key].get<int64_t>() > (int64_t{1} << 30)) {
-    return InvalidArgument(source + ": key '" + key + "' must be a positive integer, got " +
-                           j[key].dump());
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0 || j[key].get<int64_t>() > max) {
+    return InvalidArgument(source + ": key '" + key + "' must be a positive integer of at most " +
+                           std::to_string(max) + ", got " + j[key].dump());
   }
   *out = j[key].get<int>();
+  return Status::Ok();
+}
+
+// Reads a string key; absent or null gives `fallback`, any other type is an error naming it.
+Status ReadString(const json& j, const std::string& source, const char* key,
+                  const std::string& fallback, std::string* out) {
+  if (!j.contains(key) || j[key].is_null()) {
+    *out = fallback;
+    return Status::Ok();
+  }
+  if (!j[key].is_string()) {
+    return InvalidArgument(source + ": key '" + key + "' must be a string, got " + j[key].dump());
+  }
+  *out = j[key].get<std::string>();
   return Status::Ok();
 }
 
@@ -55,18 +78,19 @@ Status ReadIdList(const json& j, const std::string& source, const char* key,
                   std::vector<int32_t>* out) {
   if (!j.contains(key) || j[key].is_null()) return Status::Ok();
   const json& v = j[key];
-  if (v.is_number_integer()) {
+  if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX) {
     out->push_back(v.get<int32_t>());
     return Status::Ok();
   }
   if (v.is_array()) {
     for (const auto& x : v) {
-      if (!x.is_number_integer()) break;
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) break;
       out->push_back(x.get<int32_t>());
     }
     if (out->size() == v.size()) return Status::Ok();
   }
-  return InvalidArgument(source + ": key '" + key + "' must be an integer or a list of integers");
+  return InvalidArgument(source + ": key '" + key +
+                         "' must be a token id or a list of token ids (integers in [0, 2^31))");
 }
 
 Status ReadRopeScaling(const json& j, const std::string& source, RopeScaling* out) {
@@ -74,7 +98,9 @@ Status ReadRopeScaling(const json& j, const std::string& source, RopeScaling* ou
   const json& rs = j["rope_scaling"];
   const std::string where = source + ": rope_scaling";
   if (!rs.is_object()) return InvalidArgument(where + " must be an object or null");
-  std::string type = rs.value("rope_type", rs.value("type", std::string()));
+  std::string legacy_type, type;
+  LLM_RETURN_IF_ERROR(ReadString(rs, where, "type", "", &legacy_type));
+  LLM_RETURN_IF_ERROR(ReadString(rs, where, "rope_type", legacy_type, &type));
   if (type == "default") return Status::Ok();
   if (type != "linear" && type != "llama3") {
     return Unimplemented(where + ": type '" + type +
@@ -115,7 +141,8 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
     return Unimplemented(source + ": architecture '" + c->architecture +
                          "' is not supported (supported: " + kSupported + ")");
   }
-  std::string act = j.value("hidden_act", std::string("silu"));
+  std::string act;
+  LLM_RETURN_IF_ERROR(ReadString(j, source, "hidden_act", "silu", &act));
   if (act != "silu") {
     return Unimplemented(source + ": hidden_act '" + act + "' is not supported for " +
                          c->architecture + " (supported: silu)");
@@ -124,18 +151,23 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
 }
 
 // Which layers use a sliding window, following each architecture's transformers code.
-void ReadSlidingWindow(const json& j, ModelConfig* c) {
+Status ReadSlidingWindow(const json& j, const std::string& source, ModelConfig* c) {
   c->layer_sliding_window.assign(c->num_layers, 0);
-  if (!j.contains("sliding_window") || !j["sliding_window"].is_number_integer()) return;
-  const int window = j["sliding_window"].get<int>();
-  if (window <= 0) return;
+  int window = 0;
+  const bool zero = j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
+                    j["sliding_window"].get<int64_t>() == 0;  // some configs say 0 for none
+  if (!zero) LLM_RETURN_IF_ERROR(ReadInt(j, source, "sliding_window", false, 0, &window));
+  if (window <= 0) return Status::Ok();
   if (c->arch == ModelArch::kMistral) {
     c->layer_sliding_window.assign(c->num_layers, window);
   } else if (c->arch == ModelArch::kQwen2 || c->arch == ModelArch::kQwen3) {
-    if (!ReadBool(j, "use_sliding_window", false)) return;
-    const int first = j.value("max_window_layers", c->num_layers);
+    if (!ReadBool(j, "use_sliding_window", false)) return Status::Ok();
+    int first = c->num_layers;
+    LLM_RETURN_IF_ERROR(
+        ReadInt(j, source, "max_window_layers", false, c->num_layers, &first, kMaxLayers));
     for (int l = first; l < c->num_layers; ++l) c->layer_sliding_window[l] = window;
   }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -145,13 +177,14 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(source + ": not a JSON object");
   ModelConfig c;
   LLM_RETURN_IF_ERROR(ReadArch(j, source, &c));
-  LLM_RETURN_IF_ERROR(ReadInt(j, source, "hidden_size", true, 0, &c.hidden_size));
-  LLM_RETURN_IF_ERROR(ReadInt(j, source, "intermediate_size", true, 0, &c.intermediate_size));
-  LLM_RETURN_IF_ERROR(ReadInt(j, source, "num_hidden_layers", true, 0, &c.num_layers));
-  LLM_RETURN_IF_ERROR(ReadInt(j, source, "num_attention_heads", true, 0, &c.num_heads));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "hidden_size", true, 0, &c.hidden_size, kMaxWidth));
   LLM_RETURN_IF_ERROR(
-      ReadInt(j, source, "num_key_value_heads", false, c.num_heads, &c.num_kv_heads));
-  LLM_RETURN_IF_ERROR(ReadInt(j, source, "vocab_size", true, 0, &c.vocab_size));
+      ReadInt(j, source, "intermediate_size", true, 0, &c.intermediate_size, kMaxWidth));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "num_hidden_layers", true, 0, &c.num_layers, kMaxLayers));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "num_attention_heads", true, 0, &c.num_heads, kMaxHeads));
+  LLM_RETURN_IF_ERROR(
+      ReadInt(j, source, "num_key_value_heads", false, c.num_heads, &c.num_kv_heads, kMaxHeads));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "vocab_size", true, 0, &c.vocab_size, kMaxVocab));
   LLM_RETURN_IF_ERROR(
       ReadInt(j, source, "max_position_embeddings", false, 2048, &c.max_position_embeddings));
   if (c.hidden_size % c.num_heads != 0 && !(j.contains("head_dim") && !j["head_dim"].is_null())) {
@@ -160,11 +193,16 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
                            "no 'head_dim' is given");
   }
   LLM_RETURN_IF_ERROR(
-      ReadInt(j, source, "head_dim", false, c.hidden_size / c.num_heads, &c.head_dim));
+      ReadInt(j, source, "head_dim", false, c.hidden_size / c.num_heads, &c.head_dim, kMaxWidth));
   if (c.num_heads % c.num_kv_heads != 0) {
     return InvalidArgument(source + ": num_attention_heads (" + std::to_string(c.num_heads) +
                            ") is not a multiple of num_key_value_heads (" +
                            std::to_string(c.num_kv_heads) + ")");
+  }
+  if (static_cast<int64_t>(c.num_heads) * c.head_dim > kMaxWidth) {
+    return InvalidArgument(source + ": num_attention_heads × head_dim must be at most " +
+                           std::to_string(kMaxWidth) + ", got " + std::to_string(c.num_heads) +
+                           " × " + std::to_string(c.head_dim));
   }
   // The upper limit is the kernel backend's (asked of it when the model is created).
   if (c.head_dim <= 0 || c.head_dim % 2 != 0) {
@@ -180,10 +218,12 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   c.mlp_bias = ReadBool(j, "mlp_bias", false);
   c.qk_norm = c.arch == ModelArch::kQwen3;
   c.tie_word_embeddings = ReadBool(j, "tie_word_embeddings", false);
-  ReadSlidingWindow(j, &c);
+  LLM_RETURN_IF_ERROR(ReadSlidingWindow(j, source, &c));
   LLM_RETURN_IF_ERROR(ReadIdList(j, source, "bos_token_id", &c.bos_token_ids));
   LLM_RETURN_IF_ERROR(ReadIdList(j, source, "eos_token_id", &c.eos_token_ids));
-  std::string dtype = j.value("torch_dtype", j.value("dtype", std::string("float32")));
+  std::string dtype_key, dtype;
+  LLM_RETURN_IF_ERROR(ReadString(j, source, "dtype", "float32", &dtype_key));
+  LLM_RETURN_IF_ERROR(ReadString(j, source, "torch_dtype", dtype_key, &dtype));
   if (!ParseDType(dtype, &c.torch_dtype)) {
     return Unimplemented(source + ": torch_dtype '" + dtype +
                          "' is not supported (supported: float32, float16, bfloat16)");

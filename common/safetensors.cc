@@ -89,10 +89,18 @@ Status SafetensorsFile::ParseHeader() {
     Entry e;
     e.dtype = info["dtype"].get<std::string>();
     size_t numel = 1;
+    if (info["shape"].size() > 8) return DataLoss(where + ": shape has more than 8 dimensions");
     for (const auto& d : info["shape"]) {
       if (!d.is_number_unsigned()) return DataLoss(where + ": shape has a non-integer dimension");
-      e.shape.push_back(d.get<int64_t>());
-      numel *= d.get<size_t>();
+      // The element count must fit the data section, so any product past it is an error
+      // (and never a wrapped-around size that happens to match the byte range).
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim > data_size || __builtin_mul_overflow(numel, dim, &numel) || numel > data_size) {
+        return DataLoss(where + ": shape " + info["shape"].dump() +
+                        " has more elements than the file's " + std::to_string(data_size) +
+                        " bytes of data");
+      }
+      e.shape.push_back(static_cast<int64_t>(dim));
     }
     const auto& off = info["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {

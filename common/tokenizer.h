@@ -20,6 +20,10 @@
 
 namespace llm {
 
+// The largest token id a tokenizer file may use (16.7M; real vocabularies stay below 300k): the
+// id -> token table is sized by the largest id, so an absurd id must be an error, not 16 GiB.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+
 class DecodeSession;
 
 class Tokenizer {

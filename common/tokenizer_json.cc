@@ -1,5 +1,7 @@
 #include "common/tokenizer_json.h"
 
+#include "common/tokenizer.h"
+
 namespace llm {
 namespace {
 
@@ -128,7 +130,10 @@ class Handler : public nlohmann::json_sax<json> {
     return true;
   }
   bool VocabEntry(int64_t id) {
-    if (id < 0 || id > INT32_MAX) return Fail("model.vocab[\"" + key_ + "\"] is not a valid id");
+    if (id < 0 || id > kMaxTokenId) {
+      return Fail("model.vocab[\"" + key_ + "\"] = " + std::to_string(id) + " is outside [0, " +
+                  std::to_string(kMaxTokenId) + "]");
+    }
     out_->vocab.insert_or_assign(std::move(key_), static_cast<int32_t>(id));
     return true;
   }

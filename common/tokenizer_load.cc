@@ -74,7 +74,15 @@ StatusOr<AddedToken> ParseAddedToken(const json& j, const std::string& where) {
   t.lstrip = j.value("lstrip", false);
   t.rstrip = j.value("rstrip", false);
   t.normalized = j.value("normalized", !t.special);
-  if (j.contains("id") && j["id"].is_number_integer()) t.id = j["id"].get<int32_t>();
+  if (j.contains("id") && j["id"].is_number_integer()) {
+    const int64_t id = j["id"].get<int64_t>();
+    if (id < 0 || id > kMaxTokenId) {
+      return InvalidArgument(where + ": added token '" + t.content + "' has id " +
+                             std::to_string(id) + ", outside [0, " + std::to_string(kMaxTokenId) +
+                             "]");
+    }
+    t.id = static_cast<int32_t>(id);
+  }
   return t;
 }
 

@@ -76,6 +76,17 @@ TEST(TokenizerErrorsTest, MissingAndBadFiles) {
       "pre_tokenizer":{"type":"Split","pattern":{"Regex":"(("},"behavior":"Isolated","invert":false}})"));
   ASSERT_FALSE(badregex.ok());
   EXPECT_EQ(badregex.status().code(), StatusCode::kInvalidArgument);
+  // Ids size the id -> token table: 2^31 - 1 must be an error, not a 16 GiB allocation.
+  auto huge_id = Tokenizer::FromDir(WriteTokenizer(
+      "hugeid", R"({"model":{"type":"BPE","vocab":{"a":0,"b":2147483647},"merges":[]}})"));
+  ASSERT_FALSE(huge_id.ok());
+  EXPECT_NE(huge_id.status().message().find("2147483647"), std::string::npos)
+      << huge_id.status().ToString();
+  auto huge_added = Tokenizer::FromDir(WriteTokenizer(
+      "hugeadded", R"({"added_tokens":[{"id":2147483647,"content":"<x>","special":true}],
+      "model":{"type":"BPE","vocab":{"a":0},"merges":[]}})"));
+  ASSERT_FALSE(huge_added.ok());
+  EXPECT_EQ(huge_added.status().code(), StatusCode::kInvalidArgument);
 }
 
 // A small SentencePiece-like tokenizer: Metaspace pre-tokenizer/decoder, added tokens with

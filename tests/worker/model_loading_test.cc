@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "tests/worker/tiny_model.h"
 #include "worker/engine/engine.h"
@@ -137,6 +138,57 @@ TEST(ModelLoading, TruncatedFileIsReported) {
   ExpectLoadError(dir, StatusCode::kDataLoss, {"model.safetensors", "outside the data section"});
   fs::resize_file(file, 5);
   ExpectLoadError(dir, StatusCode::kDataLoss, {"model.safetensors", "too short"});
+}
+
+// A hostile or broken config.json: wrong types and absurd sizes are errors naming the key,
+// never an exception or an allocation of terabytes.
+TEST(ModelLoading, WrongTypesAndAbsurdSizesInConfigAreNamed) {
+  auto tensors = TinyTensors();
+  struct Case {
+    std::string key_value;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {R"("hidden_act": 1)", {"hidden_act", "string"}},
+      {R"("torch_dtype": 16)", {"torch_dtype", "string"}},
+      {R"("rope_scaling": {"rope_type": 3, "factor": 2})", {"rope_type", "string"}},
+      {R"("num_hidden_layers": 100000000)", {"num_hidden_layers", "4096"}},
+      {R"("vocab_size": 2147483647)", {"vocab_size"}},
+      {R"("eos_token_id": 99999999999)", {"eos_token_id"}},
+      {R"("sliding_window": "wide")", {"sliding_window"}},
+      {R"("num_attention_heads": 4096, "head_dim": 65536)", {"num_attention_heads", "head_dim"}},
+  };
+  for (const Case& c : cases) {
+    std::string cfg = TinyConfig();
+    cfg.insert(cfg.rfind('}'), ", " + c.key_value);
+    ExpectLoadError(MakeModelDir("types", cfg, &tensors), StatusCode::kInvalidArgument, c.parts);
+  }
+}
+
+TEST(ModelLoading, DummyWeightsTooLargeForMemoryAreAnError) {
+  std::string cfg = TinyConfig();
+  for (const char* key : {"\"hidden_size\": 8", "\"intermediate_size\": 16"}) {
+    const std::string k(key);
+    cfg.replace(cfg.find(k), k.size(), k.substr(0, k.find(':')) + ": 1048576");
+  }
+  cfg.replace(cfg.find("\"num_hidden_layers\": 1"), 22, "\"num_hidden_layers\": 4000");
+  auto w = LoadModelWeights(MakeModelDir("huge", cfg, nullptr), LoadFormat::kDummy);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kResourceExhausted) << w.status().ToString();
+}
+
+// A shape whose element count wraps 64 bits must not pass for the tensor's byte range.
+TEST(ModelLoading, SafetensorsShapeOverflowIsDataLoss) {
+  auto tensors = TinyTensors();
+  auto dir = MakeModelDir("overflow", TinyConfig(), &tensors);
+  const std::string header =
+      R"({"model.norm.weight":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})";
+  std::ofstream out(fs::path(dir) / "model.safetensors", std::ios::binary | std::ios::trunc);
+  const uint64_t len = header.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << header << std::string(64, '\0');
+  out.close();
+  ExpectLoadError(dir, StatusCode::kDataLoss, {"model.norm.weight", "more elements"});
 }
 
 TEST(ModelLoading, ShardedWithIndex) {

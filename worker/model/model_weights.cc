@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <set>
+#include <stdexcept>
 
 namespace llm {
 
@@ -343,8 +345,10 @@ StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string&
   return InvalidArgument(what + " must be 'safetensors' or 'dummy', got '" + text + "'");
 }
 
-StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
-                                                         uint64_t dummy_seed, TensorParallel tp) {
+namespace {
+
+StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& dir, LoadFormat format,
+                                             uint64_t dummy_seed, TensorParallel tp) {
   auto w = std::make_unique<ModelWeights>();
   LLM_ASSIGN_OR_RETURN(w->config, LoadModelConfig(dir));
   LLM_RETURN_IF_ERROR(PlanShard(dir, tp, w.get()));
@@ -367,6 +371,21 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir,
   }
   w->matrix_bytes = MatrixBytes(*w);
   return w;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
+                                                         uint64_t dummy_seed, TensorParallel tp) {
+  // A config.json may declare sizes this host cannot hold (dummy weights are allocated, not
+  // mapped): that is an error for the operator, never a crash.
+  try {
+    return Load(dir, format, dummy_seed, tp);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted(dir + ": not enough memory for the weights config.json describes");
+  } catch (const std::length_error&) {
+    return ResourceExhausted(dir + ": the weights config.json describes are too large");
+  }
 }
 
 void ModelWeights::ForEachWeight(const std::function<void(const std::string&, Weight&)>& fn) {
