@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
         config->tensor_parallel_size, world, config->tensor_parallel_size, world);
     return 2;
   }
+  if (mpi) mpi->set_timeout_s(config->rank_timeout_s);
   if (mpi && mpi->rank() != 0) {
     const int rc = llm::RunFollowerRank(*config, *mpi, mpi->local_size());
     if (rc != 0) mpi->AbortJob(rc);  // rank 0 would wait for this rank forever

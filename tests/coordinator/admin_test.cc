@@ -205,24 +205,64 @@ TEST(CoordinatorAdmin, LlmAdminPrintsJson) {
   EXPECT_NE(rc, 0);
 }
 
-TEST(CoordinatorLifecycle, SigtermEndsOpenStreamsAndExitsCleanly) {
-  WorkerProcess w(DemoFlags());
+// SIGTERM drains: new requests are refused at once, a request already streaming runs to its
+// end inside the grace period, then the process exits 0.
+TEST(CoordinatorLifecycle, SigtermDrainsRunningRequestsThenExits) {
+  WorkerProcess w(DemoFlags({"--coordinator.shutdown_grace_s", "60"}));
   ASSERT_TRUE(w.WaitHealthy()) << w.Log();
   grpc::ClientContext ctx;
   ctx.set_deadline(In(60));
-  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 2000));
+  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 300));
   pb::GenerateResponse msg;
   ASSERT_TRUE(reader->Read(&msg));
+  int tokens = msg.token_ids_size();
   w.Signal(SIGTERM);
-  while (reader->Read(&msg)) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the signal thread's turn
+  const StreamResult refused = RunStream(w.generation(), MakeRequest({1, 403, 407}, 4));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(Contains(refused.status.error_message(), "shutting down"))
+      << refused.status.error_message();
+  {
+    grpc::ClientContext hctx;
+    hctx.set_deadline(In(5));
+    pb::HealthResponse h;
+    ASSERT_TRUE(w.admin().Health(&hctx, pb::HealthRequest(), &h).ok());
+    EXPECT_FALSE(h.serving());
+    EXPECT_EQ(h.detail(), "shutting down");
   }
+  while (reader->Read(&msg)) tokens += msg.token_ids_size();
   const grpc::Status s = reader->Finish();
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
-  EXPECT_TRUE(Contains(s.error_message(), "shutting down")) << s.error_message();
-  ASSERT_TRUE(w.WaitExit(15.0)) << "worker did not exit after SIGTERM:\n" << w.Log();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(tokens, 300) << "the running request was cut short";
+  ASSERT_TRUE(w.WaitExit(15.0)) << "worker did not exit after draining:\n" << w.Log();
   ASSERT_TRUE(WIFEXITED(*w.exit_status())) << w.Log();
   EXPECT_EQ(WEXITSTATUS(*w.exit_status()), 0) << w.Log();
-  EXPECT_TRUE(Contains(w.Log(), "shutting down"));
+  EXPECT_TRUE(Contains(w.Log(), "received SIGTERM")) << w.Log();
+}
+
+// Past the grace period (or on a second signal) what still runs ends UNAVAILABLE.
+TEST(CoordinatorLifecycle, SigtermGracePeriodEndsLongRequests) {
+  for (bool second_signal : {false, true}) {
+    WorkerProcess w(DemoFlags({"--coordinator.shutdown_grace_s", second_signal ? "600" : "1"}));
+    ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(60));
+    auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 2000));
+    pb::GenerateResponse msg;
+    ASSERT_TRUE(reader->Read(&msg));
+    w.Signal(SIGTERM);
+    if (second_signal) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      w.Signal(SIGTERM);
+    }
+    while (reader->Read(&msg)) {
+    }
+    const grpc::Status s = reader->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_TRUE(Contains(s.error_message(), "shutting down")) << s.error_message();
+    ASSERT_TRUE(w.WaitExit(15.0)) << "worker did not exit:\n" << w.Log();
+    EXPECT_TRUE(WIFEXITED(*w.exit_status()) && WEXITSTATUS(*w.exit_status()) == 0) << w.Log();
+  }
 }
 
 TEST(CoordinatorLifecycle, IdleWorkerUsesNoCpu) {

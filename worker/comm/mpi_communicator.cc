@@ -7,6 +7,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -18,14 +19,6 @@ namespace {
 enum class MpiTag : int {
   kBroadcastSize = 1001,  // u64 byte count of the Broadcast that follows
 };
-
-// Completes `req` without a blocking MPI call: progress + yield the core between tests.
-void WaitYield(MPI_Request* req) {
-  int done = 0;
-  for (MPI_Test(req, &done, MPI_STATUS_IGNORE); !done; MPI_Test(req, &done, MPI_STATUS_IGNORE)) {
-    sched_yield();
-  }
-}
 
 // Completes `req` while idle: a 1 ms yield-spin (the next step of a busy engine costs no sleep),
 // then sleeps growing from 50 us to 2 ms.
@@ -48,7 +41,52 @@ void WaitIdle(MPI_Request* req) {
 
 constexpr size_t kMaxPiece = size_t{1} << 30;  // MPI counts are int: pieces stay below
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
+
+// Completes `req` without a blocking MPI call. The other ranks normally answer within a step's
+// compute, so it yield-spins 2 ms (progress + give the core away), then sleeps growing from
+// 50 us to 1 ms: a rank that stopped answering costs no CPU here. Past timeout_s the job ends.
+void MpiCommunicator::Wait(void* mpi_request, const char* what) {
+  using Clock = std::chrono::steady_clock;
+  MPI_Request* req = static_cast<MPI_Request*>(mpi_request);
+  int done = 0;
+  MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  if (done) return;
+  const auto start = Clock::now();
+  wait_since_ns_.store(NowNs(), std::memory_order_relaxed);
+  const auto spin_until = start + std::chrono::milliseconds(2);
+  while (!done && Clock::now() < spin_until) {
+    sched_yield();
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  }
+  auto sleep = std::chrono::microseconds(50);
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(timeout_s_));
+  while (!done) {
+    if (timeout_s_ > 0 && Clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "rank %d: the other ranks did not complete %s within engine.rank_timeout_s = "
+                   "%.0f s (a rank is stopped, wedged or gone); ending the job\n",
+                   rank_, what, timeout_s_);
+      AbortJob(3);
+    }
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min<std::chrono::microseconds>(sleep * 2, std::chrono::microseconds(1000));
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  }
+  wait_since_ns_.store(0, std::memory_order_relaxed);
+}
+
+double MpiCommunicator::StalledSeconds() const {
+  const int64_t since = wait_since_ns_.load(std::memory_order_relaxed);
+  return since == 0 ? 0.0 : static_cast<double>(NowNs() - since) * 1e-9;
+}
 
 StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, char*** argv) {
   int initialized = 0;
@@ -108,7 +146,7 @@ void MpiCommunicator::ReduceSegment(float* data, size_t count) {
   const int n = static_cast<int>(chunk);
   MPI_Request req;
   MPI_Ialltoall(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, MPI_COMM_WORLD, &req);
-  WaitYield(&req);
+  Wait(&req, "an all-reduce");
   float* sum = send_.data();
   for (size_t i = 0; i < chunk; ++i) sum[i] = recv_[i];
   for (int r = 1; r < size_; ++r) {
@@ -118,7 +156,7 @@ void MpiCommunicator::ReduceSegment(float* data, size_t count) {
   std::copy(sum, sum + chunk, recv_.begin() + static_cast<long>(rank_ * chunk));
   MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv_.data(), n, MPI_FLOAT, MPI_COMM_WORLD,
                  &req);
-  WaitYield(&req);
+  Wait(&req, "an all-reduce");
   std::copy(recv_.begin(), recv_.begin() + static_cast<long>(count), data);
 }
 
@@ -130,7 +168,7 @@ void MpiCommunicator::Gather(const float* send, size_t count, float* recv, int r
   MPI_Request req;
   MPI_Igather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT,
               root, MPI_COMM_WORLD, &req);
-  WaitYield(&req);
+  Wait(&req, "a gather");
 }
 
 void MpiCommunicator::Broadcast(std::vector<uint8_t>& bytes, int root) {
@@ -144,7 +182,7 @@ void MpiCommunicator::Broadcast(std::vector<uint8_t>& bytes, int root) {
       MPI_Isend(&size, 1, MPI_UINT64_T, r, static_cast<int>(MpiTag::kBroadcastSize), MPI_COMM_WORLD,
                 &sends[r]);
     }
-    for (auto& s : sends) WaitYield(&s);
+    for (auto& s : sends) Wait(&s, "a step message");
   } else {
     MPI_Irecv(&size, 1, MPI_UINT64_T, root, static_cast<int>(MpiTag::kBroadcastSize),
               MPI_COMM_WORLD, &req);
@@ -154,7 +192,7 @@ void MpiCommunicator::Broadcast(std::vector<uint8_t>& bytes, int root) {
   for (size_t off = 0; off < size; off += kMaxPiece) {
     const int n = static_cast<int>(std::min<size_t>(size - off, kMaxPiece));
     MPI_Ibcast(bytes.data() + off, n, MPI_BYTE, root, MPI_COMM_WORLD, &req);
-    WaitYield(&req);
+    Wait(&req, "a step message");
   }
 }
 

@@ -5,10 +5,13 @@
 // communicator (the engine thread) may call it. OpenMP threads never touch MPI.
 //
 // Waiting: ranks never sit in a blocking MPI call. Collectives inside a step are non-blocking
-// requests completed by MPI_Test + sched_yield (so oversubscribed ranks, more ranks than cores,
-// still progress); a follower waiting for the next step message (Broadcast on a non-root rank)
-// yield-spins 1 ms, then polls with sleep backoff (50 us growing to 2 ms), so an idle engine costs
-// ~0% CPU on every rank.
+// requests completed by MPI_Test + sched_yield for 2 ms (so oversubscribed ranks, more ranks than
+// cores, still progress), then MPI_Test with sleeps growing to 1 ms, so a rank that stopped
+// answering costs its peers no CPU; one that has not answered within the timeout
+// (engine.rank_timeout_s) ends the job with a log line naming the collective. A follower
+// waiting for the next step message (Broadcast on a non-root rank) yield-spins 1 ms, then polls
+// with sleep backoff (50 us growing to 2 ms) without a timeout, so an idle engine costs ~0% CPU
+// on every rank.
 //
 // AllReduceSum is deterministic: every element is summed in rank order (0, 1, ..., W-1) by the
 // rank owning its chunk (all-to-all, local sum, all-gather), so all ranks get bitwise the same
@@ -16,6 +19,8 @@
 // MPI errors are fatal (MPI_ERRORS_ARE_FATAL): a broken link ends the whole job.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -41,6 +46,9 @@ class MpiCommunicator final : public Communicator {
   void AllReduceSum(float* data, size_t count) override;
   void Gather(const float* send, size_t count, float* recv, int root) override;
   void Broadcast(std::vector<uint8_t>& bytes, int root) override;
+  double StalledSeconds() const override;
+  // A collective not completed within `seconds` ends the job (0: wait forever).
+  void set_timeout_s(double seconds) { timeout_s_ = seconds; }
   // Ends every rank of the job (MPI_Abort): for a rank that can no longer follow, since the
   // others would wait for it in the next collective.
   [[noreturn]] void AbortJob(int code);
@@ -49,9 +57,13 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(int rank, int size, int local_size, bool owns_mpi)
       : rank_(rank), size_(size), local_size_(local_size), owns_(owns_mpi) {}
   void ReduceSegment(float* data, size_t count);
+  // Completes an MPI_Request* (void* keeps mpi.h out of this header).
+  void Wait(void* mpi_request, const char* what);
   int rank_, size_, local_size_;
   bool owns_;
-  std::vector<float> send_, recv_;  // AllReduceSum scratch, only grows
+  double timeout_s_ = 0;
+  std::atomic<int64_t> wait_since_ns_{0};  // steady clock; 0 when no collective is pending
+  std::vector<float> send_, recv_;         // AllReduceSum scratch, only grows
 };
 
 }  // namespace llm

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -126,21 +127,37 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   info.vocab_size = engine->model_config().vocab_size;
   info.world_size = world;
   EngineLoop loop(std::move(engine), c.block_size);
+  CoordinatorHealth health;
+  health.comm = comm;
+  health.heartbeat_timeout_s = c.heartbeat_timeout_s;
   LLM_ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorServer> server,
-      CoordinatorServer::Start(c.coordinator_host, c.coordinator_port, info, &loop));
+      CoordinatorServer::Start(c.coordinator_host, c.coordinator_port, info, &loop, health));
   spdlog::info("coordinator serving '{}' on {}:{} (gRPC); max_model_len {}; {} rank(s)",
                c.served_model_name, c.coordinator_host, c.coordinator_port, info.max_model_len,
                world);
 
-  std::thread signals([&loop] {
+  // The first SIGTERM/SIGINT drains: new requests are refused, running ones get
+  // coordinator.shutdown_grace_s to finish. A second one stops at once.
+  std::atomic<bool> stopped{false};
+  std::thread signals([&] {
     const sigset_t set = ShutdownSignals();
     int sig = 0;
     sigwait(&set, &sig);
-    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    loop.Stop();
+    spdlog::info("received {}: refusing new requests, giving running ones up to {} s to finish",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", c.shutdown_grace_s);
+    server->BeginShutdown();
+    loop.StopWhenIdle(std::chrono::steady_clock::now() + std::chrono::seconds(c.shutdown_grace_s));
+    const timespec poll{0, 100 * 1000 * 1000};
+    while (!stopped.load()) {
+      if (sigtimedwait(&set, nullptr, &poll) > 0) {
+        spdlog::info("second signal: stopping now");
+        loop.Stop();
+      }
+    }
   });
-  loop.Run();  // until a signal; then every live request has been answered UNAVAILABLE
+  loop.Run();  // until drained; then every live request has been answered
+  stopped.store(true);
   server->Shutdown();
   signals.join();
   spdlog::info("coordinator stopped");

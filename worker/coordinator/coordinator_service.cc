@@ -241,10 +241,16 @@ struct CoordinatorServer::Impl {
             "api_version " + std::to_string(request->api_version()) +
             " is not supported; this coordinator speaks version " + std::to_string(kApiVersion)));
       }
+      if (impl_->shutting_down.load()) {
+        return new RejectedStream(Unavailable("the coordinator is shutting down"));
+      }
       if (impl_->draining.load()) {
         return new RejectedStream(Unavailable(
             "the coordinator is draining: it admits no new requests (running ones finish); "
             "`llm-admin resume` admits them again"));
+      }
+      if (const std::string problem = impl_->HealthProblem(); !problem.empty()) {
+        return new RejectedStream(Unavailable("the cluster is not healthy: " + problem));
       }
       auto stream = std::make_shared<GenerateStream>(impl_->loop, request->sampling().logprobs());
       GenerateStream::Start(stream, FromProto(*request));
@@ -260,7 +266,11 @@ struct CoordinatorServer::Impl {
     explicit Admin(Impl* impl) : impl_(impl) {}
     grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const pb::HealthRequest*,
                                      pb::HealthResponse* out) override {
-      out->set_serving(!impl_->draining.load());
+      std::string detail = impl_->shutting_down.load() ? "shutting down"
+                           : impl_->draining.load()    ? "draining"
+                                                       : impl_->HealthProblem();
+      out->set_serving(detail.empty());
+      out->set_detail(detail);
       out->set_model(impl_->info.served_model_name);
       out->set_max_model_len(impl_->info.max_model_len);
       out->set_vocab_size(impl_->info.vocab_size);
@@ -304,11 +314,30 @@ struct CoordinatorServer::Impl {
     Impl* impl_;
   };
 
-  Impl(const CoordinatorInfo& i, EngineLoop* l) : info(i), loop(l), generation(this), admin(this) {}
+  Impl(const CoordinatorInfo& i, EngineLoop* l, CoordinatorHealth h)
+      : info(i), loop(l), health(h), generation(this), admin(this) {}
+
+  // Empty while every rank answers; else what is wrong (logged once per episode).
+  std::string HealthProblem() {
+    const double stalled = health.comm ? health.comm->StalledSeconds() : 0.0;
+    if (stalled <= health.heartbeat_timeout_s) {
+      if (stall_logged.exchange(false)) spdlog::info("every rank answers again");
+      return "";
+    }
+    std::string problem = "a rank has not answered for " +
+                          std::to_string(static_cast<int>(stalled)) +
+                          " s (engine.heartbeat_timeout_s = " +
+                          std::to_string(static_cast<int>(health.heartbeat_timeout_s)) + ")";
+    if (!stall_logged.exchange(true)) spdlog::error("not serving: {}", problem);
+    return problem;
+  }
 
   CoordinatorInfo info;
   EngineLoop* loop;
+  CoordinatorHealth health;
   std::atomic<bool> draining{false};
+  std::atomic<bool> shutting_down{false};
+  std::atomic<bool> stall_logged{false};
   Generation generation;
   Admin admin;
   std::unique_ptr<grpc::Server> server;
@@ -324,8 +353,9 @@ CoordinatorServer::~CoordinatorServer() {
 StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const std::string& host,
                                                                       int port,
                                                                       const CoordinatorInfo& info,
-                                                                      EngineLoop* loop) {
-  auto impl = std::make_unique<Impl>(info, loop);
+                                                                      EngineLoop* loop,
+                                                                      CoordinatorHealth health) {
+  auto impl = std::make_unique<Impl>(info, loop, health);
   const std::string address = host + ":" + std::to_string(port);
   int bound_port = 0;
   grpc::ServerBuilder builder;
@@ -338,6 +368,10 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const std:
                        " (address in use or not local?)");
   }
   return std::unique_ptr<CoordinatorServer>(new CoordinatorServer(std::move(impl)));
+}
+
+void CoordinatorServer::BeginShutdown() {
+  impl_->shutting_down.store(true);
 }
 
 void CoordinatorServer::Shutdown() {

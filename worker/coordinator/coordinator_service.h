@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "worker/coordinator/engine_loop.h"
+#include "worker/model/communicator.h"
 
 namespace llm {
 
@@ -22,13 +23,26 @@ struct CoordinatorInfo {
   int world_size = 1;
 };
 
+// How Health tells a cluster whose ranks stopped answering: `comm` (may be nullptr: one rank)
+// is asked how long its pending collective has waited; past heartbeat_timeout_s the
+// coordinator reports not serving and refuses new requests.
+struct CoordinatorHealth {
+  const Communicator* comm = nullptr;
+  double heartbeat_timeout_s = 5;
+};
+
 class CoordinatorServer {
  public:
   // Binds host:port and serves on gRPC's own threads; requests go to `loop`, which must
-  // outlive the server. Unavailable when the address cannot be bound.
+  // outlive the server (as must health.comm). Unavailable when the address cannot be bound.
   static StatusOr<std::unique_ptr<CoordinatorServer>> Start(const std::string& host, int port,
                                                             const CoordinatorInfo& info,
-                                                            EngineLoop* loop);
+                                                            EngineLoop* loop,
+                                                            CoordinatorHealth health = {});
+
+  // From now on Generate is refused (UNAVAILABLE, "shutting down") and Health reports not
+  // serving; running requests go on. Any thread.
+  void BeginShutdown();
   ~CoordinatorServer();  // Shutdown()
   CoordinatorServer(const CoordinatorServer&) = delete;
   CoordinatorServer& operator=(const CoordinatorServer&) = delete;

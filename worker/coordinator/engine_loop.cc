@@ -17,7 +17,7 @@ EngineLoop::~EngineLoop() = default;
 uint64_t EngineLoop::Submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t ticket = next_ticket_++;
-  if (stop_) {  // Run() has returned or is about to: nobody would answer
+  if (stop_ || stop_when_idle_) {  // Run() has returned or is about to: nobody would answer
     lock.unlock();
     sink->OnError(Unavailable("the coordinator is shutting down"));
     return ticket;
@@ -46,6 +46,13 @@ void EngineLoop::Stop() {
   cv_.notify_one();
 }
 
+void EngineLoop::StopWhenIdle(std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stop_when_idle_ || deadline < idle_deadline_) idle_deadline_ = deadline;
+  stop_when_idle_ = true;
+  cv_.notify_one();
+}
+
 EngineLoopStats EngineLoop::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   return published_;
@@ -57,8 +64,23 @@ void EngineLoop::Run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       // engine_ is only touched by this thread; reading it under mu_ is just convenient.
-      cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || !engine_->idle(); });
-      if (stop_) {
+      auto ready = [&] {
+        return stop_ || !inbox_.empty() || !engine_->idle() ||
+               (stop_when_idle_ &&
+                (engine_->idle() || std::chrono::steady_clock::now() >= idle_deadline_));
+      };
+      if (stop_when_idle_) {
+        cv_.wait_until(lock, idle_deadline_, ready);
+      } else {
+        cv_.wait(lock, ready);
+      }
+      const bool drained = stop_when_idle_ && inbox_.empty() && engine_->idle();
+      const bool late = stop_when_idle_ && std::chrono::steady_clock::now() >= idle_deadline_;
+      if (stop_ || drained || late) {
+        if (late && !engine_->idle()) {
+          spdlog::warn("shutdown grace period over: {} request(s) still running are ended",
+                       live_.size());
+        }
         items.swap(inbox_);
         break;
       }

@@ -11,6 +11,7 @@
 // No gRPC type appears here: the coordinator service adapts a RequestSink to a stream.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -59,6 +60,9 @@ class EngineLoop {
   void Cancel(uint64_t ticket);
   // Makes Run() return after the current step. Any thread; safe to call more than once.
   void Stop();
+  // Makes Run() return once nothing is running or waiting, or at `deadline` (then what is
+  // still live gets OnError(Unavailable)). New requests are refused from now on. Any thread.
+  void StopWhenIdle(std::chrono::steady_clock::time_point deadline);
   // Runs steps until Stop(). Requests still live when it returns get OnError(Unavailable).
   void Run();
 
@@ -98,6 +102,8 @@ class EngineLoop {
   std::vector<InboxItem> inbox_;
   uint64_t next_ticket_ = 1;
   bool stop_ = false;
+  bool stop_when_idle_ = false;
+  std::chrono::steady_clock::time_point idle_deadline_;
   EngineLoopStats published_;
 };
 

@@ -1,12 +1,17 @@
 #include "worker/engine/follower.h"
 
 #include <omp.h>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "worker/engine/step_plan.h"
@@ -87,7 +92,33 @@ void ShutdownFollowers(Communicator& comm) {
   comm.Broadcast(bytes, 0);
 }
 
+namespace {
+
+// SIGTERM/SIGINT on a follower (mpirun forwards them to every rank): rank 0 drains and then
+// tells the followers to stop, so keep following; if that has not happened within rank 0's
+// grace period (plus a margin), rank 0 is gone or stuck and this rank ends itself.
+void WatchShutdownSignals(int rank, int grace_s) {
+  std::thread([rank, grace_s] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) return;
+    const int limit_s = grace_s + 10;
+    spdlog::info("rank {}: received {}; following rank 0 until it shuts down (at most {} s)", rank,
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", limit_s);
+    std::this_thread::sleep_for(std::chrono::seconds(limit_s));
+    spdlog::critical("rank {}: rank 0 did not shut the job down within {} s of {}; exiting", rank,
+                     limit_s, sig == SIGINT ? "SIGINT" : "SIGTERM");
+    std::_Exit(1);
+  }).detach();
+}
+
+}  // namespace
+
 int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_host) {
+  WatchShutdownSignals(comm.rank(), c.shutdown_grace_s);
   const int threads = c.threads_per_rank > 0
                           ? c.threads_per_rank
                           : std::max(1, omp_get_num_procs() / std::max(1, ranks_on_host));

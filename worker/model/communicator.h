@@ -26,6 +26,11 @@ class Communicator {
   // Broadcasts a byte message from `root`; on other ranks `bytes` is replaced.
   // Followers waiting here must not busy-spin a core while the engine is idle.
   virtual void Broadcast(std::vector<uint8_t>& bytes, int root) = 0;
+
+  // How long the collective this rank is in has been waiting for the other ranks (0 when
+  // none is pending, and never for a follower's idle wait for the next step). Any thread may
+  // ask: the coordinator's health reports a rank that stopped answering.
+  virtual double StalledSeconds() const { return 0.0; }
 };
 
 // A world of one rank: every collective is a no-op (or a copy).
