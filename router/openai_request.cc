@@ -4,6 +4,8 @@
 #include <limits>
 #include <set>
 
+#include "router/json_body.h"
+
 namespace llm {
 
 namespace {
@@ -12,11 +14,12 @@ using nlohmann::json;
 
 // Reads typed fields of a JSON object and keeps the first error. A field that is absent or
 // null keeps its default; a field of the wrong type or out of range is an error naming it.
+// Large values (messages, chat_template_kwargs) are moved out of the object, never copied.
 class FieldReader {
  public:
-  explicit FieldReader(const json& obj) : obj_(obj) {}
+  explicit FieldReader(json& obj) : obj_(obj) {}
 
-  const json* Get(const char* key) const {
+  json* Get(const char* key) const {
     auto it = obj_.find(key);
     return it == obj_.end() || it->is_null() ? nullptr : &*it;
   }
@@ -80,14 +83,11 @@ class FieldReader {
     json j = x;
     return j.dump();
   }
-  const json& obj_;
+  json& obj_;
 };
 
 std::optional<ApiError> ParseObject(std::string_view body, json* out) {
-  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (out->is_discarded()) return InvalidParam("", "The request body is not valid JSON");
-  if (!out->is_object()) return InvalidParam("", "The request body must be a JSON object");
-  return std::nullopt;
+  return ParseJsonObjectBody(body, out);
 }
 
 void ReadModel(FieldReader& r, const RequestLimits& limits, std::string* model) {
@@ -160,7 +160,7 @@ void ReadGenerationOptions(FieldReader& r, const RequestLimits& limits, Generati
   if (const json* ids = r.Get("stop_token_ids")) {
     ReadTokenIds(r, *ids, "stop_token_ids", &o->stop_token_ids);
   }
-  if (const json* so = r.Get("stream_options")) {
+  if (json* so = r.Get("stream_options")) {
     if (!so->is_object()) return r.Fail("stream_options", "'stream_options' must be an object");
     FieldReader sr(*so);
     sr.Bool("include_usage", &o->include_usage);
@@ -187,14 +187,14 @@ void ReadMaxTokens(FieldReader& r, bool chat, GenerationOptions* o) {
 void ReadMessages(FieldReader& r, const char* key, json* out) {
   static const std::set<std::string> kRoles = {"system", "user",      "assistant",
                                                "tool",   "developer", "function"};
-  const json* v = r.Get(key);
+  json* v = r.Get(key);
   if (!v) return r.Fail(key, std::string("'") + key + "' is required");
   if (!v->is_array() || v->empty()) {
     return r.Fail(key, std::string("'") + key + "' must be a non-empty list of messages");
   }
   *out = json::array();
   for (size_t i = 0; i < v->size(); ++i) {
-    const json& m = (*v)[i];
+    json& m = (*v)[i];
     const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
     if (!m.is_object()) return r.Fail(where, "'" + where + "' must be an object");
     auto role = m.find("role");
@@ -203,10 +203,9 @@ void ReadMessages(FieldReader& r, const char* key, json* out) {
                                          ".role' must be one of system, user, assistant, tool, "
                                          "developer");
     }
-    json msg = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
-      msg["content"] = "";
+      m["content"] = "";
     } else if (content->is_array()) {
       std::string text;
       for (const json& part : *content) {
@@ -220,21 +219,21 @@ void ReadMessages(FieldReader& r, const char* key, json* out) {
         if (!text.empty()) text += "\n";
         text += t->get<std::string>();
       }
-      msg["content"] = text;
+      m["content"] = std::move(text);
     } else if (!content->is_string()) {
       return r.Fail(where + ".content",
                     "'" + where + ".content' must be a string or a list of text parts");
     }
-    out->push_back(std::move(msg));
+    out->push_back(std::move(m));
   }
 }
 
 void ReadTemplateKwargs(FieldReader& r, bool* add_generation_prompt, json* kwargs) {
   r.Bool("add_generation_prompt", add_generation_prompt);
-  if (const json* k = r.Get("chat_template_kwargs")) {
+  if (json* k = r.Get("chat_template_kwargs")) {
     if (!k->is_object())
       return r.Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    *kwargs = *k;
+    *kwargs = std::move(*k);
   }
 }
 

@@ -116,11 +116,11 @@ int64_t OpenAiService::VocabSize(const ModelLimits& limits) const {
   return limits.vocab_size > 0 ? limits.vocab_size : tokenizer_->vocab_size();
 }
 
-StatusOr<std::string> OpenAiService::RenderChat(const json& messages, bool add_generation_prompt,
-                                                const json& kwargs) const {
+StatusOr<std::string> OpenAiService::RenderChat(json messages, bool add_generation_prompt,
+                                                json kwargs) const {
   if (!template_) return InvalidArgument(template_status_.message());
-  json context = kwargs.is_object() ? kwargs : json::object();
-  context["messages"] = messages;
+  json context = kwargs.is_object() ? std::move(kwargs) : json::object();
+  context["messages"] = std::move(messages);
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = tokenizer_->bos_token();
   context["eos_token"] = tokenizer_->eos_token();
@@ -132,7 +132,8 @@ HttpResponse OpenAiService::Tokenize(const std::string& body) const {
   if (auto e = ParseTokenizeRequest(body, limits_, &req)) return ErrorResponse(*e);
   std::string text = req.prompt;
   if (req.has_messages) {
-    auto rendered = RenderChat(req.messages, req.add_generation_prompt, req.template_kwargs);
+    auto rendered = RenderChat(std::move(req.messages), req.add_generation_prompt,
+                               std::move(req.template_kwargs));
     if (!rendered.ok()) return ErrorResponse(ToApiError(rendered.status(), "messages"));
     text = std::move(rendered).value();
   }
@@ -158,7 +159,8 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   if (auto e = ParseChatRequest(body, limits_, &req)) return Answer(sink, ErrorResponse(*e));
   auto limits = pool_.Limits();
   if (!limits.ok()) return Answer(sink, ErrorResponse(ToApiError(limits.status())));
-  auto prompt = RenderChat(req.messages, req.add_generation_prompt, req.template_kwargs);
+  auto prompt = RenderChat(std::move(req.messages), req.add_generation_prompt,
+                           std::move(req.template_kwargs));
   if (!prompt.ok()) return Answer(sink, ErrorResponse(ToApiError(prompt.status(), "messages")));
   std::vector<int32_t> ids = tokenizer_->Encode(*prompt, /*add_special_tokens=*/false);
   if (ids.empty()) {

@@ -45,8 +45,9 @@ class OpenAiService final : public RequestHandler {
                                         const std::shared_ptr<ResponseSink>& sink);
   std::shared_ptr<PendingExchange> Completions(const std::string& body,
                                                const std::shared_ptr<ResponseSink>& sink);
-  StatusOr<std::string> RenderChat(const nlohmann::json& messages, bool add_generation_prompt,
-                                   const nlohmann::json& kwargs) const;
+  // Takes the request's messages and kwargs by value: callers move them in (no deep copy).
+  StatusOr<std::string> RenderChat(nlohmann::json messages, bool add_generation_prompt,
+                                   nlohmann::json kwargs) const;
   int64_t VocabSize(const ModelLimits& limits) const;
 
   ServiceOptions options_;

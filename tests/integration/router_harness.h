@@ -240,10 +240,14 @@ class Cluster {
   }
 
   // Starts another router over the same coordinator; returns its port (0 when it did not
-  // become healthy in time).
-  int AddRouter(std::vector<std::string> flags = {}, const std::string& upstream = "") {
+  // become healthy in time). `env` entries ("NAME=value") go to the router's environment;
+  // `launcher` goes before the router binary (e.g. {"/bin/sh", "-c", "ulimit -n 64; exec
+  // \"$0\" \"$@\""}).
+  int AddRouter(std::vector<std::string> flags = {}, const std::string& upstream = "",
+                std::vector<std::string> env = {}, std::vector<std::string> launcher = {}) {
     const int port = FreePort();
-    std::vector<std::string> r = {
+    std::vector<std::string> r = launcher;
+    std::vector<std::string> router_args = {
         LLM_ROUTER_BIN,
         "--model.path",
         SharedPath(kModel),
@@ -253,8 +257,9 @@ class Cluster {
         std::to_string(port),
         "--router.upstreams",
         upstream.empty() ? "127.0.0.1:" + std::to_string(worker_port_) : upstream};
+    r.insert(r.end(), router_args.begin(), router_args.end());
     r.insert(r.end(), flags.begin(), flags.end());
-    routers_.push_back(std::make_unique<ChildProcess>(r, "e2e_router"));
+    routers_.push_back(std::make_unique<ChildProcess>(r, "e2e_router", env));
     ChildProcess& child = *routers_.back();
     const bool up = WaitFor(
         [&] {
