@@ -153,6 +153,16 @@ const std::vector<KeySpec>& Schema() {
       IntKey("router.max_n", &C::max_n, 1, 1024, "largest n a request may ask for"),
       IntKey("router.request_timeout_s", &C::request_timeout_s, 1, 86400,
              "a request running longer is aborted"),
+      IntKey("router.max_prompts", &C::max_prompts, 1, 65536,
+             "most prompts in one completions request (more: 400)"),
+      IntKey("router.max_choices", &C::max_choices, 1, 65536,
+             "most choices (prompts x n) in one request, each an upstream call (more: 400)"),
+      IntKey("router.max_stop_strings", &C::max_stop_strings, 0, 4096,
+             "most 'stop' strings in one request (more: 400)"),
+      IntKey("router.max_stop_bytes", &C::max_stop_bytes, 1, 1 << 20,
+             "most bytes of 'stop' strings in one request, all together (more: 400)"),
+      IntKey("router.max_stop_token_ids", &C::max_stop_token_ids, 0, 65536,
+             "most 'stop_token_ids' in one request (more: 400)"),
   };
   return schema;
 }

@@ -39,6 +39,12 @@ struct ClusterConfig {
   int64_t max_body_bytes = 1 << 20;
   int max_n = 16;
   int request_timeout_s = 600;
+  // router: fan-out caps (each choice = prompt × n is one upstream call)
+  int max_prompts = 256;
+  int max_choices = 256;
+  int max_stop_strings = 16;
+  int max_stop_bytes = 4096;
+  int max_stop_token_ids = 256;
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

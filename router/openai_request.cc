@@ -119,9 +119,14 @@ bool ReadTokenIds(FieldReader& r, const json& v, const std::string& param,
   return true;
 }
 
-void ReadStop(FieldReader& r, GenerationOptions* o) {
+void ReadStop(FieldReader& r, const RequestLimits& limits, GenerationOptions* o) {
   const json* v = r.Get("stop");
   if (!v) return;
+  if (v->is_array() && v->size() > static_cast<size_t>(limits.max_stop_strings)) {
+    return r.Fail("stop", "'stop' has " + std::to_string(v->size()) + " strings; at most " +
+                              std::to_string(limits.max_stop_strings) +
+                              " are allowed (router.max_stop_strings)");
+  }
   if (v->is_string()) {
     o->stop.push_back(v->get<std::string>());
   } else if (v->is_array()) {
@@ -132,8 +137,15 @@ void ReadStop(FieldReader& r, GenerationOptions* o) {
   } else {
     return r.Fail("stop", "'stop' must be a string or a list of strings");
   }
+  size_t bytes = 0;
   for (const std::string& s : o->stop) {
     if (s.empty()) return r.Fail("stop", "'stop' strings must not be empty");
+    bytes += s.size();
+  }
+  if (bytes > static_cast<size_t>(limits.max_stop_bytes)) {
+    return r.Fail("stop", "'stop' strings total " + std::to_string(bytes) + " bytes; at most " +
+                              std::to_string(limits.max_stop_bytes) +
+                              " are allowed (router.max_stop_bytes)");
   }
 }
 
@@ -156,8 +168,14 @@ void ReadGenerationOptions(FieldReader& r, const RequestLimits& limits, Generati
   r.Bool("stream", &o->stream);
   r.IntAs("priority", &o->priority, std::numeric_limits<int32_t>::min(),
           std::numeric_limits<int32_t>::max());
-  ReadStop(r, o);
+  ReadStop(r, limits, o);
   if (const json* ids = r.Get("stop_token_ids")) {
+    if (ids->is_array() && ids->size() > static_cast<size_t>(limits.max_stop_token_ids)) {
+      return r.Fail("stop_token_ids", "'stop_token_ids' has " + std::to_string(ids->size()) +
+                                          " ids; at most " +
+                                          std::to_string(limits.max_stop_token_ids) +
+                                          " are allowed (router.max_stop_token_ids)");
+    }
     ReadTokenIds(r, *ids, "stop_token_ids", &o->stop_token_ids);
   }
   if (json* so = r.Get("stream_options")) {
@@ -237,12 +255,19 @@ void ReadTemplateKwargs(FieldReader& r, bool* add_generation_prompt, json* kwarg
   }
 }
 
-void ReadPrompt(FieldReader& r, std::vector<CompletionPrompt>* out) {
+void ReadPrompt(FieldReader& r, const RequestLimits& limits, std::vector<CompletionPrompt>* out) {
   const json* v = r.Get("prompt");
   if (!v) return r.Fail("prompt", "'prompt' is required");
   const char* kShape =
       "'prompt' must be a string, a list of strings, a list of token ids or a list of lists of "
       "token ids";
+  // A list of strings or of token lists is one prompt each (a list of numbers is one prompt).
+  if (v->is_array() && !v->empty() && !v->front().is_number() &&
+      v->size() > static_cast<size_t>(limits.max_prompts)) {
+    return r.Fail("prompt", "'prompt' has " + std::to_string(v->size()) + " prompts; at most " +
+                                std::to_string(limits.max_prompts) +
+                                " are allowed in one request (router.max_prompts)");
+  }
   auto add_ids = [&](const json& ids) {
     CompletionPrompt p;
     p.is_token_ids = true;
@@ -269,6 +294,18 @@ void ReadPrompt(FieldReader& r, std::vector<CompletionPrompt>* out) {
   }
 }
 
+// prompts × n: each choice is one upstream call.
+void CheckChoices(FieldReader& r, const RequestLimits& limits, size_t prompts, int n) {
+  if (r.error) return;
+  const uint64_t choices = static_cast<uint64_t>(prompts) * static_cast<uint64_t>(n);
+  if (choices > static_cast<uint64_t>(limits.max_choices)) {
+    r.Fail("n", std::to_string(prompts) + " prompt(s) × n=" + std::to_string(n) + " is " +
+                    std::to_string(choices) + " choices; at most " +
+                    std::to_string(limits.max_choices) +
+                    " are allowed in one request (router.max_choices)");
+  }
+}
+
 }  // namespace
 
 std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
@@ -280,6 +317,7 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
   if (r.error) return r.error;
   ReadMessages(r, "messages", &out->messages);
   ReadGenerationOptions(r, limits, &out->options);
+  CheckChoices(r, limits, 1, out->options.n);
   ReadMaxTokens(r, /*chat=*/true, &out->options);
   ReadTemplateKwargs(r, &out->add_generation_prompt, &out->template_kwargs);
   bool logprobs = false;
@@ -300,9 +338,10 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
   FieldReader r(j);
   ReadModel(r, limits, &out->model);
   if (r.error) return r.error;
-  ReadPrompt(r, &out->prompts);
+  ReadPrompt(r, limits, &out->prompts);
   out->options.max_tokens = 16;  // the OpenAI default for completions
   ReadGenerationOptions(r, limits, &out->options);
+  CheckChoices(r, limits, out->prompts.size(), out->options.n);
   ReadMaxTokens(r, /*chat=*/false, &out->options);
   r.Bool("echo", &out->echo);
   r.IntAs("logprobs", &out->options.logprobs, 0, 20);

@@ -50,8 +50,6 @@ std::shared_ptr<PendingExchange> Launch(JobSpec spec, std::shared_ptr<const Toke
 OpenAiService::OpenAiService(ServiceOptions options, std::shared_ptr<const Tokenizer> tokenizer,
                              UpstreamPool& pool)
     : options_(std::move(options)), tokenizer_(std::move(tokenizer)), pool_(pool) {
-  limits_.served_model_name = options_.served_model_name;
-  limits_.max_n = options_.max_n;
   started_at_ = static_cast<int64_t>(std::time(nullptr));
   const std::string& source = tokenizer_->chat_template();
   if (source.empty()) {
@@ -102,11 +100,11 @@ HttpResponse OpenAiService::Health() const {
 }
 
 HttpResponse OpenAiService::Models() const {
-  json model = {{"id", options_.served_model_name},
+  json model = {{"id", limits_.served_model_name},
                 {"object", "model"},
                 {"created", started_at_},
                 {"owned_by", "llmserve"},
-                {"root", options_.served_model_name}};
+                {"root", limits_.served_model_name}};
   auto limits = pool_.Limits();
   if (limits.ok()) model["max_model_len"] = limits->max_model_len;
   return JsonResponse({{"object", "list"}, {"data", json::array({model})}});
@@ -177,13 +175,14 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   JobSpec spec;
   spec.chat = true;
   spec.meta = {RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)),
-               options_.served_model_name};
+               limits_.served_model_name};
   spec.prompt_tokens = static_cast<int64_t>(ids.size());
   spec.timeout = options_.request_timeout;
+  auto shared_ids = std::make_shared<const std::vector<int32_t>>(std::move(ids));
   for (int j = 0; j < o.n; ++j) {
     JobChoiceSpec c;
     c.index = j;
-    c.prompt_ids = ids;
+    c.prompt_ids = shared_ids;
     if (o.seed) c.seed = static_cast<uint64_t>(*o.seed) + static_cast<uint64_t>(j);
     spec.choices.push_back(std::move(c));
   }
@@ -204,12 +203,12 @@ std::shared_ptr<PendingExchange> OpenAiService::Completions(
   JobSpec spec;
   spec.chat = false;
   spec.meta = {RandomId("cmpl-"), static_cast<int64_t>(std::time(nullptr)),
-               options_.served_model_name};
+               limits_.served_model_name};
   spec.timeout = options_.request_timeout;
   for (size_t p = 0; p < req.prompts.size(); ++p) {
-    const CompletionPrompt& prompt = req.prompts[p];
+    CompletionPrompt& prompt = req.prompts[p];
     std::vector<int32_t> ids =
-        prompt.is_token_ids ? prompt.token_ids : tokenizer_->Encode(prompt.text, true);
+        prompt.is_token_ids ? std::move(prompt.token_ids) : tokenizer_->Encode(prompt.text, true);
     if (auto e = CheckTokenIds(ids, VocabSize(*limits), "prompt")) {
       return Answer(sink, ErrorResponse(*e));
     }
@@ -221,14 +220,16 @@ std::shared_ptr<PendingExchange> OpenAiService::Completions(
       return Answer(sink, ErrorResponse(*e));
     }
     spec.prompt_tokens += static_cast<int64_t>(ids.size());
-    std::string echo;
+    std::shared_ptr<const std::string> echo;
     if (req.echo) {
-      echo = prompt.is_token_ids ? tokenizer_->Decode(ids, o.skip_special_tokens) : prompt.text;
+      echo = std::make_shared<const std::string>(
+          prompt.is_token_ids ? tokenizer_->Decode(ids, o.skip_special_tokens) : prompt.text);
     }
+    auto shared_ids = std::make_shared<const std::vector<int32_t>>(std::move(ids));
     for (int j = 0; j < o.n; ++j) {
       JobChoiceSpec c;
       c.index = static_cast<int>(p) * o.n + j;
-      c.prompt_ids = ids;
+      c.prompt_ids = shared_ids;
       c.echo_text = echo;
       if (o.seed) c.seed = static_cast<uint64_t>(*o.seed) + static_cast<uint64_t>(j);
       spec.choices.push_back(std::move(c));

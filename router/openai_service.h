@@ -16,8 +16,7 @@
 namespace llm {
 
 struct ServiceOptions {
-  std::string served_model_name;
-  int max_n = 16;
+  RequestLimits limits;  // the served model's name and what a request may ask for
   std::chrono::seconds request_timeout{600};
 };
 
@@ -51,7 +50,7 @@ class OpenAiService final : public RequestHandler {
   int64_t VocabSize(const ModelLimits& limits) const;
 
   ServiceOptions options_;
-  RequestLimits limits_;
+  const RequestLimits& limits_ = options_.limits;
   std::shared_ptr<const Tokenizer> tokenizer_;
   UpstreamPool& pool_;
   std::optional<ChatTemplate> template_;

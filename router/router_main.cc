@@ -50,8 +50,14 @@ int Run(int argc, char** argv) {
   llm::UpstreamPool pool(config->upstreams, std::chrono::milliseconds(1000));
   pool.Start(std::chrono::milliseconds(2000));
   llm::ServiceOptions service_options;
-  service_options.served_model_name = config->served_model_name;
-  service_options.max_n = config->max_n;
+  llm::RequestLimits& limits = service_options.limits;
+  limits.served_model_name = config->served_model_name;
+  limits.max_n = config->max_n;
+  limits.max_prompts = config->max_prompts;
+  limits.max_choices = config->max_choices;
+  limits.max_stop_strings = config->max_stop_strings;
+  limits.max_stop_bytes = config->max_stop_bytes;
+  limits.max_stop_token_ids = config->max_stop_token_ids;
   service_options.request_timeout = std::chrono::seconds(config->request_timeout_s);
   llm::OpenAiService service(service_options, shared_tokenizer, pool);
   if (!service.chat_template_problem().empty()) {

@@ -63,5 +63,33 @@ TEST_F(RouterHardening, DeepJsonIsRejectedAndTheRouterStaysUp) {
   ExpectStillServing(port());
 }
 
+TEST_F(RouterHardening, FanOutOverTheCapsIsRejectedQuickly) {
+  // ~10 KB: 2,000 prompts × n = 16 would be 32,000 upstream calls.
+  json prompts = json::array();
+  for (int i = 0; i < 2000; ++i) prompts.push_back("Hi");
+  const int64_t prompt_tokens_before = cluster_->Stats().prompt_tokens_total();
+  const auto start = std::chrono::steady_clock::now();
+  HttpResult r = Post(port(), "/v1/completions", {{"prompt", prompts}, {"n", 16}});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.status, 400) << r.error << r.body;
+  EXPECT_NE(r.body.find("router.max_prompts"), std::string::npos) << r.body;
+  EXPECT_LT(seconds, 2.0);
+  prompts.erase(prompts.begin() + 200, prompts.end());
+  r = Post(port(), "/v1/completions", {{"prompt", prompts}, {"n", 16}});
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("router.max_choices"), std::string::npos) << r.body;
+  json stops = json::array();
+  for (int i = 0; i < 1000; ++i) stops.push_back(std::to_string(i) + "s");
+  r = Post(port(), "/v1/completions", {{"prompt", "Hi"}, {"stop", stops}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("router.max_stop_strings"), std::string::npos) << r.body;
+  // Nothing was started upstream.
+  EXPECT_TRUE(cluster_->WaitAllBlocksFree(10.0));
+  EXPECT_EQ(cluster_->Stats().prompt_tokens_total(), prompt_tokens_before)
+      << "a rejected request reached the engine";
+  ExpectStillServing(port());
+}
+
 }  // namespace
 }  // namespace llm::e2e

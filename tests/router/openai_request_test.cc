@@ -234,3 +234,64 @@ TEST(ApiError, StatusMapping) {
 
 }  // namespace
 }  // namespace llm
+
+namespace llm {
+namespace {
+
+// Issue 6: a 10 KB body with 2,000 prompts and n = 16 started 32,000 upstream calls.
+TEST(OpenAiRequest, FanOutCapsNameTheirKey) {
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  limits.max_prompts = 8;
+  limits.max_choices = 16;
+  limits.max_stop_strings = 2;
+  limits.max_stop_bytes = 10;
+  limits.max_stop_token_ids = 3;
+  struct Case {
+    json body;
+    bool chat;
+    std::string param, key;
+  };
+  json many_prompts = json::array();
+  for (int i = 0; i < 2000; ++i) many_prompts.push_back("a");
+  const std::vector<Case> cases = {
+      {Completion({{"prompt", many_prompts}, {"n", 16}}), false, "prompt", "router.max_prompts"},
+      {Completion(
+           {{"prompt", json::array({json::array({1}), json::array({2}), json::array({3}),
+                                    json::array({4}), json::array({5}), json::array({6}),
+                                    json::array({7}), json::array({8}), json::array({9})})}}),
+       false, "prompt", "router.max_prompts"},
+      {Completion({{"prompt", {"a", "b", "c"}}, {"n", 6}}), false, "n", "router.max_choices"},
+      {Chat({{"n", 16}}), true, "", ""},
+      {Completion({{"prompt", {"a", "b"}}, {"n", 8}}), false, "", ""},
+      {Chat({{"stop", {"a", "b", "c"}}}), true, "stop", "router.max_stop_strings"},
+      {Chat({{"stop", {"abcdef", "ghijk"}}}), true, "stop", "router.max_stop_bytes"},
+      {Completion({{"stop", "abcdefghijk"}}), false, "stop", "router.max_stop_bytes"},
+      {Chat({{"stop_token_ids", {1, 2, 3, 4}}}), true, "stop_token_ids",
+       "router.max_stop_token_ids"},
+      {Chat({{"stop_token_ids", {1, 2, 3}}, {"stop", {"abcde", "fghij"}}}), true, "", ""},
+      // A list of token ids is one prompt, however long.
+      {Completion({{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}}), false, "", ""},
+  };
+  for (const Case& c : cases) {
+    std::optional<ApiError> e;
+    if (c.chat) {
+      ChatRequest req;
+      e = ParseChatRequest(c.body.dump(), limits, &req);
+    } else {
+      CompletionRequest req;
+      e = ParseCompletionRequest(c.body.dump(), limits, &req);
+    }
+    if (c.key.empty()) {
+      EXPECT_FALSE(e.has_value()) << c.body.dump() << ": " << e->message;
+      continue;
+    }
+    ASSERT_TRUE(e.has_value()) << c.body.dump().substr(0, 200);
+    EXPECT_EQ(e->http_status, 400);
+    EXPECT_EQ(e->param, c.param) << e->message;
+    EXPECT_NE(e->message.find(c.key), std::string::npos) << e->message;
+  }
+}
+
+}  // namespace
+}  // namespace llm
