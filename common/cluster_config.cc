@@ -78,6 +78,25 @@ KeySpec DoubleKey(const char* name, double ClusterConfig::*member, double min, d
           }};
 }
 
+KeySpec BoolKey(const char* name, bool ClusterConfig::*member, const char* help) {
+  return {name,
+          "bool",
+          "true|false",
+          help,
+          [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+            if (v.size() != 1) return BadValue(name, "a list", "true or false");
+            if (v[0] == "true") {
+              c.*member = true;
+            } else if (v[0] == "false") {
+              c.*member = false;
+            } else {
+              return BadValue(name, v[0], "true or false");
+            }
+            return Status::Ok();
+          },
+          [=](const ClusterConfig& c) { return std::string(c.*member ? "true" : "false"); }};
+}
+
 KeySpec StringKey(const char* name, std::string ClusterConfig::*member,
                   std::vector<std::string> allowed, const char* help) {
   std::string range;
@@ -163,6 +182,8 @@ const std::vector<KeySpec>& Schema() {
              "most bytes of 'stop' strings in one request, all together (more: 400)"),
       IntKey("router.max_stop_token_ids", &C::max_stop_token_ids, 0, 65536,
              "most 'stop_token_ids' in one request (more: 400)"),
+      BoolKey("router.allow_priority", &C::allow_priority,
+              "honour the request field 'priority' (otherwise a non-zero priority gets 400)"),
   };
   return schema;
 }

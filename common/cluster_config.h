@@ -45,6 +45,9 @@ struct ClusterConfig {
   int max_stop_strings = 16;
   int max_stop_bytes = 4096;
   int max_stop_token_ids = 256;
+  // router: a client's 'priority' reorders the engine's queue (and can preempt others), so
+  // only an operator who trusts every client turns it on.
+  bool allow_priority = false;
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

@@ -149,6 +149,41 @@ void ReadStop(FieldReader& r, const RequestLimits& limits, GenerationOptions* o)
   }
 }
 
+// Fields the engine cannot honour get a 400 instead of a silent 200 that ignores them. Empty
+// values (null, {}, [], "none", best_of 1, response_format text) mean "not used" and pass.
+void RejectUnsupported(FieldReader& r) {
+  const auto unsupported = [&](const char* key, const std::string& what) {
+    r.Fail(key, what + " is not supported by this server");
+  };
+  if (const json* v = r.Get("logit_bias"); v && !(v->is_object() && v->empty())) {
+    return unsupported("logit_bias", "'logit_bias'");
+  }
+  if (const json* v = r.Get("best_of")) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 1) {
+      return r.Fail("best_of", "'best_of' must be a positive integer");
+    }
+    if (v->get<int64_t>() > 1) return unsupported("best_of", "'best_of' greater than 1");
+  }
+  if (const json* v = r.Get("response_format")) {
+    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
+    if (!text) {
+      return unsupported("response_format",
+                         "'response_format' other than {\"type\": \"text\"} (structured "
+                         "output)");
+    }
+  }
+  for (const char* key : {"tools", "functions"}) {
+    if (const json* v = r.Get(key); v && !(v->is_array() && v->empty())) {
+      return unsupported(key, std::string("'") + key + "' (tool and function calling)");
+    }
+  }
+  for (const char* key : {"tool_choice", "function_call"}) {
+    if (const json* v = r.Get(key); v && *v != "none") {
+      return unsupported(key, std::string("'") + key + "' (tool and function calling)");
+    }
+  }
+}
+
 void ReadGenerationOptions(FieldReader& r, const RequestLimits& limits, GenerationOptions* o) {
   r.Number("temperature", &o->temperature, 0.0, 2.0);
   r.Number("top_p", &o->top_p, 0.0, 1.0, /*lo_open=*/true);
@@ -168,6 +203,12 @@ void ReadGenerationOptions(FieldReader& r, const RequestLimits& limits, Generati
   r.Bool("stream", &o->stream);
   r.IntAs("priority", &o->priority, std::numeric_limits<int32_t>::min(),
           std::numeric_limits<int32_t>::max());
+  if (!r.error && o->priority != 0 && !limits.allow_priority) {
+    r.Fail("priority",
+           "'priority' is not enabled on this server (the operator can enable it with "
+           "router.allow_priority)");
+  }
+  RejectUnsupported(r);
   ReadStop(r, limits, o);
   if (const json* ids = r.Get("stop_token_ids")) {
     if (ids->is_array() && ids->size() > static_cast<size_t>(limits.max_stop_token_ids)) {

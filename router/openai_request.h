@@ -27,6 +27,7 @@ struct RequestLimits {
   int max_stop_strings = 16;     // entries of `stop`
   int max_stop_bytes = 4096;     // their total length
   int max_stop_token_ids = 256;  // entries of `stop_token_ids`
+  bool allow_priority = false;   // false: a non-zero `priority` is a 400
 };
 
 // What every generation request shares (chat and completions).
@@ -50,7 +51,7 @@ struct GenerationOptions {
   int n = 1;
   bool stream = false;
   bool include_usage = false;
-  int priority = 0;
+  int priority = 0;  // 0 unless RequestLimits::allow_priority
 };
 
 struct ChatRequest {

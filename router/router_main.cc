@@ -58,6 +58,7 @@ int Run(int argc, char** argv) {
   limits.max_stop_strings = config->max_stop_strings;
   limits.max_stop_bytes = config->max_stop_bytes;
   limits.max_stop_token_ids = config->max_stop_token_ids;
+  limits.allow_priority = config->allow_priority;
   service_options.request_timeout = std::chrono::seconds(config->request_timeout_s);
   llm::OpenAiService service(service_options, shared_tokenizer, pool);
   if (!service.chat_template_problem().empty()) {

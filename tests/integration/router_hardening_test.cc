@@ -91,5 +91,37 @@ TEST_F(RouterHardening, FanOutOverTheCapsIsRejectedQuickly) {
   ExpectStillServing(port());
 }
 
+TEST_F(RouterHardening, FieldsTheEngineCannotHonourGet400) {
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}};
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"logit_bias", {{"1", 100}}},
+      {"best_of", 3},
+      {"response_format", {{"type", "json_object"}}},
+      {"tools", {{{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
+      {"tool_choice", "required"},
+      {"functions", {{{"name", "f"}}}},
+      // Any client could jump the queue and get everyone else preempted.
+      {"priority", -2147483648LL},
+  };
+  for (const auto& [key, value] : cases) {
+    json body = chat;
+    body[key] = value;
+    const HttpResult r = Post(port(), "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 400) << key << ": " << r.body;
+    EXPECT_EQ(r.Json()["error"]["param"], key) << r.body;
+    EXPECT_EQ(r.Json()["error"]["type"], "invalid_request_error") << r.body;
+  }
+  ExpectStillServing(port());
+}
+
+TEST_F(RouterHardening, PriorityIsHonouredOnlyWhenTheOperatorAllowsIt) {
+  const int allowing = cluster_->AddRouter({"--router.allow_priority", "true"});
+  ASSERT_NE(allowing, 0) << cluster_->Logs();
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 2}, {"priority", -3}};
+  EXPECT_EQ(Post(port(), "/v1/completions", body).status, 400);
+  const HttpResult r = Post(allowing, "/v1/completions", body);
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
 }  // namespace
 }  // namespace llm::e2e

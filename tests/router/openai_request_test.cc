@@ -295,3 +295,65 @@ TEST(OpenAiRequest, FanOutCapsNameTheirKey) {
 
 }  // namespace
 }  // namespace llm
+
+namespace llm {
+namespace {
+
+// Fields the engine cannot honour are a 400 naming them, never a silent 200 (issue 6).
+TEST(OpenAiRequest, UnsupportedFieldsAreRejected) {
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  const std::vector<std::pair<json, std::string>> rejected = {
+      {{{"logit_bias", {{"50256", -100}}}}, "logit_bias"},
+      {{{"best_of", 2}}, "best_of"},
+      {{{"best_of", 0}}, "best_of"},
+      {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
+      {{{"response_format", {{"type", "json_schema"}, {"json_schema", json::object()}}}},
+       "response_format"},
+      {{{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}, "tools"},
+      {{{"tool_choice", "auto"}}, "tool_choice"},
+      {{{"functions", {{{"name", "f"}}}}}, "functions"},
+      {{{"function_call", "auto"}}, "function_call"},
+      {{{"priority", -2147483648LL}}, "priority"},
+      {{{"priority", 5}}, "priority"},
+  };
+  for (const auto& [extra, param] : rejected) {
+    for (bool chat : {true, false}) {
+      std::optional<ApiError> e;
+      if (chat) {
+        ChatRequest req;
+        e = ParseChatRequest(Chat(extra).dump(), limits, &req);
+      } else {
+        CompletionRequest req;
+        e = ParseCompletionRequest(Completion(extra).dump(), limits, &req);
+      }
+      ASSERT_TRUE(e.has_value()) << extra.dump();
+      EXPECT_EQ(e->http_status, 400);
+      EXPECT_EQ(e->param, param) << e->message;
+      const bool says_so = e->message.find("not supported") != std::string::npos ||
+                           e->message.find("not enabled") != std::string::npos ||
+                           e->message.find("positive integer") != std::string::npos;
+      EXPECT_TRUE(says_so) << e->message;
+    }
+  }
+  // Values that ask for nothing pass.
+  const std::vector<json> accepted = {
+      {{"logit_bias", nullptr}},  {{"logit_bias", json::object()}},
+      {{"best_of", 1}},           {{"response_format", {{"type", "text"}}}},
+      {{"tools", json::array()}}, {{"tool_choice", "none"}},
+      {{"priority", 0}},
+  };
+  for (const json& extra : accepted) {
+    ChatRequest req;
+    auto e = ParseChatRequest(Chat(extra).dump(), limits, &req);
+    EXPECT_FALSE(e.has_value()) << extra.dump() << ": " << e->message;
+  }
+  // The operator can let clients set priority.
+  limits.allow_priority = true;
+  ChatRequest req;
+  ASSERT_FALSE(ParseChatRequest(Chat({{"priority", -5}}).dump(), limits, &req).has_value());
+  EXPECT_EQ(req.options.priority, -5);
+}
+
+}  // namespace
+}  // namespace llm
