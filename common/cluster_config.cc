@@ -163,7 +163,8 @@ const std::vector<KeySpec>& Schema() {
       IntKey("engine.seed", &C::seed, 0, INT64_MAX, "seed for requests without one"),
       StringKey("coordinator.host", &C::coordinator_host, {}, "gRPC bind address of rank 0"),
       IntKey("coordinator.port", &C::coordinator_port, 1, 65535, "gRPC port of rank 0"),
-      StringKey("router.host", &C::router_host, {}, "HTTP bind address"),
+      StringKey("router.host", &C::router_host, {},
+                "HTTP bind address; empty = 0.0.0.0 when an API key is set, else 127.0.0.1"),
       IntKey("router.port", &C::router_port, 1, 65535, "HTTP port"),
       ListKey("router.upstreams", &C::upstreams,
               "coordinator host:port list; default: coordinator.host:port"),
@@ -184,6 +185,13 @@ const std::vector<KeySpec>& Schema() {
              "most 'stop_token_ids' in one request (more: 400)"),
       BoolKey("router.allow_priority", &C::allow_priority,
               "honour the request field 'priority' (otherwise a non-zero priority gets 400)"),
+      ListKey("router.api_keys", &C::api_keys,
+              "accepted API keys (Authorization: Bearer KEY); with api_key_file and the "
+              "LLM_API_KEY environment variable; none = no authentication"),
+      StringKey("router.api_key_file", &C::api_key_file, {},
+                "file with one API key per line ('#' comments); empty = none"),
+      BoolKey("router.health_requires_key", &C::health_requires_key,
+              "/health needs a key too (when keys are set); default: open for load balancers"),
   };
   return schema;
 }

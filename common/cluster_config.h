@@ -33,7 +33,7 @@ struct ClusterConfig {
   std::string coordinator_host = "127.0.0.1";
   int coordinator_port = 50051;
   // router
-  std::string router_host = "0.0.0.0";
+  std::string router_host;  // "": 0.0.0.0 when an API key is set, else 127.0.0.1
   int router_port = 2000;
   std::vector<std::string> upstreams;  // coordinator addresses; default: the coordinator's
   int64_t max_body_bytes = 1 << 20;
@@ -48,6 +48,10 @@ struct ClusterConfig {
   // router: a client's 'priority' reorders the engine's queue (and can preempt others), so
   // only an operator who trusts every client turns it on.
   bool allow_priority = false;
+  // router: API keys (with LLM_API_KEY from the environment); none = no authentication
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
+  bool health_requires_key = false;
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

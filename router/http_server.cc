@@ -225,6 +225,7 @@ void Session::Dispatch() {
   request.method = std::string(req.method_string());
   const beast::string_view target = req.target();
   request.path = std::string(target.substr(0, target.find('?')));
+  request.authorization = std::string(req[http::field::authorization]);
   request.body = std::move(req.body());
   // Notice a client that goes away while the response is pending (unless it already sent its
   // next request: then that one waits in the buffer).

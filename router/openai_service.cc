@@ -74,6 +74,17 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
                                                              {"/health", "GET"},
                                                              {"/tokenize", "POST"},
                                                              {"/detokenize", "POST"}};
+  if (!Authorized(request)) {
+    const bool missing = request.authorization.empty();
+    ApiError e = HttpError(
+        401, missing ? "You didn't provide an API key. Send it in the Authorization header "
+                       "(Authorization: Bearer YOUR_KEY)."
+                     : "Incorrect API key provided.");
+    e.code = "invalid_api_key";
+    HttpResponse r = ErrorResponse(e);
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return Answer(sink, std::move(r));
+  }
   auto route = kRoutes.find(request.path);
   if (route == kRoutes.end()) {
     return Answer(sink, ErrorResponse(HttpError(404, "Not found: " + request.path)));
@@ -92,6 +103,14 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
   if (path == "/detokenize") return Answer(sink, Detokenize(request.body));
   if (path == "/v1/chat/completions") return Chat(request.body, sink);
   return Completions(request.body, sink);
+}
+
+// Every route needs a key when keys are configured (unknown routes too: a client without a key
+// learns nothing), except /health unless the operator protects it.
+bool OpenAiService::Authorized(const HttpRequest& request) const {
+  if (!options_.api_keys.enabled()) return true;
+  if (request.path == "/health" && !options_.health_requires_key) return true;
+  return options_.api_keys.Accepts(request.authorization);
 }
 
 HttpResponse OpenAiService::Health() const {

@@ -9,6 +9,7 @@
 
 #include "common/chat_template.h"
 #include "common/tokenizer.h"
+#include "router/api_keys.h"
 #include "router/http_exchange.h"
 #include "router/openai_request.h"
 #include "router/upstream_pool.h"
@@ -18,6 +19,8 @@ namespace llm {
 struct ServiceOptions {
   RequestLimits limits;  // the served model's name and what a request may ask for
   std::chrono::seconds request_timeout{600};
+  ApiKeys api_keys;                  // none: authentication is off
+  bool health_requires_key = false;  // false: /health answers without a key
 };
 
 class OpenAiService final : public RequestHandler {
@@ -36,6 +39,7 @@ class OpenAiService final : public RequestHandler {
   }
 
  private:
+  bool Authorized(const HttpRequest& request) const;
   HttpResponse Health() const;
   HttpResponse Models() const;
   HttpResponse Tokenize(const std::string& body) const;

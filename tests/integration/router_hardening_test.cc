@@ -123,5 +123,84 @@ TEST_F(RouterHardening, PriorityIsHonouredOnlyWhenTheOperatorAllowsIt) {
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
+TEST_F(RouterHardening, ApiKeysFromConfigAndEnvironment) {
+  const int keyed =
+      cluster_->AddRouter({"--router.api_keys", "sk-config-key"}, "", {"LLM_API_KEY=sk-env-key"});
+  ASSERT_NE(keyed, 0) << cluster_->Logs();
+  const std::string body = json{{"prompt", "Once upon a time"}, {"max_tokens", 2}}.dump();
+  // No key, a wrong key, a key of the wrong scheme: 401 in OpenAI's shape.
+  for (const Headers& h : {Headers{}, Headers{{"Authorization", "Bearer sk-wrong"}},
+                           Headers{{"Authorization", "Basic sk-config-key"}}}) {
+    const HttpResult r = Http(keyed, "POST", "/v1/completions", body, 10.0, h);
+    ASSERT_EQ(r.status, 401) << r.body;
+    const json e = r.Json()["error"];
+    EXPECT_EQ(e["type"], "invalid_request_error");
+    EXPECT_EQ(e["code"], "invalid_api_key");
+    EXPECT_TRUE(e["param"].is_null());
+    EXPECT_FALSE(e["message"].get<std::string>().empty());
+    EXPECT_EQ(r.Header("www-authenticate"), "Bearer");
+  }
+  // Every route needs it, unknown ones too.
+  EXPECT_EQ(Http(keyed, "GET", "/v1/models", "", 10.0).status, 401);
+  EXPECT_EQ(Http(keyed, "GET", "/nope", "", 10.0).status, 401);
+  EXPECT_EQ(Http(keyed, "POST", "/tokenize", R"({"prompt":"Hi"})", 10.0).status, 401);
+  // Either key works; /health stays open for load balancers.
+  for (const char* key : {"sk-config-key", "sk-env-key"}) {
+    const HttpResult r = Http(keyed, "POST", "/v1/completions", body, 30.0,
+                              {{"Authorization", std::string("Bearer ") + key}});
+    EXPECT_EQ(r.status, 200) << key << ": " << r.body;
+  }
+  EXPECT_EQ(Http(keyed, "GET", "/health", "", 10.0).status, 200);
+  // Without keys (the suite's router) an Authorization header changes nothing.
+  EXPECT_EQ(Http(port(), "GET", "/v1/models", "", 10.0, {{"Authorization", "Bearer x"}}).status,
+            200);
+}
+
+TEST_F(RouterHardening, ApiKeyFileAndProtectedHealth) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("router_keys_" + std::to_string(getpid()) + ".txt"))
+                               .string();
+  { std::ofstream(path) << "# keys\nsk-from-file\n"; }
+  // /health needs the key too, so the harness only waits for an answer (any status).
+  const int keyed =
+      cluster_->AddRouter({"--router.api_key_file", path, "--router.health_requires_key", "true"},
+                          cluster_->upstream());
+  std::filesystem::remove(path);
+  ASSERT_NE(keyed, 0) << cluster_->Logs();
+  EXPECT_EQ(Http(keyed, "GET", "/health", "", 10.0).status, 401);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Http(keyed, "GET", "/health", "", 5.0, {{"Authorization", "Bearer sk-from-file"}})
+                   .status == 200;
+      },
+      30.0));
+  EXPECT_EQ(
+      Http(keyed, "GET", "/v1/models", "", 10.0, {{"Authorization", "Bearer sk-from-file"}}).status,
+      200);
+}
+
+TEST_F(RouterHardening, MissingKeyFileStopsStartUp) {
+  ChildProcess router({LLM_ROUTER_BIN, "--model.path", SharedPath(Cluster::kModel), "--router.host",
+                       "127.0.0.1", "--router.port", std::to_string(FreePort()),
+                       "--router.api_key_file", "/nonexistent/keys.txt"},
+                      "e2e_router_badkeys");
+  ASSERT_TRUE(router.WaitExit(30.0));
+  EXPECT_NE(router.exit_status().value_or(0), 0);
+  EXPECT_NE(router.Log().find("router.api_key_file"), std::string::npos) << router.Log();
+}
+
+TEST_F(RouterHardening, WithoutAKeyTheRouterListensOnLoopbackAndSaysHowToOpenIt) {
+  const int port = FreePort();
+  ChildProcess router({LLM_ROUTER_BIN, "--model.path", SharedPath(Cluster::kModel), "--router.port",
+                       std::to_string(port), "--router.upstreams", cluster_->upstream()},
+                      "e2e_router_default_host");
+  ASSERT_TRUE(
+      WaitFor([&] { return router.Log().find("serving model") != std::string::npos; }, 30.0))
+      << router.Log();
+  EXPECT_NE(router.Log().find("on http://127.0.0.1:"), std::string::npos) << router.Log();
+  EXPECT_NE(router.Log().find("listens on 127.0.0.1 only"), std::string::npos) << router.Log();
+  EXPECT_EQ(Http(port, "GET", "/v1/models", "", 10.0).status, 200);
+}
+
 }  // namespace
 }  // namespace llm::e2e

@@ -16,10 +16,12 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -55,8 +57,15 @@ struct HttpResult {
   std::string body;
   std::string content_type;
   std::string error;
+  std::map<std::string, std::string> headers;  // names in lower case
   json Json() const { return json::parse(body, nullptr, false); }
+  std::string Header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? "" : it->second;
+  }
 };
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
 
 // One connection with send/receive timeouts (SO_SNDTIMEO / SO_RCVTIMEO).
 class HttpClient {
@@ -76,11 +85,12 @@ class HttpClient {
   bool ok() const { return error_.empty(); }
 
   bool Send(const std::string& method, const std::string& target, const std::string& body,
-            bool keep_alive = true) {
+            bool keep_alive = true, const Headers& headers = {}) {
     if (!ok()) return false;
     http::request<http::string_body> req{http::string_to_verb(method), target, 11};
     req.set(http::field::host, "127.0.0.1");
     req.set(http::field::content_type, "application/json");
+    for (const auto& [name, value] : headers) req.set(name, value);
     req.keep_alive(keep_alive);
     req.body() = body;
     req.prepare_payload();
@@ -111,6 +121,11 @@ class HttpClient {
     r.status = parser.get().result_int();
     r.body = parser.get().body();
     r.content_type = std::string(parser.get()[http::field::content_type]);
+    for (const auto& field : parser.get()) {
+      std::string name(field.name_string());
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      r.headers[name] = std::string(field.value());
+    }
     return r;
   }
 
@@ -163,9 +178,14 @@ class HttpClient {
 };
 
 inline HttpResult Http(int port, const std::string& method, const std::string& target,
-                       const std::string& body = "", double timeout_s = 60.0) {
+                       const std::string& body = "", double timeout_s = 60.0,
+                       const Headers& headers = {}) {
   HttpClient c(port, timeout_s);
-  if (!c.Send(method, target, body)) return {0, "", "", "connect/send failed"};
+  if (!c.Send(method, target, body, true, headers)) {
+    HttpResult failed;
+    failed.error = "connect/send failed";
+    return failed;
+  }
   return c.Receive();
 }
 
@@ -275,6 +295,7 @@ class Cluster {
 
   bool ok() const { return router_port_ != 0; }
   int port() const { return router_port_; }
+  std::string upstream() const { return "127.0.0.1:" + std::to_string(worker_port_); }
   ChildProcess& worker() { return *worker_; }
   ChildProcess& router(size_t i = 0) { return *routers_.at(i); }
   std::string Logs() const {
