@@ -192,6 +192,10 @@ const std::vector<KeySpec>& Schema() {
                 "file with one API key per line ('#' comments); empty = none"),
       BoolKey("router.health_requires_key", &C::health_requires_key,
               "/health needs a key too (when keys are set); default: open for load balancers"),
+      IntKey("router.max_connections", &C::max_connections, 1, 1 << 20,
+             "open HTTP connections; requests on connections beyond it get 429"),
+      IntKey("router.max_inflight_requests", &C::max_inflight_requests, 1, 1 << 20,
+             "requests in progress over all connections; beyond it 429 (GET /health exempt)"),
   };
   return schema;
 }

@@ -52,6 +52,9 @@ struct ClusterConfig {
   std::vector<std::string> api_keys;
   std::string api_key_file;
   bool health_requires_key = false;
+  // router: back-pressure (beyond either limit a request gets 429 with Retry-After)
+  int max_connections = 1024;
+  int max_inflight_requests = 256;
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

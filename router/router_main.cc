@@ -92,6 +92,8 @@ int Run(int argc, char** argv) {
   }
   http.port = config->router_port;
   http.max_body_bytes = config->max_body_bytes;
+  http.max_connections = config->max_connections;
+  http.max_inflight_requests = config->max_inflight_requests;
   http.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
   llm::HttpServer server(http, service);
   if (auto s = server.Start(); !s.ok()) {

@@ -2,6 +2,12 @@
 // input named in the issue and checks the error and that the router keeps serving.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "tests/integration/router_harness.h"
@@ -200,6 +206,93 @@ TEST_F(RouterHardening, WithoutAKeyTheRouterListensOnLoopbackAndSaysHowToOpenIt)
   EXPECT_NE(router.Log().find("on http://127.0.0.1:"), std::string::npos) << router.Log();
   EXPECT_NE(router.Log().find("listens on 127.0.0.1 only"), std::string::npos) << router.Log();
   EXPECT_EQ(Http(port, "GET", "/v1/models", "", 10.0).status, 200);
+}
+
+// CPU time (user + system) the process has used, in seconds.
+double CpuSeconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(paren + 2));
+  std::string field;
+  long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14 and 15: utime, stime
+    if (i == 14) utime = std::stoll(field);
+    if (i == 15) stime = std::stoll(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Connected loopback sockets that send nothing.
+std::vector<int> IdleConnections(int port, int count) {
+  std::vector<int> fds;
+  for (int i = 0; i < count; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      fds.push_back(fd);
+    } else if (fd >= 0) {
+      close(fd);
+    }
+  }
+  return fds;
+}
+
+TEST_F(RouterHardening, OutOfDescriptorsBacksOffInsteadOfSpinning) {
+  // The issue's reproduction: `ulimit -n 64` and 80 idle sockets. accept() then fails with
+  // EMFILE while the listening socket stays readable; retrying at once spun at 100% CPU.
+  const int limited =
+      cluster_->AddRouter({}, "", {}, {"/bin/sh", "-c", "ulimit -n 64 && exec \"$0\" \"$@\""});
+  ASSERT_NE(limited, 0) << cluster_->Logs();
+  ChildProcess& router = cluster_->last_router();
+  std::vector<int> idle = IdleConnections(limited, 80);
+  EXPECT_GE(idle.size(), 64u);
+  ASSERT_TRUE(
+      WaitFor([&] { return router.Log().find("accept failed") != std::string::npos; }, 10.0))
+      << router.Log();
+  const double before = CpuSeconds(router.pid());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const double used = CpuSeconds(router.pid()) - before;
+  EXPECT_LT(used, 0.4) << "the router used " << used << " s of CPU in 2 s while out of descriptors";
+  for (int fd : idle) close(fd);
+  // Descriptors come back as the idle sessions see their peers go: the router serves again.
+  EXPECT_TRUE(WaitFor([&] { return Http(limited, "GET", "/health", "", 2.0).status == 200; }, 20.0))
+      << router.Log();
+  ExpectStillServing(limited);
+}
+
+TEST_F(RouterHardening, TooManyRequestsInFlightGet429WithRetryAfter) {
+  const int limited = cluster_->AddRouter({"--router.max_inflight_requests", "1"});
+  ASSERT_NE(limited, 0) << cluster_->Logs();
+  // A background client keeps 400-token generations running back to back, so the one slot is
+  // nearly always taken; a short request sent meanwhile is refused.
+  std::atomic<bool> stop{false};
+  std::thread load([&] {
+    while (!stop) {
+      Post(limited, "/v1/completions",
+           {{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"ignore_eos", true}});
+    }
+  });
+  bool saw_429 = false;
+  HttpResult r;
+  WaitFor(
+      [&] {
+        r = Post(limited, "/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 1}});
+        saw_429 = r.status == 429;
+        return saw_429;
+      },
+      20.0);
+  stop = true;
+  load.join();
+  ASSERT_TRUE(saw_429) << r.status << " " << r.body;
+  EXPECT_EQ(r.Header("retry-after"), "1");
+  EXPECT_EQ(r.Json()["error"]["type"], "rate_limit_error") << r.body;
+  EXPECT_NE(r.body.find("router.max_inflight_requests"), std::string::npos) << r.body;
+  EXPECT_EQ(Http(limited, "GET", "/health", "", 10.0).status, 200);
 }
 
 }  // namespace

@@ -298,6 +298,7 @@ class Cluster {
   std::string upstream() const { return "127.0.0.1:" + std::to_string(worker_port_); }
   ChildProcess& worker() { return *worker_; }
   ChildProcess& router(size_t i = 0) { return *routers_.at(i); }
+  ChildProcess& last_router() { return *routers_.back(); }
   std::string Logs() const {
     std::string s = "--- worker log ---\n" + worker_->Log(kLogTail);
     for (const auto& r : routers_) s += "\n--- router log ---\n" + r->Log(kLogTail);
