@@ -196,6 +196,9 @@ const std::vector<KeySpec>& Schema() {
              "open HTTP connections; requests on connections beyond it get 429"),
       IntKey("router.max_inflight_requests", &C::max_inflight_requests, 1, 1 << 20,
              "requests in progress over all connections; beyond it 429 (GET /health exempt)"),
+      BoolKey("router.special_tokens_in_messages", &C::special_tokens_in_messages,
+              "special-token text in chat message content becomes control tokens (vLLM's "
+              "behaviour); default false: it is tokenized as plain text"),
   };
   return schema;
 }

@@ -55,6 +55,9 @@ struct ClusterConfig {
   // router: back-pressure (beyond either limit a request gets 429 with Retry-After)
   int max_connections = 1024;
   int max_inflight_requests = 256;
+  // router: special-token text in chat message content becomes control tokens (vLLM) or, by
+  // default, stays text
+  bool special_tokens_in_messages = false;
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "router/api_error.h"
+#include "router/chat_prompt.h"
 #include "router/generation_job.h"
 
 namespace llm {
@@ -133,28 +134,33 @@ int64_t OpenAiService::VocabSize(const ModelLimits& limits) const {
   return limits.vocab_size > 0 ? limits.vocab_size : tokenizer_->vocab_size();
 }
 
-StatusOr<std::string> OpenAiService::RenderChat(json messages, bool add_generation_prompt,
-                                                json kwargs) const {
+StatusOr<std::vector<int32_t>> OpenAiService::ChatPromptIds(json messages,
+                                                            bool add_generation_prompt, json kwargs,
+                                                            bool add_special_tokens) const {
   if (!template_) return InvalidArgument(template_status_.message());
   json context = kwargs.is_object() ? std::move(kwargs) : json::object();
   context["messages"] = std::move(messages);
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = tokenizer_->bos_token();
   context["eos_token"] = tokenizer_->eos_token();
-  return template_->Render(context);
+  LLM_ASSIGN_OR_RETURN(ChatPrompt prompt,
+                       RenderChatPrompt(*template_, *tokenizer_, std::move(context),
+                                        /*protect_contents=*/!options_.special_tokens_in_messages));
+  return EncodeChatPrompt(*tokenizer_, prompt, add_special_tokens);
 }
 
 HttpResponse OpenAiService::Tokenize(const std::string& body) const {
   TokenizeRequest req;
   if (auto e = ParseTokenizeRequest(body, limits_, &req)) return ErrorResponse(*e);
-  std::string text = req.prompt;
+  std::vector<int32_t> ids;
   if (req.has_messages) {
-    auto rendered = RenderChat(std::move(req.messages), req.add_generation_prompt,
-                               std::move(req.template_kwargs));
-    if (!rendered.ok()) return ErrorResponse(ToApiError(rendered.status(), "messages"));
-    text = std::move(rendered).value();
+    auto chat_ids = ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
+                                  std::move(req.template_kwargs), req.add_special_tokens);
+    if (!chat_ids.ok()) return ErrorResponse(ToApiError(chat_ids.status(), "messages"));
+    ids = std::move(chat_ids).value();
+  } else {
+    ids = tokenizer_->Encode(req.prompt, req.add_special_tokens);
   }
-  const std::vector<int32_t> ids = tokenizer_->Encode(text, req.add_special_tokens);
   json out = {{"count", ids.size()}, {"tokens", ids}, {"max_model_len", nullptr}};
   auto limits = pool_.Limits();
   if (limits.ok()) out["max_model_len"] = limits->max_model_len;
@@ -176,10 +182,12 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   if (auto e = ParseChatRequest(body, limits_, &req)) return Answer(sink, ErrorResponse(*e));
   auto limits = pool_.Limits();
   if (!limits.ok()) return Answer(sink, ErrorResponse(ToApiError(limits.status())));
-  auto prompt = RenderChat(std::move(req.messages), req.add_generation_prompt,
-                           std::move(req.template_kwargs));
-  if (!prompt.ok()) return Answer(sink, ErrorResponse(ToApiError(prompt.status(), "messages")));
-  std::vector<int32_t> ids = tokenizer_->Encode(*prompt, /*add_special_tokens=*/false);
+  auto prompt_ids = ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
+                                  std::move(req.template_kwargs), /*add_special_tokens=*/false);
+  if (!prompt_ids.ok()) {
+    return Answer(sink, ErrorResponse(ToApiError(prompt_ids.status(), "messages")));
+  }
+  std::vector<int32_t> ids = std::move(prompt_ids).value();
   if (ids.empty()) {
     return Answer(sink, ErrorResponse(InvalidParam("messages", "the rendered prompt is empty")));
   }

@@ -21,6 +21,9 @@ struct ServiceOptions {
   std::chrono::seconds request_timeout{600};
   ApiKeys api_keys;                  // none: authentication is off
   bool health_requires_key = false;  // false: /health answers without a key
+  // true: special-token text in message content becomes control tokens (vLLM's behaviour);
+  // false: it is tokenized as text (router/chat_prompt.h).
+  bool special_tokens_in_messages = false;
 };
 
 class OpenAiService final : public RequestHandler {
@@ -48,9 +51,12 @@ class OpenAiService final : public RequestHandler {
                                         const std::shared_ptr<ResponseSink>& sink);
   std::shared_ptr<PendingExchange> Completions(const std::string& body,
                                                const std::shared_ptr<ResponseSink>& sink);
-  // Takes the request's messages and kwargs by value: callers move them in (no deep copy).
-  StatusOr<std::string> RenderChat(nlohmann::json messages, bool add_generation_prompt,
-                                   nlohmann::json kwargs) const;
+  // Renders the chat template and tokenizes the result (message contents as text unless
+  // special_tokens_in_messages). Takes the request's messages and kwargs by value: callers
+  // move them in (no deep copy).
+  StatusOr<std::vector<int32_t>> ChatPromptIds(nlohmann::json messages, bool add_generation_prompt,
+                                               nlohmann::json kwargs,
+                                               bool add_special_tokens) const;
   int64_t VocabSize(const ModelLimits& limits) const;
 
   ServiceOptions options_;

@@ -70,6 +70,7 @@ int Run(int argc, char** argv) {
   service_options.request_timeout = std::chrono::seconds(config->request_timeout_s);
   service_options.api_keys = *keys;
   service_options.health_requires_key = config->health_requires_key;
+  service_options.special_tokens_in_messages = config->special_tokens_in_messages;
   llm::OpenAiService service(service_options, shared_tokenizer, pool);
   if (!service.chat_template_problem().empty()) {
     std::fprintf(stderr, "router: chat completions disabled: %s\n",
