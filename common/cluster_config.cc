@@ -78,6 +78,25 @@ KeySpec DoubleKey(const char* name, double ClusterConfig::*member, double min, d
           }};
 }
 
+KeySpec BoolKey(const char* name, bool ClusterConfig::*member, const char* help) {
+  return {name,
+          "bool",
+          "true|false",
+          help,
+          [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+            if (v.size() != 1) return BadValue(name, "a list", "true or false");
+            if (v[0] == "true") {
+              c.*member = true;
+            } else if (v[0] == "false") {
+              c.*member = false;
+            } else {
+              return BadValue(name, v[0], "true or false");
+            }
+            return Status::Ok();
+          },
+          [=](const ClusterConfig& c) { return std::string(c.*member ? "true" : "false"); }};
+}
+
 KeySpec StringKey(const char* name, std::string ClusterConfig::*member,
                   std::vector<std::string> allowed, const char* help) {
   std::string range;
@@ -151,7 +170,8 @@ const std::vector<KeySpec>& Schema() {
       IntKey("coordinator.port", &C::coordinator_port, 1, 65535, "gRPC port of rank 0"),
       IntKey("coordinator.shutdown_grace_s", &C::shutdown_grace_s, 0, 86400,
              "on SIGTERM/SIGINT running requests get this long to finish (a 2nd signal: now)"),
-      StringKey("router.host", &C::router_host, {}, "HTTP bind address"),
+      StringKey("router.host", &C::router_host, {},
+                "HTTP bind address; empty = 0.0.0.0 when an API key is set, else 127.0.0.1"),
       IntKey("router.port", &C::router_port, 1, 65535, "HTTP port"),
       ListKey("router.upstreams", &C::upstreams,
               "coordinator host:port list; default: coordinator.host:port"),
@@ -160,6 +180,32 @@ const std::vector<KeySpec>& Schema() {
       IntKey("router.max_n", &C::max_n, 1, 1024, "largest n a request may ask for"),
       IntKey("router.request_timeout_s", &C::request_timeout_s, 1, 86400,
              "a request running longer is aborted"),
+      IntKey("router.max_prompts", &C::max_prompts, 1, 65536,
+             "most prompts in one completions request (more: 400)"),
+      IntKey("router.max_choices", &C::max_choices, 1, 65536,
+             "most choices (prompts x n) in one request, each an upstream call (more: 400)"),
+      IntKey("router.max_stop_strings", &C::max_stop_strings, 0, 4096,
+             "most 'stop' strings in one request (more: 400)"),
+      IntKey("router.max_stop_bytes", &C::max_stop_bytes, 1, 1 << 20,
+             "most bytes of 'stop' strings in one request, all together (more: 400)"),
+      IntKey("router.max_stop_token_ids", &C::max_stop_token_ids, 0, 65536,
+             "most 'stop_token_ids' in one request (more: 400)"),
+      BoolKey("router.allow_priority", &C::allow_priority,
+              "honour the request field 'priority' (otherwise a non-zero priority gets 400)"),
+      ListKey("router.api_keys", &C::api_keys,
+              "accepted API keys (Authorization: Bearer KEY); with api_key_file and the "
+              "LLM_API_KEY environment variable; none = no authentication"),
+      StringKey("router.api_key_file", &C::api_key_file, {},
+                "file with one API key per line ('#' comments); empty = none"),
+      BoolKey("router.health_requires_key", &C::health_requires_key,
+              "/health needs a key too (when keys are set); default: open for load balancers"),
+      IntKey("router.max_connections", &C::max_connections, 1, 1 << 20,
+             "open HTTP connections; requests on connections beyond it get 429"),
+      IntKey("router.max_inflight_requests", &C::max_inflight_requests, 1, 1 << 20,
+             "requests in progress over all connections; beyond it 429 (GET /health exempt)"),
+      BoolKey("router.special_tokens_in_messages", &C::special_tokens_in_messages,
+              "special-token text in chat message content becomes control tokens (vLLM's "
+              "behaviour); default false: it is tokenized as plain text"),
   };
   return schema;
 }

@@ -36,12 +36,31 @@ struct ClusterConfig {
   int coordinator_port = 50051;
   int shutdown_grace_s = 30;  // SIGTERM: running requests get this long to finish
   // router
-  std::string router_host = "0.0.0.0";
+  std::string router_host;  // "": 0.0.0.0 when an API key is set, else 127.0.0.1
   int router_port = 2000;
   std::vector<std::string> upstreams;  // coordinator addresses; default: the coordinator's
   int64_t max_body_bytes = 1 << 20;
   int max_n = 16;
   int request_timeout_s = 600;
+  // router: fan-out caps (each choice = prompt × n is one upstream call)
+  int max_prompts = 256;
+  int max_choices = 256;
+  int max_stop_strings = 16;
+  int max_stop_bytes = 4096;
+  int max_stop_token_ids = 256;
+  // router: a client's 'priority' reorders the engine's queue (and can preempt others), so
+  // only an operator who trusts every client turns it on.
+  bool allow_priority = false;
+  // router: API keys (with LLM_API_KEY from the environment); none = no authentication
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
+  bool health_requires_key = false;
+  // router: back-pressure (beyond either limit a request gets 429 with Retry-After)
+  int max_connections = 1024;
+  int max_inflight_requests = 256;
+  // router: special-token text in chat message content becomes control tokens (vLLM) or, by
+  // default, stays text
+  bool special_tokens_in_messages = false;
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

@@ -8,13 +8,15 @@ namespace llm {
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens,
-                                       bool parse_special) const {
-  const Impl& m = *impl_;
+namespace {
+
+// The model's ids of the splits left by added-token extraction, framed by the post-processor.
+std::vector<int32_t> EncodeSplits(const Tokenizer::Impl& m, std::vector<AddedSplit> splits,
+                                  bool add_special_tokens) {
   std::vector<int32_t> ids;
   if (add_special_tokens) ids = m.post_prefix;
   std::vector<PreToken> pieces;
-  for (AddedSplit& split : m.added.ExtractAndNormalize(text, m.normalizer.get(), parse_special)) {
+  for (AddedSplit& split : splits) {
     if (split.id >= 0) {
       ids.push_back(split.id);
       continue;
@@ -26,6 +28,34 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_t
   }
   if (add_special_tokens) ids.insert(ids.end(), m.post_suffix.begin(), m.post_suffix.end());
   return ids;
+}
+
+}  // namespace
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens,
+                                       bool parse_special) const {
+  return EncodeSplits(
+      *impl_, impl_->added.ExtractAndNormalize(text, impl_->normalizer.get(), parse_special),
+      add_special_tokens);
+}
+
+std::vector<int32_t> Tokenizer::EncodeWithPlainRanges(std::string_view text,
+                                                      std::span<const TextRange> plain,
+                                                      bool add_special_tokens) const {
+  std::vector<ByteRange> ranges;
+  ranges.reserve(plain.size());
+  for (const TextRange& r : plain) ranges.push_back({r.begin, r.end});
+  return EncodeSplits(*impl_,
+                      impl_->added.ExtractAndNormalize(text, impl_->normalizer.get(), ranges),
+                      add_special_tokens);
+}
+
+bool Tokenizer::ContainsSpecialTokenText(std::string_view text) const {
+  for (const AddedSplit& split :
+       impl_->added.ExtractAndNormalize(text, impl_->normalizer.get(), true)) {
+    if (split.id >= 0 && IsSpecial(split.id)) return true;
+  }
+  return false;
 }
 
 const std::string* Tokenizer::Impl::TokenForDecode(int32_t id, bool skip_special) const {

@@ -26,6 +26,12 @@ constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
 
 class DecodeSession;
 
+// Bytes [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 class Tokenizer {
  public:
   // `dir` holds tokenizer.json and optionally tokenizer_config.json and config.json.
@@ -39,6 +45,15 @@ class Tokenizer {
   // still are.
   std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens = true,
                               bool parse_special = true) const;
+  // Encode with parse_special, except inside `plain` (sorted, non-overlapping byte ranges of
+  // `text`, e.g. the users' message contents in a rendered chat prompt): a special token's
+  // text there stays text. Outside them the ids are exactly Encode's: text between special
+  // tokens is tokenized as one piece, whatever the ranges.
+  std::vector<int32_t> EncodeWithPlainRanges(std::string_view text,
+                                             std::span<const TextRange> plain,
+                                             bool add_special_tokens) const;
+  // True when Encode (parse_special) would turn some of `text` into a special token.
+  bool ContainsSpecialTokenText(std::string_view text) const;
   std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   int32_t vocab_size() const;  // including added tokens (max id + 1)

@@ -116,8 +116,16 @@ std::optional<int32_t> AddedVocab::IdOf(std::string_view content) const {
 }
 
 // Rust AddedVocabulary::find_matches (only the matched tokens; the gaps are implied).
+bool AddedVocab::SpecialFilter::Allows(size_t begin, size_t end) const {
+  if (!parse_special) return false;
+  for (const ByteRange& r : plain) {
+    if (begin < r.end && r.begin < end) return false;
+  }
+  return true;
+}
+
 std::vector<AddedVocab::Match> AddedVocab::FindMatches(std::string_view text, const Trie& trie,
-                                                       bool parse_special) const {
+                                                       const SpecialFilter& filter) const {
   std::vector<Match> matches;
   size_t start_offset = 0;
   for (size_t pos = 0; pos < text.size();) {
@@ -129,7 +137,7 @@ std::vector<AddedVocab::Match> AddedVocab::FindMatches(std::string_view text, co
     size_t start = pos, stop = pos + len;
     pos = stop;
     const AddedToken& t = tokens_[index];
-    if (!parse_special && t.special) continue;
+    if (t.special && !filter.Allows(start, stop)) continue;
     if (t.single_word) {
       const bool start_space = start == 0 || !EndsWithWord(text, start);
       const bool stop_space = stop == text.size() || !StartsWithWord(text, stop);
@@ -144,15 +152,16 @@ std::vector<AddedVocab::Match> AddedVocab::FindMatches(std::string_view text, co
 }
 
 void AddedVocab::SplitWith(std::string_view text, bool at_start, const Trie& trie,
-                           bool parse_special, std::vector<AddedSplit>* out) const {
+                           const SpecialFilter& filter, std::vector<AddedSplit>* out) const {
   size_t prev = 0;
   const auto gap = [&](size_t b, size_t e) {
-    if (e > b) out->push_back({std::string(text.substr(b, e - b)), -1, at_start && b == 0});
+    if (e > b) out->push_back({std::string(text.substr(b, e - b)), -1, at_start && b == 0, b, e});
   };
   if (!trie.empty()) {
-    for (const Match& m : FindMatches(text, trie, parse_special)) {
+    for (const Match& m : FindMatches(text, trie, filter)) {
       gap(prev, m.begin);
-      out->push_back({std::string(text.substr(m.begin, m.end - m.begin)), m.id, false});
+      out->push_back(
+          {std::string(text.substr(m.begin, m.end - m.begin)), m.id, false, m.begin, m.end});
       prev = m.end;
     }
   }
@@ -162,8 +171,20 @@ void AddedVocab::SplitWith(std::string_view text, bool at_start, const Trie& tri
 std::vector<AddedSplit> AddedVocab::ExtractAndNormalize(std::string_view text,
                                                         const Normalizer* normalizer,
                                                         bool parse_special) const {
+  return Extract(text, normalizer, parse_special, {});
+}
+
+std::vector<AddedSplit> AddedVocab::ExtractAndNormalize(std::string_view text,
+                                                        const Normalizer* normalizer,
+                                                        std::span<const ByteRange> plain) const {
+  return Extract(text, normalizer, true, plain);
+}
+
+std::vector<AddedSplit> AddedVocab::Extract(std::string_view text, const Normalizer* normalizer,
+                                            bool parse_special,
+                                            std::span<const ByteRange> plain) const {
   std::vector<AddedSplit> raw;
-  SplitWith(text, true, raw_trie_, parse_special, &raw);
+  SplitWith(text, true, raw_trie_, SpecialFilter{parse_special, plain}, &raw);
   std::vector<AddedSplit> out;
   out.reserve(raw.size());
   for (AddedSplit& s : raw) {
@@ -172,7 +193,9 @@ std::vector<AddedSplit> AddedVocab::ExtractAndNormalize(std::string_view text,
       continue;
     }
     const std::string normalized = normalizer ? normalizer->Normalize(s.text) : std::move(s.text);
-    SplitWith(normalized, s.at_start, normalized_trie_, parse_special, &out);
+    const bool overlaps_plain = !SpecialFilter{true, plain}.Allows(s.raw_begin, s.raw_end);
+    SplitWith(normalized, s.at_start, normalized_trie_,
+              SpecialFilter{parse_special && !overlaps_plain, {}}, &out);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,6 +33,14 @@ struct AddedSplit {
   std::string text;
   int32_t id = -1;
   bool at_start = false;  // begins at offset 0 of the original input
+  size_t raw_begin = 0;   // the bytes of the original input it came from
+  size_t raw_end = 0;
+};
+
+// Byte range [begin, end) of an input.
+struct ByteRange {
+  size_t begin = 0;
+  size_t end = 0;
 };
 
 class AddedVocab {
@@ -42,6 +51,12 @@ class AddedVocab {
   // Rust AddedVocabulary::extract_and_normalize.
   std::vector<AddedSplit> ExtractAndNormalize(std::string_view text, const Normalizer* normalizer,
                                               bool parse_special) const;
+  // With parse_special, except that special tokens overlapping a `plain` range (sorted byte
+  // ranges of `text`) are not matched. Tokens flagged normalized match after normalization,
+  // where offsets no longer map to the input: a piece that overlaps a plain range matches no
+  // special token at all there (conservative; such tokens are rare).
+  std::vector<AddedSplit> ExtractAndNormalize(std::string_view text, const Normalizer* normalizer,
+                                              std::span<const ByteRange> plain) const;
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
   const AddedToken* ById(int32_t id) const;
@@ -68,9 +83,18 @@ class AddedVocab {
     size_t begin, end;
     int32_t id;
   };
-  std::vector<Match> FindMatches(std::string_view text, const Trie& trie, bool parse_special) const;
-  void SplitWith(std::string_view text, bool at_start, const Trie& trie, bool parse_special,
-                 std::vector<AddedSplit>* out) const;
+  // Where special tokens may match: everywhere, nowhere, or outside `plain` ranges.
+  struct SpecialFilter {
+    bool parse_special = true;
+    std::span<const ByteRange> plain;  // of the text being split; empty: no restriction
+    bool Allows(size_t begin, size_t end) const;
+  };
+  std::vector<AddedSplit> Extract(std::string_view text, const Normalizer* normalizer,
+                                  bool parse_special, std::span<const ByteRange> plain) const;
+  std::vector<Match> FindMatches(std::string_view text, const Trie& trie,
+                                 const SpecialFilter& filter) const;
+  void SplitWith(std::string_view text, bool at_start, const Trie& trie,
+                 const SpecialFilter& filter, std::vector<AddedSplit>* out) const;
 
   std::vector<AddedToken> tokens_;
   std::unordered_map<int32_t, size_t> by_id_;

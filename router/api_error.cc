@@ -11,9 +11,8 @@ const char* TypeFor(int http_status) {
     case 400:
     case 413:
     case 431:
+    case 401:  // what OpenAI sends for a missing or wrong key (code invalid_api_key)
       return "invalid_request_error";
-    case 401:
-      return "authentication_error";
     case 404:
       return "not_found_error";
     case 405:

@@ -44,12 +44,17 @@ const char* FinishName(v1::FinishReason r) {
 
 }  // namespace
 
+const std::string& JobChoiceSpec::echo() const {
+  static const std::string kNone;
+  return echo_text ? *echo_text : kNone;
+}
+
 v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec& choice) {
   const GenerationOptions& o = spec.options;
   v1::GenerateRequest req;
   req.set_api_version(1);
   req.set_request_id(spec.meta.id + "-" + std::to_string(choice.index));
-  req.mutable_prompt_token_ids()->Add(choice.prompt_ids.begin(), choice.prompt_ids.end());
+  req.mutable_prompt_token_ids()->Add(choice.prompt_ids->begin(), choice.prompt_ids->end());
   v1::SamplingParams* s = req.mutable_sampling();
   s->set_temperature(static_cast<float>(o.temperature));
   s->set_top_k(o.top_k);
@@ -74,19 +79,21 @@ GenerationJob::GenerationJob(JobSpec spec, std::shared_ptr<const Tokenizer> toke
       tokenizer_(std::move(tokenizer)),
       pool_(pool),
       sink_(std::move(sink)) {
-  for (const JobChoiceSpec& cs : spec_.choices) {
+  // One copy of the stop strings for all choices (the parser rejects empty ones).
+  auto stops = std::make_shared<const std::vector<std::string>>(spec_.options.stop);
+  for (JobChoiceSpec& cs : spec_.choices) {
     auto c = std::make_unique<Choice>();
-    c->spec = cs;
+    c->spec = std::move(cs);
     c->decoder =
         std::make_unique<IncrementalDecoder>(*tokenizer_, spec_.options.skip_special_tokens);
     // Prime the decoder with the end of the prompt so the first piece decodes in context
     // (e.g. keeps the space a SentencePiece word starts with), as vLLM does.
-    const size_t n = cs.prompt_ids.size();
-    for (size_t k = n - std::min<size_t>(n, 4); k < n; ++k) c->decoder->Add(cs.prompt_ids[k]);
-    c->prev_token = n ? cs.prompt_ids.back() : -1;
-    c->matcher =
-        std::make_unique<StopMatcher>(spec_.options.stop, spec_.options.include_stop_str_in_output);
-    c->text_offset = static_cast<int64_t>(cs.echo_text.size());
+    const std::vector<int32_t>& prompt = *c->spec.prompt_ids;
+    const size_t n = prompt.size();
+    for (size_t k = n - std::min<size_t>(n, 4); k < n; ++k) c->decoder->Add(prompt[k]);
+    c->prev_token = n ? prompt.back() : -1;
+    c->matcher = std::make_unique<StopMatcher>(stops, spec_.options.include_stop_str_in_output);
+    c->text_offset = static_cast<int64_t>(c->spec.echo().size());
     choices_.push_back(std::move(c));
   }
 }
@@ -141,8 +148,8 @@ void GenerationJob::EnsureStreamStarted() {
     if (spec_.chat) {
       chunk = ChatChunkJson(spec_.meta, c->spec.index, {{"role", "assistant"}, {"content", ""}},
                             nullptr, "");
-    } else if (!c->spec.echo_text.empty()) {
-      chunk = CompletionChunkJson(spec_.meta, c->spec.index, c->spec.echo_text, nullptr, "");
+    } else if (!c->spec.echo().empty()) {
+      chunk = CompletionChunkJson(spec_.meta, c->spec.index, c->spec.echo(), nullptr, "");
     } else {
       continue;
     }
@@ -291,11 +298,11 @@ void GenerationJob::Finish() {
   for (auto& c : choices_) {
     ChoiceOutput o;
     o.index = c->spec.index;
-    o.text = c->spec.echo_text + c->text;
+    o.text = c->spec.echo() + c->text;
     o.finish_reason = c->finish_reason;
     o.with_logprobs = spec_.options.logprobs >= 0;
     o.logprobs = std::move(c->logprobs);
-    o.text_offset = static_cast<int64_t>(c->spec.echo_text.size());
+    o.text_offset = static_cast<int64_t>(c->spec.echo().size());
     outputs.push_back(std::move(o));
   }
   std::sort(outputs.begin(), outputs.end(),

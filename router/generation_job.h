@@ -19,11 +19,15 @@
 
 namespace llm {
 
+// One choice. The n choices of a prompt share its token ids and echo text (never copied per
+// choice: a request may have hundreds of choices).
 struct JobChoiceSpec {
   int index = 0;  // the OpenAI choice index (prompt-major: prompt_i * n + j)
-  std::vector<int32_t> prompt_ids;
-  std::string echo_text;  // completions with echo: put in front of the text
+  std::shared_ptr<const std::vector<int32_t>> prompt_ids;
+  std::shared_ptr<const std::string> echo_text;  // completions with echo; null: none
   std::optional<uint64_t> seed;
+
+  const std::string& echo() const;
 };
 
 struct JobSpec {

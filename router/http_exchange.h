@@ -11,8 +11,9 @@
 namespace llm {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // without the query string
+  std::string method;         // "GET", "POST", ...
+  std::string path;           // without the query string
+  std::string authorization;  // the Authorization header ("" when absent)
   std::string body;
 };
 

@@ -11,6 +11,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <deque>
 #include <mutex>
@@ -56,16 +58,40 @@ std::string Chunk(const std::string& data) {
   return size + data + "\r\n";
 }
 
+// accept() failures that last until something else closes a descriptor or frees memory:
+// retrying at once would spin on the listening socket, which stays readable.
+bool IsResourceShortage(const beast::error_code& ec) {
+  return ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+         ec == asio::error::no_memory ||
+         (ec.category() == boost::system::system_category() && ec.value() == ENFILE);
+}
+
 }  // namespace
+
+// What all sessions share: the counts behind max_connections and max_inflight_requests.
+// Shared-owned because sessions can outlive the server's Impl during shutdown.
+struct ServerLoad {
+  std::atomic<int> connections{0};
+  std::atomic<int> inflight{0};
+};
 
 // One connection. All members are touched on the session's strand only.
 class Session final : public ResponseSink, public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket&& socket, const HttpServerOptions& options, RequestHandler& handler)
+  // The caller has counted this connection in `load`; the session uncounts it when destroyed.
+  // `over_connection_limit`: every request but GET /health gets 429, then the connection closes.
+  Session(tcp::socket&& socket, const HttpServerOptions& options, RequestHandler& handler,
+          std::shared_ptr<ServerLoad> load, bool over_connection_limit)
       : stream_(std::move(socket)),
         idle_timer_(stream_.get_executor()),
         options_(options),
-        handler_(handler) {}
+        handler_(handler),
+        load_(std::move(load)),
+        over_connection_limit_(over_connection_limit) {}
+  ~Session() override {
+    ReleaseInflightSlot();
+    load_->connections.fetch_sub(1);
+  }
 
   void Run() {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->DoRead(); });
@@ -121,6 +147,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   void DoWrite();
   void OnWrite(beast::error_code ec);
   void EndExchange() {
+    ReleaseInflightSlot();
     in_exchange_ = false;
     exchange_.reset();
     if (!writing_ && queue_.empty()) Continue();
@@ -134,6 +161,13 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
         });
   }
   void Continue();
+  // False (after answering 429) when the request must not run: the connection is over
+  // max_connections or max_inflight_requests exchanges are in progress. GET /health always runs.
+  bool Admit(const HttpRequest& request);
+  void ReleaseInflightSlot() {
+    if (std::exchange(holds_inflight_slot_, false)) load_->inflight.fetch_sub(1);
+  }
+  void RejectTooMany(const std::string& message);
   void FailRequest(const ApiError& e);
   void Close();
 
@@ -142,6 +176,9 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   uint64_t idle_generation_ = 0;
   const HttpServerOptions& options_;
   RequestHandler& handler_;
+  std::shared_ptr<ServerLoad> load_;
+  const bool over_connection_limit_;
+  bool holds_inflight_slot_ = false;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<PendingExchange> exchange_;
@@ -225,7 +262,9 @@ void Session::Dispatch() {
   request.method = std::string(req.method_string());
   const beast::string_view target = req.target();
   request.path = std::string(target.substr(0, target.find('?')));
+  request.authorization = std::string(req[http::field::authorization]);
   request.body = std::move(req.body());
+  if (!Admit(request)) return;
   // Notice a client that goes away while the response is pending (unless it already sent its
   // next request: then that one waits in the buffer).
   if (buffer_.size() == 0) ReadPeer();
@@ -237,6 +276,35 @@ void Session::Dispatch() {
     return;
   }
   if (in_exchange_) exchange_ = std::move(pending);
+}
+
+bool Session::Admit(const HttpRequest& request) {
+  if (request.method == "GET" && request.path == "/health") return true;
+  if (over_connection_limit_) {
+    keep_alive_ = false;  // make room: this connection closes after the answer
+    RejectTooMany("The router has reached its limit of " +
+                  std::to_string(options_.max_connections) +
+                  " open connections (router.max_connections); retry later");
+    return false;
+  }
+  if (load_->inflight.fetch_add(1) >= options_.max_inflight_requests) {
+    load_->inflight.fetch_sub(1);
+    RejectTooMany("The router has reached its limit of " +
+                  std::to_string(options_.max_inflight_requests) +
+                  " requests in progress (router.max_inflight_requests); retry later");
+    return false;
+  }
+  holds_inflight_slot_ = true;
+  return true;
+}
+
+void Session::RejectTooMany(const std::string& message) {
+  ApiError e = HttpError(429, message);
+  e.code = "rate_limit_exceeded";
+  Respond({429,
+           "application/json",
+           ApiErrorJson(e),
+           {{"Retry-After", std::to_string(options_.retry_after_s)}}});
 }
 
 void Session::FailRequest(const ApiError& e) {
@@ -318,6 +386,7 @@ void Session::Close() {
   if (closed_) return;
   closed_ = true;
   in_exchange_ = false;
+  ReleaseInflightSlot();
   idle_timer_.cancel();
   if (auto pending = std::move(exchange_)) pending->Cancel();
   writable_waiters_.clear();
@@ -334,6 +403,9 @@ struct HttpServer::Impl {
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   tcp::acceptor acceptor{asio::make_strand(ioc)};
+  asio::steady_timer accept_backoff{acceptor.get_executor()};
+  std::chrono::steady_clock::time_point last_accept_log{};
+  std::shared_ptr<ServerLoad> load = std::make_shared<ServerLoad>();
   std::vector<std::thread> threads;
   std::mutex mu;
   std::vector<std::weak_ptr<Session>> sessions;
@@ -345,8 +417,10 @@ struct HttpServer::Impl {
   void Accept() {
     acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+      if (IsResourceShortage(ec)) return BackOff(ec);
       if (!ec) {
-        auto session = std::make_shared<Session>(std::move(s), options, handler);
+        const bool over = load->connections.fetch_add(1) >= options.max_connections;
+        auto session = std::make_shared<Session>(std::move(s), options, handler, load, over);
         {
           std::lock_guard<std::mutex> lock(mu);
           std::erase_if(sessions, [](const auto& w) { return w.expired(); });
@@ -355,6 +429,20 @@ struct HttpServer::Impl {
         session->Run();
       }
       Accept();
+    });
+  }
+
+  // Runs on the acceptor's strand. Logs at most every 10 s: the condition can last.
+  void BackOff(const beast::error_code& ec) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_accept_log >= std::chrono::seconds(10)) {
+      last_accept_log = now;
+      std::fprintf(stderr, "router: accept failed (%s); retrying every %d ms\n",
+                   ec.message().c_str(), options.accept_backoff_ms);
+    }
+    accept_backoff.expires_after(std::chrono::milliseconds(options.accept_backoff_ms));
+    accept_backoff.async_wait([this](beast::error_code e) {
+      if (!e && acceptor.is_open()) Accept();
     });
   }
 };
@@ -397,12 +485,17 @@ int HttpServer::port() const {
   return impl_->port;
 }
 
+int HttpServer::open_connections() const {
+  return impl_->load->connections.load();
+}
+
 void HttpServer::StopAccepting() {
   if (!impl_->accepting) return;
   impl_->accepting = false;
   asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
+    impl->accept_backoff.cancel();
   });
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (auto& w : impl_->sessions) {

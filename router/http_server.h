@@ -2,6 +2,12 @@
 // with keep-alive, limits on header and body size (413 with OpenAI error JSON), a timeout on
 // every read, a bounded write queue (producers wait through ResponseSink::WhenWritable), and
 // disconnect detection while a response is pending (PendingExchange::Cancel).
+//
+// Back-pressure: beyond max_connections open connections, or max_inflight_requests exchanges
+// in progress, a request gets 429 with Retry-After (OpenAI error JSON, rate_limit_error)
+// instead of work or memory; GET /health is always served. When accept() fails (no file
+// descriptors left: EMFILE/ENFILE) the acceptor waits accept_backoff_ms before trying again
+// instead of spinning on the still-readable listening socket.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +29,10 @@ struct HttpServerOptions {
   // that stops reading its stream is disconnected and its request cancelled upstream.
   int io_timeout_s = 60;
   size_t write_queue_bytes = 256 * 1024;
+  int max_connections = 1024;       // open connections; beyond: their requests get 429
+  int max_inflight_requests = 256;  // exchanges in progress (all connections); beyond: 429
+  int retry_after_s = 1;            // the Retry-After of a 429
+  int accept_backoff_ms = 100;      // after a failed accept()
 };
 
 class HttpServer {
@@ -36,6 +46,8 @@ class HttpServer {
   // Binds, listens and starts the I/O threads. kUnavailable when the address cannot be bound.
   Status Start();
   int port() const;
+  // Connections open now (accepted and not yet destroyed).
+  int open_connections() const;
   // Stops accepting and cancels every pending exchange (their upstream calls get cancelled);
   // connections close once their last write is done.
   void StopAccepting();

@@ -4,6 +4,8 @@
 #include <limits>
 #include <set>
 
+#include "router/json_body.h"
+
 namespace llm {
 
 namespace {
@@ -12,11 +14,12 @@ using nlohmann::json;
 
 // Reads typed fields of a JSON object and keeps the first error. A field that is absent or
 // null keeps its default; a field of the wrong type or out of range is an error naming it.
+// Large values (messages, chat_template_kwargs) are moved out of the object, never copied.
 class FieldReader {
  public:
-  explicit FieldReader(const json& obj) : obj_(obj) {}
+  explicit FieldReader(json& obj) : obj_(obj) {}
 
-  const json* Get(const char* key) const {
+  json* Get(const char* key) const {
     auto it = obj_.find(key);
     return it == obj_.end() || it->is_null() ? nullptr : &*it;
   }
@@ -80,14 +83,11 @@ class FieldReader {
     json j = x;
     return j.dump();
   }
-  const json& obj_;
+  json& obj_;
 };
 
 std::optional<ApiError> ParseObject(std::string_view body, json* out) {
-  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (out->is_discarded()) return InvalidParam("", "The request body is not valid JSON");
-  if (!out->is_object()) return InvalidParam("", "The request body must be a JSON object");
-  return std::nullopt;
+  return ParseJsonObjectBody(body, out);
 }
 
 void ReadModel(FieldReader& r, const RequestLimits& limits, std::string* model) {
@@ -119,9 +119,14 @@ bool ReadTokenIds(FieldReader& r, const json& v, const std::string& param,
   return true;
 }
 
-void ReadStop(FieldReader& r, GenerationOptions* o) {
+void ReadStop(FieldReader& r, const RequestLimits& limits, GenerationOptions* o) {
   const json* v = r.Get("stop");
   if (!v) return;
+  if (v->is_array() && v->size() > static_cast<size_t>(limits.max_stop_strings)) {
+    return r.Fail("stop", "'stop' has " + std::to_string(v->size()) + " strings; at most " +
+                              std::to_string(limits.max_stop_strings) +
+                              " are allowed (router.max_stop_strings)");
+  }
   if (v->is_string()) {
     o->stop.push_back(v->get<std::string>());
   } else if (v->is_array()) {
@@ -132,8 +137,50 @@ void ReadStop(FieldReader& r, GenerationOptions* o) {
   } else {
     return r.Fail("stop", "'stop' must be a string or a list of strings");
   }
+  size_t bytes = 0;
   for (const std::string& s : o->stop) {
     if (s.empty()) return r.Fail("stop", "'stop' strings must not be empty");
+    bytes += s.size();
+  }
+  if (bytes > static_cast<size_t>(limits.max_stop_bytes)) {
+    return r.Fail("stop", "'stop' strings total " + std::to_string(bytes) + " bytes; at most " +
+                              std::to_string(limits.max_stop_bytes) +
+                              " are allowed (router.max_stop_bytes)");
+  }
+}
+
+// Fields the engine cannot honour get a 400 instead of a silent 200 that ignores them. Empty
+// values (null, {}, [], "none", best_of 1, response_format text) mean "not used" and pass.
+void RejectUnsupported(FieldReader& r) {
+  const auto unsupported = [&](const char* key, const std::string& what) {
+    r.Fail(key, what + " is not supported by this server");
+  };
+  if (const json* v = r.Get("logit_bias"); v && !(v->is_object() && v->empty())) {
+    return unsupported("logit_bias", "'logit_bias'");
+  }
+  if (const json* v = r.Get("best_of")) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 1) {
+      return r.Fail("best_of", "'best_of' must be a positive integer");
+    }
+    if (v->get<int64_t>() > 1) return unsupported("best_of", "'best_of' greater than 1");
+  }
+  if (const json* v = r.Get("response_format")) {
+    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
+    if (!text) {
+      return unsupported("response_format",
+                         "'response_format' other than {\"type\": \"text\"} (structured "
+                         "output)");
+    }
+  }
+  for (const char* key : {"tools", "functions"}) {
+    if (const json* v = r.Get(key); v && !(v->is_array() && v->empty())) {
+      return unsupported(key, std::string("'") + key + "' (tool and function calling)");
+    }
+  }
+  for (const char* key : {"tool_choice", "function_call"}) {
+    if (const json* v = r.Get(key); v && *v != "none") {
+      return unsupported(key, std::string("'") + key + "' (tool and function calling)");
+    }
   }
 }
 
@@ -156,11 +203,23 @@ void ReadGenerationOptions(FieldReader& r, const RequestLimits& limits, Generati
   r.Bool("stream", &o->stream);
   r.IntAs("priority", &o->priority, std::numeric_limits<int32_t>::min(),
           std::numeric_limits<int32_t>::max());
-  ReadStop(r, o);
+  if (!r.error && o->priority != 0 && !limits.allow_priority) {
+    r.Fail("priority",
+           "'priority' is not enabled on this server (the operator can enable it with "
+           "router.allow_priority)");
+  }
+  RejectUnsupported(r);
+  ReadStop(r, limits, o);
   if (const json* ids = r.Get("stop_token_ids")) {
+    if (ids->is_array() && ids->size() > static_cast<size_t>(limits.max_stop_token_ids)) {
+      return r.Fail("stop_token_ids", "'stop_token_ids' has " + std::to_string(ids->size()) +
+                                          " ids; at most " +
+                                          std::to_string(limits.max_stop_token_ids) +
+                                          " are allowed (router.max_stop_token_ids)");
+    }
     ReadTokenIds(r, *ids, "stop_token_ids", &o->stop_token_ids);
   }
-  if (const json* so = r.Get("stream_options")) {
+  if (json* so = r.Get("stream_options")) {
     if (!so->is_object()) return r.Fail("stream_options", "'stream_options' must be an object");
     FieldReader sr(*so);
     sr.Bool("include_usage", &o->include_usage);
@@ -187,14 +246,14 @@ void ReadMaxTokens(FieldReader& r, bool chat, GenerationOptions* o) {
 void ReadMessages(FieldReader& r, const char* key, json* out) {
   static const std::set<std::string> kRoles = {"system", "user",      "assistant",
                                                "tool",   "developer", "function"};
-  const json* v = r.Get(key);
+  json* v = r.Get(key);
   if (!v) return r.Fail(key, std::string("'") + key + "' is required");
   if (!v->is_array() || v->empty()) {
     return r.Fail(key, std::string("'") + key + "' must be a non-empty list of messages");
   }
   *out = json::array();
   for (size_t i = 0; i < v->size(); ++i) {
-    const json& m = (*v)[i];
+    json& m = (*v)[i];
     const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
     if (!m.is_object()) return r.Fail(where, "'" + where + "' must be an object");
     auto role = m.find("role");
@@ -203,10 +262,9 @@ void ReadMessages(FieldReader& r, const char* key, json* out) {
                                          ".role' must be one of system, user, assistant, tool, "
                                          "developer");
     }
-    json msg = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
-      msg["content"] = "";
+      m["content"] = "";
     } else if (content->is_array()) {
       std::string text;
       for (const json& part : *content) {
@@ -220,30 +278,37 @@ void ReadMessages(FieldReader& r, const char* key, json* out) {
         if (!text.empty()) text += "\n";
         text += t->get<std::string>();
       }
-      msg["content"] = text;
+      m["content"] = std::move(text);
     } else if (!content->is_string()) {
       return r.Fail(where + ".content",
                     "'" + where + ".content' must be a string or a list of text parts");
     }
-    out->push_back(std::move(msg));
+    out->push_back(std::move(m));
   }
 }
 
 void ReadTemplateKwargs(FieldReader& r, bool* add_generation_prompt, json* kwargs) {
   r.Bool("add_generation_prompt", add_generation_prompt);
-  if (const json* k = r.Get("chat_template_kwargs")) {
+  if (json* k = r.Get("chat_template_kwargs")) {
     if (!k->is_object())
       return r.Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    *kwargs = *k;
+    *kwargs = std::move(*k);
   }
 }
 
-void ReadPrompt(FieldReader& r, std::vector<CompletionPrompt>* out) {
+void ReadPrompt(FieldReader& r, const RequestLimits& limits, std::vector<CompletionPrompt>* out) {
   const json* v = r.Get("prompt");
   if (!v) return r.Fail("prompt", "'prompt' is required");
   const char* kShape =
       "'prompt' must be a string, a list of strings, a list of token ids or a list of lists of "
       "token ids";
+  // A list of strings or of token lists is one prompt each (a list of numbers is one prompt).
+  if (v->is_array() && !v->empty() && !v->front().is_number() &&
+      v->size() > static_cast<size_t>(limits.max_prompts)) {
+    return r.Fail("prompt", "'prompt' has " + std::to_string(v->size()) + " prompts; at most " +
+                                std::to_string(limits.max_prompts) +
+                                " are allowed in one request (router.max_prompts)");
+  }
   auto add_ids = [&](const json& ids) {
     CompletionPrompt p;
     p.is_token_ids = true;
@@ -270,6 +335,18 @@ void ReadPrompt(FieldReader& r, std::vector<CompletionPrompt>* out) {
   }
 }
 
+// prompts × n: each choice is one upstream call.
+void CheckChoices(FieldReader& r, const RequestLimits& limits, size_t prompts, int n) {
+  if (r.error) return;
+  const uint64_t choices = static_cast<uint64_t>(prompts) * static_cast<uint64_t>(n);
+  if (choices > static_cast<uint64_t>(limits.max_choices)) {
+    r.Fail("n", std::to_string(prompts) + " prompt(s) × n=" + std::to_string(n) + " is " +
+                    std::to_string(choices) + " choices; at most " +
+                    std::to_string(limits.max_choices) +
+                    " are allowed in one request (router.max_choices)");
+  }
+}
+
 }  // namespace
 
 std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
@@ -281,6 +358,7 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
   if (r.error) return r.error;
   ReadMessages(r, "messages", &out->messages);
   ReadGenerationOptions(r, limits, &out->options);
+  CheckChoices(r, limits, 1, out->options.n);
   ReadMaxTokens(r, /*chat=*/true, &out->options);
   ReadTemplateKwargs(r, &out->add_generation_prompt, &out->template_kwargs);
   bool logprobs = false;
@@ -301,9 +379,10 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
   FieldReader r(j);
   ReadModel(r, limits, &out->model);
   if (r.error) return r.error;
-  ReadPrompt(r, &out->prompts);
+  ReadPrompt(r, limits, &out->prompts);
   out->options.max_tokens = 16;  // the OpenAI default for completions
   ReadGenerationOptions(r, limits, &out->options);
+  CheckChoices(r, limits, out->prompts.size(), out->options.n);
   ReadMaxTokens(r, /*chat=*/false, &out->options);
   r.Bool("echo", &out->echo);
   r.IntAs("logprobs", &out->options.logprobs, 0, 20);

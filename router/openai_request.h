@@ -16,9 +16,18 @@
 
 namespace llm {
 
+// What a request may ask for (cluster.yaml router.*). The fan-out caps bound the work one
+// small body can start: every choice (prompt × n) is one upstream call with its own decoder
+// and stop matcher.
 struct RequestLimits {
   std::string served_model_name;
   int max_n = 16;
+  int max_prompts = 256;         // prompts in one completions request
+  int max_choices = 256;         // prompts × n
+  int max_stop_strings = 16;     // entries of `stop`
+  int max_stop_bytes = 4096;     // their total length
+  int max_stop_token_ids = 256;  // entries of `stop_token_ids`
+  bool allow_priority = false;   // false: a non-zero `priority` is a 400
 };
 
 // What every generation request shares (chat and completions).
@@ -42,7 +51,7 @@ struct GenerationOptions {
   int n = 1;
   bool stream = false;
   bool include_usage = false;
-  int priority = 0;
+  int priority = 0;  // 0 unless RequestLimits::allow_priority
 };
 
 struct ChatRequest {

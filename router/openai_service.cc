@@ -5,6 +5,7 @@
 #include <random>
 
 #include "router/api_error.h"
+#include "router/chat_prompt.h"
 #include "router/generation_job.h"
 
 namespace llm {
@@ -50,8 +51,6 @@ std::shared_ptr<PendingExchange> Launch(JobSpec spec, std::shared_ptr<const Toke
 OpenAiService::OpenAiService(ServiceOptions options, std::shared_ptr<const Tokenizer> tokenizer,
                              UpstreamPool& pool)
     : options_(std::move(options)), tokenizer_(std::move(tokenizer)), pool_(pool) {
-  limits_.served_model_name = options_.served_model_name;
-  limits_.max_n = options_.max_n;
   started_at_ = static_cast<int64_t>(std::time(nullptr));
   const std::string& source = tokenizer_->chat_template();
   if (source.empty()) {
@@ -76,6 +75,17 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
                                                              {"/health", "GET"},
                                                              {"/tokenize", "POST"},
                                                              {"/detokenize", "POST"}};
+  if (!Authorized(request)) {
+    const bool missing = request.authorization.empty();
+    ApiError e = HttpError(
+        401, missing ? "You didn't provide an API key. Send it in the Authorization header "
+                       "(Authorization: Bearer YOUR_KEY)."
+                     : "Incorrect API key provided.");
+    e.code = "invalid_api_key";
+    HttpResponse r = ErrorResponse(e);
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return Answer(sink, std::move(r));
+  }
   auto route = kRoutes.find(request.path);
   if (route == kRoutes.end()) {
     return Answer(sink, ErrorResponse(HttpError(404, "Not found: " + request.path)));
@@ -96,17 +106,25 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
   return Completions(request.body, sink);
 }
 
+// Every route needs a key when keys are configured (unknown routes too: a client without a key
+// learns nothing), except /health unless the operator protects it.
+bool OpenAiService::Authorized(const HttpRequest& request) const {
+  if (!options_.api_keys.enabled()) return true;
+  if (request.path == "/health" && !options_.health_requires_key) return true;
+  return options_.api_keys.Accepts(request.authorization);
+}
+
 HttpResponse OpenAiService::Health() const {
   if (pool_.AnyHealthy()) return JsonResponse({{"status", "ok"}});
   return ErrorResponse(ToApiError(Unavailable("no coordinator is available")));
 }
 
 HttpResponse OpenAiService::Models() const {
-  json model = {{"id", options_.served_model_name},
+  json model = {{"id", limits_.served_model_name},
                 {"object", "model"},
                 {"created", started_at_},
                 {"owned_by", "llmserve"},
-                {"root", options_.served_model_name}};
+                {"root", limits_.served_model_name}};
   auto limits = pool_.Limits();
   if (limits.ok()) model["max_model_len"] = limits->max_model_len;
   return JsonResponse({{"object", "list"}, {"data", json::array({model})}});
@@ -116,27 +134,33 @@ int64_t OpenAiService::VocabSize(const ModelLimits& limits) const {
   return limits.vocab_size > 0 ? limits.vocab_size : tokenizer_->vocab_size();
 }
 
-StatusOr<std::string> OpenAiService::RenderChat(const json& messages, bool add_generation_prompt,
-                                                const json& kwargs) const {
+StatusOr<std::vector<int32_t>> OpenAiService::ChatPromptIds(json messages,
+                                                            bool add_generation_prompt, json kwargs,
+                                                            bool add_special_tokens) const {
   if (!template_) return InvalidArgument(template_status_.message());
-  json context = kwargs.is_object() ? kwargs : json::object();
-  context["messages"] = messages;
+  json context = kwargs.is_object() ? std::move(kwargs) : json::object();
+  context["messages"] = std::move(messages);
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = tokenizer_->bos_token();
   context["eos_token"] = tokenizer_->eos_token();
-  return template_->Render(context);
+  LLM_ASSIGN_OR_RETURN(ChatPrompt prompt,
+                       RenderChatPrompt(*template_, *tokenizer_, std::move(context),
+                                        /*protect_contents=*/!options_.special_tokens_in_messages));
+  return EncodeChatPrompt(*tokenizer_, prompt, add_special_tokens);
 }
 
 HttpResponse OpenAiService::Tokenize(const std::string& body) const {
   TokenizeRequest req;
   if (auto e = ParseTokenizeRequest(body, limits_, &req)) return ErrorResponse(*e);
-  std::string text = req.prompt;
+  std::vector<int32_t> ids;
   if (req.has_messages) {
-    auto rendered = RenderChat(req.messages, req.add_generation_prompt, req.template_kwargs);
-    if (!rendered.ok()) return ErrorResponse(ToApiError(rendered.status(), "messages"));
-    text = std::move(rendered).value();
+    auto chat_ids = ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
+                                  std::move(req.template_kwargs), req.add_special_tokens);
+    if (!chat_ids.ok()) return ErrorResponse(ToApiError(chat_ids.status(), "messages"));
+    ids = std::move(chat_ids).value();
+  } else {
+    ids = tokenizer_->Encode(req.prompt, req.add_special_tokens);
   }
-  const std::vector<int32_t> ids = tokenizer_->Encode(text, req.add_special_tokens);
   json out = {{"count", ids.size()}, {"tokens", ids}, {"max_model_len", nullptr}};
   auto limits = pool_.Limits();
   if (limits.ok()) out["max_model_len"] = limits->max_model_len;
@@ -158,9 +182,12 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   if (auto e = ParseChatRequest(body, limits_, &req)) return Answer(sink, ErrorResponse(*e));
   auto limits = pool_.Limits();
   if (!limits.ok()) return Answer(sink, ErrorResponse(ToApiError(limits.status())));
-  auto prompt = RenderChat(req.messages, req.add_generation_prompt, req.template_kwargs);
-  if (!prompt.ok()) return Answer(sink, ErrorResponse(ToApiError(prompt.status(), "messages")));
-  std::vector<int32_t> ids = tokenizer_->Encode(*prompt, /*add_special_tokens=*/false);
+  auto prompt_ids = ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
+                                  std::move(req.template_kwargs), /*add_special_tokens=*/false);
+  if (!prompt_ids.ok()) {
+    return Answer(sink, ErrorResponse(ToApiError(prompt_ids.status(), "messages")));
+  }
+  std::vector<int32_t> ids = std::move(prompt_ids).value();
   if (ids.empty()) {
     return Answer(sink, ErrorResponse(InvalidParam("messages", "the rendered prompt is empty")));
   }
@@ -175,13 +202,14 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   JobSpec spec;
   spec.chat = true;
   spec.meta = {RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)),
-               options_.served_model_name};
+               limits_.served_model_name};
   spec.prompt_tokens = static_cast<int64_t>(ids.size());
   spec.timeout = options_.request_timeout;
+  auto shared_ids = std::make_shared<const std::vector<int32_t>>(std::move(ids));
   for (int j = 0; j < o.n; ++j) {
     JobChoiceSpec c;
     c.index = j;
-    c.prompt_ids = ids;
+    c.prompt_ids = shared_ids;
     if (o.seed) c.seed = static_cast<uint64_t>(*o.seed) + static_cast<uint64_t>(j);
     spec.choices.push_back(std::move(c));
   }
@@ -202,12 +230,12 @@ std::shared_ptr<PendingExchange> OpenAiService::Completions(
   JobSpec spec;
   spec.chat = false;
   spec.meta = {RandomId("cmpl-"), static_cast<int64_t>(std::time(nullptr)),
-               options_.served_model_name};
+               limits_.served_model_name};
   spec.timeout = options_.request_timeout;
   for (size_t p = 0; p < req.prompts.size(); ++p) {
-    const CompletionPrompt& prompt = req.prompts[p];
+    CompletionPrompt& prompt = req.prompts[p];
     std::vector<int32_t> ids =
-        prompt.is_token_ids ? prompt.token_ids : tokenizer_->Encode(prompt.text, true);
+        prompt.is_token_ids ? std::move(prompt.token_ids) : tokenizer_->Encode(prompt.text, true);
     if (auto e = CheckTokenIds(ids, VocabSize(*limits), "prompt")) {
       return Answer(sink, ErrorResponse(*e));
     }
@@ -219,14 +247,16 @@ std::shared_ptr<PendingExchange> OpenAiService::Completions(
       return Answer(sink, ErrorResponse(*e));
     }
     spec.prompt_tokens += static_cast<int64_t>(ids.size());
-    std::string echo;
+    std::shared_ptr<const std::string> echo;
     if (req.echo) {
-      echo = prompt.is_token_ids ? tokenizer_->Decode(ids, o.skip_special_tokens) : prompt.text;
+      echo = std::make_shared<const std::string>(
+          prompt.is_token_ids ? tokenizer_->Decode(ids, o.skip_special_tokens) : prompt.text);
     }
+    auto shared_ids = std::make_shared<const std::vector<int32_t>>(std::move(ids));
     for (int j = 0; j < o.n; ++j) {
       JobChoiceSpec c;
       c.index = static_cast<int>(p) * o.n + j;
-      c.prompt_ids = ids;
+      c.prompt_ids = shared_ids;
       c.echo_text = echo;
       if (o.seed) c.seed = static_cast<uint64_t>(*o.seed) + static_cast<uint64_t>(j);
       spec.choices.push_back(std::move(c));

@@ -9,6 +9,7 @@
 
 #include "common/chat_template.h"
 #include "common/tokenizer.h"
+#include "router/api_keys.h"
 #include "router/http_exchange.h"
 #include "router/openai_request.h"
 #include "router/upstream_pool.h"
@@ -16,9 +17,13 @@
 namespace llm {
 
 struct ServiceOptions {
-  std::string served_model_name;
-  int max_n = 16;
+  RequestLimits limits;  // the served model's name and what a request may ask for
   std::chrono::seconds request_timeout{600};
+  ApiKeys api_keys;                  // none: authentication is off
+  bool health_requires_key = false;  // false: /health answers without a key
+  // true: special-token text in message content becomes control tokens (vLLM's behaviour);
+  // false: it is tokenized as text (router/chat_prompt.h).
+  bool special_tokens_in_messages = false;
 };
 
 class OpenAiService final : public RequestHandler {
@@ -37,6 +42,7 @@ class OpenAiService final : public RequestHandler {
   }
 
  private:
+  bool Authorized(const HttpRequest& request) const;
   HttpResponse Health() const;
   HttpResponse Models() const;
   HttpResponse Tokenize(const std::string& body) const;
@@ -45,12 +51,16 @@ class OpenAiService final : public RequestHandler {
                                         const std::shared_ptr<ResponseSink>& sink);
   std::shared_ptr<PendingExchange> Completions(const std::string& body,
                                                const std::shared_ptr<ResponseSink>& sink);
-  StatusOr<std::string> RenderChat(const nlohmann::json& messages, bool add_generation_prompt,
-                                   const nlohmann::json& kwargs) const;
+  // Renders the chat template and tokenizes the result (message contents as text unless
+  // special_tokens_in_messages). Takes the request's messages and kwargs by value: callers
+  // move them in (no deep copy).
+  StatusOr<std::vector<int32_t>> ChatPromptIds(nlohmann::json messages, bool add_generation_prompt,
+                                               nlohmann::json kwargs,
+                                               bool add_special_tokens) const;
   int64_t VocabSize(const ModelLimits& limits) const;
 
   ServiceOptions options_;
-  RequestLimits limits_;
+  const RequestLimits& limits_ = options_.limits;
   std::shared_ptr<const Tokenizer> tokenizer_;
   UpstreamPool& pool_;
   std::optional<ChatTemplate> template_;

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "common/cluster_config.h"
 #include "common/tokenizer.h"
+#include "router/api_keys.h"
 #include "router/http_server.h"
 #include "router/openai_service.h"
 #include "router/upstream_pool.h"
@@ -39,6 +41,12 @@ int Run(int argc, char** argv) {
     return 2;
   }
   std::shared_ptr<const llm::Tokenizer> shared_tokenizer(std::move(tokenizer).value());
+  auto keys =
+      llm::ApiKeys::Load(config->api_keys, config->api_key_file, std::getenv("LLM_API_KEY"));
+  if (!keys.ok()) {
+    std::fprintf(stderr, "router: %s\n", keys.status().ToString().c_str());
+    return 2;
+  }
 
   // Block the signals in every thread; this one waits for them.
   sigset_t signals;
@@ -50,9 +58,19 @@ int Run(int argc, char** argv) {
   llm::UpstreamPool pool(config->upstreams, std::chrono::milliseconds(1000));
   pool.Start(std::chrono::milliseconds(2000));
   llm::ServiceOptions service_options;
-  service_options.served_model_name = config->served_model_name;
-  service_options.max_n = config->max_n;
+  llm::RequestLimits& limits = service_options.limits;
+  limits.served_model_name = config->served_model_name;
+  limits.max_n = config->max_n;
+  limits.max_prompts = config->max_prompts;
+  limits.max_choices = config->max_choices;
+  limits.max_stop_strings = config->max_stop_strings;
+  limits.max_stop_bytes = config->max_stop_bytes;
+  limits.max_stop_token_ids = config->max_stop_token_ids;
+  limits.allow_priority = config->allow_priority;
   service_options.request_timeout = std::chrono::seconds(config->request_timeout_s);
+  service_options.api_keys = *keys;
+  service_options.health_requires_key = config->health_requires_key;
+  service_options.special_tokens_in_messages = config->special_tokens_in_messages;
   llm::OpenAiService service(service_options, shared_tokenizer, pool);
   if (!service.chat_template_problem().empty()) {
     std::fprintf(stderr, "router: chat completions disabled: %s\n",
@@ -60,9 +78,23 @@ int Run(int argc, char** argv) {
   }
 
   llm::HttpServerOptions http;
-  http.host = config->router_host;
+  http.host = llm::BindHost(config->router_host, *keys);
+  if (!keys->enabled() && config->router_host.empty()) {
+    std::fprintf(stderr,
+                 "router: no API key is set, so the API listens on 127.0.0.1 only; to serve other "
+                 "hosts set a key (router.api_keys, router.api_key_file or LLM_API_KEY) or "
+                 "router.host: 0.0.0.0\n");
+  } else if (!keys->enabled() && http.host != "127.0.0.1" && http.host != "localhost" &&
+             http.host != "::1") {
+    std::fprintf(stderr,
+                 "router: WARNING: listening on %s without an API key: anyone who reaches this "
+                 "port can use the API\n",
+                 http.host.c_str());
+  }
   http.port = config->router_port;
   http.max_body_bytes = config->max_body_bytes;
+  http.max_connections = config->max_connections;
+  http.max_inflight_requests = config->max_inflight_requests;
   http.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
   llm::HttpServer server(http, service);
   if (auto s = server.Start(); !s.ok()) {
@@ -71,9 +103,11 @@ int Run(int argc, char** argv) {
   }
   std::string upstreams;
   for (const auto& u : config->upstreams) upstreams += (upstreams.empty() ? "" : ", ") + u;
-  std::fprintf(stderr, "router: serving model '%s' on http://%s:%d (upstreams: %s; %s)\n",
-               config->served_model_name.c_str(), config->router_host.c_str(), server.port(),
-               upstreams.c_str(), pool.AnyHealthy() ? "healthy" : "none healthy yet");
+  std::fprintf(
+      stderr, "router: serving model '%s' on http://%s:%d (upstreams: %s; %s; %s)\n",
+      config->served_model_name.c_str(), http.host.c_str(), server.port(), upstreams.c_str(),
+      pool.AnyHealthy() ? "healthy" : "none healthy yet",
+      keys->enabled() ? (std::to_string(keys->size()) + " API key(s)").c_str() : "no API key");
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -5,6 +5,7 @@
 // the held-back tail then never splits a character either.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,8 @@ namespace llm {
 class StopMatcher {
  public:
   StopMatcher(std::vector<std::string> stops, bool include_stop);
+  // Shares the stop strings of a request between its choices; none may be empty.
+  StopMatcher(std::shared_ptr<const std::vector<std::string>> stops, bool include_stop);
 
   // Appends `text`; returns the text that is now final. After a stop string was found,
   // stopped() is true and further pieces are dropped.
@@ -25,7 +28,7 @@ class StopMatcher {
   size_t held_back() const { return pending_.size(); }
 
  private:
-  std::vector<std::string> stops_;
+  std::shared_ptr<const std::vector<std::string>> stops_;
   bool include_stop_;
   bool stopped_ = false;
   std::string pending_;

@@ -8,7 +8,9 @@
 #
 # Environment: MODEL (default deploy/models/demo-llama, served with dummy weights),
 # LOAD_FORMAT (safetensors|dummy), RANKS (default 1), CONFIG (default deploy/cluster.yaml),
-# PORT (router, default 2000), HOSTFILE (passed to mpirun). Ctrl-C stops everything.
+# PORT (router, default 2000), HOSTFILE (passed to mpirun), API_KEY (the router requires
+# `Authorization: Bearer $API_KEY` and, with a key, listens on every interface; without one it
+# listens on 127.0.0.1 only). Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -eq 0 ]; then bash tools/install-deps.sh; else sudo bash tools/install-deps.sh; fi
@@ -41,18 +43,28 @@ for _ in $(seq 1 600); do  # model loading: up to 5 minutes
   kill -0 $worker_pid 2>/dev/null || { echo "serve.sh: the worker exited" >&2; exit 1; }
   sleep 0.5
 done
-build/router/router --config "$CONFIG" "${overrides[@]}" --router.port "$PORT" &
+# The key goes to the router through its environment (LLM_API_KEY), never on a command line
+# that `ps` shows.
+router_env=()
+auth=()
+if [ -n "${API_KEY:-}" ]; then
+  router_env=(env "LLM_API_KEY=$API_KEY")
+  auth=(-H "Authorization: Bearer $API_KEY")
+fi
+"${router_env[@]}" build/router/router --config "$CONFIG" "${overrides[@]}" --router.port "$PORT" &
 router_pid=$!
 for _ in $(seq 1 100); do
   curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
   sleep 0.2
 done
-name=$(curl -sf "http://127.0.0.1:$PORT/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+name=$(curl -sf "${auth[@]}" "http://127.0.0.1:$PORT/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+auth_hint=""
+[ -n "${API_KEY:-}" ] && auth_hint=' -H "Authorization: Bearer $API_KEY"'
 cat <<MSG
 
 Serving '$name' on http://127.0.0.1:$PORT ($RANKS rank(s), load_format $LOAD_FORMAT). Try:
 
-  curl http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json' \\
+  curl http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json'$auth_hint \\
     -d '{"model": "$name", "prompt": "Once upon a time", "max_tokens": 32}'
 
 Ctrl-C stops the router and the workers.

@@ -16,10 +16,12 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -55,8 +57,15 @@ struct HttpResult {
   std::string body;
   std::string content_type;
   std::string error;
+  std::map<std::string, std::string> headers;  // names in lower case
   json Json() const { return json::parse(body, nullptr, false); }
+  std::string Header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? "" : it->second;
+  }
 };
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
 
 // One connection with send/receive timeouts (SO_SNDTIMEO / SO_RCVTIMEO).
 class HttpClient {
@@ -76,11 +85,12 @@ class HttpClient {
   bool ok() const { return error_.empty(); }
 
   bool Send(const std::string& method, const std::string& target, const std::string& body,
-            bool keep_alive = true) {
+            bool keep_alive = true, const Headers& headers = {}) {
     if (!ok()) return false;
     http::request<http::string_body> req{http::string_to_verb(method), target, 11};
     req.set(http::field::host, "127.0.0.1");
     req.set(http::field::content_type, "application/json");
+    for (const auto& [name, value] : headers) req.set(name, value);
     req.keep_alive(keep_alive);
     req.body() = body;
     req.prepare_payload();
@@ -111,6 +121,11 @@ class HttpClient {
     r.status = parser.get().result_int();
     r.body = parser.get().body();
     r.content_type = std::string(parser.get()[http::field::content_type]);
+    for (const auto& field : parser.get()) {
+      std::string name(field.name_string());
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      r.headers[name] = std::string(field.value());
+    }
     return r;
   }
 
@@ -163,9 +178,14 @@ class HttpClient {
 };
 
 inline HttpResult Http(int port, const std::string& method, const std::string& target,
-                       const std::string& body = "", double timeout_s = 60.0) {
+                       const std::string& body = "", double timeout_s = 60.0,
+                       const Headers& headers = {}) {
   HttpClient c(port, timeout_s);
-  if (!c.Send(method, target, body)) return {0, "", "", "connect/send failed"};
+  if (!c.Send(method, target, body, true, headers)) {
+    HttpResult failed;
+    failed.error = "connect/send failed";
+    return failed;
+  }
   return c.Receive();
 }
 
@@ -240,10 +260,14 @@ class Cluster {
   }
 
   // Starts another router over the same coordinator; returns its port (0 when it did not
-  // become healthy in time).
-  int AddRouter(std::vector<std::string> flags = {}, const std::string& upstream = "") {
+  // become healthy in time). `env` entries ("NAME=value") go to the router's environment;
+  // `launcher` goes before the router binary (e.g. {"/bin/sh", "-c", "ulimit -n 64; exec
+  // \"$0\" \"$@\""}).
+  int AddRouter(std::vector<std::string> flags = {}, const std::string& upstream = "",
+                std::vector<std::string> env = {}, std::vector<std::string> launcher = {}) {
     const int port = FreePort();
-    std::vector<std::string> r = {
+    std::vector<std::string> r = launcher;
+    std::vector<std::string> router_args = {
         LLM_ROUTER_BIN,
         "--model.path",
         SharedPath(kModel),
@@ -253,8 +277,9 @@ class Cluster {
         std::to_string(port),
         "--router.upstreams",
         upstream.empty() ? "127.0.0.1:" + std::to_string(worker_port_) : upstream};
+    r.insert(r.end(), router_args.begin(), router_args.end());
     r.insert(r.end(), flags.begin(), flags.end());
-    routers_.push_back(std::make_unique<ChildProcess>(r, "e2e_router"));
+    routers_.push_back(std::make_unique<ChildProcess>(r, "e2e_router", env));
     ChildProcess& child = *routers_.back();
     const bool up = WaitFor(
         [&] {
@@ -270,8 +295,10 @@ class Cluster {
 
   bool ok() const { return router_port_ != 0; }
   int port() const { return router_port_; }
+  std::string upstream() const { return "127.0.0.1:" + std::to_string(worker_port_); }
   ChildProcess& worker() { return *worker_; }
   ChildProcess& router(size_t i = 0) { return *routers_.at(i); }
+  ChildProcess& last_router() { return *routers_.back(); }
   std::string Logs() const {
     std::string s = "--- worker log ---\n" + worker_->Log(kLogTail);
     for (const auto& r : routers_) s += "\n--- router log ---\n" + r->Log(kLogTail);

@@ -234,3 +234,126 @@ TEST(ApiError, StatusMapping) {
 
 }  // namespace
 }  // namespace llm
+
+namespace llm {
+namespace {
+
+// Issue 6: a 10 KB body with 2,000 prompts and n = 16 started 32,000 upstream calls.
+TEST(OpenAiRequest, FanOutCapsNameTheirKey) {
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  limits.max_prompts = 8;
+  limits.max_choices = 16;
+  limits.max_stop_strings = 2;
+  limits.max_stop_bytes = 10;
+  limits.max_stop_token_ids = 3;
+  struct Case {
+    json body;
+    bool chat;
+    std::string param, key;
+  };
+  json many_prompts = json::array();
+  for (int i = 0; i < 2000; ++i) many_prompts.push_back("a");
+  const std::vector<Case> cases = {
+      {Completion({{"prompt", many_prompts}, {"n", 16}}), false, "prompt", "router.max_prompts"},
+      {Completion(
+           {{"prompt", json::array({json::array({1}), json::array({2}), json::array({3}),
+                                    json::array({4}), json::array({5}), json::array({6}),
+                                    json::array({7}), json::array({8}), json::array({9})})}}),
+       false, "prompt", "router.max_prompts"},
+      {Completion({{"prompt", {"a", "b", "c"}}, {"n", 6}}), false, "n", "router.max_choices"},
+      {Chat({{"n", 16}}), true, "", ""},
+      {Completion({{"prompt", {"a", "b"}}, {"n", 8}}), false, "", ""},
+      {Chat({{"stop", {"a", "b", "c"}}}), true, "stop", "router.max_stop_strings"},
+      {Chat({{"stop", {"abcdef", "ghijk"}}}), true, "stop", "router.max_stop_bytes"},
+      {Completion({{"stop", "abcdefghijk"}}), false, "stop", "router.max_stop_bytes"},
+      {Chat({{"stop_token_ids", {1, 2, 3, 4}}}), true, "stop_token_ids",
+       "router.max_stop_token_ids"},
+      {Chat({{"stop_token_ids", {1, 2, 3}}, {"stop", {"abcde", "fghij"}}}), true, "", ""},
+      // A list of token ids is one prompt, however long.
+      {Completion({{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}}), false, "", ""},
+  };
+  for (const Case& c : cases) {
+    std::optional<ApiError> e;
+    if (c.chat) {
+      ChatRequest req;
+      e = ParseChatRequest(c.body.dump(), limits, &req);
+    } else {
+      CompletionRequest req;
+      e = ParseCompletionRequest(c.body.dump(), limits, &req);
+    }
+    if (c.key.empty()) {
+      EXPECT_FALSE(e.has_value()) << c.body.dump() << ": " << e->message;
+      continue;
+    }
+    ASSERT_TRUE(e.has_value()) << c.body.dump().substr(0, 200);
+    EXPECT_EQ(e->http_status, 400);
+    EXPECT_EQ(e->param, c.param) << e->message;
+    EXPECT_NE(e->message.find(c.key), std::string::npos) << e->message;
+  }
+}
+
+}  // namespace
+}  // namespace llm
+
+namespace llm {
+namespace {
+
+// Fields the engine cannot honour are a 400 naming them, never a silent 200 (issue 6).
+TEST(OpenAiRequest, UnsupportedFieldsAreRejected) {
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  const std::vector<std::pair<json, std::string>> rejected = {
+      {{{"logit_bias", {{"50256", -100}}}}, "logit_bias"},
+      {{{"best_of", 2}}, "best_of"},
+      {{{"best_of", 0}}, "best_of"},
+      {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
+      {{{"response_format", {{"type", "json_schema"}, {"json_schema", json::object()}}}},
+       "response_format"},
+      {{{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}, "tools"},
+      {{{"tool_choice", "auto"}}, "tool_choice"},
+      {{{"functions", {{{"name", "f"}}}}}, "functions"},
+      {{{"function_call", "auto"}}, "function_call"},
+      {{{"priority", -2147483648LL}}, "priority"},
+      {{{"priority", 5}}, "priority"},
+  };
+  for (const auto& [extra, param] : rejected) {
+    for (bool chat : {true, false}) {
+      std::optional<ApiError> e;
+      if (chat) {
+        ChatRequest req;
+        e = ParseChatRequest(Chat(extra).dump(), limits, &req);
+      } else {
+        CompletionRequest req;
+        e = ParseCompletionRequest(Completion(extra).dump(), limits, &req);
+      }
+      ASSERT_TRUE(e.has_value()) << extra.dump();
+      EXPECT_EQ(e->http_status, 400);
+      EXPECT_EQ(e->param, param) << e->message;
+      const bool says_so = e->message.find("not supported") != std::string::npos ||
+                           e->message.find("not enabled") != std::string::npos ||
+                           e->message.find("positive integer") != std::string::npos;
+      EXPECT_TRUE(says_so) << e->message;
+    }
+  }
+  // Values that ask for nothing pass.
+  const std::vector<json> accepted = {
+      {{"logit_bias", nullptr}},  {{"logit_bias", json::object()}},
+      {{"best_of", 1}},           {{"response_format", {{"type", "text"}}}},
+      {{"tools", json::array()}}, {{"tool_choice", "none"}},
+      {{"priority", 0}},
+  };
+  for (const json& extra : accepted) {
+    ChatRequest req;
+    auto e = ParseChatRequest(Chat(extra).dump(), limits, &req);
+    EXPECT_FALSE(e.has_value()) << extra.dump() << ": " << e->message;
+  }
+  // The operator can let clients set priority.
+  limits.allow_priority = true;
+  ChatRequest req;
+  ASSERT_FALSE(ParseChatRequest(Chat({{"priority", -5}}).dump(), limits, &req).has_value());
+  EXPECT_EQ(req.options.priority, -5);
+}
+
+}  // namespace
+}  // namespace llm

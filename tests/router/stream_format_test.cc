@@ -17,7 +17,7 @@ std::string Feed(StopMatcher& m, const std::vector<std::string>& pieces) {
 }
 
 TEST(StopMatcher, NoStops) {
-  StopMatcher m({}, false);
+  StopMatcher m(std::vector<std::string>{}, false);
   EXPECT_EQ(m.Push("abc"), "abc");
   EXPECT_EQ(m.held_back(), 0u);
   EXPECT_FALSE(m.stopped());
