@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "proto/llm.grpc.pb.h"
 
@@ -43,6 +46,13 @@ Status FromGrpc(const grpc::Status& s, const std::string& address) {
 
 }  // namespace
 
+// A call in flight that the health checker can end with an error (GenerateCall below).
+class FailableCall {
+ public:
+  virtual ~FailableCall() = default;
+  virtual void Fail(Status status) = 0;
+};
+
 struct Upstream {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
@@ -53,6 +63,8 @@ struct Upstream {
   bool healthy = false;
   ModelLimits limits;
   std::string last_error;
+  // In flight; each removes itself in OnDone.
+  std::unordered_map<FailableCall*, std::weak_ptr<FailableCall>> calls;
 };
 
 struct UpstreamPool::Impl {
@@ -67,6 +79,8 @@ struct UpstreamPool::Impl {
   mutable std::condition_variable idle_cv;
 
   void CheckOne(Upstream& u);
+  void CheckHealth(Upstream& u, std::vector<std::shared_ptr<FailableCall>>* to_fail,
+                   std::string* why);
   void CheckAll() {
     for (auto& u : upstreams) CheckOne(*u);
   }
@@ -85,6 +99,16 @@ struct UpstreamPool::Impl {
 };
 
 void UpstreamPool::Impl::CheckOne(Upstream& u) {
+  std::vector<std::shared_ptr<FailableCall>> to_fail;
+  std::string why;
+  CheckHealth(u, &to_fail, &why);
+  // Outside mu: a call's cancellation reaches back into the pool.
+  for (auto& call : to_fail) call->Fail(Unavailable(why));
+}
+
+void UpstreamPool::Impl::CheckHealth(Upstream& u,
+                                     std::vector<std::shared_ptr<FailableCall>>* to_fail,
+                                     std::string* why) {
   grpc::ClientContext ctx;
   // Wait (bounded) for a connection in progress instead of failing fast on a channel that is
   // still in reconnect backoff: a coordinator that just came up is seen at the next check.
@@ -100,8 +124,19 @@ void UpstreamPool::Impl::CheckOne(Upstream& u) {
     return;
   }
   u.healthy = resp.serving();
-  u.last_error = resp.serving() ? "" : "draining";
+  u.last_error = resp.serving() ? "" : resp.detail().empty() ? "draining" : resp.detail();
   u.limits = {resp.model(), resp.max_model_len(), resp.vocab_size()};
+  // Draining and shutting down let running requests finish; a cluster whose ranks stopped
+  // answering will not, so its open requests end now with an error instead of at the deadline.
+  const bool wedged = !resp.serving() && resp.detail().find("not answered") != std::string::npos;
+  if (wedged && !u.calls.empty()) {
+    std::fprintf(stderr, "router: coordinator %s: %s; failing its %zu open request(s)\n",
+                 u.address.c_str(), resp.detail().c_str(), u.calls.size());
+    *why = "coordinator " + u.address + " is not healthy: " + resp.detail();
+    for (auto& [raw, weak] : u.calls) {
+      if (auto call = weak.lock()) to_fail->push_back(std::move(call));
+    }
+  }
 }
 
 namespace {
@@ -110,6 +145,7 @@ namespace {
 // owner requests from other threads; it is released exactly once, when the stream ended or the
 // owner cancelled with no read outstanding. OnDone then reports and drops the self-reference.
 class GenerateCall final : public GenerateStream,
+                           public FailableCall,
                            public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
   GenerateCall(std::shared_ptr<UpstreamPool::Impl> pool, Upstream& upstream,
@@ -119,6 +155,10 @@ class GenerateCall final : public GenerateStream,
   void Start(std::shared_ptr<GenerateCall> self, const v1::GenerateRequest& request,
              std::chrono::seconds timeout) {
     self_ = std::move(self);
+    {
+      std::lock_guard<std::mutex> lock(pool_->mu);
+      upstream_.calls.emplace(this, std::weak_ptr<FailableCall>(self_));
+    }
     request_ = request;
     ctx_.set_deadline(std::chrono::system_clock::now() + timeout);
     upstream_.generation->async()->Generate(&ctx_, &request_, this);
@@ -135,6 +175,15 @@ class GenerateCall final : public GenerateStream,
       reading_ = true;
     }
     StartRead(&response_);
+  }
+
+  // The health checker's verdict: end the call with `status` (not CANCELLED).
+  void Fail(Status status) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failure_) failure_ = std::move(status);
+    }
+    ctx_.TryCancel();
   }
 
   void Cancel() override {
@@ -167,7 +216,15 @@ class GenerateCall final : public GenerateStream,
   }
 
   void OnDone(const grpc::Status& s) override {
+    {
+      std::lock_guard<std::mutex> lock(pool_->mu);
+      upstream_.calls.erase(this);
+    }
     Status status = FromGrpc(s, upstream_.address);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failure_ && !s.ok()) status = *failure_;
+    }
     if (status.code() == StatusCode::kUnavailable &&
         s.error_code() == grpc::StatusCode::UNAVAILABLE) {
       pool_->MarkUnhealthy(upstream_, s.error_message());
@@ -199,6 +256,7 @@ class GenerateCall final : public GenerateStream,
   bool reading_ = false;
   bool cancelled_ = false;
   bool released_ = false;
+  std::optional<Status> failure_;  // set by Fail: reported instead of CANCELLED
 };
 
 }  // namespace
@@ -211,6 +269,12 @@ UpstreamPool::UpstreamPool(std::vector<std::string> addresses,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Keepalive pings: a coordinator host that vanishes (no FIN, no RST) fails its calls in
+  // about 15 s instead of at the request deadline. The coordinator permits these pings.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   for (std::string& address : addresses) {
     auto u = std::make_unique<Upstream>();
     u->address = std::move(address);

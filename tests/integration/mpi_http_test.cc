@@ -2,8 +2,14 @@
 // router: the stories260K golden prompts give the golden greedy text through HTTP.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
+#include <thread>
 
 #include "tests/integration/router_harness.h"
 
@@ -53,6 +59,111 @@ TEST_P(MpiHttp, GoldenGreedyThroughHttp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MpiHttp, ::testing::Values(1, 2, 4));
+
+// The ranks mpirun started (its children), by their OMPI_COMM_WORLD_RANK.
+std::map<int, pid_t> RankPids(pid_t mpirun) {
+  std::map<int, pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != mpirun) continue;
+    std::ifstream env(entry.path() / "environ");
+    for (std::string var; std::getline(env, var, '\0');) {
+      if (var.rfind("OMPI_COMM_WORLD_RANK=", 0) == 0)
+        out[std::stoi(var.substr(21))] = std::stoi(name);
+    }
+  }
+  return out;
+}
+
+double CpuSecondsOf(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A follower stopped with SIGSTOP mid-request: rank 0 must not spin a core waiting for it, the
+// router must report 503 within seconds and end the open request with an error event, and the
+// job must end (engine.rank_timeout_s) with a log line saying why.
+TEST(MpiFailure, StoppedFollowerIsReportedAndEndsTheJob) {
+  LLM_E2E_REQUIRE_SHARED();
+  const std::string mpirun = FindOnPath("mpirun");
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun is not on the PATH (Debian package openmpi-bin)";
+  Cluster cluster({"--engine.tensor_parallel_size", "2", "--engine.heartbeat_timeout_s", "2",
+                   "--engine.rank_timeout_s", "12"},
+                  {}, {mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"});
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  std::map<int, pid_t> ranks;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        ranks = RankPids(cluster.worker().pid());
+        return ranks.size() == 2;
+      },
+      10.0))
+      << "could not find the two ranks of mpirun " << cluster.worker().pid();
+  // The follower stops; the next request's first collective waits for it.
+  ASSERT_EQ(kill(ranks[1], SIGSTOP), 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  StreamResult stream;
+  std::thread client([&] {
+    stream = PostStream(cluster.port(), "/v1/completions",
+                        {{"model", "stories260K"},
+                         {"prompt", "Once upon a time"},
+                         {"max_tokens", 64},
+                         {"stream", true}});
+  });
+  EXPECT_TRUE(
+      WaitFor([&] { return Http(cluster.port(), "GET", "/health", "", 2.0).status == 503; }, 10.0))
+      << "the router still reports healthy 10 s after a rank stopped\n"
+      << cluster.Logs();
+  const double to_503 =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  EXPECT_LT(to_503, 10.0);
+  // Rank 0 waits for the stopped rank without spinning a core.
+  const double before = CpuSecondsOf(ranks[0]);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const double used = CpuSecondsOf(ranks[0]) - before;
+  EXPECT_LT(used, 0.5) << "rank 0 used " << used
+                       << " CPU seconds in 2 s waiting for a stopped rank";
+  client.join();
+  const double to_error =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  std::printf(
+      "stopped follower: /health 503 after %.1f s, rank 0 used %.2f CPU s in 2 s, the "
+      "open request failed after %.1f s\n",
+      to_503, used, to_error);
+  // No token came before the stall, so the answer is an error status (the SSE headers had not
+  // gone out); had tokens streamed, it would be a last error event.
+  const bool error_event = !stream.events.empty() && stream.events.back().contains("error");
+  const bool error_status = stream.http.status == 503 && stream.http.Json().contains("error");
+  EXPECT_TRUE(error_event || error_status)
+      << stream.http.status << " " << stream.http.body
+      << (stream.events.empty() ? "" : stream.events.back().dump());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count(),
+            12.0)
+      << "the open request was not failed before the job's own timeout";
+  // The job ends by itself, saying why.
+  EXPECT_TRUE(cluster.worker().WaitExit(30.0)) << "the job did not end\n" << cluster.Logs();
+  EXPECT_NE(cluster.worker().Log().find("engine.rank_timeout_s"), std::string::npos)
+      << cluster.worker().Log();
+  kill(ranks[1], SIGCONT);
+}
 
 }  // namespace
 }  // namespace llm::e2e

@@ -360,6 +360,11 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const std:
   int bound_port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  // Routers send keepalive pings every 10 s, also between calls; allow them (the default
+  // policy would answer them with GOAWAY "too_many_pings").
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.RegisterService(&impl->generation);
   builder.RegisterService(&impl->admin);
   impl->server = builder.BuildAndStart();
