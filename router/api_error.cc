@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace llm {
+namespace llm::router {
 
 namespace {
 
@@ -69,4 +69,4 @@ std::string ApiErrorJson(const ApiError& error) {
                                            nlohmann::json::error_handler_t::replace);
 }
 
-}  // namespace llm
+}  // namespace llm::router

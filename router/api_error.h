@@ -7,7 +7,7 @@
 
 #include "common/status.h"
 
-namespace llm {
+namespace llm::router {
 
 struct ApiError {
   int http_status = 500;
@@ -31,4 +31,4 @@ ApiError HttpError(int http_status, const std::string& message, const std::strin
 // {"error":{"message":...,"type":...,"param":...|null,"code":...|null}}
 std::string ApiErrorJson(const ApiError& error);
 
-}  // namespace llm
+}  // namespace llm::router

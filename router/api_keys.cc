@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-namespace llm {
+namespace llm::router {
 
 namespace {
 
@@ -76,4 +76,4 @@ bool ApiKeys::Accepts(std::string_view authorization) const {
   return match;
 }
 
-}  // namespace llm
+}  // namespace llm::router

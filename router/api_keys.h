@@ -10,7 +10,7 @@
 
 #include "common/status.h"
 
-namespace llm {
+namespace llm::router {
 
 class ApiKeys {
  public:
@@ -41,4 +41,4 @@ std::string BindHost(const std::string& configured, const ApiKeys& keys);
 // Constant-time equality: the time depends on the lengths only, not on where they differ.
 bool ConstantTimeEquals(std::string_view presented, std::string_view secret);
 
-}  // namespace llm
+}  // namespace llm::router

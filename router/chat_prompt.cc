@@ -2,7 +2,7 @@
 
 #include <random>
 
-namespace llm {
+namespace llm::router {
 
 namespace {
 
@@ -109,4 +109,4 @@ std::vector<int32_t> EncodeChatPrompt(const Tokenizer& tokenizer, const ChatProm
   return tokenizer.EncodeWithPlainRanges(prompt.text, prompt.contents, add_special_tokens);
 }
 
-}  // namespace llm
+}  // namespace llm::router

@@ -22,7 +22,7 @@
 #include "common/status.h"
 #include "common/tokenizer.h"
 
-namespace llm {
+namespace llm::router {
 
 struct ChatPrompt {
   std::string text;
@@ -38,4 +38,4 @@ StatusOr<ChatPrompt> RenderChatPrompt(const ChatTemplate& chat_template, const T
 std::vector<int32_t> EncodeChatPrompt(const Tokenizer& tokenizer, const ChatPrompt& prompt,
                                       bool add_special_tokens);
 
-}  // namespace llm
+}  // namespace llm::router

@@ -5,7 +5,7 @@
 #include "router/api_error.h"
 #include "router/stop_matcher.h"
 
-namespace llm {
+namespace llm::router {
 
 using nlohmann::json;
 
@@ -312,4 +312,4 @@ void GenerationJob::Finish() {
   sink_->Respond({200, "application/json", JsonText(body), {}});
 }
 
-}  // namespace llm
+}  // namespace llm::router

@@ -17,7 +17,7 @@
 #include "router/openai_request.h"
 #include "router/upstream_pool.h"
 
-namespace llm {
+namespace llm::router {
 
 // One choice. The n choices of a prompt share its token ids and echo text (never copied per
 // choice: a request may have hundreds of choices).
@@ -75,4 +75,4 @@ class GenerationJob : public PendingExchange, public std::enable_shared_from_thi
   bool answered_ = false;
 };
 
-}  // namespace llm
+}  // namespace llm::router

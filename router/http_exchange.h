@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace llm {
+namespace llm::router {
 
 struct HttpRequest {
   std::string method;         // "GET", "POST", ...
@@ -60,4 +60,4 @@ class RequestHandler {
                                                   const std::shared_ptr<ResponseSink>& sink) = 0;
 };
 
-}  // namespace llm
+}  // namespace llm::router

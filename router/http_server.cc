@@ -21,7 +21,7 @@
 
 #include "router/api_error.h"
 
-namespace llm {
+namespace llm::router {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -511,4 +511,4 @@ void HttpServer::Stop() {
   impl_->threads.clear();
 }
 
-}  // namespace llm
+}  // namespace llm::router

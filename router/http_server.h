@@ -17,7 +17,7 @@
 #include "common/status.h"
 #include "router/http_exchange.h"
 
-namespace llm {
+namespace llm::router {
 
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
@@ -60,4 +60,4 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace llm
+}  // namespace llm::router

@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace llm {
+namespace llm::router {
 
 namespace {
 
@@ -73,4 +73,4 @@ std::optional<ApiError> ParseJsonObjectBody(std::string_view body, json* out, in
   return std::nullopt;
 }
 
-}  // namespace llm
+}  // namespace llm::router

@@ -11,7 +11,7 @@
 
 #include "router/api_error.h"
 
-namespace llm {
+namespace llm::router {
 
 // Deepest nesting of arrays and objects a request body may have (the body's own object is
 // level 1). Fixed: OpenAI requests need a handful of levels; chat_template_kwargs a few more.
@@ -23,4 +23,4 @@ inline constexpr int kMaxJsonDepth = 64;
 std::optional<ApiError> ParseJsonObjectBody(std::string_view body, nlohmann::json* out,
                                             int max_depth = kMaxJsonDepth);
 
-}  // namespace llm
+}  // namespace llm::router

@@ -1,6 +1,6 @@
 #include "router/openai_format.h"
 
-namespace llm {
+namespace llm::router {
 
 using nlohmann::json;
 
@@ -131,4 +131,4 @@ json CompletionResponseJson(const ResponseMeta& meta, const std::vector<ChoiceOu
   return out;
 }
 
-}  // namespace llm
+}  // namespace llm::router

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace llm {
+namespace llm::router {
 
 struct ResponseMeta {
   std::string id;  // "chatcmpl-…" / "cmpl-…", the same in every chunk
@@ -62,4 +62,4 @@ nlohmann::json CompletionResponseJson(const ResponseMeta& meta,
                                       const std::vector<ChoiceOutput>& choices,
                                       const UsageCounts& usage);
 
-}  // namespace llm
+}  // namespace llm::router

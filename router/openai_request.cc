@@ -6,7 +6,7 @@
 
 #include "router/json_body.h"
 
-namespace llm {
+namespace llm::router {
 
 namespace {
 
@@ -455,4 +455,4 @@ std::optional<ApiError> CheckTokenIds(const std::vector<int32_t>& ids, int64_t v
   return std::nullopt;
 }
 
-}  // namespace llm
+}  // namespace llm::router

@@ -14,7 +14,7 @@
 
 #include "router/api_error.h"
 
-namespace llm {
+namespace llm::router {
 
 // What a request may ask for (cluster.yaml router.*). The fan-out caps bound the work one
 // small body can start: every choice (prompt × n) is one upstream call with its own decoder
@@ -111,4 +111,4 @@ std::optional<ApiError> CheckContextLength(int64_t prompt_tokens, int64_t max_mo
 std::optional<ApiError> CheckTokenIds(const std::vector<int32_t>& ids, int64_t vocab_size,
                                       const std::string& param);
 
-}  // namespace llm
+}  // namespace llm::router

@@ -8,7 +8,7 @@
 #include "router/chat_prompt.h"
 #include "router/generation_job.h"
 
-namespace llm {
+namespace llm::router {
 
 using nlohmann::json;
 
@@ -266,4 +266,4 @@ std::shared_ptr<PendingExchange> OpenAiService::Completions(
   return Launch(std::move(spec), tokenizer_, pool_, sink);
 }
 
-}  // namespace llm
+}  // namespace llm::router

@@ -14,7 +14,7 @@
 #include "router/openai_request.h"
 #include "router/upstream_pool.h"
 
-namespace llm {
+namespace llm::router {
 
 struct ServiceOptions {
   RequestLimits limits;  // the served model's name and what a request may ask for
@@ -68,4 +68,4 @@ class OpenAiService final : public RequestHandler {
   int64_t started_at_ = 0;
 };
 
-}  // namespace llm
+}  // namespace llm::router

@@ -42,7 +42,7 @@ int Run(int argc, char** argv) {
   }
   std::shared_ptr<const llm::Tokenizer> shared_tokenizer(std::move(tokenizer).value());
   auto keys =
-      llm::ApiKeys::Load(config->api_keys, config->api_key_file, std::getenv("LLM_API_KEY"));
+      llm::router::ApiKeys::Load(config->api_keys, config->api_key_file, std::getenv("LLM_API_KEY"));
   if (!keys.ok()) {
     std::fprintf(stderr, "router: %s\n", keys.status().ToString().c_str());
     return 2;
@@ -55,10 +55,10 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  llm::UpstreamPool pool(config->upstreams, std::chrono::milliseconds(1000));
+  llm::router::UpstreamPool pool(config->upstreams, std::chrono::milliseconds(1000));
   pool.Start(std::chrono::milliseconds(2000));
-  llm::ServiceOptions service_options;
-  llm::RequestLimits& limits = service_options.limits;
+  llm::router::ServiceOptions service_options;
+  llm::router::RequestLimits& limits = service_options.limits;
   limits.served_model_name = config->served_model_name;
   limits.max_n = config->max_n;
   limits.max_prompts = config->max_prompts;
@@ -71,14 +71,14 @@ int Run(int argc, char** argv) {
   service_options.api_keys = *keys;
   service_options.health_requires_key = config->health_requires_key;
   service_options.special_tokens_in_messages = config->special_tokens_in_messages;
-  llm::OpenAiService service(service_options, shared_tokenizer, pool);
+  llm::router::OpenAiService service(service_options, shared_tokenizer, pool);
   if (!service.chat_template_problem().empty()) {
     std::fprintf(stderr, "router: chat completions disabled: %s\n",
                  service.chat_template_problem().c_str());
   }
 
-  llm::HttpServerOptions http;
-  http.host = llm::BindHost(config->router_host, *keys);
+  llm::router::HttpServerOptions http;
+  http.host = llm::router::BindHost(config->router_host, *keys);
   if (!keys->enabled() && config->router_host.empty()) {
     std::fprintf(stderr,
                  "router: no API key is set, so the API listens on 127.0.0.1 only; to serve other "
@@ -96,7 +96,7 @@ int Run(int argc, char** argv) {
   http.max_connections = config->max_connections;
   http.max_inflight_requests = config->max_inflight_requests;
   http.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
-  llm::HttpServer server(http, service);
+  llm::router::HttpServer server(http, service);
   if (auto s = server.Start(); !s.ok()) {
     std::fprintf(stderr, "router: %s\n", s.ToString().c_str());
     return 1;

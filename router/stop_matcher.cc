@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace llm {
+namespace llm::router {
 
 StopMatcher::StopMatcher(std::vector<std::string> stops, bool include_stop)
     : include_stop_(include_stop) {
@@ -55,4 +55,4 @@ std::string StopMatcher::Flush() {
   return std::exchange(pending_, {});
 }
 
-}  // namespace llm
+}  // namespace llm::router

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace llm {
+namespace llm::router {
 
 class StopMatcher {
  public:
@@ -34,4 +34,4 @@ class StopMatcher {
   std::string pending_;
 };
 
-}  // namespace llm
+}  // namespace llm::router

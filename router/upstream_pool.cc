@@ -12,7 +12,7 @@
 
 #include "proto/llm.grpc.pb.h"
 
-namespace llm {
+namespace llm::router {
 
 namespace {
 
@@ -379,4 +379,4 @@ bool UpstreamPool::WaitIdle(std::chrono::milliseconds timeout) const {
   return impl_->idle_cv.wait_for(lock, timeout, [&] { return impl_->outstanding.load() == 0; });
 }
 
-}  // namespace llm
+}  // namespace llm::router

@@ -15,7 +15,7 @@
 #include "common/status.h"
 #include "proto/llm.pb.h"
 
-namespace llm {
+namespace llm::router {
 
 // What a healthy upstream reports about its model.
 struct ModelLimits {
@@ -87,4 +87,4 @@ class UpstreamPool {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace llm
+}  // namespace llm::router

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace llm {
+namespace llm::router {
 namespace {
 
 TEST(ApiKeys, NoKeysMeansNoAuthentication) {
@@ -83,4 +83,4 @@ TEST(ApiKeys, DefaultBindAddressIsLoopbackWithoutAKey) {
 }
 
 }  // namespace
-}  // namespace llm
+}  // namespace llm::router

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace llm {
+namespace llm::router {
 namespace {
 
 using nlohmann::json;
@@ -169,4 +169,4 @@ TEST(ChatPrompt, TemplateThatTransformsContentIsRefusedOnlyWithSpecialText) {
 }
 
 }  // namespace
-}  // namespace llm
+}  // namespace llm::router

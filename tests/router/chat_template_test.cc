@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace llm {
+namespace llm::router {
 namespace {
 
 using nlohmann::json;
@@ -172,4 +172,4 @@ TEST(ChatTemplate, SharedChatCases) {
 }
 
 }  // namespace
-}  // namespace llm
+}  // namespace llm::router

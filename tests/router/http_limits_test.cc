@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-namespace llm {
+namespace llm::router {
 namespace {
 
 namespace asio = boost::asio;
@@ -210,4 +210,4 @@ TEST(HttpLimits, ConnectionsBeyondMaxConnectionsGet429AndAreClosed) {
 }
 
 }  // namespace
-}  // namespace llm
+}  // namespace llm::router

@@ -8,7 +8,7 @@
 
 #include "router/openai_request.h"
 
-namespace llm {
+namespace llm::router {
 namespace {
 
 using nlohmann::json;
@@ -93,4 +93,4 @@ TEST(JsonBody, ChatMessagesAreMovedWithTheirExtraFields) {
 }
 
 }  // namespace
-}  // namespace llm
+}  // namespace llm::router

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace llm {
+namespace llm::router {
 namespace {
 
 using nlohmann::json;
@@ -233,9 +233,9 @@ TEST(ApiError, StatusMapping) {
 }
 
 }  // namespace
-}  // namespace llm
+}  // namespace llm::router
 
-namespace llm {
+namespace llm::router {
 namespace {
 
 // Issue 6: a 10 KB body with 2,000 prompts and n = 16 started 32,000 upstream calls.
@@ -294,9 +294,9 @@ TEST(OpenAiRequest, FanOutCapsNameTheirKey) {
 }
 
 }  // namespace
-}  // namespace llm
+}  // namespace llm::router
 
-namespace llm {
+namespace llm::router {
 namespace {
 
 // Fields the engine cannot honour are a 400 naming them, never a silent 200 (issue 6).
@@ -356,4 +356,4 @@ TEST(OpenAiRequest, UnsupportedFieldsAreRejected) {
 }
 
 }  // namespace
-}  // namespace llm
+}  // namespace llm::router

@@ -4,7 +4,7 @@
 #include "router/openai_format.h"
 #include "router/stop_matcher.h"
 
-namespace llm {
+namespace llm::router {
 namespace {
 
 using nlohmann::json;
@@ -139,4 +139,4 @@ TEST(StreamFormat, CompletionChunksAndResponses) {
 }
 
 }  // namespace
-}  // namespace llm
+}  // namespace llm::router
