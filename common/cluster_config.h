@@ -29,12 +29,15 @@ struct ClusterConfig {
   int max_prefill_chunk = 512;
   int threads_per_rank = 0;  // 0: cores / ranks on this host
   int64_t seed = 0;
-  int rank_timeout_s = 60;      // a collective not completed within it ends the job
-  int heartbeat_timeout_s = 5;  // health is false while a rank has not answered this long
+  int rank_timeout_s = 60;          // a collective not completed within it ends the job
+  int heartbeat_timeout_s = 5;      // health is false while a rank has not answered this long
+  int max_waiting_requests = 4096;  // queued requests beyond it are refused (429)
+  int queue_timeout_s = 300;        // a request queued this long fails (429); 0: never
   // coordinator
   std::string coordinator_host = "127.0.0.1";
   int coordinator_port = 50051;
   int shutdown_grace_s = 30;  // SIGTERM: running requests get this long to finish
+  std::string admin_token;    // Drain/Resume need it; empty: LLM_ADMIN_TOKEN, else local only
   // router
   std::string router_host;  // "": 0.0.0.0 when an API key is set, else 127.0.0.1
   int router_port = 2000;

@@ -1,5 +1,6 @@
 // llm-admin: the coordinator's admin service from the command line; prints the answer as JSON.
 //   llm-admin --coordinator host:port (health|drain|resume|stats) [--timeout-s N]
+//             [--admin-token T]    (default: the LLM_ADMIN_TOKEN environment variable)
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
@@ -17,17 +18,19 @@ namespace {
 namespace pb = llm::v1;
 
 constexpr const char* kUsage =
-    "usage: llm-admin --coordinator host:port [--timeout-s N] COMMAND\n"
+    "usage: llm-admin --coordinator host:port [--timeout-s N] [--admin-token T] COMMAND\n"
     "  health   serving state, served model, max_model_len, vocab size\n"
     "  drain    stop admitting new requests; running ones finish\n"
     "  resume   admit new requests again\n"
     "  stats    running/waiting sequences, KV blocks total/free, tokens served, preemptions\n"
+    "drain and resume send the admin token (--admin-token, else LLM_ADMIN_TOKEN) when set.\n"
     "Prints one JSON object; exits 1 when the call fails (the gRPC status on stderr).\n";
 
 struct Options {
   std::string coordinator = "127.0.0.1:50051";
   std::string command;
   int timeout_s = 10;
+  std::string admin_token;
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -36,10 +39,13 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
-    } else if ((a == "--coordinator" || a == "--timeout-s") && i + 1 < argc) {
+    } else if ((a == "--coordinator" || a == "--timeout-s" || a == "--admin-token") &&
+               i + 1 < argc) {
       const std::string v = argv[++i];
       if (a == "--coordinator") {
         o->coordinator = v;
+      } else if (a == "--admin-token") {
+        o->admin_token = v;
       } else {
         o->timeout_s = std::atoi(v.c_str());
         if (o->timeout_s <= 0) {
@@ -110,8 +116,12 @@ int main(int argc, char** argv) {
   }
   auto channel = grpc::CreateChannel(o.coordinator, grpc::InsecureChannelCredentials());
   auto stub = pb::Admin::NewStub(channel);
+  if (o.admin_token.empty()) {
+    if (const char* env = std::getenv("LLM_ADMIN_TOKEN")) o.admin_token = env;
+  }
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(o.timeout_s));
+  if (!o.admin_token.empty()) ctx.AddMetadata("authorization", "Bearer " + o.admin_token);
   if (o.command == "health") {
     pb::HealthResponse r;
     return Print(stub->Health(&ctx, pb::HealthRequest(), &r), r, o);

@@ -205,6 +205,66 @@ TEST(CoordinatorAdmin, LlmAdminPrintsJson) {
   EXPECT_NE(rc, 0);
 }
 
+// With coordinator.admin_token set, Drain/Resume need it (llm-admin sends LLM_ADMIN_TOKEN or
+// --admin-token); Health and Stats stay open.
+TEST(CoordinatorAdmin, DrainAndResumeNeedTheAdminToken) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags({"--coordinator.admin_token", "s3cret-admin"}));
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  const std::string bin =
+      std::string(LLM_ADMIN_BIN) + " --coordinator 127.0.0.1:" + std::to_string(w.port()) + " ";
+  int rc = -1;
+  const std::string denied = RunCommand("env -u LLM_ADMIN_TOKEN " + bin + "drain 2>&1", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_TRUE(Contains(denied, "admin_token")) << denied;
+  RunCommand("LLM_ADMIN_TOKEN=wrong " + bin + "drain 2>/dev/null", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_FALSE(GetStats(w).draining());
+  RunCommand("LLM_ADMIN_TOKEN=s3cret-admin " + bin + "drain", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(GetStats(w).draining());
+  RunCommand(bin + "--admin-token s3cret-admin resume", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_FALSE(GetStats(w).draining());
+  RunCommand("env -u LLM_ADMIN_TOKEN " + bin + "health", &rc);
+  EXPECT_EQ(rc, 0);
+}
+
+// The waiting queue is bounded in size and in time: beyond either, RESOURCE_EXHAUSTED (the
+// router's 429), never unbounded memory or an endless wait; running requests are unaffected.
+TEST(CoordinatorQueue, FullQueueAndQueueTimeoutAreResourceExhausted) {
+  WorkerProcess w(DemoFlags({"--engine.max_num_seqs", "1", "--engine.max_waiting_requests", "1",
+                             "--engine.queue_timeout_s", "1"}));
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(60));
+  auto running = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 2000));
+  pb::GenerateResponse msg;
+  ASSERT_TRUE(running->Read(&msg));  // it runs: the one sequence slot is taken
+  StreamResult queued;
+  std::thread waiter([&] { queued = RunStream(w.generation(), MakeRequest({1, 403}, 4)); });
+  ASSERT_TRUE(WaitStats(w, [](const pb::StatsResponse& s) {
+                return s.waiting_sequences() == 1;
+              }).waiting_sequences() == 1);
+  const StreamResult refused = RunStream(w.generation(), MakeRequest({1, 407}, 4));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(Contains(refused.status.error_message(), "engine.max_waiting_requests"))
+      << refused.status.error_message();
+  waiter.join();
+  EXPECT_EQ(queued.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(Contains(queued.status.error_message(), "engine.queue_timeout_s"))
+      << queued.status.error_message();
+  const pb::StatsResponse s = GetStats(w);
+  EXPECT_EQ(s.rejected_queue_full_total(), 1);
+  EXPECT_EQ(s.queue_timeouts_total(), 1);
+  EXPECT_TRUE(running->Read(&msg)) << "the running request was disturbed";
+  ctx.TryCancel();
+  while (running->Read(&msg)) {
+  }
+  running->Finish();
+  EXPECT_TRUE(AllBlocksFree(WaitStats(w, AllBlocksFree)));
+}
+
 // SIGTERM drains: new requests are refused at once, a request already streaming runs to its
 // end inside the grace period, then the process exits 0.
 TEST(CoordinatorLifecycle, SigtermDrainsRunningRequestsThenExits) {

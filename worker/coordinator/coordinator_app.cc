@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -126,10 +127,22 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   info.max_model_len = engine->max_model_len();
   info.vocab_size = engine->model_config().vocab_size;
   info.world_size = world;
-  EngineLoop loop(std::move(engine), c.block_size);
+  QueueLimits queue;
+  queue.max_waiting = c.max_waiting_requests;
+  queue.timeout_s = c.queue_timeout_s;
+  EngineLoop loop(std::move(engine), c.block_size, queue);
   CoordinatorHealth health;
   health.comm = comm;
   health.heartbeat_timeout_s = c.heartbeat_timeout_s;
+  health.admin_token = c.admin_token;
+  if (health.admin_token.empty()) {
+    if (const char* env = std::getenv("LLM_ADMIN_TOKEN")) health.admin_token = env;
+  }
+  if (health.admin_token.empty()) {
+    spdlog::info(
+        "no admin token: Drain/Resume are accepted from this host only "
+        "(set coordinator.admin_token or LLM_ADMIN_TOKEN)");
+  }
   LLM_ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorServer> server,
       CoordinatorServer::Start(c.coordinator_host, c.coordinator_port, info, &loop, health));

@@ -278,11 +278,13 @@ struct CoordinatorServer::Impl {
     }
     grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* ctx, const pb::DrainRequest*,
                                     pb::DrainResponse*) override {
+      if (grpc::Status denied = impl_->CheckAdmin(*ctx); !denied.ok()) return Done(ctx, denied);
       if (!impl_->draining.exchange(true)) spdlog::info("draining: new requests are refused");
       return Done(ctx);
     }
     grpc::ServerUnaryReactor* Resume(grpc::CallbackServerContext* ctx, const pb::ResumeRequest*,
                                      pb::ResumeResponse*) override {
+      if (grpc::Status denied = impl_->CheckAdmin(*ctx); !denied.ok()) return Done(ctx, denied);
       if (impl_->draining.exchange(false)) spdlog::info("resumed: admitting new requests");
       return Done(ctx);
     }
@@ -302,13 +304,16 @@ struct CoordinatorServer::Impl {
       out->set_requests_total(s.requests_total);
       out->set_aborted_total(s.aborts_total);
       out->set_prefill_tokens_computed_total(s.engine.prompt_tokens_computed);
+      out->set_rejected_queue_full_total(s.rejected_queue_full);
+      out->set_queue_timeouts_total(s.queue_timeouts);
       return Done(ctx);
     }
 
    private:
-    static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx) {
+    static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
+                                          const grpc::Status& status = grpc::Status::OK) {
       grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-      r->Finish(grpc::Status::OK);
+      r->Finish(status);
       return r;
     }
     Impl* impl_;
@@ -316,6 +321,34 @@ struct CoordinatorServer::Impl {
 
   Impl(const CoordinatorInfo& i, EngineLoop* l, CoordinatorHealth h)
       : info(i), loop(l), health(h), generation(this), admin(this) {}
+
+  // Drain/Resume change what every client gets: they need the admin token (compared in
+  // constant time), or, when none is configured, a caller on this host.
+  grpc::Status CheckAdmin(const grpc::CallbackServerContext& ctx) const {
+    const std::string& token = health.admin_token;
+    if (token.empty()) {
+      const std::string peer = ctx.peer();
+      const bool local = peer.rfind("ipv4:127.", 0) == 0 || peer.rfind("ipv6:[::1]", 0) == 0 ||
+                         peer.rfind("unix:", 0) == 0;
+      if (local) return grpc::Status::OK;
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "admin calls from " + peer +
+                              " need coordinator.admin_token (or LLM_ADMIN_TOKEN) to be set");
+    }
+    const auto& md = ctx.client_metadata();
+    const auto it = md.find("authorization");
+    const std::string given =
+        it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+    const std::string want = "Bearer " + token;
+    unsigned char diff = given.size() == want.size() ? 0 : 1;
+    for (size_t i = 0; i < want.size(); ++i) {
+      diff |= static_cast<unsigned char>(want[i] ^ (i < given.size() ? given[i] : 0));
+    }
+    if (diff == 0) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "admin calls need 'authorization: Bearer <coordinator.admin_token>' "
+                        "(llm-admin reads LLM_ADMIN_TOKEN or --admin-token)");
+  }
 
   // Empty while every rank answers; else what is wrong (logged once per episode).
   std::string HealthProblem() {

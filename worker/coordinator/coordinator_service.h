@@ -26,9 +26,12 @@ struct CoordinatorInfo {
 // How Health tells a cluster whose ranks stopped answering: `comm` (may be nullptr: one rank)
 // is asked how long its pending collective has waited; past heartbeat_timeout_s the
 // coordinator reports not serving and refuses new requests.
+// Drain and Resume need `authorization: Bearer <admin_token>` metadata; without a token they
+// are accepted from loopback peers only.
 struct CoordinatorHealth {
   const Communicator* comm = nullptr;
   double heartbeat_timeout_s = 5;
+  std::string admin_token;
 };
 
 class CoordinatorServer {

@@ -6,8 +6,8 @@
 
 namespace llm {
 
-EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, int block_size)
-    : engine_(std::move(engine)) {
+EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, int block_size, QueueLimits limits)
+    : engine_(std::move(engine)), limits_(limits) {
   counters_.block_size = block_size;
   Publish();
 }
@@ -117,19 +117,55 @@ void EngineLoop::Admit(InboxItem& item) {
     counters_.aborts_total++;
     return;
   }
+  if (limits_.max_waiting > 0 && engine_->stats().waiting >= limits_.max_waiting) {
+    counters_.rejected_queue_full++;
+    Publish();  // a caller that sees the error sees the counter
+    item.sink->OnError(ResourceExhausted("the coordinator's waiting queue is full (" +
+                                         std::to_string(limits_.max_waiting) +
+                                         " requests, engine.max_waiting_requests); retry later"));
+    return;
+  }
   const int prompt_tokens = static_cast<int>(item.request.prompt.size());
   StatusOr<int64_t> id = engine_->Add(std::move(item.request));
   if (!id.ok()) {
     item.sink->OnError(id.status());
     return;
   }
-  live_[*id] = Live{item.ticket, std::move(item.sink), prompt_tokens, 0};
+  live_[*id] =
+      Live{item.ticket, std::move(item.sink), prompt_tokens, 0, std::chrono::steady_clock::now()};
   by_ticket_[item.ticket] = *id;
   counters_.requests_total++;
   counters_.prompt_tokens_total += prompt_tokens;
 }
 
+// Requests that have waited in the queue longer than the timeout, with no token yet, fail.
+void EngineLoop::ExpireQueued() {
+  if (limits_.timeout_s <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto limit = std::chrono::duration<double>(limits_.timeout_s);
+  for (auto it = live_.begin(); it != live_.end();) {
+    Live& l = it->second;
+    if (l.completion_tokens > 0 || now - l.admitted < limit || !engine_->IsWaiting(it->first)) {
+      ++it;
+      continue;
+    }
+    engine_->Abort(it->first);
+    counters_.queue_timeouts++;
+    Publish();  // a caller that sees the error sees the counter
+    l.sink->OnError(ResourceExhausted(
+        "the request waited more than " + std::to_string(static_cast<int>(limits_.timeout_s)) +
+        " s in the coordinator's queue (engine.queue_timeout_s); retry later"));
+    by_ticket_.erase(l.ticket);
+    it = live_.erase(it);
+  }
+}
+
 void EngineLoop::RunStep() {
+  ExpireQueued();
+  if (engine_->idle()) {
+    Publish();
+    return;
+  }
   events_.clear();
   const Status status = engine_->Step(&events_);
   if (!status.ok()) {

@@ -44,11 +44,20 @@ struct EngineLoopStats {
   int64_t requests_total = 0;       // admitted by Engine::Add
   int64_t prompt_tokens_total = 0;  // prompt tokens of admitted requests
   int64_t aborts_total = 0;         // requests cancelled by their caller
+  int64_t rejected_queue_full = 0;  // refused: the waiting queue was full
+  int64_t queue_timeouts = 0;       // failed: waited longer than the queue timeout
+};
+
+// Bounds on the waiting queue: beyond them a request fails with ResourceExhausted (the router
+// answers 429 with Retry-After) instead of growing memory or waiting without end.
+struct QueueLimits {
+  int max_waiting = 0;   // requests queued but not yet scheduled; 0: unbounded
+  double timeout_s = 0;  // a request still queued this long fails; 0: never
 };
 
 class EngineLoop {
  public:
-  EngineLoop(std::unique_ptr<Engine> engine, int block_size);
+  EngineLoop(std::unique_ptr<Engine> engine, int block_size, QueueLimits limits = {});
   ~EngineLoop();
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -80,17 +89,20 @@ class EngineLoop {
     std::shared_ptr<RequestSink> sink;
     int prompt_tokens = 0;
     int completion_tokens = 0;
+    std::chrono::steady_clock::time_point admitted;
   };
 
   // Engine-thread helpers.
   void ApplyInbox(std::vector<InboxItem>& items);
   void Admit(InboxItem& item);
   void RunStep();
+  void ExpireQueued();
   void FailAll(const Status& status);
   void Publish();
 
   // Owned by the engine thread.
   std::unique_ptr<Engine> engine_;
+  QueueLimits limits_;
   std::unordered_map<int64_t, Live> live_;           // engine request id -> request
   std::unordered_map<uint64_t, int64_t> by_ticket_;  // ticket -> engine request id
   std::vector<TokenEvent> events_;

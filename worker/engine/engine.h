@@ -100,6 +100,8 @@ class Engine {
   // Drops a request and frees its blocks at once. False if it is unknown (already finished).
   bool Abort(int64_t request_id);
   bool idle() const { return scheduler_.idle(); }
+  // True while the request waits in the queue to be scheduled.
+  bool IsWaiting(int64_t request_id) const { return scheduler_.IsWaiting(request_id); }
   EngineStats stats() const;
   const ModelConfig& model_config() const { return executor_->config(); }
   int max_model_len() const { return max_model_len_; }

@@ -98,6 +98,10 @@ void Scheduler::Commit(const SchedulePlan& plan) {
   for (const auto& s : plan.scheduled) s.seq->num_computed += s.num_new_tokens;
 }
 
+bool Scheduler::IsWaiting(int64_t id) const {
+  return std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& s) { return s->id == id; });
+}
+
 std::unique_ptr<Sequence> Scheduler::Remove(int64_t id) {
   auto take = [&](auto& queue) -> std::unique_ptr<Sequence> {
     auto it = std::find_if(queue.begin(), queue.end(), [&](const auto& s) { return s->id == id; });

@@ -73,6 +73,8 @@ class Scheduler {
   // Removes a sequence wherever it is and frees its blocks. Returns it (nullptr if unknown).
   std::unique_ptr<Sequence> Remove(int64_t id);
 
+  // True while `id` waits to be scheduled (queued, or preempted and queued again).
+  bool IsWaiting(int64_t id) const;
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   bool idle() const { return running_.empty() && waiting_.empty(); }
