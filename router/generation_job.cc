@@ -52,7 +52,7 @@ const std::string& JobChoiceSpec::echo() const {
 v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec& choice) {
   const GenerationOptions& o = spec.options;
   v1::GenerateRequest req;
-  req.set_api_version(1);
+  req.set_api_version(v1::API_VERSION_CURRENT);
   req.set_request_id(spec.meta.id + "-" + std::to_string(choice.index));
   req.mutable_prompt_token_ids()->Add(choice.prompt_ids->begin(), choice.prompt_ids->end());
   v1::SamplingParams* s = req.mutable_sampling();

@@ -1,5 +1,7 @@
 #include "router/openai_request.h"
 
+#include "common/sampling_params.h"
+
 #include <cmath>
 #include <limits>
 #include <set>
@@ -185,14 +187,18 @@ void RejectUnsupported(FieldReader& r) {
 }
 
 void ReadGenerationOptions(FieldReader& r, const RequestLimits& limits, GenerationOptions* o) {
-  r.Number("temperature", &o->temperature, 0.0, 2.0);
-  r.Number("top_p", &o->top_p, 0.0, 1.0, /*lo_open=*/true);
-  r.IntAs("top_k", &o->top_k, -1, std::numeric_limits<int32_t>::max());
+  // Ranges from the one table the coordinator and the sampler validate with.
+  auto number = [&](const ParamRange& range, auto* out) {
+    r.Number(range.name, out, range.lo, range.hi, range.lo_open);
+  };
+  number(kTemperatureRange, &o->temperature);
+  number(kTopPRange, &o->top_p);
+  r.IntAs("top_k", &o->top_k, kMinTopK, std::numeric_limits<int32_t>::max());
   if (o->top_k == -1) o->top_k = 0;
-  r.Number("min_p", &o->min_p, 0.0, 1.0);
-  r.Number("repetition_penalty", &o->repetition_penalty, 0.0, 2.0, /*lo_open=*/true);
-  r.Number("presence_penalty", &o->presence_penalty, -2.0, 2.0);
-  r.Number("frequency_penalty", &o->frequency_penalty, -2.0, 2.0);
+  number(kMinPRange, &o->min_p);
+  number(kRepetitionPenaltyRange, &o->repetition_penalty);
+  number(kPresencePenaltyRange, &o->presence_penalty);
+  number(kFrequencyPenaltyRange, &o->frequency_penalty);
   int64_t seed = 0;
   if (r.Int("seed", &seed, std::numeric_limits<int64_t>::min(), INT64_MAX)) o->seed = seed;
   r.IntAs("n", &o->n, 1, limits.max_n);
@@ -364,7 +370,7 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
   bool logprobs = false;
   int top_logprobs = -1;
   r.Bool("logprobs", &logprobs);
-  r.IntAs("top_logprobs", &top_logprobs, 0, 20);
+  r.IntAs("top_logprobs", &top_logprobs, 0, kMaxLogprobs);
   if (!r.error && top_logprobs >= 0 && !logprobs) {
     r.Fail("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
   }
@@ -385,7 +391,7 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
   CheckChoices(r, limits, out->prompts.size(), out->options.n);
   ReadMaxTokens(r, /*chat=*/false, &out->options);
   r.Bool("echo", &out->echo);
-  r.IntAs("logprobs", &out->options.logprobs, 0, 20);
+  r.IntAs("logprobs", &out->options.logprobs, 0, kMaxLogprobs);
   if (!r.error && r.Get("suffix")) r.Fail("suffix", "'suffix' is not supported");
   return r.error;
 }

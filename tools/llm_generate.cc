@@ -55,13 +55,14 @@ Status ParseSampling(const CliArgs& a, llm::GenerateRequest* r) {
   LLM_ASSIGN_OR_RETURN(long max_tokens, a.Int("max-tokens", 64, 1, 1 << 20));
   r->max_tokens = static_cast<int>(max_tokens);
   auto& s = r->sampling;
-  LLM_ASSIGN_OR_RETURN(double t, a.Double("temperature", 0, 0, 100));
+  // Loose parsing, then the one validator the coordinator uses (common/sampling_params.h).
+  LLM_ASSIGN_OR_RETURN(double t, a.Double("temperature", 0, -1e9, 1e9));
   LLM_ASSIGN_OR_RETURN(long k, a.Int("top-k", 0, -1, 1 << 30));
-  LLM_ASSIGN_OR_RETURN(double p, a.Double("top-p", 1, 1e-9, 1));
-  LLM_ASSIGN_OR_RETURN(double mp, a.Double("min-p", 0, 0, 1));
-  LLM_ASSIGN_OR_RETURN(double rp, a.Double("repetition-penalty", 1, 1e-6, 100));
-  LLM_ASSIGN_OR_RETURN(double pp, a.Double("presence-penalty", 0, -2, 2));
-  LLM_ASSIGN_OR_RETURN(double fp, a.Double("frequency-penalty", 0, -2, 2));
+  LLM_ASSIGN_OR_RETURN(double p, a.Double("top-p", 1, -1e9, 1e9));
+  LLM_ASSIGN_OR_RETURN(double mp, a.Double("min-p", 0, -1e9, 1e9));
+  LLM_ASSIGN_OR_RETURN(double rp, a.Double("repetition-penalty", 1, -1e9, 1e9));
+  LLM_ASSIGN_OR_RETURN(double pp, a.Double("presence-penalty", 0, -1e9, 1e9));
+  LLM_ASSIGN_OR_RETURN(double fp, a.Double("frequency-penalty", 0, -1e9, 1e9));
   s.temperature = static_cast<float>(t);
   s.top_k = static_cast<int>(k);
   s.top_p = static_cast<float>(p);
@@ -74,7 +75,8 @@ Status ParseSampling(const CliArgs& a, llm::GenerateRequest* r) {
     s.seed = static_cast<uint64_t>(seed);
   }
   r->ignore_eos = a.Has("ignore-eos");
-  return Status::Ok();
+  // The vocabulary is not known yet; Engine::Add checks ids against it.
+  return llm::ValidateSamplingParams(s, 1);
 }
 
 Status ParseEngine(const CliArgs& a, Options* o) {

@@ -17,7 +17,7 @@ namespace pb = ::llm::v1;
 
 namespace {
 
-constexpr uint32_t kApiVersion = 1;
+constexpr uint32_t kApiVersion = pb::API_VERSION_CURRENT;
 
 // The one place where llm::Status becomes a gRPC status.
 grpc::Status ToGrpcStatus(const Status& s) {

@@ -81,48 +81,7 @@ uint64_t SplitMix64(uint64_t x) {
   return z ^ (z >> 31);
 }
 
-std::string FormatFloat(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
-Status FieldError(const char* field, const char* requirement, double value) {
-  return InvalidArgument(std::string("sampling parameter ") + field + " must be " + requirement +
-                         ", got " + FormatFloat(value));
-}
-
-// False for NaN.
-bool InRange(float v, float lo, float hi) {
-  return v >= lo && v <= hi;
-}
-
 }  // namespace
-
-Status ValidateSamplingParams(const SamplingParams& p, int vocab_size) {
-  if (vocab_size <= 0) {
-    return InvalidArgument("vocab_size must be positive, got " + std::to_string(vocab_size));
-  }
-  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
-    return FieldError("temperature", "a finite number >= 0", p.temperature);
-  }
-  if (p.top_k < -1) return FieldError("top_k", "-1 or 0 (off) or positive", p.top_k);
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return FieldError("top_p", "in (0, 1]", p.top_p);
-  if (!InRange(p.min_p, 0.0f, 1.0f)) return FieldError("min_p", "in [0, 1]", p.min_p);
-  if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) {
-    return FieldError("repetition_penalty", "a finite number > 0", p.repetition_penalty);
-  }
-  if (!InRange(p.presence_penalty, -2.0f, 2.0f)) {
-    return FieldError("presence_penalty", "in [-2, 2]", p.presence_penalty);
-  }
-  if (!InRange(p.frequency_penalty, -2.0f, 2.0f)) {
-    return FieldError("frequency_penalty", "in [-2, 2]", p.frequency_penalty);
-  }
-  if (p.logprobs < -1 || p.logprobs > kMaxLogprobs) {
-    return FieldError("logprobs", "in [-1, 20]", p.logprobs);
-  }
-  return Status::Ok();
-}
 
 double SamplerUniform(uint64_t rng_seed, int step) {
   const uint64_t h = SplitMix64(SplitMix64(rng_seed) ^ static_cast<uint64_t>(int64_t{step}));

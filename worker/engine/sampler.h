@@ -50,29 +50,13 @@
 #include <span>
 #include <vector>
 
+#include "common/sampling_params.h"
 #include "common/status.h"
 
 namespace llm {
 
 // Below this temperature, sampling is greedy (vLLM's _SAMPLING_EPS).
-inline constexpr float kGreedyTemperature = 1e-5f;
-// Largest `logprobs` a request may ask for (OpenAI's limit).
-inline constexpr int kMaxLogprobs = 20;
-
-struct SamplingParams {
-  float temperature = 1.0f;         // 0 => greedy (argmax; ties -> lowest id)
-  int top_k = 0;                    // 0 or -1 => off; >= vocab size => off
-  float top_p = 1.0f;               // (0, 1]
-  float min_p = 0.0f;               // [0, 1]
-  float repetition_penalty = 1.0f;  // > 0; applied to tokens seen in the prompt or the output
-  float presence_penalty = 0.0f;    // [-2, 2], over output tokens: l -= presence * (count > 0)
-  float frequency_penalty = 0.0f;   // [-2, 2], over output tokens: l -= frequency * count
-  std::optional<uint64_t> seed;     // per-request seed (the engine draws one when absent)
-  int logprobs = -1;  // -1: none; 0: the chosen token's logprob; N > 0: plus the top N
-};
-
-// InvalidArgument naming the field at fault (NaN is rejected everywhere).
-Status ValidateSamplingParams(const SamplingParams& params, int vocab_size);
+// SamplingParams, its ranges and ValidateSamplingParams live in common/sampling_params.h.
 
 struct TokenLogprob {
   int32_t token;
