@@ -38,6 +38,8 @@ struct ClusterConfig {
   int coordinator_port = 50051;
   int shutdown_grace_s = 30;  // SIGTERM: running requests get this long to finish
   std::string admin_token;    // Drain/Resume need it; empty: LLM_ADMIN_TOKEN, else local only
+  std::string tls_cert_file;  // PEM; with tls_key_file the gRPC port speaks TLS only
+  std::string tls_key_file;
   // router
   std::string router_host;  // "": 0.0.0.0 when an API key is set, else 127.0.0.1
   int router_port = 2000;

@@ -1,12 +1,15 @@
 // llm-admin: the coordinator's admin service from the command line; prints the answer as JSON.
 //   llm-admin --coordinator host:port (health|drain|resume|stats) [--timeout-s N]
 //             [--admin-token T]    (default: the LLM_ADMIN_TOKEN environment variable)
+//             [--tls-ca FILE]      (the coordinator speaks TLS; FILE: PEM roots to trust)
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -18,7 +21,8 @@ namespace {
 namespace pb = llm::v1;
 
 constexpr const char* kUsage =
-    "usage: llm-admin --coordinator host:port [--timeout-s N] [--admin-token T] COMMAND\n"
+    "usage: llm-admin --coordinator host:port [--timeout-s N] [--admin-token T] "
+    "[--tls-ca FILE] COMMAND\n"
     "  health   serving state, served model, max_model_len, vocab size\n"
     "  drain    stop admitting new requests; running ones finish\n"
     "  resume   admit new requests again\n"
@@ -31,6 +35,7 @@ struct Options {
   std::string command;
   int timeout_s = 10;
   std::string admin_token;
+  std::string tls_ca;  // PEM file: connect with TLS, trusting these roots
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -39,11 +44,14 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
-    } else if ((a == "--coordinator" || a == "--timeout-s" || a == "--admin-token") &&
+    } else if ((a == "--coordinator" || a == "--timeout-s" || a == "--admin-token" ||
+                a == "--tls-ca") &&
                i + 1 < argc) {
       const std::string v = argv[++i];
       if (a == "--coordinator") {
         o->coordinator = v;
+      } else if (a == "--tls-ca") {
+        o->tls_ca = v;
       } else if (a == "--admin-token") {
         o->admin_token = v;
       } else {
@@ -114,7 +122,18 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  auto channel = grpc::CreateChannel(o.coordinator, grpc::InsecureChannelCredentials());
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!o.tls_ca.empty()) {
+    std::ifstream in(o.tls_ca, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "llm-admin: --tls-ca: cannot read '%s'\n", o.tls_ca.c_str());
+      return 2;
+    }
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    credentials = grpc::SslCredentials(tls);
+  }
+  auto channel = grpc::CreateChannel(o.coordinator, credentials);
   auto stub = pb::Admin::NewStub(channel);
   if (o.admin_token.empty()) {
     if (const char* env = std::getenv("LLM_ADMIN_TOKEN")) o.admin_token = env;

@@ -3,7 +3,10 @@
 // exit on SIGTERM.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "tests/coordinator/coordinator_client.h"
@@ -228,6 +231,42 @@ TEST(CoordinatorAdmin, DrainAndResumeNeedTheAdminToken) {
   EXPECT_FALSE(GetStats(w).draining());
   RunCommand("env -u LLM_ADMIN_TOKEN " + bin + "health", &rc);
   EXPECT_EQ(rc, 0);
+}
+
+// With coordinator.tls_cert_file/tls_key_file the gRPC port speaks TLS only: llm-admin with
+// the certificate as trusted root gets answers, a plaintext client does not.
+TEST(CoordinatorAdmin, TlsOnTheGrpcPort) {
+  LLM_REQUIRE_SHARED(kModel);
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "openssl is not installed (needed to make a test certificate)";
+  }
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tls_" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  int rc = -1;
+  RunCommand(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+          key + " -out " + cert + " 2>&1",
+      &rc);
+  ASSERT_EQ(rc, 0) << "openssl could not make a certificate";
+  WorkerProcess w(
+      StoriesFlags({"--coordinator.tls_cert_file", cert, "--coordinator.tls_key_file", key}));
+  const std::string bin =
+      std::string(LLM_ADMIN_BIN) + " --coordinator 127.0.0.1:" + std::to_string(w.port()) + " ";
+  std::string health;
+  for (int i = 0; i < 100; ++i) {  // up to ~20 s for the model to load
+    health = RunCommand(bin + "--tls-ca " + cert + " --timeout-s 1 health 2>&1", &rc);
+    if (rc == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(rc, 0) << health << w.Log();
+  EXPECT_TRUE(Contains(health, "stories260K")) << health;
+  RunCommand(bin + "--timeout-s 2 health 2>/dev/null", &rc);
+  EXPECT_NE(rc, 0) << "a plaintext client was answered on the TLS port";
+  EXPECT_TRUE(Contains(w.Log(), "TLS")) << w.Log();
+  std::filesystem::remove_all(dir);
 }
 
 // The waiting queue is bounded in size and in time: beyond either, RESOURCE_EXHAUSTED (the

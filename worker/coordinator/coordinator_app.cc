@@ -116,6 +116,17 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
   return engine;
 }
 
+// A PEM file's contents (at most 1 MiB), or an error naming the key.
+StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(key + ": cannot read '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty() || text.size() > (1u << 20)) {
+    return InvalidArgument(key + ": '" + path + "' is empty or larger than 1 MiB");
+  }
+  return text;
+}
+
 Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   const int world = comm != nullptr ? comm->world_size() : 1;
   ConfigureThreads(c, ranks_on_host);
@@ -137,6 +148,17 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   health.admin_token = c.admin_token;
   if (health.admin_token.empty()) {
     if (const char* env = std::getenv("LLM_ADMIN_TOKEN")) health.admin_token = env;
+  }
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return InvalidArgument(
+        "coordinator.tls_cert_file and coordinator.tls_key_file must be set together");
+  }
+  if (!c.tls_cert_file.empty()) {
+    LLM_ASSIGN_OR_RETURN(health.tls_cert_pem,
+                         ReadSmallFile(c.tls_cert_file, "coordinator.tls_cert_file"));
+    LLM_ASSIGN_OR_RETURN(health.tls_key_pem,
+                         ReadSmallFile(c.tls_key_file, "coordinator.tls_key_file"));
+    spdlog::info("gRPC port speaks TLS only (coordinator.tls_cert_file)");
   }
   if (health.admin_token.empty()) {
     spdlog::info(

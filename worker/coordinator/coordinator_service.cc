@@ -392,7 +392,13 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const std:
   const std::string address = host + ":" + std::to_string(port);
   int bound_port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!health.tls_cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions tls;
+    tls.pem_key_cert_pairs.push_back({health.tls_key_pem, health.tls_cert_pem});
+    credentials = grpc::SslServerCredentials(tls);
+  }
+  builder.AddListeningPort(address, credentials, &bound_port);
   // Routers send keepalive pings every 10 s, also between calls; allow them (the default
   // policy would answer them with GOAWAY "too_many_pings").
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

@@ -32,6 +32,9 @@ struct CoordinatorHealth {
   const Communicator* comm = nullptr;
   double heartbeat_timeout_s = 5;
   std::string admin_token;
+  // PEM contents; both set: the port accepts TLS only.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
 };
 
 class CoordinatorServer {
