@@ -97,6 +97,22 @@ KeySpec BoolKey(const char* name, bool ClusterConfig::*member, const char* help)
           [=](const ClusterConfig& c) { return std::string(c.*member ? "true" : "false"); }};
 }
 
+KeySpec LoadFormatKey(const char* name, LoadFormat ClusterConfig::*member, const char* help) {
+  return {name,
+          "enum",
+          "safetensors|dummy",
+          help,
+          [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+            if (v.size() != 1) return BadValue(name, "a list", "safetensors or dummy");
+            StatusOr<LoadFormat> f =
+                ParseLoadFormat(v[0], std::string("config key '") + name + "'");
+            if (!f.ok()) return f.status();
+            c.*member = *f;
+            return Status::Ok();
+          },
+          [=](const ClusterConfig& c) { return std::string(LoadFormatName(c.*member)); }};
+}
+
 KeySpec StringKey(const char* name, std::string ClusterConfig::*member,
                   std::vector<std::string> allowed, const char* help) {
   std::string range;
@@ -140,8 +156,8 @@ const std::vector<KeySpec>& Schema() {
       StringKey("model.path", &C::model_path, {}, "Hugging Face model folder"),
       StringKey("model.served_model_name", &C::served_model_name, {},
                 "name clients use in 'model' (default: the folder name)"),
-      StringKey("model.load_format", &C::load_format, {"safetensors", "dummy"},
-                "dummy = seeded random weights, output meaningless"),
+      LoadFormatKey("model.load_format", &C::load_format,
+                    "dummy = seeded random weights, output meaningless"),
       IntKey("model.max_model_len", &C::max_model_len, 0, 1 << 24,
              "context length; 0 = max_position_embeddings"),
       IntKey("engine.tensor_parallel_size", &C::tensor_parallel_size, 1, 1024,

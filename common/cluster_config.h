@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/model_config.h"
 #include "common/status.h"
 
 namespace llm {
@@ -15,9 +16,9 @@ namespace llm {
 struct ClusterConfig {
   // model
   std::string model_path;
-  std::string served_model_name;            // default: the folder name
-  std::string load_format = "safetensors";  // or "dummy"
-  int max_model_len = 0;                    // 0: the model's max_position_embeddings
+  std::string served_model_name;  // default: the folder name
+  LoadFormat load_format = LoadFormat::kSafetensors;
+  int max_model_len = 0;  // 0: the model's max_position_embeddings
   // engine
   int tensor_parallel_size = 1;
   int block_size = 16;

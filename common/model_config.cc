@@ -231,6 +231,16 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   return c;
 }
 
+StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what) {
+  if (text == "safetensors") return LoadFormat::kSafetensors;
+  if (text == "dummy") return LoadFormat::kDummy;
+  return InvalidArgument(what + " must be 'safetensors' or 'dummy', got '" + text + "'");
+}
+
+const char* LoadFormatName(LoadFormat f) {
+  return f == LoadFormat::kDummy ? "dummy" : "safetensors";
+}
+
 StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   std::ifstream in(path);

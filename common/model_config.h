@@ -10,6 +10,14 @@
 
 namespace llm {
 
+// How a model's weights are obtained: from its safetensors, or seeded random values in the
+// config's dtype (vLLM's --load-format dummy: any size runs, the output is meaningless).
+enum class LoadFormat { kSafetensors, kDummy };
+// "safetensors" or "dummy" (model.load_format, the tools' --load-format); anything else is
+// InvalidArgument naming `what`.
+StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what);
+const char* LoadFormatName(LoadFormat f);
+
 enum class ModelArch { kLlama, kMistral, kQwen2, kQwen3 };
 
 enum class RopeScalingType { kNone, kLinear, kLlama3 };

@@ -22,7 +22,7 @@ router:
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->model_path, "/models/stories260K/");
   EXPECT_EQ(c->served_model_name, "stories260K");
-  EXPECT_EQ(c->load_format, "dummy");
+  EXPECT_EQ(c->load_format, LoadFormat::kDummy);
   EXPECT_EQ(c->block_size, 32);
   EXPECT_DOUBLE_EQ(c->kv_cache_memory_fraction, 0.5);
   EXPECT_EQ(c->router_port, 8080);

@@ -46,7 +46,7 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, Tens
   if (c.model_path.empty()) {
     return InvalidArgument("model.path: not set (give it in the config file or --model.path DIR)");
   }
-  const bool dummy = c.load_format == "dummy";
+  const bool dummy = c.load_format == LoadFormat::kDummy;
   if (dummy) {
     spdlog::warn("**************************************************************************");
     spdlog::warn("model.load_format is 'dummy': the weights are RANDOM and every output of");
@@ -55,8 +55,7 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, Tens
   }
   const auto t0 = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<ModelWeights>> w =
-      LoadModelWeights(c.model_path, dummy ? LoadFormat::kDummy : LoadFormat::kSafetensors,
-                       static_cast<uint64_t>(c.seed), tp);
+      LoadModelWeights(c.model_path, c.load_format, static_cast<uint64_t>(c.seed), tp);
   if (!w.ok()) return w.status().WithContext("model.path '" + c.model_path + "'");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& mc = (*w)->config;

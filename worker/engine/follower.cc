@@ -124,9 +124,7 @@ int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_hos
                           : std::max(1, omp_get_num_procs() / std::max(1, ranks_on_host));
   omp_set_num_threads(threads);
   const TensorParallel tp{comm.rank(), comm.world_size()};
-  auto weights = LoadModelWeights(
-      c.model_path, c.load_format == "dummy" ? LoadFormat::kDummy : LoadFormat::kSafetensors,
-      static_cast<uint64_t>(c.seed), tp);
+  auto weights = LoadModelWeights(c.model_path, c.load_format, static_cast<uint64_t>(c.seed), tp);
   if (!weights.ok()) {
     spdlog::critical("rank {}: model.path '{}': {}", tp.rank, c.model_path,
                      weights.status().ToString());

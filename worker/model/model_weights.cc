@@ -339,12 +339,6 @@ ShardRange SplitRange(int n, int parts, int part) {
   return {std::min(n, part * chunk), std::min(n, (part + 1) * chunk)};
 }
 
-StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what) {
-  if (text == "safetensors") return LoadFormat::kSafetensors;
-  if (text == "dummy") return LoadFormat::kDummy;
-  return InvalidArgument(what + " must be 'safetensors' or 'dummy', got '" + text + "'");
-}
-
 namespace {
 
 StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& dir, LoadFormat format,

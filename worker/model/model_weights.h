@@ -31,10 +31,7 @@ struct LayerWeights {
   Weight gate_bias, up_bias, down_bias;
 };
 
-enum class LoadFormat { kSafetensors, kDummy };
-// "safetensors" or "dummy" (the spelling of model.load_format and the tools' --load-format);
-// anything else is InvalidArgument naming `what`.
-StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what);
+// LoadFormat and ParseLoadFormat: common/model_config.h.
 
 // The half-open range [begin, end) of one part of a dimension split over `parts` ranks.
 struct ShardRange {
