@@ -177,6 +177,8 @@ const std::vector<KeySpec>& Schema() {
              "prompt tokens per sequence per step; 0 = the budget"),
       IntKey("engine.threads_per_rank", &C::threads_per_rank, 0, 4096,
              "compute threads per rank; 0 = cores / local ranks"),
+      StringKey("engine.matmul_isa", &C::matmul_isa, {"auto", "avx512", "avx2-fma", "scalar"},
+                "SIMD path of the CPU matmul; auto = the best this CPU has (or LLM_MATMUL_ISA)"),
       IntKey("engine.seed", &C::seed, 0, INT64_MAX, "seed for requests without one"),
       IntKey("engine.rank_timeout_s", &C::rank_timeout_s, 1, 86400,
              "a collective some rank does not complete within this ends the whole job"),

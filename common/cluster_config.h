@@ -28,7 +28,8 @@ struct ClusterConfig {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
   int max_prefill_chunk = 512;
-  int threads_per_rank = 0;  // 0: cores / ranks on this host
+  int threads_per_rank = 0;         // 0: cores / ranks on this host
+  std::string matmul_isa = "auto";  // SIMD path of the CPU matmul
   int64_t seed = 0;
   int rank_timeout_s = 60;          // a collective not completed within it ends the job
   int heartbeat_timeout_s = 5;      // health is false while a rank has not answered this long

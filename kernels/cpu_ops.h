@@ -8,7 +8,10 @@
 
 #include <cstdint>
 
+#include <string>
+
 #include "common/dtype.h"
+#include "common/status.h"
 #include "kernels/backend.h"
 
 namespace llm::kernels {
@@ -73,5 +76,9 @@ void AddBias(float* x, const float* bias, int rows, int cols);
 // CPU has, or the one named by the environment variable LLM_MATMUL_ISA if the CPU has it.
 // Results differ between paths in the last bits (lane count, FMA); on one machine they are fixed.
 const char* MatmulIsa();
+// Chooses the SIMD path by name ("avx512", "avx2-fma", "scalar") or "auto" (the best one, or
+// LLM_MATMUL_ISA's); InvalidArgument naming engine.matmul_isa when the CPU lacks it. Call at
+// start-up, before the first Matmul.
+Status SelectMatmulIsa(const std::string& isa);
 
 }  // namespace llm::kernels

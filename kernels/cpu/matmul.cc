@@ -1,9 +1,11 @@
 // Matmul: picks the micro-kernel for this CPU once, then splits the output features (n) into
 // panels across OpenMP threads. k is never split, so each element's reduction is fixed.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu_ops.h"
@@ -60,12 +62,39 @@ const internal::MatmulKernels& SelectKernels() {
   return *avail[0];
 }
 
+// Chosen once (SelectMatmulIsa, or on first use); the pointer is published atomically.
+std::atomic<const internal::MatmulKernels*> g_kernels{nullptr};
+
 const internal::MatmulKernels& Kernels() {
-  static const internal::MatmulKernels& kernels = SelectKernels();
-  return kernels;
+  const internal::MatmulKernels* k = g_kernels.load(std::memory_order_acquire);
+  if (k == nullptr) {
+    const internal::MatmulKernels* chosen = &SelectKernels();
+    g_kernels.compare_exchange_strong(k, chosen, std::memory_order_acq_rel);
+    k = g_kernels.load(std::memory_order_acquire);
+  }
+  return *k;
 }
 
 }  // namespace
+
+Status SelectMatmulIsa(const std::string& isa) {
+  const internal::MatmulKernels* avail[3];
+  const int count = internal::AvailableMatmulKernels(avail);
+  if (isa == "auto") {
+    g_kernels.store(&SelectKernels(), std::memory_order_release);
+    return Status::Ok();
+  }
+  std::string names;
+  for (int i = 0; i < count; ++i) {
+    if (isa == avail[i]->isa) {
+      g_kernels.store(avail[i], std::memory_order_release);
+      return Status::Ok();
+    }
+    names += std::string(names.empty() ? "" : ", ") + avail[i]->isa;
+  }
+  return InvalidArgument("engine.matmul_isa '" + isa +
+                         "' is not available on this CPU (available: " + names + ", auto)");
+}
 
 void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,
             float* y) {

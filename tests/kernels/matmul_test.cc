@@ -138,3 +138,21 @@ TEST(MatmulTest, PublicEntryUsesBestIsa) {
 
 }  // namespace
 }  // namespace llm::kernels
+
+namespace llm::kernels {
+namespace {
+
+// engine.matmul_isa: a path the CPU has is taken, one it lacks is an error naming the key.
+TEST(MatmulIsaTest, SelectByNameAndAuto) {
+  ASSERT_TRUE(SelectMatmulIsa("scalar").ok());
+  EXPECT_STREQ(MatmulIsa(), "scalar");
+  const Status bad = SelectMatmulIsa("sse9");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("engine.matmul_isa"), std::string::npos) << bad.ToString();
+  EXPECT_STREQ(MatmulIsa(), "scalar");  // unchanged
+  ASSERT_TRUE(SelectMatmulIsa("auto").ok());
+  EXPECT_STRNE(MatmulIsa(), "");
+}
+
+}  // namespace
+}  // namespace llm::kernels

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kernels/cpu_ops.h"
 #include "worker/coordinator/coordinator_service.h"
 #include "worker/coordinator/engine_loop.h"
 #include "worker/engine/engine.h"
@@ -129,6 +130,8 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& 
 Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   const int world = comm != nullptr ? comm->world_size() : 1;
   ConfigureThreads(c, ranks_on_host);
+  LLM_RETURN_IF_ERROR(kernels::SelectMatmulIsa(c.matmul_isa));
+  spdlog::info("matmul SIMD path: {}", kernels::MatmulIsa());
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
                        LoadWeights(c, TensorParallel{0, world}));
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(c, *weights, comm));

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu_ops.h"
 #include "worker/engine/step_plan.h"
 #include "worker/model/rank_executor.h"
 
@@ -123,6 +124,10 @@ int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_hos
                           ? c.threads_per_rank
                           : std::max(1, omp_get_num_procs() / std::max(1, ranks_on_host));
   omp_set_num_threads(threads);
+  if (Status isa = kernels::SelectMatmulIsa(c.matmul_isa); !isa.ok()) {
+    spdlog::critical("rank {}: {}", comm.rank(), isa.ToString());
+    return 1;
+  }
   const TensorParallel tp{comm.rank(), comm.world_size()};
   auto weights = LoadModelWeights(c.model_path, c.load_format, static_cast<uint64_t>(c.seed), tp);
   if (!weights.ok()) {
