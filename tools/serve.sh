@@ -32,7 +32,9 @@ COORD_PORT=${COORD_PORT:-50051}
 overrides=(--model.path "$MODEL" --model.load_format "$LOAD_FORMAT"
            --engine.tensor_parallel_size "$RANKS" --coordinator.port "$COORD_PORT")
 
-mpi_args=(--allow-run-as-root --oversubscribe -np "$RANKS")
+# --bind-to none: mpirun binds each rank to one core by default, which would leave the rest of
+# the host idle; unbound ranks split the host's cores between them (engine.threads_per_rank).
+mpi_args=(--allow-run-as-root --oversubscribe --bind-to none -np "$RANKS")
 [ -n "${HOSTFILE:-}" ] && mpi_args+=(--hostfile "$HOSTFILE")
 mpirun "${mpi_args[@]}" build/worker/worker --config "$CONFIG" "${overrides[@]}" &
 worker_pid=$!

@@ -60,6 +60,32 @@ TEST_P(MpiHttp, GoldenGreedyThroughHttp) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MpiHttp, ::testing::Values(1, 2, 4));
 
+// A 1-rank job computes on every core of the host when launched as tools/serve.sh launches it
+// (--bind-to none); with mpirun's default binding it gets one core and says so in the log.
+TEST(MpiThreads, OneRankUsesEveryCoreAndBindingIsReported) {
+  LLM_E2E_REQUIRE_SHARED();
+  const std::string mpirun = FindOnPath("mpirun");
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun is not on the PATH (Debian package openmpi-bin)";
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  {
+    Cluster cluster(
+        {"--engine.threads_per_rank", "0"}, {},
+        {mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "1"});
+    ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+    EXPECT_NE(cluster.worker().Log().find("compute threads: " + std::to_string(cores)),
+              std::string::npos)
+        << cluster.worker().Log();
+  }
+  if (cores < 2) return;  // binding to one core changes nothing on a 1-core host
+  Cluster bound({"--engine.threads_per_rank", "0"}, {},
+                {mpirun, "--allow-run-as-root", "--bind-to", "core", "-np", "1"});
+  ASSERT_TRUE(bound.ok()) << bound.Logs();
+  const std::string log = bound.worker().Log();
+  EXPECT_NE(log.find("compute threads: 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("--bind-to none"), std::string::npos) << "no warning about the binding\n"
+                                                           << log;
+}
+
 // The ranks mpirun started (its children), by their OMPI_COMM_WORLD_RANK.
 std::map<int, pid_t> RankPids(pid_t mpirun) {
   std::map<int, pid_t> out;

@@ -19,6 +19,7 @@
 #include "worker/coordinator/coordinator_service.h"
 #include "worker/coordinator/engine_loop.h"
 #include "worker/engine/engine.h"
+#include "worker/engine/rank_threads.h"
 #include "worker/model/model_weights.h"
 
 namespace llm {
@@ -36,11 +37,10 @@ sigset_t ShutdownSignals() {
 }
 
 void ConfigureThreads(const ClusterConfig& c, int ranks_on_host) {
-  const int threads = c.threads_per_rank > 0
-                          ? c.threads_per_rank
-                          : std::max(1, omp_get_num_procs() / std::max(1, ranks_on_host));
-  omp_set_num_threads(threads);
-  spdlog::info("compute threads: {}", threads);
+  const RankThreads rt = ComputeRankThreads(c, ranks_on_host);
+  if (!rt.warning.empty()) spdlog::warn("rank 0: {}", rt.warning);
+  omp_set_num_threads(rt.threads);
+  spdlog::info("compute threads: {}", rt.threads);
 }
 
 StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, TensorParallel tp) {

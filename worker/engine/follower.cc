@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu_ops.h"
+#include "worker/engine/rank_threads.h"
 #include "worker/engine/step_plan.h"
 #include "worker/model/rank_executor.h"
 
@@ -120,9 +121,9 @@ void WatchShutdownSignals(int rank, int grace_s) {
 
 int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_host) {
   WatchShutdownSignals(comm.rank(), c.shutdown_grace_s);
-  const int threads = c.threads_per_rank > 0
-                          ? c.threads_per_rank
-                          : std::max(1, omp_get_num_procs() / std::max(1, ranks_on_host));
+  const RankThreads rt = ComputeRankThreads(c, ranks_on_host);
+  if (!rt.warning.empty()) spdlog::warn("rank {}: {}", comm.rank(), rt.warning);
+  const int threads = rt.threads;
   omp_set_num_threads(threads);
   if (Status isa = kernels::SelectMatmulIsa(c.matmul_isa); !isa.ok()) {
     spdlog::critical("rank {}: {}", comm.rank(), isa.ToString());
