@@ -152,16 +152,17 @@ std::vector<Request> FamilyRequests(const std::string& family) {
 constexpr const char* kStoriesGolden = "golden/stories260K_greedy.jsonl";
 constexpr const char* kStories = "models/stories260K";
 
-TEST_F(TpTest, Stories260KGreedyIdsOn1And2And4Ranks) {
+TEST_F(TpTest, Stories260KGreedyIdsOn1To8Ranks) {
   LLM_REQUIRE_MPIRUN();
   LLM_REQUIRE_SHARED(kStoriesGolden);
   LLM_REQUIRE_SHARED(kStories);
   const auto reqs = StoriesRequests();
   ASSERT_FALSE(reqs.empty());
-  for (int np : {1, 2, 4}) ExpectGolden(mpirun, SharedPath(kStories), reqs, np);
+  // 8 ranks > 4 KV heads: each KV head replicated on two ranks.
+  for (int np : {1, 2, 4, 8}) ExpectGolden(mpirun, SharedPath(kStories), reqs, np);
 }
 
-TEST_F(TpTest, FamiliesGreedyIdsOn1And2Ranks) {
+TEST_F(TpTest, FamiliesGreedyIdsOn1To4Ranks) {
   LLM_REQUIRE_MPIRUN();
   for (const char* family : {"llama", "mistral", "qwen2", "qwen3"}) {
     const std::string rel = std::string("golden/families/") + family;
@@ -170,6 +171,8 @@ TEST_F(TpTest, FamiliesGreedyIdsOn1And2Ranks) {
     }
     const auto reqs = FamilyRequests(family);
     for (int np : {1, 2}) ExpectGolden(mpirun, SharedPath(rel + "/hf"), reqs, np);
+    // 4 ranks > 2 KV heads (replicated), where 4 divides the query heads.
+    if (std::string(family) != "qwen2") ExpectGolden(mpirun, SharedPath(rel + "/hf"), reqs, 4);
   }
 }
 
@@ -188,14 +191,15 @@ TEST_F(TpTest, PreemptionAndAbortKeepRanksInStep) {
   ExpectGolden(mpirun, SharedPath(kStories), reqs, 4, "--num-blocks 8", 2);
 }
 
-TEST_F(TpTest, WorldSizeThatDoesNotDivideKvHeadsFailsAtStartUp) {
+TEST_F(TpTest, WorldSizeThatDoesNotDivideTheHeadsFailsAtStartUp) {
   LLM_REQUIRE_MPIRUN();
-  LLM_REQUIRE_SHARED("golden/families/llama/hf");
-  const std::string args = "--model " + SharedPath("golden/families/llama/hf") + " --requests " +
-                           WriteRequests(FamilyRequests("llama"));
+  LLM_REQUIRE_SHARED("golden/families/qwen2/hf");
+  // qwen2: 6 query heads, 2 KV heads. 4 ranks: 4 does not divide 6.
+  const std::string args = "--model " + SharedPath("golden/families/qwen2/hf") + " --requests " +
+                           WriteRequests(FamilyRequests("qwen2"));
   const int status = Run(Command(mpirun, 4, args, 60), nullptr);
   EXPECT_NE(status, 0);
-  EXPECT_NE(Stderr().find("does not divide num_key_value_heads = 2"), std::string::npos)
+  EXPECT_NE(Stderr().find("does not divide num_attention_heads = 6"), std::string::npos)
       << Stderr();
 }
 

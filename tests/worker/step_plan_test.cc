@@ -200,7 +200,7 @@ TEST(Sharding, ShardsAreTheMatchingPartsOfTheWholeModel) {
     ASSERT_TRUE(whole.ok()) << whole.status().ToString();
     const ModelConfig& c = (*whole)->config;
     ASSERT_EQ(c.torch_dtype, DType::kF32);
-    for (int w : {2, 4}) {
+    for (int w : {2, 4, 8}) {  // 8 > 4 KV heads: each pair of ranks shares (replicates) one
       for (int r = 0; r < w; ++r) {
         auto part = LoadModelWeights(dir, format, 5, TensorParallel{r, w});
         ASSERT_TRUE(part.ok()) << part.status().ToString();
@@ -211,6 +211,14 @@ TEST(Sharding, ShardsAreTheMatchingPartsOfTheWholeModel) {
         ASSERT_EQ(pl.q.rows, d.heads.size() * c.head_dim);
         ASSERT_EQ(pl.down.cols, d.intermediate.size());
         for (int i = 0; i < pl.q.rows; ++i) EXPECT_EQ(At(pl.q, i, 3), At(wl.q, q0 + i, 3));
+        // The KV head(s) this rank keeps are those its query heads read.
+        const int group = c.num_heads / c.num_kv_heads;
+        EXPECT_EQ(d.kv_heads.begin, d.heads.begin / group) << "w=" << w << " r=" << r;
+        EXPECT_EQ(d.kv_heads.end - 1, (d.heads.end - 1) / group) << "w=" << w << " r=" << r;
+        const int k0 = d.kv_heads.begin * c.head_dim;
+        ASSERT_EQ(pl.k.rows, d.kv_heads.size() * c.head_dim);
+        for (int i = 0; i < pl.k.rows; ++i) EXPECT_EQ(At(pl.k, i, 2), At(wl.k, k0 + i, 2));
+        for (int i = 0; i < pl.v.rows; ++i) EXPECT_EQ(At(pl.v, i, 4), At(wl.v, k0 + i, 4));
         for (int i = 0; i < pl.o.cols; ++i) EXPECT_EQ(At(pl.o, 5, i), At(wl.o, 5, q0 + i));
         for (int i = 0; i < pl.up.rows; ++i) EXPECT_EQ(At(pl.up, i, 7), At(wl.up, i0 + i, 7));
         for (int i = 0; i < pl.down.cols; ++i) EXPECT_EQ(At(pl.down, 2, i), At(wl.down, 2, i0 + i));

@@ -300,13 +300,19 @@ Status PlanShard(const std::string& dir, TensorParallel tp, ModelWeights* w) {
     return InvalidArgument("tensor parallel rank " + std::to_string(tp.rank) + " of size " +
                            std::to_string(tp.size) + " is out of range");
   }
-  for (auto [name, n] : {std::pair{"num_attention_heads", c.num_heads},
-                         std::pair{"num_key_value_heads", c.num_kv_heads}}) {
-    if (n % tp.size != 0) {
-      return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
-                             " does not divide " + name + " = " + std::to_string(n) + " of " + dir +
-                             "/config.json (KV heads are split across ranks)");
-    }
+  if (c.num_heads % tp.size != 0) {
+    return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
+                           " does not divide num_attention_heads = " + std::to_string(c.num_heads) +
+                           " of " + dir + "/config.json (query heads are split across ranks)");
+  }
+  // KV heads are split when the size divides them, and replicated (each rank keeps the one KV
+  // head its query heads read, as vLLM does) when they divide the size.
+  if (c.num_kv_heads % tp.size != 0 && tp.size % c.num_kv_heads != 0) {
+    return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
+                           " and num_key_value_heads = " + std::to_string(c.num_kv_heads) + " of " +
+                           dir +
+                           "/config.json: one must divide the other (KV heads are split "
+                           "across ranks, or replicated when there are fewer than ranks)");
   }
   if (c.vocab_size < tp.size || c.intermediate_size < tp.size) {
     return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
@@ -314,7 +320,12 @@ Status PlanShard(const std::string& dir, TensorParallel tp, ModelWeights* w) {
   }
   w->tp = tp;
   w->shard.heads = SplitRange(c.num_heads, tp.size, tp.rank);
-  w->shard.kv_heads = SplitRange(c.num_kv_heads, tp.size, tp.rank);
+  if (c.num_kv_heads % tp.size == 0) {
+    w->shard.kv_heads = SplitRange(c.num_kv_heads, tp.size, tp.rank);
+  } else {  // replicated: tp.size / num_kv_heads consecutive ranks share one KV head
+    const int kv = tp.rank / (tp.size / c.num_kv_heads);
+    w->shard.kv_heads = ShardRange{kv, kv + 1};
+  }
   w->shard.intermediate = SplitRange(c.intermediate_size, tp.size, tp.rank);
   w->shard.vocab = SplitRange(c.vocab_size, tp.size, tp.rank);
   w->shard.vocab_chunk = (c.vocab_size + tp.size - 1) / tp.size;

@@ -45,7 +45,9 @@ ShardRange SplitRange(int n, int parts, int part);
 
 // Which shard of the model a rank holds. Column-parallel (q, k, v, gate, up) matrices keep the
 // rank's row range, row-parallel ones (o, down) its column slice; embedding and lm_head keep a
-// row range of the vocabulary. Heads split evenly (num_heads and num_kv_heads % size == 0).
+// row range of the vocabulary. Query heads split evenly (num_heads % size == 0); KV heads split
+// evenly too, or, when size is a multiple of num_kv_heads, are replicated: each rank keeps the
+// one KV head its query heads attend with (vLLM's KV-head replication).
 struct TensorParallel {
   int rank = 0;
   int size = 1;
