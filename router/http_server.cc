@@ -161,6 +161,10 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
         });
   }
   void Continue();
+  // Bytes of pipelined requests the session buffers while an exchange is pending.
+  size_t PipelineLimit() const {
+    return options_.max_header_bytes + static_cast<size_t>(options_.max_body_bytes) + 4096;
+  }
   // False (after answering 429) when the request must not run: the connection is over
   // max_connections or max_inflight_requests exchanges are in progress. GET /health always runs.
   bool Admit(const HttpRequest& request);
@@ -265,9 +269,10 @@ void Session::Dispatch() {
   request.authorization = std::string(req[http::field::authorization]);
   request.body = std::move(req.body());
   if (!Admit(request)) return;
-  // Notice a client that goes away while the response is pending (unless it already sent its
-  // next request: then that one waits in the buffer).
-  if (buffer_.size() == 0) ReadPeer();
+  // Notice a client that goes away while the response is pending, also when it already sent
+  // the start of its next request (pipelining): those bytes wait in the buffer, and the read
+  // behind them still sees the hang-up.
+  ReadPeer();
   std::shared_ptr<PendingExchange> pending;
   try {
     pending = handler_.Handle(request, shared_from_this());
@@ -313,6 +318,9 @@ void Session::FailRequest(const ApiError& e) {
 
 void Session::ReadPeer() {
   if (peer_reading_ || closed_) return;
+  // A client may send pipelined requests while one is pending; hold at most one more full
+  // request. Beyond that the watch pauses (memory stays bounded) until this exchange ends.
+  if (!closing_ && buffer_.size() >= PipelineLimit()) return;
   peer_reading_ = true;
   stream_.async_read_some(
       buffer_.prepare(4096),
@@ -331,7 +339,8 @@ void Session::OnPeerRead(beast::error_code ec, size_t n) {
     return ReadPeer();
   }
   if (!ec) buffer_.commit(n);  // the start of the next request; parsed after this exchange
-  if (!in_exchange_ && !writing_ && queue_.empty()) DoRead();
+  if (!in_exchange_ && !writing_ && queue_.empty()) return DoRead();
+  if (!ec) ReadPeer();  // keep watching for the hang-up behind the pipelined bytes
 }
 
 void Session::Enqueue(std::string bytes) {

@@ -105,6 +105,45 @@ TEST(RouterLoad, NonStreamClientThatLeavesIsAborted) {
   EXPECT_EQ(Http(cluster.port(), "GET", "/health").status, 200);
 }
 
+// A request followed by the first bytes of a pipelined second one, then a hang-up (issue 6):
+// the buffered bytes must not hide the disconnect, so the generation is aborted upstream.
+TEST(RouterLoad, PipelinedRequestThenHangUpIsAborted) {
+  LLM_E2E_REQUIRE_SHARED();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  constexpr int kTokens = 480;
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "non-stream");
+    const v1::StatsResponse before = cluster.Stats();
+    json body = StreamBody(kTokens, 1);
+    body["stream"] = stream;
+    body.erase("stream_options");
+    const std::string text = body.dump();
+    const std::string request =
+        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+        std::to_string(text.size()) + "\r\n\r\n" + text;
+    const std::string next_start = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConte";
+    {
+      HttpClient c(cluster.port());
+      ASSERT_TRUE(c.SendRaw(request + next_start));
+      c.Close();
+    }
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          const v1::StatsResponse s = cluster.Stats();
+          return s.aborted_total() > before.aborted_total() && s.running_sequences() == 0;
+        },
+        10.0))
+        << "the hang-up did not abort the request\n"
+        << cluster.Stats().DebugString();
+    ASSERT_TRUE(cluster.WaitAllBlocksFree(10.0)) << cluster.Stats().DebugString();
+    EXPECT_LT(cluster.Stats().generated_tokens_total() - before.generated_tokens_total(), kTokens)
+        << "all tokens were generated for a client that had left";
+  }
+  EXPECT_EQ(Http(cluster.port(), "GET", "/health").status, 200);
+}
+
 TEST(RouterLoad, CoordinatorLostMidStreamEndsTheStreamWithAnError) {
   LLM_E2E_REQUIRE_SHARED();
   Cluster cluster;
