@@ -206,6 +206,8 @@ const std::vector<KeySpec>& Schema() {
       BoolKey("router.special_tokens_in_messages", &C::special_tokens_in_messages,
               "special-token text in chat message content becomes control tokens (vLLM's "
               "behaviour); default false: it is tokenized as plain text"),
+      IntKey("router.health_check_interval_ms", &C::health_check_interval_ms, 50, 600000,
+             "how often each upstream is asked for Admin.Health (unhealthy: no new requests)"),
   };
   return schema;
 }

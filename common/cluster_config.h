@@ -61,6 +61,8 @@ struct ClusterConfig {
   // router: special-token text in chat message content becomes control tokens (vLLM) or, by
   // default, stays text
   bool special_tokens_in_messages = false;
+  // router: how often each upstream coordinator is asked for Admin.Health
+  int health_check_interval_ms = 1000;
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

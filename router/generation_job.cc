@@ -119,6 +119,10 @@ bool GenerationJob::Start() {
       return !answered_;
     }
     c.call = std::move(call).value();
+    // The first call is on its way: a stream's headers (and chat's role chunk) go out now,
+    // before the first token, so a proxy with an idle timeout does not cut a request that
+    // waits in the coordinator's queue. Errors from here on are a last error event.
+    if (i == 0) EnsureStreamStarted();
   }
   return true;
 }

@@ -41,8 +41,8 @@ int Run(int argc, char** argv) {
     return 2;
   }
   std::shared_ptr<const llm::Tokenizer> shared_tokenizer(std::move(tokenizer).value());
-  auto keys =
-      llm::router::ApiKeys::Load(config->api_keys, config->api_key_file, std::getenv("LLM_API_KEY"));
+  auto keys = llm::router::ApiKeys::Load(config->api_keys, config->api_key_file,
+                                         std::getenv("LLM_API_KEY"));
   if (!keys.ok()) {
     std::fprintf(stderr, "router: %s\n", keys.status().ToString().c_str());
     return 2;
@@ -55,7 +55,8 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  llm::router::UpstreamPool pool(config->upstreams, std::chrono::milliseconds(1000));
+  llm::router::UpstreamPool pool(config->upstreams,
+                                 std::chrono::milliseconds(config->health_check_interval_ms));
   pool.Start(std::chrono::milliseconds(2000));
   llm::router::ServiceOptions service_options;
   llm::router::RequestLimits& limits = service_options.limits;
