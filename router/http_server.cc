@@ -306,14 +306,12 @@ bool Session::Admit(const HttpRequest& request) {
 void Session::RejectTooMany(const std::string& message) {
   ApiError e = HttpError(429, message);
   e.code = "rate_limit_exceeded";
-  Respond({429,
-           "application/json",
-           ApiErrorJson(e),
-           {{"Retry-After", std::to_string(options_.retry_after_s)}}});
+  e.retry_after_s = options_.retry_after_s;
+  Respond(ApiErrorResponse(e));
 }
 
 void Session::FailRequest(const ApiError& e) {
-  Respond({e.http_status, "application/json", ApiErrorJson(e), {}});
+  Respond(ApiErrorResponse(e));
 }
 
 void Session::ReadPeer() {

@@ -15,7 +15,7 @@ using nlohmann::json;
 namespace {
 
 HttpResponse ErrorResponse(const ApiError& e) {
-  return {e.http_status, "application/json", ApiErrorJson(e), {}};
+  return ApiErrorResponse(e);
 }
 
 HttpResponse JsonResponse(const json& body) {
