@@ -208,6 +208,9 @@ const std::vector<KeySpec>& Schema() {
               "behaviour); default false: it is tokenized as plain text"),
       IntKey("router.health_check_interval_ms", &C::health_check_interval_ms, 50, 600000,
              "how often each upstream is asked for Admin.Health (unhealthy: no new requests)"),
+      IntKey("router.shutdown_grace_s", &C::router_shutdown_grace_s, 0, 86400,
+             "on SIGTERM/SIGINT: no new connections or requests (503), those in flight get "
+             "this long to finish, then are cancelled (a 2nd signal: now)"),
   };
   return schema;
 }

@@ -63,6 +63,8 @@ struct ClusterConfig {
   bool special_tokens_in_messages = false;
   // router: how often each upstream coordinator is asked for Admin.Health
   int health_check_interval_ms = 1000;
+  // router: on SIGTERM/SIGINT, requests in flight get this long to finish (a 2nd signal: now)
+  int router_shutdown_grace_s = 30;
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

@@ -73,6 +73,11 @@ bool IsResourceShortage(const beast::error_code& ec) {
 struct ServerLoad {
   std::atomic<int> connections{0};
   std::atomic<int> inflight{0};
+  // Connections with an exchange in progress or response bytes not yet written: a draining
+  // server waits for this to reach 0.
+  std::atomic<int> busy{0};
+  // Shutting down: every new request gets 503 and connections close after their response.
+  std::atomic<bool> draining{false};
 };
 
 // One connection. All members are touched on the session's strand only.
@@ -89,6 +94,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
         load_(std::move(load)),
         over_connection_limit_(over_connection_limit) {}
   ~Session() override {
+    SetBusy(false);
     ReleaseInflightSlot();
     load_->connections.fetch_sub(1);
   }
@@ -103,6 +109,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
 
   void Respond(HttpResponse r) override {
     if (!in_exchange_ || closed_) return;
+    if (load_->draining.load()) keep_alive_ = false;
     Enqueue(ResponseHead(r.status, r.content_type, static_cast<int64_t>(r.body.size()), false,
                          keep_alive_, r.headers) +
             r.body);
@@ -110,6 +117,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   }
   void BeginStream(int status, const std::string& content_type) override {
     if (!in_exchange_ || closed_) return;
+    if (load_->draining.load()) keep_alive_ = false;
     if (!chunked_) keep_alive_ = false;
     Enqueue(ResponseHead(status, content_type, -1, chunked_, keep_alive_, {}));
   }
@@ -168,6 +176,10 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   // False (after answering 429) when the request must not run: the connection is over
   // max_connections or max_inflight_requests exchanges are in progress. GET /health always runs.
   bool Admit(const HttpRequest& request);
+  void SetBusy(bool busy) {
+    if (busy_ != busy) load_->busy.fetch_add(busy ? 1 : -1);
+    busy_ = busy;
+  }
   void ReleaseInflightSlot() {
     if (std::exchange(holds_inflight_slot_, false)) load_->inflight.fetch_sub(1);
   }
@@ -183,6 +195,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   std::shared_ptr<ServerLoad> load_;
   const bool over_connection_limit_;
   bool holds_inflight_slot_ = false;
+  bool busy_ = false;  // counted in load_->busy
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<PendingExchange> exchange_;
@@ -237,6 +250,7 @@ void Session::ReadError(beast::error_code ec) {
       ec != http::error::end_of_stream && ec != http::error::partial_message;
   if (!parse_error) return Close();  // the peer closed, timed out or reset
   in_exchange_ = true;
+  SetBusy(true);
   keep_alive_ = false;
   if (ec == http::error::body_limit) {
     return FailRequest(HttpError(413, "The request body is larger than the limit of " +
@@ -254,6 +268,7 @@ void Session::OnRead(beast::error_code ec) {
   if (ec) return ReadError(ec);
   stream_.expires_never();
   in_exchange_ = true;
+  SetBusy(true);
   const auto& req = parser_->get();
   keep_alive_ = req.keep_alive();
   chunked_ = req.version() >= 11;
@@ -284,6 +299,12 @@ void Session::Dispatch() {
 }
 
 bool Session::Admit(const HttpRequest& request) {
+  if (load_->draining.load()) {
+    // /health too: load balancers must stop sending here.
+    keep_alive_ = false;
+    FailRequest(HttpError(503, "The router is shutting down; retry on another router"));
+    return false;
+  }
   if (request.method == "GET" && request.path == "/health") return true;
   if (over_connection_limit_) {
     keep_alive_ = false;  // make room: this connection closes after the answer
@@ -370,8 +391,9 @@ void Session::OnWrite(beast::error_code ec) {
 
 // The exchange is over and everything is written: read the next request or close.
 void Session::Continue() {
+  SetBusy(false);
   if (closed_ || closing_) return;
-  if (!keep_alive_) {
+  if (!keep_alive_ || load_->draining.load()) {
     // Close gracefully: stop sending, then drain what the peer still sends until it closes
     // (or the timeout), so that it reads the response instead of a reset.
     closing_ = true;
@@ -393,6 +415,7 @@ void Session::Close() {
   if (closed_) return;
   closed_ = true;
   in_exchange_ = false;
+  SetBusy(false);
   ReleaseInflightSlot();
   idle_timer_.cancel();
   if (auto pending = std::move(exchange_)) pending->Cancel();
@@ -496,7 +519,8 @@ int HttpServer::open_connections() const {
   return impl_->load->connections.load();
 }
 
-void HttpServer::StopAccepting() {
+void HttpServer::BeginDrain() {
+  impl_->load->draining.store(true);
   if (!impl_->accepting) return;
   impl_->accepting = false;
   asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
@@ -504,6 +528,20 @@ void HttpServer::StopAccepting() {
     impl->acceptor.close(ignored);
     impl->accept_backoff.cancel();
   });
+}
+
+int HttpServer::busy_connections() const {
+  return impl_->load->busy.load();
+}
+
+void HttpServer::StopAccepting() {
+  if (std::exchange(impl_->accepting, false)) {
+    asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+      beast::error_code ignored;
+      impl->acceptor.close(ignored);
+      impl->accept_backoff.cancel();
+    });
+  }
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (auto& w : impl_->sessions) {
     if (auto s = w.lock()) s->Shutdown();

@@ -48,6 +48,13 @@ class HttpServer {
   int port() const;
   // Connections open now (accepted and not yet destroyed).
   int open_connections() const;
+  // Graceful shutdown, first step: closes the listening socket (new connections are refused);
+  // every request that arrives from now on, GET /health included, gets 503 "shutting down";
+  // exchanges in progress go on, and each connection closes once its response is written.
+  void BeginDrain();
+  // Connections with an exchange in progress or response bytes not yet written (a draining
+  // server is done when this is 0).
+  int busy_connections() const;
   // Stops accepting and cancels every pending exchange (their upstream calls get cancelled);
   // connections close once their last write is done.
   void StopAccepting();

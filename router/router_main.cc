@@ -1,12 +1,15 @@
 // router --config cluster.yaml [--section.key value]: the OpenAI-compatible HTTP front end.
-// SIGINT/SIGTERM: stop accepting, cancel what is in flight (the coordinator frees its blocks),
-// wait (bounded) for the upstream calls to end, exit 0.
+// SIGINT/SIGTERM drains: no new connections, 503 for new requests on open ones, requests in
+// flight (streams too) get router.shutdown_grace_s to finish; then what remains is cancelled
+// (the coordinator frees its blocks) and the router exits 0. A second signal cancels at once.
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <thread>
 
 #include "common/cluster_config.h"
@@ -17,6 +20,33 @@
 #include "router/upstream_pool.h"
 
 namespace {
+
+// The drain after the first signal: new connections are refused and new requests get 503 while
+// those in flight finish, for up to `grace_s`. False when a second signal cut it short.
+bool DrainUntilIdle(llm::router::HttpServer& server, const sigset_t& signals, int sig,
+                    int grace_s) {
+  server.BeginDrain();
+  std::fprintf(stderr,
+               "router: %s: draining (no new connections or requests); %d connection(s) busy get "
+               "up to %d s (router.shutdown_grace_s); a second signal stops now\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", server.busy_connections(), grace_s);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
+  const timespec poll{0, 50 * 1000 * 1000};
+  while (server.busy_connections() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr, "router: %d connection(s) still busy after %d s: cancelling them\n",
+                   server.busy_connections(), grace_s);
+      return true;
+    }
+    if (sigtimedwait(&signals, nullptr, &poll) > 0) {
+      std::fprintf(stderr, "router: second signal: cancelling %d busy connection(s) now\n",
+                   server.busy_connections());
+      return false;
+    }
+  }
+  std::fprintf(stderr, "router: drained\n");
+  return true;
+}
 
 int Run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -112,10 +142,12 @@ int Run(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "router: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  server.StopAccepting();
-  if (!pool.WaitIdle(std::chrono::seconds(5))) {
-    std::fprintf(stderr, "router: %d upstream calls still open after 5 s\n", pool.Outstanding());
+  const bool now = !DrainUntilIdle(server, signals, sig, config->router_shutdown_grace_s);
+  server.StopAccepting();  // cancels what is still in flight
+  const auto upstream_wait = std::chrono::seconds(now ? 1 : 5);
+  if (!pool.WaitIdle(upstream_wait)) {
+    std::fprintf(stderr, "router: %d upstream calls still open after cancelling\n",
+                 pool.Outstanding());
   }
   server.Stop();
   pool.Stop();

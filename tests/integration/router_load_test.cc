@@ -1,6 +1,6 @@
 // End to end under load and failure: 64 concurrent streams, clients that disconnect
 // mid-stream (their requests are aborted upstream and every KV block is freed), two routers
-// over one coordinator, no coordinator, a draining coordinator, and SIGTERM.
+// over one coordinator, no coordinator and a draining coordinator (SIGTERM: router_drain_test).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -215,21 +215,6 @@ TEST(RouterLoad, NoCoordinatorAndDrainingGive503) {
   ASSERT_TRUE(cluster.Drain(false));
   EXPECT_TRUE(
       WaitFor([&] { return Post(cluster.port(), "/v1/completions", body).status == 200; }, 10));
-}
-
-TEST(RouterLoad, SigtermStopsTheRouterCleanly) {
-  LLM_E2E_REQUIRE_SHARED();
-  Cluster cluster;
-  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
-  // A stream in flight while the router shuts down is cancelled upstream.
-  HttpClient c(cluster.port());
-  ASSERT_TRUE(c.Send("POST", "/v1/completions", StreamBody(400, 1).dump()));
-  int events = 0;
-  c.ReadEvents([&](const std::string&) { return ++events < 2; });
-  const int status = cluster.router().Stop(SIGTERM, 10.0);
-  EXPECT_TRUE(WIFEXITED(status)) << cluster.Logs();
-  EXPECT_EQ(WEXITSTATUS(status), 0) << cluster.Logs();
-  EXPECT_TRUE(cluster.WaitAllBlocksFree(10.0)) << cluster.Stats().DebugString();
 }
 
 }  // namespace

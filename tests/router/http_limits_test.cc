@@ -209,5 +209,43 @@ TEST(HttpLimits, ConnectionsBeyondMaxConnectionsGet429AndAreClosed) {
   server.Stop();
 }
 
+// Drain (router SIGTERM): exchanges in progress go on and count as busy until written; new
+// requests on open connections, /health included, get 503 and the connection closes; new
+// connections are refused.
+TEST(HttpLimits, DrainFinishesExchangesInProgressAndRefusesNewOnes) {
+  HoldingHandler handler;
+  HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  HttpServer server(options, handler);
+  ASSERT_TRUE(server.Start().ok());
+  Client held(server.port()), idle(server.port());
+  held.Send(http::verb::post, "/hold");
+  ASSERT_TRUE(WaitFor([&] { return handler.started() == 1; }));
+  EXPECT_EQ(idle.Call(http::verb::get, "/health").status, 200);
+  // The idle connection is no longer busy once its response is written (just after the client
+  // read it).
+  ASSERT_TRUE(WaitFor([&] { return server.busy_connections() == 1; }));
+  server.BeginDrain();
+  const Reply refused = idle.Call(http::verb::post, "/hold");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("shutting down"), std::string::npos) << refused.body;
+  EXPECT_FALSE(refused.keep_alive);
+  EXPECT_EQ(handler.started(), 1);
+  // The listening socket is closed: a new connection is refused.
+  asio::io_context ioc;
+  asio::ip::tcp::socket fresh(ioc);
+  beast::error_code ec;
+  fresh.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(server.port())}, ec);
+  EXPECT_TRUE(ec) << "connected to a draining server";
+  EXPECT_TRUE(WaitFor([&] { return server.busy_connections() == 1; }));  // the held exchange
+  handler.Release();
+  const Reply done = held.Receive();
+  EXPECT_EQ(done.status, 200);
+  EXPECT_FALSE(done.keep_alive);  // closes after its response while draining
+  EXPECT_TRUE(WaitFor([&] { return server.busy_connections() == 0; }));
+  server.Stop();
+}
+
 }  // namespace
 }  // namespace llm::router
