@@ -211,6 +211,13 @@ const std::vector<KeySpec>& Schema() {
       IntKey("router.shutdown_grace_s", &C::router_shutdown_grace_s, 0, 86400,
              "on SIGTERM/SIGINT: no new connections or requests (503), those in flight get "
              "this long to finish, then are cancelled (a 2nd signal: now)"),
+      IntKey("router.io_timeout_s", &C::io_timeout_s, 1, 86400,
+             "reading one request (an idle keep-alive connection too) and each write; past it "
+             "the connection closes and its request is cancelled"),
+      IntKey("router.write_queue_bytes", &C::write_queue_bytes, 1024, int64_t{1} << 30,
+             "response bytes queued per connection; beyond it the stream waits for the client"),
+      IntKey("router.max_header_bytes", &C::max_header_bytes, 1024, int64_t{1} << 24,
+             "request headers larger than this get 431"),
   };
   return schema;
 }

@@ -259,7 +259,8 @@ void Session::ReadError(beast::error_code ec) {
   }
   if (ec == http::error::header_limit) {
     return FailRequest(HttpError(431, "The request headers are larger than " +
-                                          std::to_string(options_.max_header_bytes) + " bytes"));
+                                          std::to_string(options_.max_header_bytes) +
+                                          " bytes (router.max_header_bytes)"));
   }
   FailRequest(HttpError(400, "Malformed HTTP request: " + ec.message()));
 }

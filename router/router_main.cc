@@ -126,6 +126,9 @@ int Run(int argc, char** argv) {
   http.max_body_bytes = config->max_body_bytes;
   http.max_connections = config->max_connections;
   http.max_inflight_requests = config->max_inflight_requests;
+  http.io_timeout_s = config->io_timeout_s;
+  http.write_queue_bytes = static_cast<size_t>(config->write_queue_bytes);
+  http.max_header_bytes = static_cast<uint32_t>(config->max_header_bytes);
   http.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
   llm::router::HttpServer server(http, service);
   if (auto s = server.Start(); !s.ok()) {

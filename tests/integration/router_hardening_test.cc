@@ -2,6 +2,7 @@
 // input named in the issue and checks the error and that the router keeps serving.
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -321,6 +322,62 @@ TEST_F(RouterHardening, SpecialTokenTextInMessagesStaysText) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(count(r.Json()["tokens"], 1), 2) << r.body;
   EXPECT_EQ(count(r.Json()["tokens"], 2), 1) << r.body;
+}
+
+// Seconds until the router closes a connection that sent `bytes` and then nothing (-1: still
+// open after `limit_s`).
+double SecondsUntilClosed(int port, const std::string& bytes, double limit_s) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  double closed_after = -1;
+  const auto start = std::chrono::steady_clock::now();
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+    const auto end = ChildProcess::Deadline(limit_s);
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      char buf[512];
+      if (recv(fd, buf, sizeof(buf), 0) <= 0) {
+        closed_after =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        break;
+      }
+    }
+  }
+  close(fd);
+  return closed_after;
+}
+
+// The HTTP knobs that were hard-coded are keys now (issue 6): router.max_header_bytes,
+// router.io_timeout_s (router.write_queue_bytes and router.health_check_interval_ms are
+// plumbed the same way; RouterStreamStart uses the interval).
+TEST_F(RouterHardening, HttpLimitsAreConfigurable) {
+  const int knobs =
+      cluster_->AddRouter({"--router.max_header_bytes", "2048", "--router.io_timeout_s", "1",
+                           "--router.write_queue_bytes", "4096"});
+  ASSERT_NE(knobs, 0) << cluster_->Logs();
+  const HttpResult big =
+      Http(knobs, "GET", "/health", "", 10.0, {{"X-Pad", std::string(4096, 'a')}});
+  EXPECT_EQ(big.status, 431) << big.body;
+  EXPECT_NE(big.body.find("router.max_header_bytes"), std::string::npos) << big.body;
+  EXPECT_NE(big.body.find("2048"), std::string::npos) << big.body;
+  // The same header is fine under the default limit (16 KiB).
+  EXPECT_EQ(Http(port(), "GET", "/health", "", 10.0, {{"X-Pad", std::string(4096, 'a')}}).status,
+            200);
+  // Half a request, then silence: closed after io_timeout_s (1 s) instead of 60 s.
+  const double closed = SecondsUntilClosed(knobs, "POST /v1/completions HTTP/1.1\r\nHost: x", 5.0);
+  EXPECT_GE(closed, 0.9) << "closed too early";
+  EXPECT_LT(closed, 4.0) << "not closed within 4 s (-1: still open)";
+  // A stream through the small write queue still completes.
+  const StreamResult s = PostStream(
+      knobs, "/v1/completions",
+      {{"prompt", "Once upon a time"}, {"max_tokens", 64}, {"ignore_eos", true}, {"stream", true}});
+  EXPECT_TRUE(s.done) << s.http.error;
+  EXPECT_EQ(Http(knobs, "GET", "/health").status, 200);
 }
 
 }  // namespace
