@@ -218,6 +218,9 @@ const std::vector<KeySpec>& Schema() {
              "response bytes queued per connection; beyond it the stream waits for the client"),
       IntKey("router.max_header_bytes", &C::max_header_bytes, 1024, int64_t{1} << 24,
              "request headers larger than this get 431"),
+      IntKey("router.io_threads", &C::io_threads, 0, 1024,
+             "HTTP I/O threads, and as many threads for request parsing/templating/"
+             "tokenization; 0 = the number of cores, at least 2"),
   };
   return schema;
 }

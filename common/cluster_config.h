@@ -69,6 +69,7 @@ struct ClusterConfig {
   int io_timeout_s = 60;                  // reading one request, and each write
   int64_t write_queue_bytes = 256 << 10;  // per connection; a full queue pauses its stream
   int64_t max_header_bytes = 16 << 10;    // larger request headers get 431
+  int io_threads = 0;  // HTTP I/O threads (and as many handler threads); 0: cores, at least 2
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

@@ -102,6 +102,7 @@ GenerationJob::GenerationJob(JobSpec spec, std::shared_ptr<const Tokenizer> toke
 GenerationJob::~GenerationJob() = default;
 
 bool GenerationJob::Start() {
+  if (cancelled_) return false;
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& c = *choices_[i];
     auto self = shared_from_this();

@@ -49,7 +49,8 @@ class GenerationJob : public PendingExchange, public std::enable_shared_from_thi
                 std::shared_ptr<ResponseSink> sink);
   ~GenerationJob() override;
 
-  // Starts every call. Returns false when the exchange is already answered (no upstream: 503).
+  // Starts every call; runs on the connection's strand. Returns false when the exchange is
+  // already answered (no upstream: 503) or was cancelled.
   bool Start();
   void Cancel() override;
 

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -70,6 +71,9 @@ bool IsResourceShortage(const beast::error_code& ec) {
 
 // What all sessions share: the counts behind max_connections and max_inflight_requests.
 // Shared-owned because sessions can outlive the server's Impl during shutdown.
+using Strand = asio::strand<asio::io_context::executor_type>;
+using WorkExecutor = asio::thread_pool::executor_type;
+
 struct ServerLoad {
   std::atomic<int> connections{0};
   std::atomic<int> inflight{0};
@@ -86,8 +90,10 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   // The caller has counted this connection in `load`; the session uncounts it when destroyed.
   // `over_connection_limit`: every request but GET /health gets 429, then the connection closes.
   Session(tcp::socket&& socket, const HttpServerOptions& options, RequestHandler& handler,
-          std::shared_ptr<ServerLoad> load, bool over_connection_limit)
+          WorkExecutor work, std::shared_ptr<ServerLoad> load, bool over_connection_limit)
       : stream_(std::move(socket)),
+        strand_(*stream_.get_executor().target<Strand>()),
+        work_(std::move(work)),
         idle_timer_(stream_.get_executor()),
         options_(options),
         handler_(handler),
@@ -107,7 +113,12 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
     asio::post(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
   }
 
+  // The sink's writers may be called from a work thread (the handler runs there): they hop to
+  // the strand, in call order.
   void Respond(HttpResponse r) override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this(), r = std::move(r)] { self->Respond(r); });
+    }
     if (!in_exchange_ || closed_) return;
     if (load_->draining.load()) keep_alive_ = false;
     Enqueue(ResponseHead(r.status, r.content_type, static_cast<int64_t>(r.body.size()), false,
@@ -116,16 +127,27 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
     EndExchange();
   }
   void BeginStream(int status, const std::string& content_type) override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this(), status, content_type] {
+        self->BeginStream(status, content_type);
+      });
+    }
     if (!in_exchange_ || closed_) return;
     if (load_->draining.load()) keep_alive_ = false;
     if (!chunked_) keep_alive_ = false;
     Enqueue(ResponseHead(status, content_type, -1, chunked_, keep_alive_, {}));
   }
   void StreamWrite(std::string data) override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this(), data = std::move(data)] { self->StreamWrite(data); });
+    }
     if (!in_exchange_ || closed_ || data.empty()) return;
     Enqueue(chunked_ ? Chunk(data) : std::move(data));
   }
   void EndStream() override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this()] { self->EndStream(); });
+    }
     if (!in_exchange_ || closed_) return;
     if (chunked_) Enqueue("0\r\n\r\n");
     EndExchange();
@@ -134,6 +156,9 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
     asio::post(stream_.get_executor(), std::move(fn));
   }
   void WhenWritable(std::function<void()> fn) override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this(), fn = std::move(fn)] { self->WhenWritable(fn); });
+    }
     if (closed_) return;
     if (queued_bytes_ < options_.write_queue_bytes) {
       Post(std::move(fn));
@@ -149,6 +174,9 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   void OnRead(beast::error_code ec);
   void ReadError(beast::error_code ec);
   void Dispatch();
+  // On the strand, after the handler returned on a work thread: `pending` becomes the exchange
+  // to cancel on disconnect if exchange `id` is still the one in progress.
+  void Adopt(uint64_t id, std::shared_ptr<PendingExchange> pending);
   void ReadPeer();
   void OnPeerRead(beast::error_code ec, size_t n);
   void Enqueue(std::string bytes);
@@ -188,6 +216,9 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   void Close();
 
   beast::tcp_stream stream_;
+  const Strand strand_;       // the stream's executor
+  const WorkExecutor work_;   // where handlers run (off the I/O threads)
+  uint64_t exchange_id_ = 0;  // counts exchanges; Adopt matches its handler's
   asio::steady_timer idle_timer_;
   uint64_t idle_generation_ = 0;
   const HttpServerOptions& options_;
@@ -202,10 +233,10 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   bool in_exchange_ = false;
   bool keep_alive_ = true;
   bool chunked_ = true;
-  bool peer_reading_ = false;  // a read that watches for disconnects (or drains at close)
-  bool restart_read_ = false;  // the peer read was cancelled to read the next request
-  bool closing_ = false;       // response sent with Connection: close; draining the peer
-  bool closed_ = false;
+  bool peer_reading_ = false;        // a read that watches for disconnects (or drains at close)
+  bool restart_read_ = false;        // the peer read was cancelled to read the next request
+  bool closing_ = false;             // response sent with Connection: close; draining the peer
+  std::atomic<bool> closed_{false};  // read by closed() from any thread
   bool writing_ = false;
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;
@@ -269,6 +300,7 @@ void Session::OnRead(beast::error_code ec) {
   if (ec) return ReadError(ec);
   stream_.expires_never();
   in_exchange_ = true;
+  ++exchange_id_;
   SetBusy(true);
   const auto& req = parser_->get();
   keep_alive_ = req.keep_alive();
@@ -289,14 +321,38 @@ void Session::Dispatch() {
   // the start of its next request (pipelining): those bytes wait in the buffer, and the read
   // behind them still sees the hang-up.
   ReadPeer();
-  std::shared_ptr<PendingExchange> pending;
-  try {
-    pending = handler_.Handle(request, shared_from_this());
-  } catch (const std::exception& e) {
-    FailRequest(ToApiError(Internal(std::string("internal error: ") + e.what())));
-    return;
+  // Requests without a body (GET /health, /v1/models) are cheap: answered here, so /health
+  // never queues behind heavy work. Others (JSON parsing, chat templating, tokenization) run on
+  // a work thread: one big request must not hold an I/O thread that other connections,
+  // accept() and /health need.
+  if (request.body.empty() && request.method == "GET") {
+    std::shared_ptr<PendingExchange> pending;
+    try {
+      pending = handler_.Handle(request, shared_from_this());
+    } catch (const std::exception& e) {
+      return FailRequest(ToApiError(Internal(std::string("internal error: ") + e.what())));
+    }
+    return Adopt(exchange_id_, std::move(pending));
   }
-  if (in_exchange_) exchange_ = std::move(pending);
+  asio::post(work_, [self = shared_from_this(), id = exchange_id_, request = std::move(request)] {
+    std::shared_ptr<PendingExchange> pending;
+    try {
+      pending = self->handler_.Handle(request, self);
+    } catch (const std::exception& e) {
+      const ApiError error = ToApiError(Internal(std::string("internal error: ") + e.what()));
+      self->Post([self, id, error] {
+        if (id == self->exchange_id_) self->FailRequest(error);
+      });
+      return;
+    }
+    self->Post([self, id, pending = std::move(pending)] { self->Adopt(id, pending); });
+  });
+}
+
+void Session::Adopt(uint64_t id, std::shared_ptr<PendingExchange> pending) {
+  if (!pending) return;
+  if (closed_) return pending->Cancel();  // the client left while the handler ran
+  if (in_exchange_ && id == exchange_id_) exchange_ = std::move(pending);
 }
 
 bool Session::Admit(const HttpRequest& request) {
@@ -438,12 +494,16 @@ struct HttpServer::Impl {
   std::chrono::steady_clock::time_point last_accept_log{};
   std::shared_ptr<ServerLoad> load = std::make_shared<ServerLoad>();
   std::vector<std::thread> threads;
+  asio::thread_pool work_pool;  // handlers (see Session::Dispatch)
   std::mutex mu;
   std::vector<std::weak_ptr<Session>> sessions;
   bool accepting = false;
   int port = 0;
 
-  Impl(HttpServerOptions o, RequestHandler& h) : options(std::move(o)), handler(h) {}
+  Impl(HttpServerOptions o, RequestHandler& h)
+      : options(std::move(o)),
+        handler(h),
+        work_pool(static_cast<size_t>(std::max(1, options.work_threads))) {}
 
   void Accept() {
     acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
@@ -451,7 +511,8 @@ struct HttpServer::Impl {
       if (IsResourceShortage(ec)) return BackOff(ec);
       if (!ec) {
         const bool over = load->connections.fetch_add(1) >= options.max_connections;
-        auto session = std::make_shared<Session>(std::move(s), options, handler, load, over);
+        auto session = std::make_shared<Session>(std::move(s), options, handler,
+                                                 work_pool.get_executor(), load, over);
         {
           std::lock_guard<std::mutex> lock(mu);
           std::erase_if(sessions, [](const auto& w) { return w.expired(); });
@@ -506,7 +567,7 @@ Status HttpServer::Start() {
   impl_->work.emplace(impl_->ioc.get_executor());
   impl_->accepting = true;
   asio::dispatch(a.get_executor(), [impl = impl_.get()] { impl->Accept(); });
-  for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
+  for (int i = 0; i < std::max(1, impl_->options.io_threads); ++i) {
     impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
   }
   return Status::Ok();
@@ -555,6 +616,8 @@ void HttpServer::Stop() {
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  impl_->work_pool.stop();
+  impl_->work_pool.join();
 }
 
 }  // namespace llm::router

@@ -22,7 +22,12 @@ namespace llm::router {
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
   int port = 2000;  // 0: any free port (see HttpServer::port())
-  int threads = 2;
+  // Threads that run the sockets: accept, reads, writes, /health, and the streaming of
+  // responses (detokenizing, stop strings) on each connection's strand.
+  int io_threads = 2;
+  // Threads that run request handlers (JSON parsing, chat templating, tokenization), so that
+  // one big request never holds an I/O thread.
+  int work_threads = 2;
   int64_t max_body_bytes = 1 << 20;
   uint32_t max_header_bytes = 16 * 1024;
   // Reading one request (an idle keep-alive connection included) and each write: a client

@@ -129,7 +129,12 @@ int Run(int argc, char** argv) {
   http.io_timeout_s = config->io_timeout_s;
   http.write_queue_bytes = static_cast<size_t>(config->write_queue_bytes);
   http.max_header_bytes = static_cast<uint32_t>(config->max_header_bytes);
-  http.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
+  // Several I/O threads even on one core: a connection whose strand is busy (stop strings of a
+  // big stream) must not hold up accept() and /health.
+  http.io_threads = config->io_threads > 0
+                        ? config->io_threads
+                        : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  http.work_threads = http.io_threads;
   llm::router::HttpServer server(http, service);
   if (auto s = server.Start(); !s.ok()) {
     std::fprintf(stderr, "router: %s\n", s.ToString().c_str());

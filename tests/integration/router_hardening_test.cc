@@ -380,5 +380,49 @@ TEST_F(RouterHardening, HttpLimitsAreConfigurable) {
   EXPECT_EQ(Http(knobs, "GET", "/health").status, 200);
 }
 
+// Big requests do not stall other clients (issue 6): with as many huge /tokenize bodies in
+// progress as the router has I/O threads (router.io_threads 2), /health and a small
+// completion still answer within a bound. Parsing and tokenizing run on handler threads, not
+// on the I/O threads.
+TEST_F(RouterHardening, BigRequestsDoNotStallHealth) {
+  const int router = cluster_->AddRouter(
+      {"--router.io_threads", "2", "--router.max_body_bytes", std::to_string(64 << 20)});
+  ASSERT_NE(router, 0) << cluster_->Logs();
+  std::string text;
+  while (text.size() < (4u << 20)) text += "Once upon a time there was a little dog named Spot. ";
+  const std::string big = json{{"prompt", text}}.dump();
+  std::atomic<int> heavy_done{0};
+  std::vector<double> heavy_s(2, 0);
+  std::vector<int> heavy_status(2, 0);
+  std::vector<std::thread> heavy;
+  for (int i = 0; i < 2; ++i) {
+    heavy.emplace_back([&, i] {
+      const auto t0 = std::chrono::steady_clock::now();
+      heavy_status[i] = Http(router, "POST", "/tokenize", big, 120.0).status;
+      heavy_s[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++heavy_done;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the bodies are being handled
+  double worst = 0;
+  int probes = 0;
+  while (heavy_done.load() == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(Http(router, "GET", "/health", "", 10.0).status, 200);
+    worst = std::max(worst,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ++probes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (auto& t : heavy) t.join();
+  EXPECT_EQ(heavy_status[0], 200);
+  EXPECT_EQ(heavy_status[1], 200);
+  std::printf("big requests: %.1f s and %.1f s; %d /health probes meanwhile, slowest %.3f s\n",
+              heavy_s[0], heavy_s[1], probes, worst);
+  if (std::min(heavy_s[0], heavy_s[1]) < 1.0) GTEST_SKIP() << "the big requests were too quick";
+  EXPECT_GT(probes, 3);
+  EXPECT_LT(worst, 1.0) << "/health waited behind big requests";
+}
+
 }  // namespace
 }  // namespace llm::e2e

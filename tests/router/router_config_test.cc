@@ -18,6 +18,7 @@ TEST(RouterConfig, Defaults) {
   EXPECT_EQ(c->io_timeout_s, 60);
   EXPECT_EQ(c->write_queue_bytes, 256 * 1024);
   EXPECT_EQ(c->max_header_bytes, 16 * 1024);
+  EXPECT_EQ(c->io_threads, 0);  // the number of cores, at least 2
 }
 
 TEST(RouterConfig, KeysAndOverrides) {
@@ -39,11 +40,9 @@ router:
 }
 
 TEST(RouterConfig, OutOfRangeValuesNameTheKey) {
-  const std::pair<const char*, const char*> bad[] = {{"health_check_interval_ms", "0"},
-                                                     {"shutdown_grace_s", "-1"},
-                                                     {"io_timeout_s", "0"},
-                                                     {"write_queue_bytes", "10"},
-                                                     {"max_header_bytes", "100"}};
+  const std::pair<const char*, const char*> bad[] = {
+      {"health_check_interval_ms", "0"}, {"shutdown_grace_s", "-1"},  {"io_timeout_s", "0"},
+      {"write_queue_bytes", "10"},       {"max_header_bytes", "100"}, {"io_threads", "-1"}};
   for (const auto& [key, value] : bad) {
     auto c =
         ParseClusterConfig(std::string("router: {") + key + ": " + value + "}", "cluster.yaml");
@@ -65,7 +64,7 @@ TEST(RouterConfig, DeployExampleDocumentsEveryRouterKnob) {
   auto defaults = ParseClusterConfig("", "empty.yaml");
   ASSERT_TRUE(defaults.ok());
   for (const char* key : {"health_check_interval_ms:", "shutdown_grace_s:", "io_timeout_s:",
-                          "write_queue_bytes:", "max_header_bytes:"}) {
+                          "write_queue_bytes:", "max_header_bytes:", "io_threads:"}) {
     const size_t router = text.str().find("\nrouter:");
     ASSERT_NE(router, std::string::npos);
     EXPECT_NE(text.str().find(std::string("  ") + key, router), std::string::npos)
@@ -76,6 +75,7 @@ TEST(RouterConfig, DeployExampleDocumentsEveryRouterKnob) {
   EXPECT_EQ(example->io_timeout_s, defaults->io_timeout_s);
   EXPECT_EQ(example->write_queue_bytes, defaults->write_queue_bytes);
   EXPECT_EQ(example->max_header_bytes, defaults->max_header_bytes);
+  EXPECT_EQ(example->io_threads, defaults->io_threads);
 }
 
 }  // namespace
