@@ -69,11 +69,12 @@ bool IsResourceShortage(const beast::error_code& ec) {
 
 }  // namespace
 
-// What all sessions share: the counts behind max_connections and max_inflight_requests.
-// Shared-owned because sessions can outlive the server's Impl during shutdown.
 using Strand = asio::strand<asio::io_context::executor_type>;
 using WorkExecutor = asio::thread_pool::executor_type;
 
+// What all sessions share: the counts behind max_connections and max_inflight_requests, the
+// busy count a drain waits for, and the drain flag. Shared-owned because sessions can outlive
+// the server's Impl during shutdown.
 struct ServerLoad {
   std::atomic<int> connections{0};
   std::atomic<int> inflight{0};
@@ -84,7 +85,8 @@ struct ServerLoad {
   std::atomic<bool> draining{false};
 };
 
-// One connection. All members are touched on the session's strand only.
+// One connection. All members are touched on the session's strand only (closed_ is also read
+// from other threads); the ResponseSink writers called elsewhere hop to the strand first.
 class Session final : public ResponseSink, public std::enable_shared_from_this<Session> {
  public:
   // The caller has counted this connection in `load`; the session uncounts it when destroyed.
