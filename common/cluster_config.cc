@@ -234,6 +234,21 @@ const std::vector<KeySpec>& Schema() {
       BoolKey("router.special_tokens_in_messages", &C::special_tokens_in_messages,
               "special-token text in chat message content becomes control tokens (vLLM's "
               "behaviour); default false: it is tokenized as plain text"),
+      IntKey("router.health_check_interval_ms", &C::health_check_interval_ms, 50, 600000,
+             "how often each upstream is asked for Admin.Health (unhealthy: no new requests)"),
+      IntKey("router.shutdown_grace_s", &C::router_shutdown_grace_s, 0, 86400,
+             "on SIGTERM/SIGINT: no new connections or requests (503), those in flight get "
+             "this long to finish, then are cancelled (a 2nd signal: now)"),
+      IntKey("router.io_timeout_s", &C::io_timeout_s, 1, 86400,
+             "reading one request (an idle keep-alive connection too) and each write; past it "
+             "the connection closes and its request is cancelled"),
+      IntKey("router.write_queue_bytes", &C::write_queue_bytes, 1024, int64_t{1} << 30,
+             "response bytes queued per connection; beyond it the stream waits for the client"),
+      IntKey("router.max_header_bytes", &C::max_header_bytes, 1024, int64_t{1} << 24,
+             "request headers larger than this get 431"),
+      IntKey("router.io_threads", &C::io_threads, 0, 1024,
+             "HTTP I/O threads, and as many threads for request parsing/templating/"
+             "tokenization; 0 = the number of cores, at least 2"),
   };
   return schema;
 }

@@ -68,6 +68,15 @@ struct ClusterConfig {
   // router: special-token text in chat message content becomes control tokens (vLLM) or, by
   // default, stays text
   bool special_tokens_in_messages = false;
+  // router: how often each upstream coordinator is asked for Admin.Health
+  int health_check_interval_ms = 1000;
+  // router: on SIGTERM/SIGINT, requests in flight get this long to finish (a 2nd signal: now)
+  int router_shutdown_grace_s = 30;
+  // router: HTTP connections
+  int io_timeout_s = 60;                  // reading one request, and each write
+  int64_t write_queue_bytes = 256 << 10;  // per connection; a full queue pauses its stream
+  int64_t max_header_bytes = 16 << 10;    // larger request headers get 431
+  int io_threads = 0;  // HTTP I/O threads (and as many handler threads); 0: cores, at least 2
 };
 
 // Describes every key: "section.key  type  default  range  help" lines.

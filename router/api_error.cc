@@ -21,6 +21,8 @@ const char* TypeFor(int http_status) {
       return "rate_limit_error";
     case 503:
       return "service_unavailable_error";
+    case 504:
+      return "timeout";
     default:
       return "server_error";
   }
@@ -67,6 +69,14 @@ std::string ApiErrorJson(const ApiError& error) {
   if (!error.code.empty()) e["code"] = error.code;
   return nlohmann::json{{"error", e}}.dump(-1, ' ', false,
                                            nlohmann::json::error_handler_t::replace);
+}
+
+HttpResponse ApiErrorResponse(const ApiError& error) {
+  HttpResponse r{error.http_status, "application/json", ApiErrorJson(error), {}};
+  if (error.retry_after_s > 0) {
+    r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+  }
+  return r;
 }
 
 }  // namespace llm::router

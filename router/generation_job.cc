@@ -4,6 +4,7 @@
 
 #include "router/api_error.h"
 #include "router/stop_matcher.h"
+#include "router/upstream_errors.h"
 
 namespace llm::router {
 
@@ -52,7 +53,7 @@ const std::string& JobChoiceSpec::echo() const {
 v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec& choice) {
   const GenerationOptions& o = spec.options;
   v1::GenerateRequest req;
-  req.set_api_version(v1::API_VERSION_CURRENT);
+  req.set_api_version(kGenerateApiVersion);
   req.set_request_id(spec.meta.id + "-" + std::to_string(choice.index));
   req.mutable_prompt_token_ids()->Add(choice.prompt_ids->begin(), choice.prompt_ids->end());
   v1::SamplingParams* s = req.mutable_sampling();
@@ -101,6 +102,7 @@ GenerationJob::GenerationJob(JobSpec spec, std::shared_ptr<const Tokenizer> toke
 GenerationJob::~GenerationJob() = default;
 
 bool GenerationJob::Start() {
+  if (cancelled_) return false;
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& c = *choices_[i];
     auto self = shared_from_this();
@@ -108,17 +110,21 @@ bool GenerationJob::Start() {
     cb.on_message = [self, i](v1::GenerateResponse r) {
       self->sink_->Post([self, i, r = std::move(r)] { self->OnMessage(i, r); });
     };
-    cb.on_done = [self, i](Status s) {
-      self->sink_->Post([self, i, s = std::move(s)] { self->OnDone(i, s); });
+    cb.on_done = [self, i](std::optional<ApiError> e) {
+      self->sink_->Post([self, i, e = std::move(e)] { self->OnDone(i, e); });
     };
     auto call = pool_.StartGenerate(MakeGenerateRequest(spec_, c.spec), spec_.timeout, cb);
     if (!call.ok()) {
       c.done = true;
       for (size_t k = i + 1; k < choices_.size(); ++k) choices_[k]->done = true;
-      Fail(call.status());
+      Fail(ToApiError(call.status()));
       return !answered_;
     }
     c.call = std::move(call).value();
+    // The first call is on its way: a stream's headers (and chat's role chunk) go out now,
+    // before the first token, so a proxy with an idle timeout does not cut a request that
+    // waits in the coordinator's queue. Errors from here on are a last error event.
+    if (i == 0) EnsureStreamStarted();
   }
   return true;
 }
@@ -131,8 +137,8 @@ void GenerationJob::Cancel() {
   }
 }
 
-void GenerationJob::Fail(const Status& status) {
-  if (!error_) error_ = status;
+void GenerationJob::Fail(const ApiError& error) {
+  if (!error_) error_ = error;
   for (auto& c : choices_) {
     if (c->call && !c->done) c->call->Cancel();
   }
@@ -255,11 +261,12 @@ void GenerationJob::Emit(Choice& c, const std::string& text, std::vector<TokenLo
   sink_->StreamWrite(SseData(chunk));
 }
 
-void GenerationJob::OnDone(size_t i, const Status& status) {
+void GenerationJob::OnDone(size_t i, const std::optional<ApiError>& error) {
   Choice& c = *choices_[i];
   c.done = true;
   if (!c.finished && !cancelled_ && !error_) {
-    Fail(status.ok() ? Internal("the coordinator ended a stream without a finish reason") : status);
+    Fail(error ? *error
+               : ToApiError(Internal("the coordinator ended a stream without a finish reason")));
     return;
   }
   Finish();
@@ -275,9 +282,9 @@ void GenerationJob::Finish() {
   usage.prompt_tokens = spec_.prompt_tokens;
   for (auto& c : choices_) usage.completion_tokens += c->completion_tokens;
   if (error_) {
-    const ApiError e = ToApiError(*error_);
+    const ApiError& e = *error_;
     if (!stream_started_) {
-      sink_->Respond({e.http_status, "application/json", ApiErrorJson(e), {}});
+      sink_->Respond(ApiErrorResponse(e));
     } else {
       sink_->StreamWrite("data: " + ApiErrorJson(e) + "\n\n");
       sink_->StreamWrite(SseDone());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/tokenizer.h"
+#include "router/api_error.h"
 #include "router/http_exchange.h"
 #include "router/openai_format.h"
 #include "router/openai_request.h"
@@ -48,7 +49,8 @@ class GenerationJob : public PendingExchange, public std::enable_shared_from_thi
                 std::shared_ptr<ResponseSink> sink);
   ~GenerationJob() override;
 
-  // Starts every call. Returns false when the exchange is already answered (no upstream: 503).
+  // Starts every call; runs on the connection's strand. Returns false when the exchange is
+  // already answered (no upstream: 503) or was cancelled.
   bool Start();
   void Cancel() override;
 
@@ -56,8 +58,8 @@ class GenerationJob : public PendingExchange, public std::enable_shared_from_thi
 
  private:
   void OnMessage(size_t i, const v1::GenerateResponse& response);
-  void OnDone(size_t i, const Status& status);
-  void Fail(const Status& status);
+  void OnDone(size_t i, const std::optional<ApiError>& error);
+  void Fail(const ApiError& error);
   void EnsureStreamStarted();
   void Emit(Choice& c, const std::string& text, std::vector<TokenLogprob> logprobs);
   void Finish();
@@ -69,7 +71,7 @@ class GenerationJob : public PendingExchange, public std::enable_shared_from_thi
   UpstreamPool& pool_;
   std::shared_ptr<ResponseSink> sink_;
   std::vector<std::unique_ptr<Choice>> choices_;
-  std::optional<Status> error_;
+  std::optional<ApiError> error_;  // the first error; the client gets it
   bool cancelled_ = false;
   bool stream_started_ = false;
   bool answered_ = false;

@@ -24,8 +24,10 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// The connection's side of one exchange. Thread affinity: everything but Post runs on the
-// connection's strand. After the connection closed, writes are dropped silently.
+// The connection's side of one exchange. Thread affinity: every method may be called from any
+// thread; the writers (Respond, BeginStream, StreamWrite, EndStream, WhenWritable) run on the
+// connection's strand, in the order they were called from one thread. After the connection
+// closed, writes are dropped silently.
 class ResponseSink {
  public:
   virtual ~ResponseSink() = default;
@@ -54,8 +56,10 @@ class PendingExchange {
 class RequestHandler {
  public:
   virtual ~RequestHandler() = default;
-  // Runs on the connection's strand. Either answers through `sink` before returning (and
-  // returns nullptr) or returns the pending exchange that will answer later.
+  // Runs on a work thread (bodyless GETs such as /health: on the connection's strand), so it
+  // may parse, template and tokenize without holding an I/O thread; calls for different
+  // connections run concurrently. Either answers through `sink` (and returns nullptr) or
+  // returns the pending exchange that will answer later; its Cancel runs on the strand.
   virtual std::shared_ptr<PendingExchange> Handle(const HttpRequest& request,
                                                   const std::shared_ptr<ResponseSink>& sink) = 0;
 };

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -68,27 +69,40 @@ bool IsResourceShortage(const beast::error_code& ec) {
 
 }  // namespace
 
-// What all sessions share: the counts behind max_connections and max_inflight_requests.
-// Shared-owned because sessions can outlive the server's Impl during shutdown.
+using Strand = asio::strand<asio::io_context::executor_type>;
+using WorkExecutor = asio::thread_pool::executor_type;
+
+// What all sessions share: the counts behind max_connections and max_inflight_requests, the
+// busy count a drain waits for, and the drain flag. Shared-owned because sessions can outlive
+// the server's Impl during shutdown.
 struct ServerLoad {
   std::atomic<int> connections{0};
   std::atomic<int> inflight{0};
+  // Connections with an exchange in progress or response bytes not yet written: a draining
+  // server waits for this to reach 0.
+  std::atomic<int> busy{0};
+  // Shutting down: every new request gets 503 and connections close after their response.
+  std::atomic<bool> draining{false};
 };
 
-// One connection. All members are touched on the session's strand only.
+// One connection. All members are touched on the session's strand only (closed_ is also read
+// from other threads); the ResponseSink writers called elsewhere hop to the strand first.
 class Session final : public ResponseSink, public std::enable_shared_from_this<Session> {
  public:
   // The caller has counted this connection in `load`; the session uncounts it when destroyed.
   // `over_connection_limit`: every request but GET /health gets 429, then the connection closes.
   Session(tcp::socket&& socket, const HttpServerOptions& options, RequestHandler& handler,
-          std::shared_ptr<ServerLoad> load, bool over_connection_limit)
+          WorkExecutor work, std::shared_ptr<ServerLoad> load, bool over_connection_limit)
       : stream_(std::move(socket)),
+        strand_(*stream_.get_executor().target<Strand>()),
+        work_(std::move(work)),
         idle_timer_(stream_.get_executor()),
         options_(options),
         handler_(handler),
         load_(std::move(load)),
         over_connection_limit_(over_connection_limit) {}
   ~Session() override {
+    SetBusy(false);
     ReleaseInflightSlot();
     load_->connections.fetch_sub(1);
   }
@@ -101,23 +115,41 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
     asio::post(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
   }
 
+  // The sink's writers may be called from a work thread (the handler runs there): they hop to
+  // the strand, in call order.
   void Respond(HttpResponse r) override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this(), r = std::move(r)] { self->Respond(r); });
+    }
     if (!in_exchange_ || closed_) return;
+    if (load_->draining.load()) keep_alive_ = false;
     Enqueue(ResponseHead(r.status, r.content_type, static_cast<int64_t>(r.body.size()), false,
                          keep_alive_, r.headers) +
             r.body);
     EndExchange();
   }
   void BeginStream(int status, const std::string& content_type) override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this(), status, content_type] {
+        self->BeginStream(status, content_type);
+      });
+    }
     if (!in_exchange_ || closed_) return;
+    if (load_->draining.load()) keep_alive_ = false;
     if (!chunked_) keep_alive_ = false;
     Enqueue(ResponseHead(status, content_type, -1, chunked_, keep_alive_, {}));
   }
   void StreamWrite(std::string data) override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this(), data = std::move(data)] { self->StreamWrite(data); });
+    }
     if (!in_exchange_ || closed_ || data.empty()) return;
     Enqueue(chunked_ ? Chunk(data) : std::move(data));
   }
   void EndStream() override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this()] { self->EndStream(); });
+    }
     if (!in_exchange_ || closed_) return;
     if (chunked_) Enqueue("0\r\n\r\n");
     EndExchange();
@@ -126,6 +158,9 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
     asio::post(stream_.get_executor(), std::move(fn));
   }
   void WhenWritable(std::function<void()> fn) override {
+    if (!strand_.running_in_this_thread()) {
+      return Post([self = shared_from_this(), fn = std::move(fn)] { self->WhenWritable(fn); });
+    }
     if (closed_) return;
     if (queued_bytes_ < options_.write_queue_bytes) {
       Post(std::move(fn));
@@ -141,6 +176,9 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   void OnRead(beast::error_code ec);
   void ReadError(beast::error_code ec);
   void Dispatch();
+  // On the strand, after the handler returned on a work thread: `pending` becomes the exchange
+  // to cancel on disconnect if exchange `id` is still the one in progress.
+  void Adopt(uint64_t id, std::shared_ptr<PendingExchange> pending);
   void ReadPeer();
   void OnPeerRead(beast::error_code ec, size_t n);
   void Enqueue(std::string bytes);
@@ -161,9 +199,17 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
         });
   }
   void Continue();
+  // Bytes of pipelined requests the session buffers while an exchange is pending.
+  size_t PipelineLimit() const {
+    return options_.max_header_bytes + static_cast<size_t>(options_.max_body_bytes) + 4096;
+  }
   // False (after answering 429) when the request must not run: the connection is over
   // max_connections or max_inflight_requests exchanges are in progress. GET /health always runs.
   bool Admit(const HttpRequest& request);
+  void SetBusy(bool busy) {
+    if (busy_ != busy) load_->busy.fetch_add(busy ? 1 : -1);
+    busy_ = busy;
+  }
   void ReleaseInflightSlot() {
     if (std::exchange(holds_inflight_slot_, false)) load_->inflight.fetch_sub(1);
   }
@@ -172,6 +218,9 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   void Close();
 
   beast::tcp_stream stream_;
+  const Strand strand_;       // the stream's executor
+  const WorkExecutor work_;   // where handlers run (off the I/O threads)
+  uint64_t exchange_id_ = 0;  // counts exchanges; Adopt matches its handler's
   asio::steady_timer idle_timer_;
   uint64_t idle_generation_ = 0;
   const HttpServerOptions& options_;
@@ -179,16 +228,17 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   std::shared_ptr<ServerLoad> load_;
   const bool over_connection_limit_;
   bool holds_inflight_slot_ = false;
+  bool busy_ = false;  // counted in load_->busy
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<PendingExchange> exchange_;
   bool in_exchange_ = false;
   bool keep_alive_ = true;
   bool chunked_ = true;
-  bool peer_reading_ = false;  // a read that watches for disconnects (or drains at close)
-  bool restart_read_ = false;  // the peer read was cancelled to read the next request
-  bool closing_ = false;       // response sent with Connection: close; draining the peer
-  bool closed_ = false;
+  bool peer_reading_ = false;        // a read that watches for disconnects (or drains at close)
+  bool restart_read_ = false;        // the peer read was cancelled to read the next request
+  bool closing_ = false;             // response sent with Connection: close; draining the peer
+  std::atomic<bool> closed_{false};  // read by closed() from any thread
   bool writing_ = false;
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;
@@ -233,6 +283,7 @@ void Session::ReadError(beast::error_code ec) {
       ec != http::error::end_of_stream && ec != http::error::partial_message;
   if (!parse_error) return Close();  // the peer closed, timed out or reset
   in_exchange_ = true;
+  SetBusy(true);
   keep_alive_ = false;
   if (ec == http::error::body_limit) {
     return FailRequest(HttpError(413, "The request body is larger than the limit of " +
@@ -241,7 +292,8 @@ void Session::ReadError(beast::error_code ec) {
   }
   if (ec == http::error::header_limit) {
     return FailRequest(HttpError(431, "The request headers are larger than " +
-                                          std::to_string(options_.max_header_bytes) + " bytes"));
+                                          std::to_string(options_.max_header_bytes) +
+                                          " bytes (router.max_header_bytes)"));
   }
   FailRequest(HttpError(400, "Malformed HTTP request: " + ec.message()));
 }
@@ -250,6 +302,8 @@ void Session::OnRead(beast::error_code ec) {
   if (ec) return ReadError(ec);
   stream_.expires_never();
   in_exchange_ = true;
+  ++exchange_id_;
+  SetBusy(true);
   const auto& req = parser_->get();
   keep_alive_ = req.keep_alive();
   chunked_ = req.version() >= 11;
@@ -265,20 +319,51 @@ void Session::Dispatch() {
   request.authorization = std::string(req[http::field::authorization]);
   request.body = std::move(req.body());
   if (!Admit(request)) return;
-  // Notice a client that goes away while the response is pending (unless it already sent its
-  // next request: then that one waits in the buffer).
-  if (buffer_.size() == 0) ReadPeer();
-  std::shared_ptr<PendingExchange> pending;
-  try {
-    pending = handler_.Handle(request, shared_from_this());
-  } catch (const std::exception& e) {
-    FailRequest(ToApiError(Internal(std::string("internal error: ") + e.what())));
-    return;
+  // Notice a client that goes away while the response is pending, also when it already sent
+  // the start of its next request (pipelining): those bytes wait in the buffer, and the read
+  // behind them still sees the hang-up.
+  ReadPeer();
+  // Requests without a body (GET /health, /v1/models) are cheap: answered here, so /health
+  // never queues behind heavy work. Others (JSON parsing, chat templating, tokenization) run on
+  // a work thread: one big request must not hold an I/O thread that other connections,
+  // accept() and /health need.
+  if (request.body.empty() && request.method == "GET") {
+    std::shared_ptr<PendingExchange> pending;
+    try {
+      pending = handler_.Handle(request, shared_from_this());
+    } catch (const std::exception& e) {
+      return FailRequest(ToApiError(Internal(std::string("internal error: ") + e.what())));
+    }
+    return Adopt(exchange_id_, std::move(pending));
   }
-  if (in_exchange_) exchange_ = std::move(pending);
+  asio::post(work_, [self = shared_from_this(), id = exchange_id_, request = std::move(request)] {
+    std::shared_ptr<PendingExchange> pending;
+    try {
+      pending = self->handler_.Handle(request, self);
+    } catch (const std::exception& e) {
+      const ApiError error = ToApiError(Internal(std::string("internal error: ") + e.what()));
+      self->Post([self, id, error] {
+        if (id == self->exchange_id_) self->FailRequest(error);
+      });
+      return;
+    }
+    self->Post([self, id, pending = std::move(pending)] { self->Adopt(id, pending); });
+  });
+}
+
+void Session::Adopt(uint64_t id, std::shared_ptr<PendingExchange> pending) {
+  if (!pending) return;
+  if (closed_) return pending->Cancel();  // the client left while the handler ran
+  if (in_exchange_ && id == exchange_id_) exchange_ = std::move(pending);
 }
 
 bool Session::Admit(const HttpRequest& request) {
+  if (load_->draining.load()) {
+    // /health too: load balancers must stop sending here.
+    keep_alive_ = false;
+    FailRequest(HttpError(503, "The router is shutting down; retry on another router"));
+    return false;
+  }
   if (request.method == "GET" && request.path == "/health") return true;
   if (over_connection_limit_) {
     keep_alive_ = false;  // make room: this connection closes after the answer
@@ -301,18 +386,19 @@ bool Session::Admit(const HttpRequest& request) {
 void Session::RejectTooMany(const std::string& message) {
   ApiError e = HttpError(429, message);
   e.code = "rate_limit_exceeded";
-  Respond({429,
-           "application/json",
-           ApiErrorJson(e),
-           {{"Retry-After", std::to_string(options_.retry_after_s)}}});
+  e.retry_after_s = options_.retry_after_s;
+  Respond(ApiErrorResponse(e));
 }
 
 void Session::FailRequest(const ApiError& e) {
-  Respond({e.http_status, "application/json", ApiErrorJson(e), {}});
+  Respond(ApiErrorResponse(e));
 }
 
 void Session::ReadPeer() {
   if (peer_reading_ || closed_) return;
+  // A client may send pipelined requests while one is pending; hold at most one more full
+  // request. Beyond that the watch pauses (memory stays bounded) until this exchange ends.
+  if (!closing_ && buffer_.size() >= PipelineLimit()) return;
   peer_reading_ = true;
   stream_.async_read_some(
       buffer_.prepare(4096),
@@ -331,7 +417,8 @@ void Session::OnPeerRead(beast::error_code ec, size_t n) {
     return ReadPeer();
   }
   if (!ec) buffer_.commit(n);  // the start of the next request; parsed after this exchange
-  if (!in_exchange_ && !writing_ && queue_.empty()) DoRead();
+  if (!in_exchange_ && !writing_ && queue_.empty()) return DoRead();
+  if (!ec) ReadPeer();  // keep watching for the hang-up behind the pipelined bytes
 }
 
 void Session::Enqueue(std::string bytes) {
@@ -363,8 +450,9 @@ void Session::OnWrite(beast::error_code ec) {
 
 // The exchange is over and everything is written: read the next request or close.
 void Session::Continue() {
+  SetBusy(false);
   if (closed_ || closing_) return;
-  if (!keep_alive_) {
+  if (!keep_alive_ || load_->draining.load()) {
     // Close gracefully: stop sending, then drain what the peer still sends until it closes
     // (or the timeout), so that it reads the response instead of a reset.
     closing_ = true;
@@ -386,6 +474,7 @@ void Session::Close() {
   if (closed_) return;
   closed_ = true;
   in_exchange_ = false;
+  SetBusy(false);
   ReleaseInflightSlot();
   idle_timer_.cancel();
   if (auto pending = std::move(exchange_)) pending->Cancel();
@@ -407,12 +496,16 @@ struct HttpServer::Impl {
   std::chrono::steady_clock::time_point last_accept_log{};
   std::shared_ptr<ServerLoad> load = std::make_shared<ServerLoad>();
   std::vector<std::thread> threads;
+  asio::thread_pool work_pool;  // handlers (see Session::Dispatch)
   std::mutex mu;
   std::vector<std::weak_ptr<Session>> sessions;
   bool accepting = false;
   int port = 0;
 
-  Impl(HttpServerOptions o, RequestHandler& h) : options(std::move(o)), handler(h) {}
+  Impl(HttpServerOptions o, RequestHandler& h)
+      : options(std::move(o)),
+        handler(h),
+        work_pool(static_cast<size_t>(std::max(1, options.work_threads))) {}
 
   void Accept() {
     acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
@@ -420,7 +513,8 @@ struct HttpServer::Impl {
       if (IsResourceShortage(ec)) return BackOff(ec);
       if (!ec) {
         const bool over = load->connections.fetch_add(1) >= options.max_connections;
-        auto session = std::make_shared<Session>(std::move(s), options, handler, load, over);
+        auto session = std::make_shared<Session>(std::move(s), options, handler,
+                                                 work_pool.get_executor(), load, over);
         {
           std::lock_guard<std::mutex> lock(mu);
           std::erase_if(sessions, [](const auto& w) { return w.expired(); });
@@ -475,7 +569,7 @@ Status HttpServer::Start() {
   impl_->work.emplace(impl_->ioc.get_executor());
   impl_->accepting = true;
   asio::dispatch(a.get_executor(), [impl = impl_.get()] { impl->Accept(); });
-  for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
+  for (int i = 0; i < std::max(1, impl_->options.io_threads); ++i) {
     impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
   }
   return Status::Ok();
@@ -489,7 +583,8 @@ int HttpServer::open_connections() const {
   return impl_->load->connections.load();
 }
 
-void HttpServer::StopAccepting() {
+void HttpServer::BeginDrain() {
+  impl_->load->draining.store(true);
   if (!impl_->accepting) return;
   impl_->accepting = false;
   asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
@@ -497,6 +592,20 @@ void HttpServer::StopAccepting() {
     impl->acceptor.close(ignored);
     impl->accept_backoff.cancel();
   });
+}
+
+int HttpServer::busy_connections() const {
+  return impl_->load->busy.load();
+}
+
+void HttpServer::StopAccepting() {
+  if (std::exchange(impl_->accepting, false)) {
+    asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+      beast::error_code ignored;
+      impl->acceptor.close(ignored);
+      impl->accept_backoff.cancel();
+    });
+  }
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (auto& w : impl_->sessions) {
     if (auto s = w.lock()) s->Shutdown();
@@ -509,6 +618,8 @@ void HttpServer::Stop() {
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  impl_->work_pool.stop();
+  impl_->work_pool.join();
 }
 
 }  // namespace llm::router

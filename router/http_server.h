@@ -22,7 +22,12 @@ namespace llm::router {
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
   int port = 2000;  // 0: any free port (see HttpServer::port())
-  int threads = 2;
+  // Threads that run the sockets: accept, reads, writes, /health, and the streaming of
+  // responses (detokenizing, stop strings) on each connection's strand.
+  int io_threads = 2;
+  // Threads that run request handlers (JSON parsing, chat templating, tokenization), so that
+  // one big request never holds an I/O thread.
+  int work_threads = 2;
   int64_t max_body_bytes = 1 << 20;
   uint32_t max_header_bytes = 16 * 1024;
   // Reading one request (an idle keep-alive connection included) and each write: a client
@@ -48,6 +53,13 @@ class HttpServer {
   int port() const;
   // Connections open now (accepted and not yet destroyed).
   int open_connections() const;
+  // Graceful shutdown, first step: closes the listening socket (new connections are refused);
+  // every request that arrives from now on, GET /health included, gets 503 "shutting down";
+  // exchanges in progress go on, and each connection closes once its response is written.
+  void BeginDrain();
+  // Connections with an exchange in progress or response bytes not yet written (a draining
+  // server is done when this is 0).
+  int busy_connections() const;
   // Stops accepting and cancels every pending exchange (their upstream calls get cancelled);
   // connections close once their last write is done.
   void StopAccepting();

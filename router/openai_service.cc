@@ -15,7 +15,7 @@ using nlohmann::json;
 namespace {
 
 HttpResponse ErrorResponse(const ApiError& e) {
-  return {e.http_status, "application/json", ApiErrorJson(e), {}};
+  return ApiErrorResponse(e);
 }
 
 HttpResponse JsonResponse(const json& body) {
@@ -37,12 +37,13 @@ std::shared_ptr<PendingExchange> Answer(const std::shared_ptr<ResponseSink>& sin
   return nullptr;
 }
 
-// Starts the job; nullptr when it answered at once (e.g. no upstream).
+// Starts the job on the connection's strand, where all its callbacks run (Handle runs on a
+// work thread). A job that answers at once (e.g. no upstream) ends the exchange there.
 std::shared_ptr<PendingExchange> Launch(JobSpec spec, std::shared_ptr<const Tokenizer> tokenizer,
                                         UpstreamPool& pool,
                                         const std::shared_ptr<ResponseSink>& sink) {
   auto job = std::make_shared<GenerationJob>(std::move(spec), std::move(tokenizer), pool, sink);
-  if (!job->Start()) return nullptr;
+  sink->Post([job] { job->Start(); });
   return job;
 }
 

@@ -1,12 +1,15 @@
 // router --config cluster.yaml [--section.key value]: the OpenAI-compatible HTTP front end.
-// SIGINT/SIGTERM: stop accepting, cancel what is in flight (the coordinator frees its blocks),
-// wait (bounded) for the upstream calls to end, exit 0.
+// SIGINT/SIGTERM drains: no new connections, 503 for new requests on open ones, requests in
+// flight (streams too) get router.shutdown_grace_s to finish; then what remains is cancelled
+// (the coordinator frees its blocks) and the router exits 0. A second signal cancels at once.
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <thread>
 
 #include "common/cluster_config.h"
@@ -17,6 +20,33 @@
 #include "router/upstream_pool.h"
 
 namespace {
+
+// The drain after the first signal: new connections are refused and new requests get 503 while
+// those in flight finish, for up to `grace_s`. False when a second signal cut it short.
+bool DrainUntilIdle(llm::router::HttpServer& server, const sigset_t& signals, int sig,
+                    int grace_s) {
+  server.BeginDrain();
+  std::fprintf(stderr,
+               "router: %s: draining (no new connections or requests); %d connection(s) busy get "
+               "up to %d s (router.shutdown_grace_s); a second signal stops now\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", server.busy_connections(), grace_s);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
+  const timespec poll{0, 50 * 1000 * 1000};
+  while (server.busy_connections() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr, "router: %d connection(s) still busy after %d s: cancelling them\n",
+                   server.busy_connections(), grace_s);
+      return true;
+    }
+    if (sigtimedwait(&signals, nullptr, &poll) > 0) {
+      std::fprintf(stderr, "router: second signal: cancelling %d busy connection(s) now\n",
+                   server.busy_connections());
+      return false;
+    }
+  }
+  std::fprintf(stderr, "router: drained\n");
+  return true;
+}
 
 int Run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -41,8 +71,8 @@ int Run(int argc, char** argv) {
     return 2;
   }
   std::shared_ptr<const llm::Tokenizer> shared_tokenizer(std::move(tokenizer).value());
-  auto keys =
-      llm::router::ApiKeys::Load(config->api_keys, config->api_key_file, std::getenv("LLM_API_KEY"));
+  auto keys = llm::router::ApiKeys::Load(config->api_keys, config->api_key_file,
+                                         std::getenv("LLM_API_KEY"));
   if (!keys.ok()) {
     std::fprintf(stderr, "router: %s\n", keys.status().ToString().c_str());
     return 2;
@@ -55,7 +85,8 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  llm::router::UpstreamPool pool(config->upstreams, std::chrono::milliseconds(1000));
+  llm::router::UpstreamPool pool(config->upstreams,
+                                 std::chrono::milliseconds(config->health_check_interval_ms));
   pool.Start(std::chrono::milliseconds(2000));
   llm::router::ServiceOptions service_options;
   llm::router::RequestLimits& limits = service_options.limits;
@@ -95,7 +126,15 @@ int Run(int argc, char** argv) {
   http.max_body_bytes = config->max_body_bytes;
   http.max_connections = config->max_connections;
   http.max_inflight_requests = config->max_inflight_requests;
-  http.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
+  http.io_timeout_s = config->io_timeout_s;
+  http.write_queue_bytes = static_cast<size_t>(config->write_queue_bytes);
+  http.max_header_bytes = static_cast<uint32_t>(config->max_header_bytes);
+  // Several I/O threads even on one core: a connection whose strand is busy (stop strings of a
+  // big stream) must not hold up accept() and /health.
+  http.io_threads = config->io_threads > 0
+                        ? config->io_threads
+                        : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  http.work_threads = http.io_threads;
   llm::router::HttpServer server(http, service);
   if (auto s = server.Start(); !s.ok()) {
     std::fprintf(stderr, "router: %s\n", s.ToString().c_str());
@@ -111,10 +150,12 @@ int Run(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "router: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  server.StopAccepting();
-  if (!pool.WaitIdle(std::chrono::seconds(5))) {
-    std::fprintf(stderr, "router: %d upstream calls still open after 5 s\n", pool.Outstanding());
+  const bool now = !DrainUntilIdle(server, signals, sig, config->router_shutdown_grace_s);
+  server.StopAccepting();  // cancels what is still in flight
+  const auto upstream_wait = std::chrono::seconds(now ? 1 : 5);
+  if (!pool.WaitIdle(upstream_wait)) {
+    std::fprintf(stderr, "router: %d upstream calls still open after cancelling\n",
+                 pool.Outstanding());
   }
   server.Stop();
   pool.Stop();

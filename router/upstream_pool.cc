@@ -11,46 +11,15 @@
 #include <unordered_map>
 
 #include "proto/llm.grpc.pb.h"
+#include "router/upstream_errors.h"
 
 namespace llm::router {
-
-namespace {
-
-Status FromGrpc(const grpc::Status& s, const std::string& address) {
-  const std::string msg = s.error_message();
-  switch (s.error_code()) {
-    case grpc::StatusCode::OK:
-      return Status::Ok();
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return InvalidArgument(msg);
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return OutOfRange(msg);
-    case grpc::StatusCode::NOT_FOUND:
-      return NotFound(msg);
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return Unimplemented(msg);
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return ResourceExhausted("coordinator " + address + " is overloaded: " + msg);
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return FailedPrecondition("coordinator " + address + ": " + msg);
-    case grpc::StatusCode::UNAVAILABLE:
-      return Unavailable("coordinator " + address + " is unavailable: " + msg);
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return Unavailable("coordinator " + address + " did not finish in time: " + msg);
-    case grpc::StatusCode::CANCELLED:
-      return Status(StatusCode::kCancelled, "cancelled");
-    default:
-      return Internal("coordinator " + address + ": " + msg);
-  }
-}
-
-}  // namespace
 
 // A call in flight that the health checker can end with an error (GenerateCall below).
 class FailableCall {
  public:
   virtual ~FailableCall() = default;
-  virtual void Fail(Status status) = 0;
+  virtual void Fail(ApiError error) = 0;
 };
 
 struct Upstream {
@@ -103,7 +72,7 @@ void UpstreamPool::Impl::CheckOne(Upstream& u) {
   std::string why;
   CheckHealth(u, &to_fail, &why);
   // Outside mu: a call's cancellation reaches back into the pool.
-  for (auto& call : to_fail) call->Fail(Unavailable(why));
+  for (auto& call : to_fail) call->Fail(HttpError(503, why));
 }
 
 void UpstreamPool::Impl::CheckHealth(Upstream& u,
@@ -178,10 +147,10 @@ class GenerateCall final : public GenerateStream,
   }
 
   // The health checker's verdict: end the call with `status` (not CANCELLED).
-  void Fail(Status status) override {
+  void Fail(ApiError error) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!failure_) failure_ = std::move(status);
+      if (!failure_) failure_ = std::move(error);
     }
     ctx_.TryCancel();
   }
@@ -220,16 +189,16 @@ class GenerateCall final : public GenerateStream,
       std::lock_guard<std::mutex> lock(pool_->mu);
       upstream_.calls.erase(this);
     }
-    Status status = FromGrpc(s, upstream_.address);
+    std::optional<ApiError> error;
+    if (!s.ok()) error = UpstreamApiError(s.error_code(), s.error_message(), upstream_.address);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (failure_ && !s.ok()) status = *failure_;
+      if (failure_ && !s.ok()) error = *failure_;
     }
-    if (status.code() == StatusCode::kUnavailable &&
-        s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
       pool_->MarkUnhealthy(upstream_, s.error_message());
     }
-    callbacks_.on_done(std::move(status));
+    callbacks_.on_done(std::move(error));
     callbacks_ = {};
     pool_->CallDone(upstream_);  // after on_done: WaitIdle() then means no callback is running
     self_.reset();               // may delete this
@@ -256,7 +225,7 @@ class GenerateCall final : public GenerateStream,
   bool reading_ = false;
   bool cancelled_ = false;
   bool released_ = false;
-  std::optional<Status> failure_;  // set by Fail: reported instead of CANCELLED
+  std::optional<ApiError> failure_;  // set by Fail: reported instead of CANCELLED
 };
 
 }  // namespace

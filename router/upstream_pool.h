@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "proto/llm.pb.h"
+#include "router/api_error.h"
 
 namespace llm::router {
 
@@ -33,10 +34,12 @@ struct UpstreamState {
 };
 
 // Callbacks of one Generate call. Both run on gRPC threads and must not block (post the work
-// elsewhere). on_message runs once per response; on_done runs exactly once, last.
+// elsewhere). on_message runs once per response; on_done runs exactly once, last, with nothing
+// when the stream ended normally, else the error the client gets (router/upstream_errors.h;
+// a call the owner cancelled ends with an error the owner ignores).
 struct GenerateCallbacks {
   std::function<void(v1::GenerateResponse)> on_message;
-  std::function<void(Status)> on_done;
+  std::function<void(std::optional<ApiError>)> on_done;
 };
 
 // One Generate stream. After each on_message, the owner calls ReadNext() for the next message
@@ -69,9 +72,8 @@ class UpstreamPool {
   std::vector<UpstreamState> Snapshot() const;
 
   // Starts a Generate call on the least-loaded healthy upstream. kUnavailable when none is
-  // healthy. gRPC errors reach on_done as Status: UNAVAILABLE → kUnavailable (and the upstream
-  // is marked unhealthy until its next check), INVALID_ARGUMENT/OUT_OF_RANGE → the same codes,
-  // DEADLINE_EXCEEDED → kUnavailable, CANCELLED → kCancelled.
+  // healthy. A gRPC error reaches on_done mapped by UpstreamApiError; UNAVAILABLE also marks
+  // the upstream unhealthy until its next check.
   StatusOr<std::shared_ptr<GenerateStream>> StartGenerate(const v1::GenerateRequest& request,
                                                           std::chrono::seconds timeout,
                                                           GenerateCallbacks callbacks);

@@ -174,13 +174,11 @@ TEST(MpiFailure, StoppedFollowerIsReportedAndEndsTheJob) {
       "stopped follower: /health 503 after %.1f s, rank 0 used %.2f CPU s in 2 s, the "
       "open request failed after %.1f s\n",
       to_503, used, to_error);
-  // No token came before the stall, so the answer is an error status (the SSE headers had not
-  // gone out); had tokens streamed, it would be a last error event.
-  const bool error_event = !stream.events.empty() && stream.events.back().contains("error");
-  const bool error_status = stream.http.status == 503 && stream.http.Json().contains("error");
-  EXPECT_TRUE(error_event || error_status)
-      << stream.http.status << " " << stream.http.body
-      << (stream.events.empty() ? "" : stream.events.back().dump());
+  // The stream's headers and first chunk went out when the call started (before any token),
+  // so the failure is a last error event followed by [DONE], never a bare status.
+  EXPECT_EQ(stream.http.status, 200) << stream.http.error << stream.http.body;
+  EXPECT_TRUE(stream.done) << stream.http.error;
+  EXPECT_TRUE(!stream.events.empty() && stream.events.back().contains("error")) << stream.http.body;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count(),
             12.0)
       << "the open request was not failed before the job's own timeout";

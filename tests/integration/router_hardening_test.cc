@@ -2,6 +2,7 @@
 // input named in the issue and checks the error and that the router keeps serving.
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -321,6 +322,106 @@ TEST_F(RouterHardening, SpecialTokenTextInMessagesStaysText) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(count(r.Json()["tokens"], 1), 2) << r.body;
   EXPECT_EQ(count(r.Json()["tokens"], 2), 1) << r.body;
+}
+
+// Seconds until the router closes a connection that sent `bytes` and then nothing (-1: still
+// open after `limit_s`).
+double SecondsUntilClosed(int port, const std::string& bytes, double limit_s) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  double closed_after = -1;
+  const auto start = std::chrono::steady_clock::now();
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+    const auto end = ChildProcess::Deadline(limit_s);
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      char buf[512];
+      if (recv(fd, buf, sizeof(buf), 0) <= 0) {
+        closed_after =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        break;
+      }
+    }
+  }
+  close(fd);
+  return closed_after;
+}
+
+// The HTTP knobs that were hard-coded are keys now (issue 6): router.max_header_bytes,
+// router.io_timeout_s (router.write_queue_bytes and router.health_check_interval_ms are
+// plumbed the same way; RouterStreamStart uses the interval).
+TEST_F(RouterHardening, HttpLimitsAreConfigurable) {
+  const int knobs =
+      cluster_->AddRouter({"--router.max_header_bytes", "2048", "--router.io_timeout_s", "1",
+                           "--router.write_queue_bytes", "4096"});
+  ASSERT_NE(knobs, 0) << cluster_->Logs();
+  const HttpResult big =
+      Http(knobs, "GET", "/health", "", 10.0, {{"X-Pad", std::string(4096, 'a')}});
+  EXPECT_EQ(big.status, 431) << big.body;
+  EXPECT_NE(big.body.find("router.max_header_bytes"), std::string::npos) << big.body;
+  EXPECT_NE(big.body.find("2048"), std::string::npos) << big.body;
+  // The same header is fine under the default limit (16 KiB).
+  EXPECT_EQ(Http(port(), "GET", "/health", "", 10.0, {{"X-Pad", std::string(4096, 'a')}}).status,
+            200);
+  // Half a request, then silence: closed after io_timeout_s (1 s) instead of 60 s.
+  const double closed = SecondsUntilClosed(knobs, "POST /v1/completions HTTP/1.1\r\nHost: x", 5.0);
+  EXPECT_GE(closed, 0.9) << "closed too early";
+  EXPECT_LT(closed, 4.0) << "not closed within 4 s (-1: still open)";
+  // A stream through the small write queue still completes.
+  const StreamResult s = PostStream(
+      knobs, "/v1/completions",
+      {{"prompt", "Once upon a time"}, {"max_tokens", 64}, {"ignore_eos", true}, {"stream", true}});
+  EXPECT_TRUE(s.done) << s.http.error;
+  EXPECT_EQ(Http(knobs, "GET", "/health").status, 200);
+}
+
+// Big requests do not stall other clients (issue 6): with as many huge /tokenize bodies in
+// progress as the router has I/O threads (router.io_threads 2), /health and a small
+// completion still answer within a bound. Parsing and tokenizing run on handler threads, not
+// on the I/O threads.
+TEST_F(RouterHardening, BigRequestsDoNotStallHealth) {
+  const int router = cluster_->AddRouter(
+      {"--router.io_threads", "2", "--router.max_body_bytes", std::to_string(64 << 20)});
+  ASSERT_NE(router, 0) << cluster_->Logs();
+  std::string text;
+  while (text.size() < (4u << 20)) text += "Once upon a time there was a little dog named Spot. ";
+  const std::string big = json{{"prompt", text}}.dump();
+  std::atomic<int> heavy_done{0};
+  std::vector<double> heavy_s(2, 0);
+  std::vector<int> heavy_status(2, 0);
+  std::vector<std::thread> heavy;
+  for (int i = 0; i < 2; ++i) {
+    heavy.emplace_back([&, i] {
+      const auto t0 = std::chrono::steady_clock::now();
+      heavy_status[i] = Http(router, "POST", "/tokenize", big, 120.0).status;
+      heavy_s[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++heavy_done;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the bodies are being handled
+  double worst = 0;
+  int probes = 0;
+  while (heavy_done.load() == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(Http(router, "GET", "/health", "", 10.0).status, 200);
+    worst = std::max(worst,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ++probes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (auto& t : heavy) t.join();
+  EXPECT_EQ(heavy_status[0], 200);
+  EXPECT_EQ(heavy_status[1], 200);
+  std::printf("big requests: %.1f s and %.1f s; %d /health probes meanwhile, slowest %.3f s\n",
+              heavy_s[0], heavy_s[1], probes, worst);
+  if (std::min(heavy_s[0], heavy_s[1]) < 1.0) GTEST_SKIP() << "the big requests were too quick";
+  EXPECT_GT(probes, 3);
+  EXPECT_LT(worst, 1.0) << "/health waited behind big requests";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -206,6 +207,92 @@ TEST(HttpLimits, ConnectionsBeyondMaxConnectionsGet429AndAreClosed) {
   EXPECT_TRUE(WaitFor([&] { return handler.started() == 1; }));
   handler.Release();
   EXPECT_EQ(ok.Receive().status, 200);
+  server.Stop();
+}
+
+// Drain (router SIGTERM): exchanges in progress go on and count as busy until written; new
+// requests on open connections, /health included, get 503 and the connection closes; new
+// connections are refused.
+TEST(HttpLimits, DrainFinishesExchangesInProgressAndRefusesNewOnes) {
+  HoldingHandler handler;
+  HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  HttpServer server(options, handler);
+  ASSERT_TRUE(server.Start().ok());
+  Client held(server.port()), idle(server.port());
+  held.Send(http::verb::post, "/hold");
+  ASSERT_TRUE(WaitFor([&] { return handler.started() == 1; }));
+  EXPECT_EQ(idle.Call(http::verb::get, "/health").status, 200);
+  // The idle connection is no longer busy once its response is written (just after the client
+  // read it).
+  ASSERT_TRUE(WaitFor([&] { return server.busy_connections() == 1; }));
+  server.BeginDrain();
+  const Reply refused = idle.Call(http::verb::post, "/hold");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("shutting down"), std::string::npos) << refused.body;
+  EXPECT_FALSE(refused.keep_alive);
+  EXPECT_EQ(handler.started(), 1);
+  // The listening socket is closed: a new connection is refused.
+  asio::io_context ioc;
+  asio::ip::tcp::socket fresh(ioc);
+  beast::error_code ec;
+  fresh.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(server.port())}, ec);
+  EXPECT_TRUE(ec) << "connected to a draining server";
+  EXPECT_TRUE(WaitFor([&] { return server.busy_connections() == 1; }));  // the held exchange
+  handler.Release();
+  const Reply done = held.Receive();
+  EXPECT_EQ(done.status, 200);
+  EXPECT_FALSE(done.keep_alive);  // closes after its response while draining
+  EXPECT_TRUE(WaitFor([&] { return server.busy_connections() == 0; }));
+  server.Stop();
+}
+
+// A handler that takes long (parsing, templating and tokenizing a huge body) runs off the I/O
+// threads: with as many slow requests as I/O threads, /health and accept() still answer at
+// once (issue 6).
+class SlowHandler final : public RequestHandler {
+ public:
+  std::shared_ptr<PendingExchange> Handle(const HttpRequest& request,
+                                          const std::shared_ptr<ResponseSink>& sink) override {
+    if (request.path == "/slow") {
+      ++running_;
+      std::this_thread::sleep_for(std::chrono::seconds(2));  // holds the calling thread
+      --running_;
+    }
+    sink->Respond({200, "application/json", "{}", {}});
+    return nullptr;
+  }
+  int running() const { return running_.load(); }
+
+ private:
+  std::atomic<int> running_{0};
+};
+
+TEST(HttpLimits, SlowHandlersDoNotStallHealth) {
+  SlowHandler handler;
+  HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.io_threads = 2;
+  options.work_threads = 2;
+  HttpServer server(options, handler);
+  ASSERT_TRUE(server.Start().ok());
+  Client a(server.port()), b(server.port());
+  a.Send(http::verb::post, "/slow");
+  b.Send(http::verb::post, "/slow");
+  ASSERT_TRUE(WaitFor([&] { return handler.running() == 2; }));
+  double worst = 0;
+  for (int i = 0; i < 5 && handler.running() == 2; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Client health(server.port());  // a new connection: accept() must be free too
+    EXPECT_EQ(health.Call(http::verb::get, "/health").status, 200);
+    worst = std::max(worst,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  EXPECT_LT(worst, 0.5) << "/health waited behind slow handlers";
+  EXPECT_EQ(a.Receive().status, 200);
+  EXPECT_EQ(b.Receive().status, 200);
   server.Stop();
 }
 

@@ -124,11 +124,12 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
                       " tokens) + max_tokens (" + std::to_string(request.max_tokens) +
                       ") exceeds the maximum context length of " + std::to_string(max_model_len_));
   }
+  // OutOfRange, not ResourceExhausted: this request can never fit, so a retry cannot help
+  // (ResourceExhausted is the router's 429 "retry later").
   const int64_t blocks_needed = blocks_.BlocksFor(static_cast<int>(total));
   if (blocks_needed > blocks_.num_blocks()) {
-    return ResourceExhausted("request needs " + std::to_string(blocks_needed) +
-                             " KV blocks but the cache has only " +
-                             std::to_string(blocks_.num_blocks()));
+    return OutOfRange("request needs " + std::to_string(blocks_needed) +
+                      " KV blocks but the cache has only " + std::to_string(blocks_.num_blocks()));
   }
   const int64_t id = next_id_++;
   Request r;

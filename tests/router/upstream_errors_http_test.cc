@@ -1,0 +1,201 @@
+// The coordinator's gRPC statuses reach HTTP clients as upstream_errors.h says, through the
+// real HTTP server, OpenAI service and upstream pool in front of a fake coordinator that
+// answers Generate with the status a test picks: plain responses (with Retry-After for 429)
+// and, for streams, a last error event.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "proto/llm.grpc.pb.h"
+#include "router/http_server.h"
+#include "router/openai_service.h"
+#include "router/upstream_errors.h"
+#include "router/upstream_pool.h"
+
+namespace llm::router {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using nlohmann::json;
+
+const std::string kModelDir = std::string(LLM_SHARED_DIR) + "/models/stories260K";
+
+// Healthy, and refuses every Generate with the status set by the test; `hold` makes it wait
+// (for the router's deadline) instead.
+class FakeCoordinator final : public v1::Generation::Service, public v1::Admin::Service {
+ public:
+  grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* request,
+                        grpc::ServerWriter<v1::GenerateResponse>*) override {
+    if (hold_) {
+      while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    }
+    if (speaks_version_ != request->api_version()) {
+      // What the real coordinator answers to a version it does not speak.
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "api_version " + std::to_string(request->api_version()) +
+                              " is not supported; this coordinator speaks version " +
+                              std::to_string(speaks_version_));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*,
+                      v1::HealthResponse* r) override {
+    r->set_serving(true);
+    r->set_model("stories260K");
+    r->set_max_model_len(512);
+    return grpc::Status::OK;
+  }
+  void Refuse(grpc::StatusCode code, const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = grpc::Status(code, message);
+  }
+  void SpeakVersion(uint32_t v) { speaks_version_ = v; }
+  void Hold(bool hold) { hold_ = hold; }
+
+ private:
+  std::mutex mu_;
+  grpc::Status status_;
+  std::atomic<uint32_t> speaks_version_{kGenerateApiVersion};
+  std::atomic<bool> hold_{false};
+};
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  std::string retry_after;
+  std::string content_type;
+};
+
+// One blocking request with 10 s socket timeouts.
+Reply Call(int port, const std::string& target, const json& body) {
+  asio::io_context ioc;
+  asio::ip::tcp::socket socket(ioc);
+  beast::error_code ec;
+  socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)}, ec);
+  if (ec) return {};
+  timeval tv{10, 0};
+  setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  http::request<http::string_body> req{http::verb::post, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.body() = body.dump();
+  req.prepare_payload();
+  http::write(socket, req, ec);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(socket, buffer, res, ec);
+  if (ec) return {};
+  return {static_cast<int>(res.result_int()), res.body(),
+          std::string(res[http::field::retry_after]), std::string(res[http::field::content_type])};
+}
+
+// The last `data:` payload before `data: [DONE]` of an SSE body ("" when there is no [DONE]).
+std::string LastEventBeforeDone(const std::string& body) {
+  const size_t done = body.rfind("data: [DONE]");
+  if (done == std::string::npos) return "";
+  const size_t start = body.rfind("data: ", done - 1);
+  if (start == std::string::npos) return "";
+  return body.substr(start + 6, done - start - 8);
+}
+
+class UpstreamErrorsHttp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kModelDir)) GTEST_SKIP() << "missing " << kModelDir;
+    grpc::ServerBuilder builder;
+    int grpc_port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &grpc_port);
+    builder.RegisterService(static_cast<v1::Generation::Service*>(&fake_));
+    builder.RegisterService(static_cast<v1::Admin::Service*>(&fake_));
+    grpc_ = builder.BuildAndStart();
+    ASSERT_NE(grpc_port, 0);
+    auto tokenizer = Tokenizer::FromDir(kModelDir);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+    pool_ = std::make_unique<UpstreamPool>(
+        std::vector<std::string>{"127.0.0.1:" + std::to_string(grpc_port)},
+        std::chrono::milliseconds(60000));
+    pool_->Start(std::chrono::milliseconds(5000));
+    ASSERT_TRUE(pool_->AnyHealthy());
+    ServiceOptions options;
+    options.limits.served_model_name = "stories260K";
+    options.request_timeout = std::chrono::seconds(1);
+    service_ = std::make_unique<OpenAiService>(
+        options, std::shared_ptr<const Tokenizer>(std::move(tokenizer).value()), *pool_);
+    HttpServerOptions http_options;
+    http_options.host = "127.0.0.1";
+    http_options.port = 0;
+    server_ = std::make_unique<HttpServer>(http_options, *service_);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    if (pool_) pool_->Stop();
+    if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  json Body(bool stream) const {
+    return {{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"stream", stream}};
+  }
+  int port() const { return server_->port(); }
+
+  FakeCoordinator fake_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<UpstreamPool> pool_;
+  std::unique_ptr<OpenAiService> service_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(UpstreamErrorsHttp, FullQueueIs429WithRetryAfterOrALastErrorEvent) {
+  fake_.Refuse(grpc::StatusCode::RESOURCE_EXHAUSTED, "the waiting queue is full");
+  const Reply r = Call(port(), "/v1/completions", Body(false));
+  ASSERT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(r.retry_after, std::to_string(kUpstreamRetryAfterS));
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "rate_limit_error");
+  const Reply s = Call(port(), "/v1/completions", Body(true));
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_EQ(s.content_type, "text/event-stream");
+  const json last = json::parse(LastEventBeforeDone(s.body), nullptr, false);
+  EXPECT_EQ(last["error"]["type"], "rate_limit_error") << s.body;
+}
+
+TEST_F(UpstreamErrorsHttp, ShuttingDownIs503) {
+  fake_.Refuse(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
+  const Reply r = Call(port(), "/v1/completions", Body(false));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("shutting down"), std::string::npos) << r.body;
+}
+
+TEST_F(UpstreamErrorsHttp, RouterDeadlineIs504Timeout) {
+  fake_.Hold(true);  // the router's deadline (1 s here) ends the call
+  const Reply r = Call(port(), "/v1/completions", Body(false));
+  fake_.Hold(false);
+  ASSERT_EQ(r.status, 504) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "timeout");
+}
+
+TEST_F(UpstreamErrorsHttp, ApiVersionMismatchIs500NamingTheVersions) {
+  fake_.SpeakVersion(kGenerateApiVersion + 1);
+  const Reply r = Call(port(), "/v1/completions", Body(false));
+  ASSERT_EQ(r.status, 500) << r.body;
+  const std::string message = json::parse(r.body)["error"]["message"];
+  EXPECT_NE(message.find("api_version " + std::to_string(kGenerateApiVersion)), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("speaks version " + std::to_string(kGenerateApiVersion + 1)),
+            std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace llm::router
