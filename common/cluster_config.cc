@@ -203,6 +203,8 @@ const std::vector<KeySpec>& Schema() {
       IntKey("router.port", &C::router_port, 1, 65535, "HTTP port"),
       ListKey("router.upstreams", &C::upstreams,
               "coordinator host:port list; default: coordinator.host:port"),
+      StringKey("router.upstream_tls_ca_file", &C::upstream_tls_ca_file, {},
+                "PEM roots: connect to the coordinators with TLS (coordinator.tls_cert_file)"),
       IntKey("router.max_body_bytes", &C::max_body_bytes, 1024, int64_t{1} << 30,
              "larger request bodies get 413"),
       IntKey("router.max_n", &C::max_n, 1, 1024, "largest n a request may ask for"),

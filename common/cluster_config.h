@@ -46,6 +46,7 @@ struct ClusterConfig {
   std::string router_host;  // "": 0.0.0.0 when an API key is set, else 127.0.0.1
   int router_port = 2000;
   std::vector<std::string> upstreams;  // coordinator addresses; default: the coordinator's
+  std::string upstream_tls_ca_file;    // PEM roots: the coordinators speak TLS
   int64_t max_body_bytes = 1 << 20;
   int max_n = 16;
   int request_timeout_s = 600;

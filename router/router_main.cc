@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "common/cluster_config.h"
@@ -85,8 +87,20 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  llm::router::UpstreamPool pool(config->upstreams,
-                                 std::chrono::milliseconds(config->health_check_interval_ms));
+  std::string upstream_ca;
+  if (!config->upstream_tls_ca_file.empty()) {
+    std::ifstream ca(config->upstream_tls_ca_file, std::ios::binary);
+    if (ca.is_open()) {
+      upstream_ca.assign(std::istreambuf_iterator<char>(ca), std::istreambuf_iterator<char>());
+    }
+    if (upstream_ca.empty()) {
+      std::fprintf(stderr, "router: router.upstream_tls_ca_file: cannot read '%s'\n",
+                   config->upstream_tls_ca_file.c_str());
+      return 2;
+    }
+  }
+  llm::router::UpstreamPool pool(
+      config->upstreams, std::chrono::milliseconds(config->health_check_interval_ms), upstream_ca);
   pool.Start(std::chrono::milliseconds(2000));
   llm::router::ServiceOptions service_options;
   llm::router::RequestLimits& limits = service_options.limits;

@@ -231,7 +231,8 @@ class GenerateCall final : public GenerateStream,
 }  // namespace
 
 UpstreamPool::UpstreamPool(std::vector<std::string> addresses,
-                           std::chrono::milliseconds health_interval)
+                           std::chrono::milliseconds health_interval,
+                           const std::string& tls_ca_pem)
     : impl_(std::make_shared<Impl>()) {
   impl_->interval = health_interval;
   grpc::ChannelArguments args;
@@ -244,10 +245,16 @@ UpstreamPool::UpstreamPool(std::vector<std::string> addresses,
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!tls_ca_pem.empty()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = tls_ca_pem;
+    credentials = grpc::SslCredentials(tls);
+  }
   for (std::string& address : addresses) {
     auto u = std::make_unique<Upstream>();
     u->address = std::move(address);
-    u->channel = grpc::CreateCustomChannel(u->address, grpc::InsecureChannelCredentials(), args);
+    u->channel = grpc::CreateCustomChannel(u->address, credentials, args);
     u->generation = v1::Generation::NewStub(u->channel);
     u->admin = v1::Admin::NewStub(u->channel);
     impl_->upstreams.push_back(std::move(u));

@@ -56,7 +56,10 @@ class GenerateStream {
 
 class UpstreamPool {
  public:
-  UpstreamPool(std::vector<std::string> addresses, std::chrono::milliseconds health_interval);
+  // `tls_ca_pem` non-empty: the coordinators speak TLS (coordinator.tls_cert_file) and are
+  // trusted when their certificate chains to these PEM roots.
+  UpstreamPool(std::vector<std::string> addresses, std::chrono::milliseconds health_interval,
+               const std::string& tls_ca_pem = "");
   ~UpstreamPool();
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
