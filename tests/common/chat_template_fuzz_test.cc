@@ -1,6 +1,7 @@
-// Found by fuzzing (tests/fuzz/fuzz_chat_template): a chat template nested a few thousand levels
-// deep (parentheses, `not not ...`, a long `+` chain, nested blocks) overflowed the stack while
-// parsing or rendering. Nesting beyond kMaxTemplateNesting is now a parse error naming the line.
+// Chat template bugs found with tests/fuzz/fuzz_chat_template: a template nested a few thousand
+// levels deep (parentheses, `not not ...`, a long `+` chain, nested blocks) overflowed the stack
+// while parsing or rendering (now a parse error naming the line beyond kMaxTemplateNesting), and
+// integer arithmetic overflowed int64 (UB; now a render error).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -48,6 +49,27 @@ TEST(ChatTemplateNesting, NestingUpToTheLimitStillRenders) {
   auto out = t->Render(context);
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(*out, "1x101");
+}
+
+std::string RenderOrError(const std::string& source) {
+  auto t = ChatTemplate::Parse(source);
+  if (!t.ok()) return "parse error: " + t.status().message();
+  auto out = t->Render(nlohmann::json::object());
+  return out.ok() ? *out : "error: " + out.status().message();
+}
+
+TEST(ChatTemplateArithmetic, IntegerOverflowIsAnErrorNotUndefinedBehaviour) {
+  for (const char* source : {"{{ 9223372036854775807 + 1 }}", "{{ -9223372036854775807 - 2 }}",
+                             "{{ 4611686018427387904 * 2 }}", "{{ 3474786533798197 * 28013 }}",
+                             "{{ -(-9223372036854775807 - 1) }}"}) {
+    const std::string out = RenderOrError(source);
+    EXPECT_NE(out.find("integer overflow"), std::string::npos) << source << " -> " << out;
+  }
+  EXPECT_EQ(RenderOrError("{{ 9223372036854775806 + 1 }}"), "9223372036854775807");
+  EXPECT_EQ(RenderOrError("{{ (-9223372036854775807 - 1) % -1 }}"), "0");
+  // Python's modulo: the sign of the divisor.
+  EXPECT_EQ(RenderOrError("{{ -7 % 3 }},{{ 7 % -3 }},{{ 7 % 3 }},{{ -7 % -3 }},{{ 6 % -3 }}"),
+            "2,-2,1,-1,0");
 }
 
 }  // namespace
