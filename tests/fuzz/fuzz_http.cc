@@ -73,13 +73,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   timeval tv{20, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  // libFuzzer's timer signals interrupt blocking calls: EINTR means "again" here (a connect
+  // then reports EALREADY while in progress and EISCONN once done).
+  while (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (errno == EISCONN) break;
+    if (errno == EINTR || errno == EALREADY) continue;
     std::perror("fuzz_http: connect");
     std::abort();
   }
   size_t sent = 0;
   while (sent < size) {
     const ssize_t n = send(fd, data + sent, size - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the server may close early (413, a parse error): fine
     sent += static_cast<size_t>(n);
   }
@@ -87,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   char buf[65536];
   for (;;) {
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n > 0) continue;
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       std::fprintf(stderr, "fuzz_http: the server kept the connection open for 20 s\n");
       std::abort();
