@@ -1,6 +1,7 @@
 // Chat template engine, part 2: parsing tags and expressions into a Program.
 #include "common/chat_template.h"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <stdexcept>
@@ -22,6 +23,9 @@ ExprPtr MakeExpr(Expr::Kind kind, std::string op = {}, std::vector<ExprPtr> args
   e->kind = kind;
   e->op = std::move(op);
   e->args = std::move(args);
+  for (const auto& a : e->args) {
+    if (a) e->depth = std::max(e->depth, a->depth + 1);
+  }
   return e;
 }
 
@@ -58,6 +62,7 @@ class ExprParser {
   }
 
   ExprPtr Expression() {
+    NestGuard guard(this);
     ExprPtr value = Or();
     if (!IsName("if")) return value;
     Take();
@@ -67,16 +72,35 @@ class ExprParser {
       Take();
       otherwise = Expression();
     }
-    return MakeExpr(Expr::Kind::kCondition, "",
-                    Args(std::move(cond), std::move(value), std::move(otherwise)));
+    return Make(Expr::Kind::kCondition, "",
+                Args(std::move(cond), std::move(value), std::move(otherwise)));
   }
 
  private:
+  // Bounds the parser's recursion (parentheses, `not not ...`, `- - ...`) and the depth of the
+  // tree it builds (which rendering recurses over): kMaxTemplateNesting.
+  struct NestGuard {
+    explicit NestGuard(ExprParser* parser) : p(parser) {
+      if (++p->nesting_ > kMaxTemplateNesting) p->TooDeep();
+    }
+    ~NestGuard() { --p->nesting_; }
+    ExprParser* p;
+  };
+  [[noreturn]] void TooDeep() const {
+    SyntaxError(line_,
+                "expression nested deeper than " + std::to_string(kMaxTemplateNesting) + " levels");
+  }
+  ExprPtr Make(Expr::Kind kind, std::string op = {}, std::vector<ExprPtr> args = {}) {
+    ExprPtr e = MakeExpr(kind, std::move(op), std::move(args));
+    if (e->depth > kMaxTemplateNesting) TooDeep();
+    return e;
+  }
+
   ExprPtr Or() {
     ExprPtr left = And();
     while (IsName("or")) {
       Take();
-      left = MakeExpr(Expr::Kind::kBinary, "or", Args(std::move(left), And()));
+      left = Make(Expr::Kind::kBinary, "or", Args(std::move(left), And()));
     }
     return left;
   }
@@ -84,14 +108,15 @@ class ExprParser {
     ExprPtr left = Not();
     while (IsName("and")) {
       Take();
-      left = MakeExpr(Expr::Kind::kBinary, "and", Args(std::move(left), Not()));
+      left = Make(Expr::Kind::kBinary, "and", Args(std::move(left), Not()));
     }
     return left;
   }
   ExprPtr Not() {
     if (IsName("not")) {
+      NestGuard guard(this);
       Take();
-      return MakeExpr(Expr::Kind::kUnary, "not", Args(Not()));
+      return Make(Expr::Kind::kUnary, "not", Args(Not()));
     }
     return Compare();
   }
@@ -102,13 +127,13 @@ class ExprParser {
       if (t.kind == Token::Kind::kOp && (t.text == "==" || t.text == "!=" || t.text == "<" ||
                                          t.text == ">" || t.text == "<=" || t.text == ">=")) {
         const std::string op = Take().text;
-        left = MakeExpr(Expr::Kind::kBinary, op, Args(std::move(left), Concat()));
+        left = Make(Expr::Kind::kBinary, op, Args(std::move(left), Concat()));
       } else if (IsName("in")) {
         Take();
-        left = MakeExpr(Expr::Kind::kBinary, "in", Args(std::move(left), Concat()));
+        left = Make(Expr::Kind::kBinary, "in", Args(std::move(left), Concat()));
       } else if (IsName("not") && toks_[pos_ + 1].text == "in") {
         pos_ += 2;
-        left = MakeExpr(Expr::Kind::kBinary, "not in", Args(std::move(left), Concat()));
+        left = Make(Expr::Kind::kBinary, "not in", Args(std::move(left), Concat()));
       } else if (IsName("is")) {
         Take();
         std::string op = "is";
@@ -116,7 +141,7 @@ class ExprParser {
           Take();
           op = "is not";
         }
-        ExprPtr test = MakeExpr(Expr::Kind::kTest, op, Args(std::move(left)));
+        ExprPtr test = Make(Expr::Kind::kTest, op, Args(std::move(left)));
         test->name = ExpectName();
         left = std::move(test);
       } else {
@@ -128,7 +153,7 @@ class ExprParser {
     ExprPtr left = Sum();
     while (IsOp("~")) {
       Take();
-      left = MakeExpr(Expr::Kind::kBinary, "~", Args(std::move(left), Sum()));
+      left = Make(Expr::Kind::kBinary, "~", Args(std::move(left), Sum()));
     }
     return left;
   }
@@ -136,7 +161,7 @@ class ExprParser {
     ExprPtr left = Product();
     while (IsOp("+") || IsOp("-")) {
       const std::string op = Take().text;
-      left = MakeExpr(Expr::Kind::kBinary, op, Args(std::move(left), Product()));
+      left = Make(Expr::Kind::kBinary, op, Args(std::move(left), Product()));
     }
     return left;
   }
@@ -145,14 +170,15 @@ class ExprParser {
     while (IsOp("*") || IsOp("/") || IsOp("%") || IsOp("//") || IsOp("**")) {
       if (IsOp("//") || IsOp("**")) UnsupportedSyntax(line_, "operator '" + Peek().text + "'");
       const std::string op = Take().text;
-      left = MakeExpr(Expr::Kind::kBinary, op, Args(std::move(left), Unary()));
+      left = Make(Expr::Kind::kBinary, op, Args(std::move(left), Unary()));
     }
     return left;
   }
   ExprPtr Unary() {
     if (IsOp("-")) {
+      NestGuard guard(this);
       Take();
-      return MakeExpr(Expr::Kind::kUnary, "-", Args(Unary()));
+      return Make(Expr::Kind::kUnary, "-", Args(Unary()));
     }
     return Filtered();
   }
@@ -165,7 +191,7 @@ class ExprParser {
                                                      "lower", "upper",  "string"};
       if (!kFilters.count(name)) UnsupportedSyntax(line_, "filter '" + name + "'");
       if (IsOp("(")) UnsupportedSyntax(line_, "filter arguments");
-      value = MakeExpr(Expr::Kind::kFilter, "", Args(std::move(value)));
+      value = Make(Expr::Kind::kFilter, "", Args(std::move(value)));
       value->name = name;
     }
     return value;
@@ -177,6 +203,7 @@ class ExprParser {
   std::vector<Token> toks_;
   size_t pos_ = 0;
   int line_;
+  int nesting_ = 0;
 };
 
 std::vector<ExprPtr> ExprParser::CallArgs() {
@@ -198,7 +225,7 @@ ExprPtr ExprParser::Postfix() {
   while (true) {
     if (IsOp(".")) {
       Take();
-      ExprPtr attr = MakeExpr(Expr::Kind::kAttribute, "", Args(std::move(value)));
+      ExprPtr attr = Make(Expr::Kind::kAttribute, "", Args(std::move(value)));
       attr->name = ExpectName();
       value = std::move(attr);
     } else if (IsOp("[")) {
@@ -208,14 +235,14 @@ ExprPtr ExprParser::Postfix() {
         Take();
         ExprPtr last = IsOp("]") ? nullptr : Expression();
         if (IsOp(":")) UnsupportedSyntax(line_, "slice step");
-        value = MakeExpr(Expr::Kind::kSlice, "",
-                         Args(std::move(value), std::move(first), std::move(last)));
+        value =
+            Make(Expr::Kind::kSlice, "", Args(std::move(value), std::move(first), std::move(last)));
       } else {
-        value = MakeExpr(Expr::Kind::kItem, "", Args(std::move(value), std::move(first)));
+        value = Make(Expr::Kind::kItem, "", Args(std::move(value), std::move(first)));
       }
       Expect("]");
     } else if (IsOp("(")) {
-      ExprPtr call = MakeExpr(Expr::Kind::kCall);
+      ExprPtr call = Make(Expr::Kind::kCall);
       if (value->kind == Expr::Kind::kVariable) {
         call->name = value->name;
       } else if (value->kind == Expr::Kind::kAttribute) {
@@ -236,7 +263,7 @@ ExprPtr ExprParser::Postfix() {
 ExprPtr ExprParser::Primary() {
   Token t = Take();
   if (t.kind == Token::Kind::kString || t.kind == Token::Kind::kNumber) {
-    ExprPtr lit = MakeExpr(Expr::Kind::kLiteral);
+    ExprPtr lit = Make(Expr::Kind::kLiteral);
     lit->value = t.value;
     // Adjacent string literals concatenate, as in Python.
     while (t.kind == Token::Kind::kString && Peek().kind == Token::Kind::kString) {
@@ -245,7 +272,7 @@ ExprPtr ExprParser::Primary() {
     return lit;
   }
   if (t.kind == Token::Kind::kName) {
-    ExprPtr e = MakeExpr(Expr::Kind::kLiteral);
+    ExprPtr e = Make(Expr::Kind::kLiteral);
     if (t.text == "true" || t.text == "True") {
       e->value = true;
     } else if (t.text == "false" || t.text == "False") {
@@ -265,7 +292,7 @@ ExprPtr ExprParser::Primary() {
     return inner;
   }
   if (t.kind == Token::Kind::kOp && t.text == "[") {
-    ExprPtr list = MakeExpr(Expr::Kind::kList);
+    ExprPtr list = Make(Expr::Kind::kList);
     while (!IsOp("]")) {
       list->args.push_back(Expression());
       if (!IsOp("]")) Expect(",");
@@ -299,6 +326,7 @@ class TemplateParser {
 
   std::vector<Segment> segs_;
   size_t pos_ = 0;
+  int nesting_ = 0;  // open for/if blocks (at most kMaxTemplateNesting)
   std::unique_ptr<ExprParser> stop_parser_;
 };
 
@@ -329,10 +357,18 @@ std::vector<Node> TemplateParser::Body(const std::set<std::string>& stops, std::
       stop_parser_ = std::move(p);
       return nodes;
     }
+    if ((keyword == "for" || keyword == "if") && nesting_ >= kMaxTemplateNesting) {
+      SyntaxError(seg.line,
+                  "blocks nested deeper than " + std::to_string(kMaxTemplateNesting) + " levels");
+    }
     if (keyword == "for") {
+      ++nesting_;
       nodes.push_back(For(*p, seg.line));
+      --nesting_;
     } else if (keyword == "if") {
+      ++nesting_;
       nodes.push_back(If(*p, seg.line));
+      --nesting_;
     } else if (keyword == "set") {
       node.kind = Node::Kind::kSet;
       node.var = p->ExpectName();

@@ -12,6 +12,11 @@
 
 namespace llm::chat_template_internal {
 
+// The deepest nesting of expressions (parentheses, operators, lists, calls) and of blocks
+// (for/if) a template may have: parsing and rendering recurse, so a template nested thousands of
+// levels deep (even a long `a + b + c + ...` chain) must be an error, not a stack overflow.
+inline constexpr int kMaxTemplateNesting = 128;
+
 struct Expr {
   enum class Kind {
     kLiteral,    // value
@@ -32,6 +37,7 @@ struct Expr {
   std::string name;
   std::string op;
   std::vector<std::unique_ptr<Expr>> args;
+  int depth = 1;  // 1 + the deepest of args
 };
 
 struct Node {

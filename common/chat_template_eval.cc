@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "common/chat_template_ast.h"
@@ -212,7 +213,11 @@ json Renderer::Eval(const Expr& e, int line) {
     case Expr::Kind::kUnary: {
       const json v = Eval(*e.args[0], line);
       if (e.op == "not") return !Truthy(v);
-      if (v.is_number_integer()) return -v.get<int64_t>();
+      if (v.is_number_integer()) {
+        const int64_t x = v.get<int64_t>();
+        if (x == std::numeric_limits<int64_t>::min()) Fail(line, "integer overflow in '-'");
+        return -x;
+      }
       if (v.is_number()) return -v.get<double>();
       Fail(line, "unary '-' on a value that is not a number");
     }
@@ -345,11 +350,18 @@ json Renderer::EvalBinary(const Expr& e, int line) {
   if (a.is_number_integer() && b.is_number_integer() && op != "/") {
     const int64_t x = a.get<int64_t>();
     const int64_t y = b.get<int64_t>();
-    if (op == "+") return x + y;
-    if (op == "-") return x - y;
-    if (op == "*") return x * y;
+    int64_t r = 0;
+    if (op == "+" || op == "-" || op == "*") {
+      const bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                            : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                                        : __builtin_mul_overflow(x, y, &r);
+      if (overflow) Fail(line, "integer overflow in '" + op + "'");
+      return r;
+    }
     if (y == 0) Fail(line, "modulo by zero");
-    return ((x % y) + y) % y;
+    if (y == -1) return int64_t{0};  // INT64_MIN % -1 overflows
+    r = x % y;                       // Python's sign: that of y
+    return r != 0 && (r < 0) != (y < 0) ? r + y : r;
   }
   const double x = a.get<double>();
   const double y = b.get<double>();

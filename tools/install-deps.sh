@@ -17,14 +17,27 @@ packages=(
   libonig-dev libutf8proc-dev
   curl procps
 )
+# clang with libFuzzer and the sanitizer runtimes, for the fuzz smoke runs of tools/test.sh
+# (tests/fuzz/); optional: skipped when the packages cannot be found.
+fuzz_packages=(clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
+missing_fuzz=()
+for p in "${fuzz_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_fuzz+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ] && [ ${#missing_fuzz[@]} -eq 0 ]; then
   echo "install-deps.sh: all packages present"
   exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -ne 0 ]; then
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if [ ${#missing_fuzz[@]} -ne 0 ]; then
+  apt-get install -y -qq --no-install-recommends "${missing_fuzz[@]}" ||
+    echo "install-deps.sh: clang/libFuzzer not installable; tools/test.sh skips the fuzz smoke runs"
+fi

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -97,6 +98,25 @@ TEST(SequenceMirror, RejectsWhatItCannotIndex) {
   SequenceMirror m4(4, 4);
   p.scheduled = {{2, 1, false}};  // unknown sequence
   EXPECT_EQ(m4.Apply(p, &entries).code(), StatusCode::kDataLoss);
+}
+
+// Found by fuzzing (tests/fuzz/fuzz_step_plan): num_computed + num_new_tokens overflowed int for
+// a token count near 2^31 once a sequence had computed tokens, so the range check passed and the
+// mirror then indexed past the sequence.
+TEST(SequenceMirror, RejectsATokenCountThatWouldOverflow) {
+  SequenceMirror mirror(/*num_blocks=*/4, /*block_size=*/4);
+  std::vector<BatchEntry> entries;
+  StepPlan p;
+  p.step = 1;
+  p.new_sequences = {{1, {5, 6}}};
+  p.blocks = {{1, 0, {0}}};
+  p.scheduled = {{1, 1, false}};
+  ASSERT_TRUE(mirror.Apply(p, &entries).ok());
+  mirror.Commit(p);
+  StepPlan q;
+  q.step = 2;
+  q.scheduled = {{1, std::numeric_limits<int32_t>::max(), false}};
+  EXPECT_EQ(mirror.Apply(q, &entries).code(), StatusCode::kDataLoss);
 }
 
 void ExpectSameBatch(const ForwardBatch& a, const ForwardBatch& b, int step) {

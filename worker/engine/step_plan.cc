@@ -277,7 +277,7 @@ Status SequenceMirror::Apply(const StepPlan& plan, std::vector<BatchEntry>* entr
     auto it = seqs_.find(s.id);
     if (it == seqs_.end()) return Desync("unknown sequence scheduled", s.id);
     const Sequence& seq = it->second;
-    const int end = seq.num_computed + s.num_new_tokens;
+    const int64_t end = int64_t{seq.num_computed} + s.num_new_tokens;  // no int overflow
     const bool fits = static_cast<int64_t>(seq.block_table.size()) * block_size_ >= end;
     if (s.num_new_tokens < 1 || end > seq.num_tokens() || !fits ||
         s.samples != (end == seq.num_tokens())) {

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in corpus/<target>/ (run from tests/fuzz/; the files are committed).
+Real inputs: the repo's demo model and cluster.yaml, the chat templates and configs of
+../shared when present, and small requests, step plans and safetensors files in the wire
+formats the code reads."""
+import json, os, struct
+
+C = 'corpus'
+SHARED = '../../../shared'
+
+
+def w(target, name, data):
+    d = os.path.join(C, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    open(os.path.join(d, name), 'wb').write(data)
+
+
+# (a) openai_request: first byte 0 chat, 1 completions, 2 tokenize, 3 detokenize, 4 json body
+chat = {"model": "demo", "messages": [{"role": "system", "content": "Be brief."},
+                                      {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+        "temperature": 0.7, "top_p": 0.9, "max_tokens": 16, "stop": ["\n\n"], "stream": True,
+        "stream_options": {"include_usage": True}, "logprobs": True, "top_logprobs": 2, "n": 2, "seed": 1}
+w('openai_request', 'chat', b'\x00' + json.dumps(chat).encode())
+w('openai_request', 'chat_kwargs', b'\x00' + json.dumps(
+    {"model": "demo", "messages": [{"role": "user", "content": "x"}],
+     "chat_template_kwargs": {"enable_thinking": False}, "add_generation_prompt": False,
+     "stop_token_ids": [2], "min_tokens": 1, "ignore_eos": True, "priority": 0}).encode())
+w('openai_request', 'completions', b'\x01' + json.dumps(
+    {"model": "demo", "prompt": ["Once upon a time", "The cat"], "max_tokens": 32, "temperature": 0,
+     "echo": True, "logprobs": 1, "frequency_penalty": 0.5, "presence_penalty": 0.5,
+     "repetition_penalty": 1.1, "top_k": 40, "min_p": 0.05}).encode())
+w('openai_request', 'completions_ids', b'\x01' + json.dumps(
+    {"model": "demo", "prompt": [[1, 2, 3], [4]], "n": 3, "stop": "x"}).encode())
+w('openai_request', 'tokenize', b'\x02' + json.dumps(
+    {"model": "demo", "prompt": "Hello world", "add_special_tokens": False}).encode())
+w('openai_request', 'tokenize_chat', b'\x02' + json.dumps(
+    {"model": "demo", "messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": True}).encode())
+w('openai_request', 'detokenize', b'\x03' + json.dumps({"model": "demo", "tokens": [1, 15043, 3186]}).encode())
+w('openai_request', 'deep', b'\x04' + b'{"a":' + b'[' * 80 + b']' * 80 + b'}')
+
+
+# (b) http: raw bytes on one connection
+def req(method, path, body=b'', extra=''):
+    h = f'{method} {path} HTTP/1.1\r\nHost: localhost\r\n{extra}'
+    if body or method == 'POST':
+        h += f'Content-Type: application/json\r\nContent-Length: {len(body)}\r\n'
+    return h.encode() + b'\r\n' + body
+
+
+w('http', 'health', req('GET', '/health'))
+w('http', 'models', req('GET', '/v1/models'))
+w('http', 'tokenize', req('POST', '/tokenize', json.dumps({"model": "demo-llama", "prompt": "Hello world"}).encode()))
+w('http', 'tokenize_chat', req('POST', '/tokenize', json.dumps(
+    {"model": "demo-llama", "messages": [{"role": "user", "content": "Hi </s><s>"}]}).encode()))
+w('http', 'detokenize', req('POST', '/detokenize', json.dumps({"model": "demo-llama", "tokens": [1, 2, 3, 300]}).encode()))
+w('http', 'chat', req('POST', '/v1/chat/completions', json.dumps(
+    {"model": "demo-llama", "messages": [{"role": "user", "content": "Hi"}], "stream": True}).encode()))
+w('http', 'completions', req('POST', '/v1/completions', json.dumps(
+    {"model": "demo-llama", "prompt": "Once", "max_tokens": 4}).encode(), 'Authorization: Bearer sk-x\r\n'))
+body = json.dumps({"model": "demo-llama", "prompt": "chunked"}).encode()
+w('http', 'chunked_pipelined',
+  b'POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n'
+  + (b'%x\r\n' % len(body)) + body + b'\r\n0\r\n\r\n' + req('GET', '/health')
+  + req('GET', '/metrics', b'', 'Connection: close\r\n'))
+w('http', 'http10', b'GET /health HTTP/1.0\r\n\r\n')
+
+# (c) tokenizer: first byte: low 4 bits pick the tokenizer (0 = demo, then ../shared/tokenizers
+# sorted), 0x10 add_special, 0x20 parse_special, 0x40 skip_special, 0x80 decode (int32 ids)
+texts = ["Hello world", "Once upon a time, there was a little girl.",
+         "  leading spaces\tand\ttabs\n\nnew lines", "Ünïcödé 日本語 🤖 emoji",
+         "<s>[INST] hi [/INST]</s><|im_start|>user\nx<|im_end|>", "1234567890 3.14159 x=y+z;",
+         "\u200b zero width"]
+for t in range(6):
+    for i, s in enumerate(texts if t == 0 else texts[:4]):
+        w('tokenizer', f'enc_{t}_{i}', bytes([t | 0x30]) + s.encode())
+    w('tokenizer', f'dec_{t}', bytes([t | 0x80 | 0x40]) + struct.pack('<12i', 1, 2, 3, 100, 200, 300, 1000, 5000, 29871, 13, 0, -1))
+    w('tokenizer', f'dec_raw_{t}', bytes([t | 0x80]) + struct.pack('<8i', 1, 15043, 3186, 29892, 13, 2, 32000, 128000))
+
+# (d) chat templates: the real templates, a NUL, the context
+ctx = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                    {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "2+2?"}],
+       "add_generation_prompt": True, "bos_token": "<s>", "eos_token": "</s>"}
+srcs = {'demo-llama': '../../deploy/models/demo-llama/tokenizer_config.json',
+        'stories260K': f'{SHARED}/models/stories260K/tokenizer_config.json'}
+for n in ['deepseek_v3', 'gemma3', 'llama3', 'mistral', 'qwen3']:
+    srcs[n] = f'{SHARED}/tokenizers/{n}/tokenizer_config.json'
+for n, p in srcs.items():
+    if not os.path.exists(p):
+        continue
+    t = json.load(open(p)).get('chat_template')
+    if isinstance(t, list):
+        t = t[0]['template']
+    if t:
+        w('chat_template', n, t.encode() + b'\x00' + json.dumps(ctx).encode())
+w('chat_template', 'chatml', "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + "
+  "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+w('chat_template', 'exprs', "{% set x = [1, 2, 3] %}{{ x[1:] | length }}{% for i in x %}{{ loop.index0 ~ '-' ~ i }}"
+  "{% else %}none{% endfor %}{{ 'a' if x is defined else 'b' }}{{ ' s '.strip().upper() }}{# c #}"
+  "{%- if not false and 3 % 2 == 1 -%} odd {%- elif none is none %}n{% endif %}"
+  "{{ raise_exception('boom') if x|length > 5 else '' }}")
+
+
+# (e) safetensors
+def st(tensors, meta=None):
+    hdr, data = {}, b''
+    for name, (dt, shape, nb) in tensors.items():
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + nb]}
+        data += (bytes(range(256)) * (nb // 256 + 1))[:nb]
+    if meta:
+        hdr['__metadata__'] = meta
+    h = json.dumps(hdr).encode()
+    h += b' ' * ((8 - len(h) % 8) % 8)
+    return struct.pack('<Q', len(h)) + h + data
+
+
+w('safetensors', 'f32', st({"w": ("F32", [2, 3], 24), "b": ("F32", [3], 12)}, {"format": "pt"}))
+w('safetensors', 'f16_bf16', st({"a": ("F16", [4, 2], 16), "b": ("BF16", [8], 16), "s": ("F32", [], 4)}))
+w('safetensors', 'other_dtypes', st({"i": ("I64", [2], 16), "u": ("U8", [5], 5), "z": ("F32", [0, 4], 0)}))
+
+# (f) config.json and cluster.yaml
+w('model_config', 'demo-llama', open('../../deploy/models/demo-llama/config.json', 'rb').read())
+p = f'{SHARED}/models/stories260K/config.json'
+if os.path.exists(p):
+    w('model_config', 'stories260K', open(p, 'rb').read())
+w('model_config', 'qwen3', json.dumps(
+    {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+     "vocab_size": 1000, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+     "tie_word_embeddings": True, "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": [2, 3],
+     "hidden_act": "silu"}))
+w('model_config', 'llama31', json.dumps(
+    {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+     "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+     "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 8192},
+     "attention_bias": False, "mlp_bias": False, "torch_dtype": "float16", "hidden_act": "silu"}))
+w('model_config', 'qwen2_sliding', json.dumps(
+    {"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+     "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+     "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "use_sliding_window": True,
+     "sliding_window": 128, "max_window_layers": 2, "torch_dtype": "float32", "hidden_act": "silu"}))
+w('cluster_config', 'deploy', open('../../deploy/cluster.yaml', 'rb').read())
+w('cluster_config', 'small', "model: {path: /m, load_format: dummy}\nengine: {block_size: 16}\n"
+  "router:\n  port: 2000\n  api_keys: [sk-a, sk-b]\n")
+
+
+# (g) step plans: 2 bytes (mirror's num_blocks, block_size), then u16-length-prefixed messages
+def ints(v):
+    return struct.pack('<I', len(v)) + b''.join(struct.pack('<i', x) for x in v)
+
+
+def step(n, new=(), sampled=(), fin=(), pre=(), blocks=(), sched=()):
+    b = struct.pack('<BBQ', 1, 2, n)
+    b += struct.pack('<I', len(new)) + b''.join(struct.pack('<q', i) + ints(p) for i, p in new)
+    b += struct.pack('<I', len(sampled)) + b''.join(struct.pack('<qi', i, t) for i, t in sampled)
+    for ids in (fin, pre):
+        b += struct.pack('<I', len(ids)) + b''.join(struct.pack('<q', i) for i in ids)
+    b += struct.pack('<I', len(blocks)) + b''.join(struct.pack('<qi', i, f) + ints(bl) for i, f, bl in blocks)
+    b += struct.pack('<I', len(sched)) + b''.join(struct.pack('<qiB', i, k, s) for i, k, s in sched)
+    return b
+
+
+def stream(nb, bs, msgs):
+    return bytes([nb, bs]) + b''.join(struct.pack('<H', len(m)) + m for m in msgs)
+
+
+start = struct.pack('<BBii', 1, 1, 16, 4)
+w('step_plan', 'prefill_decode', stream(15, 3, [
+    start, step(1, new=[(7, [1, 2, 3, 4, 5])], blocks=[(7, 0, [0, 1])], sched=[(7, 5, 1)]),
+    step(2, sampled=[(7, 9)], sched=[(7, 1, 1)]),
+    step(3, sampled=[(7, 10)], blocks=[(7, 2, [2])], sched=[(7, 1, 1)])]))
+w('step_plan', 'chunked_preempt', stream(7, 1, [
+    step(1, new=[(1, [1, 2, 3, 4, 5, 6]), (2, [7])], blocks=[(1, 0, [0]), (2, 0, [1])], sched=[(1, 2, 0), (2, 1, 1)]),
+    step(2, sampled=[(2, 5)], blocks=[(1, 1, [2])], sched=[(1, 2, 0)]),
+    step(3, pre=[1], fin=[2], blocks=[(1, 0, [3, 4])], sched=[(1, 4, 0)]),
+    struct.pack('<BB', 1, 3)]))
