@@ -231,8 +231,7 @@ class GenerateCall final : public GenerateStream,
 }  // namespace
 
 UpstreamPool::UpstreamPool(std::vector<std::string> addresses,
-                           std::chrono::milliseconds health_interval,
-                           const std::string& tls_ca_pem)
+                           std::chrono::milliseconds health_interval, const std::string& tls_ca_pem)
     : impl_(std::make_shared<Impl>()) {
   impl_->interval = health_interval;
   grpc::ChannelArguments args;
