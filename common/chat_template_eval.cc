@@ -99,6 +99,11 @@ int64_t Normalize(int64_t i, int64_t n) {
   return i < 0 ? std::max<int64_t>(0, i + n) : i;
 }
 
+// Work bounds of one render: a template (from the operator's files) or a request (its messages
+// and kwargs drive the loops) must not hang the router or grow its output without end.
+constexpr int64_t kMaxRenderSteps = 1'000'000;  // nodes rendered + expressions evaluated (~1 s)
+constexpr size_t kMaxRenderOutputBytes = 64u << 20;  // 64 MiB of text
+
 class Renderer {
  public:
   explicit Renderer(const json& context) { scopes_.push_back(context); }
@@ -124,11 +129,24 @@ class Renderer {
     return Undefined();
   }
 
+  void Step(int line) {
+    if (++steps_ > kMaxRenderSteps) {
+      Fail(line, "rendering takes more than " + std::to_string(kMaxRenderSteps) +
+                     " steps (loops nested over long lists?)");
+    }
+    if (out_.size() > kMaxRenderOutputBytes) {
+      Fail(line,
+           "the rendered text exceeds " + std::to_string(kMaxRenderOutputBytes >> 20) + " MiB");
+    }
+  }
+
   std::vector<json> scopes_;
   std::string out_;
+  int64_t steps_ = 0;
 };
 
 void Renderer::RenderNode(const Node& n) {
+  Step(n.line);
   switch (n.kind) {
     case Node::Kind::kText:
       out_ += n.text;
@@ -195,6 +213,7 @@ void Renderer::RenderFor(const Node& n) {
 }
 
 json Renderer::Eval(const Expr& e, int line) {
+  Step(line);
   switch (e.kind) {
     case Expr::Kind::kLiteral:
       return e.value;
