@@ -97,7 +97,7 @@ void UpstreamPool::Impl::CheckHealth(Upstream& u,
   u.limits = {resp.model(), resp.max_model_len(), resp.vocab_size()};
   // Draining and shutting down let running requests finish; a cluster whose ranks stopped
   // answering will not, so its open requests end now with an error instead of at the deadline.
-  const bool wedged = !resp.serving() && resp.detail().find("not answered") != std::string::npos;
+  const bool wedged = resp.ranks_unresponsive();
   if (wedged && !u.calls.empty()) {
     std::fprintf(stderr, "router: coordinator %s: %s; failing its %zu open request(s)\n",
                  u.address.c_str(), resp.detail().c_str(), u.calls.size());

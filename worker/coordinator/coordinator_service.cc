@@ -266,9 +266,11 @@ struct CoordinatorServer::Impl {
     explicit Admin(Impl* impl) : impl_(impl) {}
     grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const pb::HealthRequest*,
                                      pb::HealthResponse* out) override {
+      const std::string problem = impl_->HealthProblem();
       std::string detail = impl_->shutting_down.load() ? "shutting down"
                            : impl_->draining.load()    ? "draining"
-                                                       : impl_->HealthProblem();
+                                                       : problem;
+      out->set_ranks_unresponsive(!problem.empty());
       out->set_serving(detail.empty());
       out->set_detail(detail);
       out->set_model(impl_->info.served_model_name);
