@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <type_traits>
 
 namespace llm {
 
@@ -30,9 +31,9 @@ Status BadValue(const std::string& key, const std::string& value, const std::str
   return InvalidArgument("config key '" + key + "': expected " + want + ", got '" + value + "'");
 }
 
-template <typename T>
-KeySpec IntKey(const char* name, T ClusterConfig::*member, int64_t min, int64_t max,
-               const char* help) {
+// `field` is a generic lambda returning a reference to the key's member (see LLM_FIELD).
+template <typename Field>
+KeySpec IntKey(const char* name, Field field, int64_t min, int64_t max, const char* help) {
   const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
   return {name,
           "int",
@@ -46,14 +47,14 @@ KeySpec IntKey(const char* name, T ClusterConfig::*member, int64_t min, int64_t 
             if (v[0].empty() || *end != '\0' || errno != 0 || x < min || x > max) {
               return BadValue(name, v[0], "an integer in " + range);
             }
-            c.*member = static_cast<T>(x);
+            field(c) = static_cast<std::remove_reference_t<decltype(field(c))>>(x);
             return Status::Ok();
           },
-          [=](const ClusterConfig& c) { return std::to_string(c.*member); }};
+          [=](const ClusterConfig& c) { return std::to_string(field(c)); }};
 }
 
-KeySpec DoubleKey(const char* name, double ClusterConfig::*member, double min, double max,
-                  const char* help) {
+template <typename Field>
+KeySpec DoubleKey(const char* name, Field field, double min, double max, const char* help) {
   std::ostringstream r;
   r << "[" << min << ", " << max << "]";
   const std::string range = r.str();
@@ -68,17 +69,18 @@ KeySpec DoubleKey(const char* name, double ClusterConfig::*member, double min, d
             if (v[0].empty() || *end != '\0' || !(x >= min && x <= max)) {
               return BadValue(name, v[0], "a number in " + range);
             }
-            c.*member = x;
+            field(c) = x;
             return Status::Ok();
           },
           [=](const ClusterConfig& c) {
             std::ostringstream s;
-            s << c.*member;
+            s << field(c);
             return s.str();
           }};
 }
 
-KeySpec BoolKey(const char* name, bool ClusterConfig::*member, const char* help) {
+template <typename Field>
+KeySpec BoolKey(const char* name, Field field, const char* help) {
   return {name,
           "bool",
           "true|false",
@@ -86,18 +88,19 @@ KeySpec BoolKey(const char* name, bool ClusterConfig::*member, const char* help)
           [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
             if (v.size() != 1) return BadValue(name, "a list", "true or false");
             if (v[0] == "true") {
-              c.*member = true;
+              field(c) = true;
             } else if (v[0] == "false") {
-              c.*member = false;
+              field(c) = false;
             } else {
               return BadValue(name, v[0], "true or false");
             }
             return Status::Ok();
           },
-          [=](const ClusterConfig& c) { return std::string(c.*member ? "true" : "false"); }};
+          [=](const ClusterConfig& c) { return std::string(field(c) ? "true" : "false"); }};
 }
 
-KeySpec LoadFormatKey(const char* name, LoadFormat ClusterConfig::*member, const char* help) {
+template <typename Field>
+KeySpec LoadFormatKey(const char* name, Field field, const char* help) {
   return {name,
           "enum",
           "safetensors|dummy",
@@ -107,14 +110,15 @@ KeySpec LoadFormatKey(const char* name, LoadFormat ClusterConfig::*member, const
             StatusOr<LoadFormat> f =
                 ParseLoadFormat(v[0], std::string("config key '") + name + "'");
             if (!f.ok()) return f.status();
-            c.*member = *f;
+            field(c) = *f;
             return Status::Ok();
           },
-          [=](const ClusterConfig& c) { return std::string(LoadFormatName(c.*member)); }};
+          [=](const ClusterConfig& c) { return std::string(LoadFormatName(field(c))); }};
 }
 
-KeySpec StringKey(const char* name, std::string ClusterConfig::*member,
-                  std::vector<std::string> allowed, const char* help) {
+template <typename Field>
+KeySpec StringKey(const char* name, Field field, std::vector<std::string> allowed,
+                  const char* help) {
   std::string range;
   for (const auto& a : allowed) range += (range.empty() ? "" : "|") + a;
   return {
@@ -127,133 +131,145 @@ KeySpec StringKey(const char* name, std::string ClusterConfig::*member,
         if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), v[0]) == allowed.end()) {
           return BadValue(name, v[0], "one of " + range);
         }
-        c.*member = v[0];
+        field(c) = v[0];
         return Status::Ok();
       },
-      [=](const ClusterConfig& c) { return c.*member; }};
+      [=](const ClusterConfig& c) { return field(c); }};
 }
 
-KeySpec ListKey(const char* name, std::vector<std::string> ClusterConfig::*member,
-                const char* help) {
+template <typename Field>
+KeySpec ListKey(const char* name, Field field, const char* help) {
   return {name,
           "list",
           "",
           help,
           [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
-            c.*member = v;
+            field(c) = v;
             return Status::Ok();
           },
           [=](const ClusterConfig& c) {
             std::string s;
-            for (const auto& x : c.*member) s += (s.empty() ? "" : ",") + x;
+            for (const auto& x : field(c)) s += (s.empty() ? "" : ",") + x;
             return s;
           }};
 }
 
+// A reference to one member of a ClusterConfig, const or not: LLM_FIELD(engine.block_size).
+#define LLM_FIELD(path)  \
+  [](auto& c) -> auto& { \
+    return c.path;       \
+  }
+
 const std::vector<KeySpec>& Schema() {
-  using C = ClusterConfig;
   static const std::vector<KeySpec> schema = {
-      StringKey("model.path", &C::model_path, {}, "Hugging Face model folder"),
-      StringKey("model.served_model_name", &C::served_model_name, {},
+      StringKey("model.path", LLM_FIELD(model.path), {}, "Hugging Face model folder"),
+      StringKey("model.served_model_name", LLM_FIELD(model.served_model_name), {},
                 "name clients use in 'model' (default: the folder name)"),
-      LoadFormatKey("model.load_format", &C::load_format,
+      LoadFormatKey("model.load_format", LLM_FIELD(model.load_format),
                     "dummy = seeded random weights, output meaningless"),
-      IntKey("model.max_model_len", &C::max_model_len, 0, 1 << 24,
+      IntKey("model.max_model_len", LLM_FIELD(model.max_model_len), 0, 1 << 24,
              "context length; 0 = max_position_embeddings"),
-      IntKey("engine.tensor_parallel_size", &C::tensor_parallel_size, 1, 1024,
+      IntKey("engine.tensor_parallel_size", LLM_FIELD(engine.tensor_parallel_size), 1, 1024,
              "ranks the model is split over (the mpirun -np)"),
-      IntKey("engine.block_size", &C::block_size, 1, 1 << 16,
+      IntKey("engine.block_size", LLM_FIELD(engine.block_size), 1, 1 << 16,
              "tokens per KV cache block (at most the backend's limit: cpu 256)"),
-      IntKey("engine.kv_cache_mib", &C::kv_cache_mib, 0, 1 << 30,
+      IntKey("engine.kv_cache_mib", LLM_FIELD(engine.kv_cache_mib), 0, 1 << 30,
              "KV cache per rank in MiB; 0 = use kv_cache_memory_fraction"),
-      IntKey("engine.kv_cache_blocks", &C::kv_cache_blocks, 0, 1 << 30,
+      IntKey("engine.kv_cache_blocks", LLM_FIELD(engine.kv_cache_blocks), 0, 1 << 30,
              "KV cache blocks per rank; > 0 wins over kv_cache_mib and the fraction"),
-      DoubleKey("engine.kv_cache_memory_fraction", &C::kv_cache_memory_fraction, 0.01, 0.95,
-                "fraction of available memory for the KV cache"),
-      IntKey("engine.max_num_seqs", &C::max_num_seqs, 1, 65536, "sequences per step"),
-      IntKey("engine.max_num_batched_tokens", &C::max_num_batched_tokens, 1, 1 << 20,
-             "token budget per step"),
-      IntKey("engine.max_prefill_chunk", &C::max_prefill_chunk, 0, 1 << 20,
+      DoubleKey("engine.kv_cache_memory_fraction", LLM_FIELD(engine.kv_cache_memory_fraction), 0.01,
+                0.95, "fraction of available memory for the KV cache"),
+      IntKey("engine.max_num_seqs", LLM_FIELD(engine.scheduler.max_num_seqs), 1, 65536,
+             "sequences per step"),
+      IntKey("engine.max_num_batched_tokens", LLM_FIELD(engine.scheduler.max_num_batched_tokens), 1,
+             1 << 20, "token budget per step"),
+      IntKey("engine.max_prefill_chunk", LLM_FIELD(engine.scheduler.max_prefill_chunk), 0, 1 << 20,
              "prompt tokens per sequence per step; 0 = the budget"),
-      IntKey("engine.threads_per_rank", &C::threads_per_rank, 0, 4096,
+      IntKey("engine.threads_per_rank", LLM_FIELD(engine.threads_per_rank), 0, 4096,
              "compute threads per rank; 0 = cores / local ranks"),
-      StringKey("engine.matmul_isa", &C::matmul_isa, {"auto", "avx512", "avx2-fma", "scalar"},
+      StringKey("engine.matmul_isa", LLM_FIELD(engine.matmul_isa),
+                {"auto", "avx512", "avx2-fma", "scalar"},
                 "SIMD path of the CPU matmul; auto = the best this CPU has (or LLM_MATMUL_ISA)"),
-      IntKey("engine.seed", &C::seed, 0, INT64_MAX, "seed for requests without one"),
-      IntKey("engine.rank_timeout_s", &C::rank_timeout_s, 1, 86400,
+      IntKey("engine.seed", LLM_FIELD(engine.seed), 0, INT64_MAX, "seed for requests without one"),
+      IntKey("engine.rank_timeout_s", LLM_FIELD(engine.rank_timeout_s), 1, 86400,
              "a collective some rank does not complete within this ends the whole job"),
-      IntKey("engine.heartbeat_timeout_s", &C::heartbeat_timeout_s, 1, 3600,
+      IntKey("engine.heartbeat_timeout_s", LLM_FIELD(engine.heartbeat_timeout_s), 1, 3600,
              "health reports not serving once a rank has not answered for this long"),
-      IntKey("engine.max_waiting_requests", &C::max_waiting_requests, 0, 1 << 24,
+      IntKey("engine.max_waiting_requests", LLM_FIELD(engine.max_waiting_requests), 0, 1 << 24,
              "requests waiting to be scheduled; more are refused (router: 429); 0 = no bound"),
-      IntKey("engine.queue_timeout_s", &C::queue_timeout_s, 0, 86400,
+      IntKey("engine.queue_timeout_s", LLM_FIELD(engine.queue_timeout_s), 0, 86400,
              "a request still waiting after this long fails (router: 429); 0 = never"),
-      StringKey("coordinator.host", &C::coordinator_host, {}, "gRPC bind address of rank 0"),
-      IntKey("coordinator.port", &C::coordinator_port, 1, 65535, "gRPC port of rank 0"),
-      StringKey("coordinator.admin_token", &C::admin_token, {},
+      StringKey("coordinator.host", LLM_FIELD(coordinator.host), {}, "gRPC bind address of rank 0"),
+      IntKey("coordinator.port", LLM_FIELD(coordinator.port), 1, 65535, "gRPC port of rank 0"),
+      StringKey("coordinator.admin_token", LLM_FIELD(coordinator.admin_token), {},
                 "token Drain/Resume need (Bearer); empty: LLM_ADMIN_TOKEN, else loopback only"),
-      StringKey("coordinator.tls_cert_file", &C::tls_cert_file, {},
+      StringKey("coordinator.tls_cert_file", LLM_FIELD(coordinator.tls_cert_file), {},
                 "PEM certificate (chain) of the gRPC port; with tls_key_file: TLS only"),
-      StringKey("coordinator.tls_key_file", &C::tls_key_file, {},
+      StringKey("coordinator.tls_key_file", LLM_FIELD(coordinator.tls_key_file), {},
                 "PEM private key of tls_cert_file"),
-      IntKey("coordinator.shutdown_grace_s", &C::shutdown_grace_s, 0, 86400,
+      IntKey("coordinator.shutdown_grace_s", LLM_FIELD(coordinator.shutdown_grace_s), 0, 86400,
              "on SIGTERM/SIGINT running requests get this long to finish (a 2nd signal: now)"),
-      StringKey("router.host", &C::router_host, {},
+      StringKey("router.host", LLM_FIELD(router.http.host), {},
                 "HTTP bind address; empty = 0.0.0.0 when an API key is set, else 127.0.0.1"),
-      IntKey("router.port", &C::router_port, 1, 65535, "HTTP port"),
-      ListKey("router.upstreams", &C::upstreams,
+      IntKey("router.port", LLM_FIELD(router.http.port), 1, 65535, "HTTP port"),
+      ListKey("router.upstreams", LLM_FIELD(router.upstreams),
               "coordinator host:port list; default: coordinator.host:port"),
-      StringKey("router.upstream_tls_ca_file", &C::upstream_tls_ca_file, {},
+      StringKey("router.upstream_tls_ca_file", LLM_FIELD(router.upstream_tls_ca_file), {},
                 "PEM roots: connect to the coordinators with TLS (coordinator.tls_cert_file)"),
-      IntKey("router.max_body_bytes", &C::max_body_bytes, 1024, int64_t{1} << 30,
+      IntKey("router.max_body_bytes", LLM_FIELD(router.http.max_body_bytes), 1024, int64_t{1} << 30,
              "larger request bodies get 413"),
-      IntKey("router.max_n", &C::max_n, 1, 1024, "largest n a request may ask for"),
-      IntKey("router.request_timeout_s", &C::request_timeout_s, 1, 86400,
+      IntKey("router.max_n", LLM_FIELD(router.caps.max_n), 1, 1024,
+             "largest n a request may ask for"),
+      IntKey("router.request_timeout_s", LLM_FIELD(router.request_timeout_s), 1, 86400,
              "a request running longer is aborted"),
-      IntKey("router.max_prompts", &C::max_prompts, 1, 65536,
+      IntKey("router.max_prompts", LLM_FIELD(router.caps.max_prompts), 1, 65536,
              "most prompts in one completions request (more: 400)"),
-      IntKey("router.max_choices", &C::max_choices, 1, 65536,
+      IntKey("router.max_choices", LLM_FIELD(router.caps.max_choices), 1, 65536,
              "most choices (prompts x n) in one request, each an upstream call (more: 400)"),
-      IntKey("router.max_stop_strings", &C::max_stop_strings, 0, 4096,
+      IntKey("router.max_stop_strings", LLM_FIELD(router.caps.max_stop_strings), 0, 4096,
              "most 'stop' strings in one request (more: 400)"),
-      IntKey("router.max_stop_bytes", &C::max_stop_bytes, 1, 1 << 20,
+      IntKey("router.max_stop_bytes", LLM_FIELD(router.caps.max_stop_bytes), 1, 1 << 20,
              "most bytes of 'stop' strings in one request, all together (more: 400)"),
-      IntKey("router.max_stop_token_ids", &C::max_stop_token_ids, 0, 65536,
+      IntKey("router.max_stop_token_ids", LLM_FIELD(router.caps.max_stop_token_ids), 0, 65536,
              "most 'stop_token_ids' in one request (more: 400)"),
-      BoolKey("router.allow_priority", &C::allow_priority,
+      BoolKey("router.allow_priority", LLM_FIELD(router.caps.allow_priority),
               "honour the request field 'priority' (otherwise a non-zero priority gets 400)"),
-      ListKey("router.api_keys", &C::api_keys,
+      ListKey("router.api_keys", LLM_FIELD(router.api_keys),
               "accepted API keys (Authorization: Bearer KEY); with api_key_file and the "
               "LLM_API_KEY environment variable; none = no authentication"),
-      StringKey("router.api_key_file", &C::api_key_file, {},
+      StringKey("router.api_key_file", LLM_FIELD(router.api_key_file), {},
                 "file with one API key per line ('#' comments); empty = none"),
-      BoolKey("router.health_requires_key", &C::health_requires_key,
+      BoolKey("router.health_requires_key", LLM_FIELD(router.health_requires_key),
               "/health needs a key too (when keys are set); default: open for load balancers"),
-      IntKey("router.max_connections", &C::max_connections, 1, 1 << 20,
+      IntKey("router.max_connections", LLM_FIELD(router.http.max_connections), 1, 1 << 20,
              "open HTTP connections; requests on connections beyond it get 429"),
-      IntKey("router.max_inflight_requests", &C::max_inflight_requests, 1, 1 << 20,
+      IntKey("router.max_inflight_requests", LLM_FIELD(router.http.max_inflight_requests), 1,
+             1 << 20,
              "requests in progress over all connections; beyond it 429 (GET /health exempt)"),
-      BoolKey("router.special_tokens_in_messages", &C::special_tokens_in_messages,
+      BoolKey("router.special_tokens_in_messages", LLM_FIELD(router.special_tokens_in_messages),
               "special-token text in chat message content becomes control tokens (vLLM's "
               "behaviour); default false: it is tokenized as plain text"),
-      IntKey("router.health_check_interval_ms", &C::health_check_interval_ms, 50, 600000,
+      IntKey("router.health_check_interval_ms", LLM_FIELD(router.health_check_interval_ms), 50,
+             600000,
              "how often each upstream is asked for Admin.Health (unhealthy: no new requests)"),
-      IntKey("router.shutdown_grace_s", &C::router_shutdown_grace_s, 0, 86400,
+      IntKey("router.shutdown_grace_s", LLM_FIELD(router.shutdown_grace_s), 0, 86400,
              "on SIGTERM/SIGINT: no new connections or requests (503), those in flight get "
              "this long to finish, then are cancelled (a 2nd signal: now)"),
-      IntKey("router.io_timeout_s", &C::io_timeout_s, 1, 86400,
+      IntKey("router.io_timeout_s", LLM_FIELD(router.http.io_timeout_s), 1, 86400,
              "reading one request (an idle keep-alive connection too) and each write; past it "
              "the connection closes and its request is cancelled"),
-      IntKey("router.write_queue_bytes", &C::write_queue_bytes, 1024, int64_t{1} << 30,
+      IntKey("router.write_queue_bytes", LLM_FIELD(router.http.write_queue_bytes), 1024,
+             int64_t{1} << 30,
              "response bytes queued per connection; beyond it the stream waits for the client"),
-      IntKey("router.max_header_bytes", &C::max_header_bytes, 1024, int64_t{1} << 24,
-             "request headers larger than this get 431"),
-      IntKey("router.io_threads", &C::io_threads, 0, 1024,
+      IntKey("router.max_header_bytes", LLM_FIELD(router.http.max_header_bytes), 1024,
+             int64_t{1} << 24, "request headers larger than this get 431"),
+      IntKey("router.io_threads", LLM_FIELD(router.http.io_threads), 0, 1024,
              "HTTP I/O threads, and as many threads for request parsing/templating/"
              "tokenization; 0 = the number of cores, at least 2"),
   };
   return schema;
 }
+#undef LLM_FIELD
 
 const KeySpec* FindKey(const std::string& name) {
   for (const auto& k : Schema()) {
@@ -302,15 +318,16 @@ std::vector<std::string> SplitList(const std::string& s) {
 }
 
 Status Finish(ClusterConfig* c) {
-  if (c->served_model_name.empty() && !c->model_path.empty()) {
-    c->served_model_name = std::filesystem::path(c->model_path).lexically_normal().filename();
-    if (c->served_model_name.empty()) {
-      c->served_model_name =
-          std::filesystem::path(c->model_path).lexically_normal().parent_path().filename();
+  ModelSection& m = c->model;
+  if (m.served_model_name.empty() && !m.path.empty()) {
+    m.served_model_name = std::filesystem::path(m.path).lexically_normal().filename();
+    if (m.served_model_name.empty()) {
+      m.served_model_name =
+          std::filesystem::path(m.path).lexically_normal().parent_path().filename();
     }
   }
-  if (c->upstreams.empty()) {
-    c->upstreams.push_back(c->coordinator_host + ":" + std::to_string(c->coordinator_port));
+  if (c->router.upstreams.empty()) {
+    c->router.upstreams.push_back(c->coordinator.host + ":" + std::to_string(c->coordinator.port));
   }
   return Status::Ok();
 }

@@ -12,22 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/config_sections.h"
 #include "router/api_error.h"
 
 namespace llm::router {
 
-// What a request may ask for (cluster.yaml router.*). The fan-out caps bound the work one
-// small body can start: every choice (prompt × n) is one upstream call with its own decoder
-// and stop matcher.
-struct RequestLimits {
+// What a request may ask for: cluster.yaml's router caps (common/config_sections.h) and the
+// one model name served.
+struct RequestLimits : RequestCaps {
   std::string served_model_name;
-  int max_n = 16;
-  int max_prompts = 256;         // prompts in one completions request
-  int max_choices = 256;         // prompts × n
-  int max_stop_strings = 16;     // entries of `stop`
-  int max_stop_bytes = 4096;     // their total length
-  int max_stop_token_ids = 256;  // entries of `stop_token_ids`
-  bool allow_priority = false;   // false: a non-zero `priority` is a 400
 };
 
 // What every generation request shares (chat and completions).

@@ -63,17 +63,17 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "router: %s\n", config.status().ToString().c_str());
     return 2;
   }
-  if (config->model_path.empty()) {
+  if (config->model.path.empty()) {
     std::fprintf(stderr, "router: model.path is required (the tokenizer is loaded from it)\n");
     return 2;
   }
-  auto tokenizer = llm::Tokenizer::FromDir(config->model_path);
+  auto tokenizer = llm::Tokenizer::FromDir(config->model.path);
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "router: %s\n", tokenizer.status().ToString().c_str());
     return 2;
   }
   std::shared_ptr<const llm::Tokenizer> shared_tokenizer(std::move(tokenizer).value());
-  auto keys = llm::router::ApiKeys::Load(config->api_keys, config->api_key_file,
+  auto keys = llm::router::ApiKeys::Load(config->router.api_keys, config->router.api_key_file,
                                          std::getenv("LLM_API_KEY"));
   if (!keys.ok()) {
     std::fprintf(stderr, "router: %s\n", keys.status().ToString().c_str());
@@ -88,34 +88,29 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::string upstream_ca;
-  if (!config->upstream_tls_ca_file.empty()) {
-    std::ifstream ca(config->upstream_tls_ca_file, std::ios::binary);
+  if (!config->router.upstream_tls_ca_file.empty()) {
+    std::ifstream ca(config->router.upstream_tls_ca_file, std::ios::binary);
     if (ca.is_open()) {
       upstream_ca.assign(std::istreambuf_iterator<char>(ca), std::istreambuf_iterator<char>());
     }
     if (upstream_ca.empty()) {
       std::fprintf(stderr, "router: router.upstream_tls_ca_file: cannot read '%s'\n",
-                   config->upstream_tls_ca_file.c_str());
+                   config->router.upstream_tls_ca_file.c_str());
       return 2;
     }
   }
-  llm::router::UpstreamPool pool(
-      config->upstreams, std::chrono::milliseconds(config->health_check_interval_ms), upstream_ca);
+  llm::router::UpstreamPool pool(config->router.upstreams,
+                                 std::chrono::milliseconds(config->router.health_check_interval_ms),
+                                 upstream_ca);
   pool.Start(std::chrono::milliseconds(2000));
   llm::router::ServiceOptions service_options;
   llm::router::RequestLimits& limits = service_options.limits;
-  limits.served_model_name = config->served_model_name;
-  limits.max_n = config->max_n;
-  limits.max_prompts = config->max_prompts;
-  limits.max_choices = config->max_choices;
-  limits.max_stop_strings = config->max_stop_strings;
-  limits.max_stop_bytes = config->max_stop_bytes;
-  limits.max_stop_token_ids = config->max_stop_token_ids;
-  limits.allow_priority = config->allow_priority;
-  service_options.request_timeout = std::chrono::seconds(config->request_timeout_s);
+  static_cast<llm::RequestCaps&>(limits) = config->router.caps;
+  limits.served_model_name = config->model.served_model_name;
+  service_options.request_timeout = std::chrono::seconds(config->router.request_timeout_s);
   service_options.api_keys = *keys;
-  service_options.health_requires_key = config->health_requires_key;
-  service_options.special_tokens_in_messages = config->special_tokens_in_messages;
+  service_options.health_requires_key = config->router.health_requires_key;
+  service_options.special_tokens_in_messages = config->router.special_tokens_in_messages;
   llm::router::OpenAiService service(service_options, shared_tokenizer, pool);
   if (!service.chat_template_problem().empty()) {
     std::fprintf(stderr, "router: chat completions disabled: %s\n",
@@ -123,8 +118,8 @@ int Run(int argc, char** argv) {
   }
 
   llm::router::HttpServerOptions http;
-  http.host = llm::router::BindHost(config->router_host, *keys);
-  if (!keys->enabled() && config->router_host.empty()) {
+  http.host = llm::router::BindHost(config->router.http.host, *keys);
+  if (!keys->enabled() && config->router.http.host.empty()) {
     std::fprintf(stderr,
                  "router: no API key is set, so the API listens on 127.0.0.1 only; to serve other "
                  "hosts set a key (router.api_keys, router.api_key_file or LLM_API_KEY) or "
@@ -136,17 +131,17 @@ int Run(int argc, char** argv) {
                  "port can use the API\n",
                  http.host.c_str());
   }
-  http.port = config->router_port;
-  http.max_body_bytes = config->max_body_bytes;
-  http.max_connections = config->max_connections;
-  http.max_inflight_requests = config->max_inflight_requests;
-  http.io_timeout_s = config->io_timeout_s;
-  http.write_queue_bytes = static_cast<size_t>(config->write_queue_bytes);
-  http.max_header_bytes = static_cast<uint32_t>(config->max_header_bytes);
+  http.port = config->router.http.port;
+  http.max_body_bytes = config->router.http.max_body_bytes;
+  http.max_connections = config->router.http.max_connections;
+  http.max_inflight_requests = config->router.http.max_inflight_requests;
+  http.io_timeout_s = config->router.http.io_timeout_s;
+  http.write_queue_bytes = static_cast<size_t>(config->router.http.write_queue_bytes);
+  http.max_header_bytes = static_cast<uint32_t>(config->router.http.max_header_bytes);
   // Several I/O threads even on one core: a connection whose strand is busy (stop strings of a
   // big stream) must not hold up accept() and /health.
-  http.io_threads = config->io_threads > 0
-                        ? config->io_threads
+  http.io_threads = config->router.http.io_threads > 0
+                        ? config->router.http.io_threads
                         : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   http.work_threads = http.io_threads;
   llm::router::HttpServer server(http, service);
@@ -155,16 +150,16 @@ int Run(int argc, char** argv) {
     return 1;
   }
   std::string upstreams;
-  for (const auto& u : config->upstreams) upstreams += (upstreams.empty() ? "" : ", ") + u;
+  for (const auto& u : config->router.upstreams) upstreams += (upstreams.empty() ? "" : ", ") + u;
   std::fprintf(
       stderr, "router: serving model '%s' on http://%s:%d (upstreams: %s; %s; %s)\n",
-      config->served_model_name.c_str(), http.host.c_str(), server.port(), upstreams.c_str(),
+      config->model.served_model_name.c_str(), http.host.c_str(), server.port(), upstreams.c_str(),
       pool.AnyHealthy() ? "healthy" : "none healthy yet",
       keys->enabled() ? (std::to_string(keys->size()) + " API key(s)").c_str() : "no API key");
 
   int sig = 0;
   sigwait(&signals, &sig);
-  const bool now = !DrainUntilIdle(server, signals, sig, config->router_shutdown_grace_s);
+  const bool now = !DrainUntilIdle(server, signals, sig, config->router.shutdown_grace_s);
   server.StopAccepting();  // cancels what is still in flight
   const auto upstream_wait = std::chrono::seconds(now ? 1 : 5);
   if (!pool.WaitIdle(upstream_wait)) {

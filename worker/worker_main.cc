@@ -61,15 +61,15 @@ int main(int argc, char** argv) {
     return 2;  // every rank reads the same file and fails alike
   }
   const int world = mpi ? mpi->world_size() : 1;
-  if (config->tensor_parallel_size != world) {
+  if (config->engine.tensor_parallel_size != world) {
     // Every rank reads the same config and stops here alike, so nobody waits for anybody.
     spdlog::critical(
         "engine.tensor_parallel_size is {} but this job has {} rank(s): start it with "
         "`mpirun -np {} worker ...` or set engine.tensor_parallel_size to {}",
-        config->tensor_parallel_size, world, config->tensor_parallel_size, world);
+        config->engine.tensor_parallel_size, world, config->engine.tensor_parallel_size, world);
     return 2;
   }
-  if (mpi) mpi->set_timeout_s(config->rank_timeout_s);
+  if (mpi) mpi->set_timeout_s(config->engine.rank_timeout_s);
   if (mpi && mpi->rank() != 0) {
     const int rc = llm::RunFollowerRank(*config, *mpi, mpi->local_size());
     if (rc != 0) mpi->AbortJob(rc);  // rank 0 would wait for this rank forever

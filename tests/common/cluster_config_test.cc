@@ -20,23 +20,23 @@ router:
 )",
                               "cluster.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->model_path, "/models/stories260K/");
-  EXPECT_EQ(c->served_model_name, "stories260K");
-  EXPECT_EQ(c->load_format, LoadFormat::kDummy);
-  EXPECT_EQ(c->block_size, 32);
-  EXPECT_DOUBLE_EQ(c->kv_cache_memory_fraction, 0.5);
-  EXPECT_EQ(c->router_port, 8080);
-  EXPECT_EQ(c->upstreams, (std::vector<std::string>{"a:1", "b:2"}));
-  EXPECT_EQ(c->max_num_seqs, 256);  // default
+  EXPECT_EQ(c->model.path, "/models/stories260K/");
+  EXPECT_EQ(c->model.served_model_name, "stories260K");
+  EXPECT_EQ(c->model.load_format, LoadFormat::kDummy);
+  EXPECT_EQ(c->engine.block_size, 32);
+  EXPECT_DOUBLE_EQ(c->engine.kv_cache_memory_fraction, 0.5);
+  EXPECT_EQ(c->router.http.port, 8080);
+  EXPECT_EQ(c->router.upstreams, (std::vector<std::string>{"a:1", "b:2"}));
+  EXPECT_EQ(c->engine.scheduler.max_num_seqs, 256);  // default
 }
 
 TEST(ClusterConfig, OverridesWinAndUpstreamDefaultsToCoordinator) {
   auto c = ParseClusterConfig("engine: {block_size: 32}\ncoordinator: {port: 6000}", "x.yaml",
                               {{"engine.block_size", "8"}, {"model.path", "/m/llama"}});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->block_size, 8);
-  EXPECT_EQ(c->served_model_name, "llama");
-  EXPECT_EQ(c->upstreams, (std::vector<std::string>{"127.0.0.1:6000"}));
+  EXPECT_EQ(c->engine.block_size, 8);
+  EXPECT_EQ(c->model.served_model_name, "llama");
+  EXPECT_EQ(c->router.upstreams, (std::vector<std::string>{"127.0.0.1:6000"}));
 }
 
 void ExpectError(const std::string& yaml, const std::string& mention,
@@ -66,6 +66,21 @@ TEST(ClusterConfig, HelpListsEveryKey) {
        {"model.path", "engine.block_size", "router.upstreams", "coordinator.port"}) {
     EXPECT_NE(help.find(k), std::string::npos) << k;
   }
+}
+
+// The engine takes the engine section itself (EngineConfig derives from EngineSection), so the
+// scheduler's defaults are the schema's: they once drifted (max_prefill_chunk 512 vs 0).
+TEST(ClusterConfig, EngineSectionIsWhatTheEngineGets) {
+  auto c = ParseClusterConfig("engine: {max_prefill_chunk: 64, max_num_seqs: 3}", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->engine.scheduler.max_prefill_chunk, 64);
+  EXPECT_EQ(c->engine.scheduler.max_num_seqs, 3);
+  auto d = ParseClusterConfig("", "empty.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->engine.scheduler.max_prefill_chunk, SchedulerConfig{}.max_prefill_chunk);
+  EXPECT_NE(ClusterConfigHelp().find("--engine.max_prefill_chunk (int [0, 1048576], default '" +
+                                     std::to_string(SchedulerConfig{}.max_prefill_chunk) + "')"),
+            std::string::npos);
 }
 
 }  // namespace

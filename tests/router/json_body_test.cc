@@ -62,7 +62,9 @@ TEST(JsonBody, InvalidJsonAndNonObjects) {
 }
 
 TEST(JsonBody, EveryParserAppliesTheLimit) {
-  const RequestLimits limits{"stories260K", 4};
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  limits.max_n = 4;
   const std::string deep_kwargs =
       "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"chat_template_kwargs\":{\"a\":" +
       Nested(100000) + "}}";
@@ -81,7 +83,9 @@ TEST(JsonBody, EveryParserAppliesTheLimit) {
 }
 
 TEST(JsonBody, ChatMessagesAreMovedWithTheirExtraFields) {
-  const RequestLimits limits{"stories260K", 4};
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  limits.max_n = 4;
   ChatRequest chat;
   const std::string body =
       "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"

@@ -9,7 +9,10 @@ namespace {
 using nlohmann::json;
 
 RequestLimits Limits() {
-  return {"stories260K", 4};
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  limits.max_n = 4;
+  return limits;
 }
 
 struct BadCase {

@@ -13,12 +13,12 @@ namespace {
 TEST(RouterConfig, Defaults) {
   auto c = ParseClusterConfig("", "empty.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->health_check_interval_ms, 1000);
-  EXPECT_EQ(c->router_shutdown_grace_s, 30);
-  EXPECT_EQ(c->io_timeout_s, 60);
-  EXPECT_EQ(c->write_queue_bytes, 256 * 1024);
-  EXPECT_EQ(c->max_header_bytes, 16 * 1024);
-  EXPECT_EQ(c->io_threads, 0);  // the number of cores, at least 2
+  EXPECT_EQ(c->router.health_check_interval_ms, 1000);
+  EXPECT_EQ(c->router.shutdown_grace_s, 30);
+  EXPECT_EQ(c->router.http.io_timeout_s, 60);
+  EXPECT_EQ(c->router.http.write_queue_bytes, 256 * 1024);
+  EXPECT_EQ(c->router.http.max_header_bytes, 16 * 1024);
+  EXPECT_EQ(c->router.http.io_threads, 0);  // the number of cores, at least 2
 }
 
 TEST(RouterConfig, KeysAndOverrides) {
@@ -32,11 +32,11 @@ router:
 )",
                               "cluster.yaml", {{"router.io_timeout_s", "9"}});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->health_check_interval_ms, 250);
-  EXPECT_EQ(c->router_shutdown_grace_s, 5);
-  EXPECT_EQ(c->io_timeout_s, 9);  // the override wins
-  EXPECT_EQ(c->write_queue_bytes, 65536);
-  EXPECT_EQ(c->max_header_bytes, 4096);
+  EXPECT_EQ(c->router.health_check_interval_ms, 250);
+  EXPECT_EQ(c->router.shutdown_grace_s, 5);
+  EXPECT_EQ(c->router.http.io_timeout_s, 9);  // the override wins
+  EXPECT_EQ(c->router.http.write_queue_bytes, 65536);
+  EXPECT_EQ(c->router.http.max_header_bytes, 4096);
 }
 
 TEST(RouterConfig, OutOfRangeValuesNameTheKey) {
@@ -70,12 +70,12 @@ TEST(RouterConfig, DeployExampleDocumentsEveryRouterKnob) {
     EXPECT_NE(text.str().find(std::string("  ") + key, router), std::string::npos)
         << "deploy/cluster.yaml does not document router." << key;
   }
-  EXPECT_EQ(example->health_check_interval_ms, defaults->health_check_interval_ms);
-  EXPECT_EQ(example->router_shutdown_grace_s, defaults->router_shutdown_grace_s);
-  EXPECT_EQ(example->io_timeout_s, defaults->io_timeout_s);
-  EXPECT_EQ(example->write_queue_bytes, defaults->write_queue_bytes);
-  EXPECT_EQ(example->max_header_bytes, defaults->max_header_bytes);
-  EXPECT_EQ(example->io_threads, defaults->io_threads);
+  EXPECT_EQ(example->router.health_check_interval_ms, defaults->router.health_check_interval_ms);
+  EXPECT_EQ(example->router.shutdown_grace_s, defaults->router.shutdown_grace_s);
+  EXPECT_EQ(example->router.http.io_timeout_s, defaults->router.http.io_timeout_s);
+  EXPECT_EQ(example->router.http.write_queue_bytes, defaults->router.http.write_queue_bytes);
+  EXPECT_EQ(example->router.http.max_header_bytes, defaults->router.http.max_header_bytes);
+  EXPECT_EQ(example->router.http.io_threads, defaults->router.http.io_threads);
 }
 
 }  // namespace

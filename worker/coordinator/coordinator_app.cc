@@ -44,10 +44,10 @@ void ConfigureThreads(const ClusterConfig& c, int ranks_on_host) {
 }
 
 StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, TensorParallel tp) {
-  if (c.model_path.empty()) {
+  if (c.model.path.empty()) {
     return InvalidArgument("model.path: not set (give it in the config file or --model.path DIR)");
   }
-  const bool dummy = c.load_format == LoadFormat::kDummy;
+  const bool dummy = c.model.load_format == LoadFormat::kDummy;
   if (dummy) {
     spdlog::warn("**************************************************************************");
     spdlog::warn("model.load_format is 'dummy': the weights are RANDOM and every output of");
@@ -56,14 +56,14 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, Tens
   }
   const auto t0 = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<ModelWeights>> w =
-      LoadModelWeights(c.model_path, c.load_format, static_cast<uint64_t>(c.seed), tp);
-  if (!w.ok()) return w.status().WithContext("model.path '" + c.model_path + "'");
+      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed), tp);
+  if (!w.ok()) return w.status().WithContext("model.path '" + c.model.path + "'");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& mc = (*w)->config;
   spdlog::info(
       "model {} ({}): {} layers, hidden {}, vocab {}, {:.1f} MiB of matrices, loaded in "
       "{:.2f} s",
-      c.model_path, mc.architecture, mc.num_layers, mc.hidden_size, mc.vocab_size,
+      c.model.path, mc.architecture, mc.num_layers, mc.hidden_size, mc.vocab_size,
       static_cast<double>((*w)->matrix_bytes) / kMiB, secs);
   return w;
 }
@@ -72,25 +72,21 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
                                                Communicator* comm) {
   LLM_ASSIGN_OR_RETURN(const int max_len, ServedMaxModelLen(c, w.config));
   EngineConfig ec;
-  ec.block_size = c.block_size;
+  static_cast<EngineSection&>(ec) = c.engine;
   ec.max_model_len = max_len;
-  ec.scheduler.max_num_seqs = c.max_num_seqs;
-  ec.scheduler.max_num_batched_tokens = c.max_num_batched_tokens;
-  ec.scheduler.max_prefill_chunk = c.max_prefill_chunk;
-  ec.seed = static_cast<uint64_t>(c.seed);
   std::string source;
-  if (c.kv_cache_blocks > 0) {
-    ec.num_blocks = c.kv_cache_blocks;
+  if (c.engine.kv_cache_blocks > 0) {
+    ec.num_blocks = c.engine.kv_cache_blocks;
     source = "engine.kv_cache_blocks";
   } else {
     LLM_ASSIGN_OR_RETURN(const int64_t available, ReadMemAvailableBytes());
     LLM_ASSIGN_OR_RETURN(ec.kv_cache_bytes, KvCacheBytes(c, available));
     std::ostringstream s;
     s.precision(3);
-    if (c.kv_cache_mib > 0) {
-      s << "engine.kv_cache_mib = " << c.kv_cache_mib;
+    if (c.engine.kv_cache_mib > 0) {
+      s << "engine.kv_cache_mib = " << c.engine.kv_cache_mib;
     } else {
-      s << "engine.kv_cache_memory_fraction " << c.kv_cache_memory_fraction << " of "
+      s << "engine.kv_cache_memory_fraction " << c.engine.kv_cache_memory_fraction << " of "
         << static_cast<double>(available) / kMiB << " MiB available";
     }
     source = s.str();
@@ -98,20 +94,20 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
   StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(w, ec, comm);
   if (!engine.ok()) return engine.status().WithContext("KV cache from " + source);
   const EngineStats st = (*engine)->stats();
-  const int64_t tokens = static_cast<int64_t>(st.blocks_total) * c.block_size;
+  const int64_t tokens = static_cast<int64_t>(st.blocks_total) * c.engine.block_size;
   if (tokens < max_len) {
-    return ResourceExhausted("the model does not fit: the KV cache (" + source + ") holds " +
-                             std::to_string(st.blocks_total) + " blocks of " +
-                             std::to_string(c.block_size) + " tokens = " + std::to_string(tokens) +
-                             " tokens, less than one sequence of max_model_len " +
-                             std::to_string(max_len) +
-                             " tokens; raise engine.kv_cache_mib (or the memory fraction) or "
-                             "lower model.max_model_len");
+    return ResourceExhausted(
+        "the model does not fit: the KV cache (" + source + ") holds " +
+        std::to_string(st.blocks_total) + " blocks of " + std::to_string(c.engine.block_size) +
+        " tokens = " + std::to_string(tokens) +
+        " tokens, less than one sequence of max_model_len " + std::to_string(max_len) +
+        " tokens; raise engine.kv_cache_mib (or the memory fraction) or "
+        "lower model.max_model_len");
   }
   spdlog::info(
       "KV cache: {} blocks of {} tokens = {} tokens at most in flight ({:.1f} "
       "max_model_len sequences of {}), from {}",
-      st.blocks_total, c.block_size, tokens, static_cast<double>(tokens) / max_len, max_len,
+      st.blocks_total, c.engine.block_size, tokens, static_cast<double>(tokens) / max_len, max_len,
       source);
   return engine;
 }
@@ -130,36 +126,36 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& 
 Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   const int world = comm != nullptr ? comm->world_size() : 1;
   ConfigureThreads(c, ranks_on_host);
-  LLM_RETURN_IF_ERROR(kernels::SelectMatmulIsa(c.matmul_isa));
+  LLM_RETURN_IF_ERROR(kernels::SelectMatmulIsa(c.engine.matmul_isa));
   spdlog::info("matmul SIMD path: {}", kernels::MatmulIsa());
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
                        LoadWeights(c, TensorParallel{0, world}));
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(c, *weights, comm));
   CoordinatorInfo info;
-  info.served_model_name = c.served_model_name;
+  info.served_model_name = c.model.served_model_name;
   info.max_model_len = engine->max_model_len();
   info.vocab_size = engine->model_config().vocab_size;
   info.world_size = world;
   QueueLimits queue;
-  queue.max_waiting = c.max_waiting_requests;
-  queue.timeout_s = c.queue_timeout_s;
-  EngineLoop loop(std::move(engine), c.block_size, queue);
+  queue.max_waiting = c.engine.max_waiting_requests;
+  queue.timeout_s = c.engine.queue_timeout_s;
+  EngineLoop loop(std::move(engine), c.engine.block_size, queue);
   CoordinatorHealth health;
   health.comm = comm;
-  health.heartbeat_timeout_s = c.heartbeat_timeout_s;
-  health.admin_token = c.admin_token;
+  health.heartbeat_timeout_s = c.engine.heartbeat_timeout_s;
+  health.admin_token = c.coordinator.admin_token;
   if (health.admin_token.empty()) {
     if (const char* env = std::getenv("LLM_ADMIN_TOKEN")) health.admin_token = env;
   }
-  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+  if (c.coordinator.tls_cert_file.empty() != c.coordinator.tls_key_file.empty()) {
     return InvalidArgument(
         "coordinator.tls_cert_file and coordinator.tls_key_file must be set together");
   }
-  if (!c.tls_cert_file.empty()) {
+  if (!c.coordinator.tls_cert_file.empty()) {
     LLM_ASSIGN_OR_RETURN(health.tls_cert_pem,
-                         ReadSmallFile(c.tls_cert_file, "coordinator.tls_cert_file"));
+                         ReadSmallFile(c.coordinator.tls_cert_file, "coordinator.tls_cert_file"));
     LLM_ASSIGN_OR_RETURN(health.tls_key_pem,
-                         ReadSmallFile(c.tls_key_file, "coordinator.tls_key_file"));
+                         ReadSmallFile(c.coordinator.tls_key_file, "coordinator.tls_key_file"));
     spdlog::info("gRPC port speaks TLS only (coordinator.tls_cert_file)");
   }
   if (health.admin_token.empty()) {
@@ -169,10 +165,10 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   }
   LLM_ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorServer> server,
-      CoordinatorServer::Start(c.coordinator_host, c.coordinator_port, info, &loop, health));
+      CoordinatorServer::Start(c.coordinator.host, c.coordinator.port, info, &loop, health));
   spdlog::info("coordinator serving '{}' on {}:{} (gRPC); max_model_len {}; {} rank(s)",
-               c.served_model_name, c.coordinator_host, c.coordinator_port, info.max_model_len,
-               world);
+               c.model.served_model_name, c.coordinator.host, c.coordinator.port,
+               info.max_model_len, world);
 
   // The first SIGTERM/SIGINT drains: new requests are refused, running ones get
   // coordinator.shutdown_grace_s to finish. A second one stops at once.
@@ -182,9 +178,10 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
     int sig = 0;
     sigwait(&set, &sig);
     spdlog::info("received {}: refusing new requests, giving running ones up to {} s to finish",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM", c.shutdown_grace_s);
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", c.coordinator.shutdown_grace_s);
     server->BeginShutdown();
-    loop.StopWhenIdle(std::chrono::steady_clock::now() + std::chrono::seconds(c.shutdown_grace_s));
+    loop.StopWhenIdle(std::chrono::steady_clock::now() +
+                      std::chrono::seconds(c.coordinator.shutdown_grace_s));
     const timespec poll{0, 100 * 1000 * 1000};
     while (!stopped.load()) {
       if (sigtimedwait(&set, nullptr, &poll) > 0) {
@@ -219,26 +216,27 @@ StatusOr<int64_t> ReadMemAvailableBytes(const std::string& meminfo_path) {
 }
 
 StatusOr<size_t> KvCacheBytes(const ClusterConfig& c, int64_t mem_available) {
-  if (c.kv_cache_mib > 0) {
-    const int64_t bytes = static_cast<int64_t>(c.kv_cache_mib) << 20;
+  if (c.engine.kv_cache_mib > 0) {
+    const int64_t bytes = static_cast<int64_t>(c.engine.kv_cache_mib) << 20;
     if (bytes > mem_available) {
-      return ResourceExhausted("engine.kv_cache_mib: " + std::to_string(c.kv_cache_mib) +
+      return ResourceExhausted("engine.kv_cache_mib: " + std::to_string(c.engine.kv_cache_mib) +
                                " MiB is more than the " + std::to_string(mem_available >> 20) +
                                " MiB of memory available");
     }
     return static_cast<size_t>(bytes);
   }
-  return static_cast<size_t>(c.kv_cache_memory_fraction * static_cast<double>(mem_available));
+  return static_cast<size_t>(c.engine.kv_cache_memory_fraction *
+                             static_cast<double>(mem_available));
 }
 
 StatusOr<int> ServedMaxModelLen(const ClusterConfig& c, const ModelConfig& model) {
-  if (c.max_model_len <= 0) return model.max_position_embeddings;
-  if (c.max_model_len > model.max_position_embeddings) {
-    return InvalidArgument("model.max_model_len: " + std::to_string(c.max_model_len) +
+  if (c.model.max_model_len <= 0) return model.max_position_embeddings;
+  if (c.model.max_model_len > model.max_position_embeddings) {
+    return InvalidArgument("model.max_model_len: " + std::to_string(c.model.max_model_len) +
                            " exceeds the model's max_position_embeddings of " +
                            std::to_string(model.max_position_embeddings));
   }
-  return c.max_model_len;
+  return c.model.max_model_len;
 }
 
 void BlockShutdownSignals() {

@@ -23,13 +23,12 @@
 
 namespace llm {
 
-struct EngineConfig {
-  int block_size = 16;
+// The engine section of cluster.yaml as given (block_size, scheduler, seed, ...) plus what is
+// resolved at start-up from the machine and the model.
+struct EngineConfig : EngineSection {
   int num_blocks = 0;                    // > 0 wins over kv_cache_bytes
   size_t kv_cache_bytes = 256ull << 20;  // per rank: each rank holds its KV heads' share
   int max_model_len = 0;                 // 0: the model's max_position_embeddings
-  SchedulerConfig scheduler;
-  uint64_t seed = 0;  // draws the seeds of requests that bring none
 };
 
 // The most stop_token_ids one request may carry (each is checked every step).

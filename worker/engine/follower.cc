@@ -120,26 +120,27 @@ void WatchShutdownSignals(int rank, int grace_s) {
 }  // namespace
 
 int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_host) {
-  WatchShutdownSignals(comm.rank(), c.shutdown_grace_s);
+  WatchShutdownSignals(comm.rank(), c.coordinator.shutdown_grace_s);
   const RankThreads rt = ComputeRankThreads(c, ranks_on_host);
   if (!rt.warning.empty()) spdlog::warn("rank {}: {}", comm.rank(), rt.warning);
   const int threads = rt.threads;
   omp_set_num_threads(threads);
-  if (Status isa = kernels::SelectMatmulIsa(c.matmul_isa); !isa.ok()) {
+  if (Status isa = kernels::SelectMatmulIsa(c.engine.matmul_isa); !isa.ok()) {
     spdlog::critical("rank {}: {}", comm.rank(), isa.ToString());
     return 1;
   }
   const TensorParallel tp{comm.rank(), comm.world_size()};
-  auto weights = LoadModelWeights(c.model_path, c.load_format, static_cast<uint64_t>(c.seed), tp);
+  auto weights =
+      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed), tp);
   if (!weights.ok()) {
-    spdlog::critical("rank {}: model.path '{}': {}", tp.rank, c.model_path,
+    spdlog::critical("rank {}: model.path '{}': {}", tp.rank, c.model.path,
                      weights.status().ToString());
     return 1;
   }
   spdlog::info("rank {} of {}: {} MiB of matrices, {} threads; following rank 0", tp.rank, tp.size,
                (*weights)->matrix_bytes >> 20, threads);
   EngineConfig ec;
-  ec.block_size = c.block_size;
+  ec.block_size = c.engine.block_size;
   const Status s = RunFollower(**weights, ec, comm);
   if (!s.ok()) {
     spdlog::critical("rank {}: {}", tp.rank, s.ToString());

@@ -14,8 +14,8 @@ RankThreads ComputeRankThreads(const ClusterConfig& c, int ranks_on_host) {
   CPU_ZERO(&mask);
   const int mine =
       sched_getaffinity(0, sizeof(mask), &mask) == 0 ? std::max(1, CPU_COUNT(&mask)) : host_cores;
-  if (c.threads_per_rank > 0) {
-    out.threads = c.threads_per_rank;
+  if (c.engine.threads_per_rank > 0) {
+    out.threads = c.engine.threads_per_rank;
     return out;
   }
   ranks_on_host = std::max(1, ranks_on_host);

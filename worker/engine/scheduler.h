@@ -9,15 +9,10 @@
 #include <memory>
 #include <vector>
 
+#include "common/config_sections.h"  // SchedulerConfig
 #include "worker/engine/block_manager.h"
 
 namespace llm {
-
-struct SchedulerConfig {
-  int max_num_seqs = 256;             // sequences in one step
-  int max_num_batched_tokens = 2048;  // tokens in one step (the budget)
-  int max_prefill_chunk = 0;          // > 0: at most this many prompt tokens per sequence per step
-};
 
 struct Sequence {
   int64_t id = 0;

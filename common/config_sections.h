@@ -1,0 +1,107 @@
+// The sections of cluster.yaml as the structs their users take directly: the engine gets
+// EngineSection (its SchedulerConfig included), the router's request parser RequestCaps, the
+// coordinator CoordinatorSection. Each default is written once, here; the schema in
+// cluster_config.cc only names the keys, their ranges and help, and reads the defaults from a
+// default-constructed ClusterConfig.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/model_config.h"
+
+namespace llm {
+
+// model.*
+struct ModelSection {
+  std::string path;               // model folder (or file)
+  std::string served_model_name;  // default: the folder name
+  LoadFormat load_format = LoadFormat::kSafetensors;
+  int max_model_len = 0;  // 0: the model's max_position_embeddings
+};
+
+// engine.max_num_seqs, max_num_batched_tokens, max_prefill_chunk
+struct SchedulerConfig {
+  int max_num_seqs = 256;             // sequences in one step
+  int max_num_batched_tokens = 2048;  // tokens in one step (the budget)
+  // > 0: at most this many prompt tokens per sequence per step, so one long prompt cannot
+  // take a whole step's budget from the running decodes; 0: the budget.
+  int max_prefill_chunk = 512;
+};
+
+// engine.*
+struct EngineSection {
+  int tensor_parallel_size = 1;
+  int block_size = 16;
+  int kv_cache_mib = 0;                    // > 0 wins over the fraction
+  int kv_cache_blocks = 0;                 // > 0 wins over both sizes (tests, tuning)
+  double kv_cache_memory_fraction = 0.25;  // of the memory available at start-up
+  SchedulerConfig scheduler;
+  int threads_per_rank = 0;         // 0: the cores of the rank's affinity mask
+  std::string matmul_isa = "auto";  // SIMD path of the CPU matmul
+  uint64_t seed = 0;                // draws the seeds of requests that bring none
+  int rank_timeout_s = 60;          // a collective not completed within it ends the job
+  int heartbeat_timeout_s = 5;      // health is false while a rank has not answered this long
+  int max_waiting_requests = 4096;  // queued requests beyond it are refused (429)
+  int queue_timeout_s = 300;        // a request queued this long fails (429); 0: never
+};
+
+// coordinator.*
+struct CoordinatorSection {
+  std::string host = "127.0.0.1";
+  int port = 50051;
+  int shutdown_grace_s = 30;  // SIGTERM: running requests get this long to finish
+  std::string admin_token;    // Drain/Resume need it; empty: LLM_ADMIN_TOKEN, else local only
+  std::string tls_cert_file;  // PEM; with tls_key_file the gRPC port speaks TLS only
+  std::string tls_key_file;
+};
+
+// router.max_n ... allow_priority: what one request may ask for. The fan-out caps bound the
+// work one small body can start: every choice (prompt × n) is one upstream call with its own
+// decoder and stop matcher.
+struct RequestCaps {
+  int max_n = 16;
+  int max_prompts = 256;         // prompts in one completions request
+  int max_choices = 256;         // prompts × n
+  int max_stop_strings = 16;     // entries of `stop`
+  int max_stop_bytes = 4096;     // their total length
+  int max_stop_token_ids = 256;  // entries of `stop_token_ids`
+  // A client's 'priority' reorders the engine's queue (and can preempt others), so only an
+  // operator who trusts every client turns it on; false: a non-zero priority is a 400.
+  bool allow_priority = false;
+};
+
+// router.* about HTTP connections
+struct HttpSection {
+  std::string host;  // "": 0.0.0.0 when an API key is set, else 127.0.0.1
+  int port = 2000;
+  int64_t max_body_bytes = 1 << 20;
+  int io_timeout_s = 60;                  // reading one request, and each write
+  int64_t write_queue_bytes = 256 << 10;  // per connection; a full queue pauses its stream
+  int64_t max_header_bytes = 16 << 10;    // larger request headers get 431
+  int io_threads = 0;  // HTTP I/O threads (and as many handler threads); 0: cores, at least 2
+  // back-pressure: beyond either limit a request gets 429 with Retry-After
+  int max_connections = 1024;
+  int max_inflight_requests = 256;
+};
+
+// router.*
+struct RouterSection {
+  HttpSection http;
+  RequestCaps caps;
+  std::vector<std::string> upstreams;  // coordinator addresses; default: the coordinator's
+  std::string upstream_tls_ca_file;    // PEM roots: the coordinators speak TLS
+  int request_timeout_s = 600;
+  // API keys (with LLM_API_KEY from the environment); none = no authentication
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
+  bool health_requires_key = false;
+  // special-token text in chat message content becomes control tokens (vLLM) or, by default,
+  // stays text
+  bool special_tokens_in_messages = false;
+  int health_check_interval_ms = 1000;  // how often each upstream is asked for Admin.Health
+  int shutdown_grace_s = 30;  // SIGTERM/SIGINT: requests in flight get this long to finish
+};
+
+}  // namespace llm
