@@ -34,7 +34,8 @@ Status BadValue(const std::string& key, const std::string& value, const std::str
 // `field` is a generic lambda returning a reference to the key's member (see LLM_FIELD).
 template <typename Field>
 KeySpec IntKey(const char* name, Field field, int64_t min, int64_t max, const char* help) {
-  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  std::string range = "[";  // appends: GCC 12 -Wrestrict false positive on "[" + string&&
+  range.append(std::to_string(min)).append(", ").append(std::to_string(max)).append("]");
   return {name,
           "int",
           range,
@@ -334,12 +335,26 @@ Status Finish(ClusterConfig* c) {
 
 }  // namespace
 
+const std::vector<ConfigKeyInfo>& ClusterConfigKeys() {
+  static const std::vector<ConfigKeyInfo> keys = [] {
+    const ClusterConfig defaults;
+    std::vector<ConfigKeyInfo> out;
+    for (const auto& k : Schema())
+      out.push_back({k.name, k.type, k.range, k.help, k.get(defaults)});
+    return out;
+  }();
+  return keys;
+}
+
 std::string ClusterConfigHelp() {
-  ClusterConfig defaults;
   std::string out;
-  for (const auto& k : Schema()) {
-    out += "  --" + k.name + " (" + k.type + (k.range.empty() ? "" : " " + k.range) +
-           ", default '" + k.get(defaults) + "')\n      " + k.help + "\n";
+  for (const auto& k : ClusterConfigKeys()) {
+    // Appends, not `"  --" + k.name + ...`: GCC 12 flags that pattern (-Wrestrict, a false
+    // positive inside basic_string::insert).
+    out.append("  --").append(k.name).append(" (").append(k.type);
+    if (!k.range.empty()) out.append(" ").append(k.range);
+    out.append(", default '").append(k.default_value).append("')\n      ");
+    out.append(k.help).append("\n");
   }
   return out;
 }
@@ -369,35 +384,20 @@ StatusOr<ClusterConfig> ParseClusterConfig(
   return c;
 }
 
-StatusOr<ClusterConfig> LoadClusterConfig(int argc, char** argv) {
-  std::string path;
-  std::vector<std::pair<std::string, std::string>> overrides;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) return InvalidArgument("unexpected argument '" + arg + "'");
-    std::string key = arg.substr(2), value;
-    const size_t eq = key.find('=');
-    if (eq != std::string::npos) {
-      value = key.substr(eq + 1);
-      key = key.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return InvalidArgument("flag --" + key + " needs a value");
-    }
-    if (key == "config") {
-      path = value;
-    } else {
-      overrides.emplace_back(key, value);
-    }
-  }
+StatusOr<ClusterConfig> LoadClusterConfig(
+    const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides) {
   std::string text;
   if (!path.empty()) {
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) return NotFound("--config: cannot open '" + path + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    // An operator file, but still bounded: a config is a few KiB.
+    constexpr size_t kMaxConfigBytes = 1 << 20;
+    text.resize(kMaxConfigBytes + 1);
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes) {
+      return InvalidArgument("--config: '" + path + "' is larger than 1 MiB");
+    }
   }
   return ParseClusterConfig(text, path.empty() ? "(defaults)" : path, overrides);
 }

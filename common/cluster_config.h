@@ -20,6 +20,16 @@ struct ClusterConfig {
   RouterSection router;
 };
 
+// One key of the schema, for help texts and command-line layers (common/cli.h).
+struct ConfigKeyInfo {
+  std::string name;  // "section.key"
+  std::string type;  // int, number, bool, string, enum, list (comma-separated on a command line)
+  std::string range;
+  std::string help;
+  std::string default_value;
+};
+const std::vector<ConfigKeyInfo>& ClusterConfigKeys();
+
 // Describes every key: "section.key  type  default  range  help" lines.
 std::string ClusterConfigHelp();
 
@@ -29,8 +39,9 @@ StatusOr<ClusterConfig> ParseClusterConfig(
     const std::string& yaml_text, const std::string& source,
     const std::vector<std::pair<std::string, std::string>>& overrides = {});
 
-// Reads `path` (empty: defaults only) and applies the overrides taken from argv
-// (`--section.key value` or `--section.key=value`; `--config PATH` names the file).
-StatusOr<ClusterConfig> LoadClusterConfig(int argc, char** argv);
+// Reads the YAML file `path` (empty: defaults only), then applies the overrides (values of list
+// keys comma-separated), as ParseClusterConfig does.
+StatusOr<ClusterConfig> LoadClusterConfig(
+    const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides);
 
 }  // namespace llm

@@ -14,7 +14,7 @@
 #include <iterator>
 #include <thread>
 
-#include "common/cluster_config.h"
+#include "common/cli.h"
 #include "common/tokenizer.h"
 #include "router/api_keys.h"
 #include "router/http_server.h"
@@ -51,14 +51,14 @@ bool DrainUntilIdle(llm::router::HttpServer& server, const sigset_t& signals, in
 }
 
 int Run(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::printf("usage: router --config cluster.yaml [--section.key value ...]\n%s",
-                  llm::ClusterConfigHelp().c_str());
-      return 0;
-    }
-  }
-  auto config = llm::LoadClusterConfig(argc, argv);
+  CLI::App app(
+      "The OpenAI-compatible HTTP front end of the cluster.\n"
+      "  router --config cluster.yaml [--section.key value ...]\n"
+      "Every config key can be given as a flag; flags override the file.",
+      "router");
+  llm::ClusterFlags flags(app);
+  if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
+  auto config = flags.Load();
   if (!config.ok()) {
     std::fprintf(stderr, "router: %s\n", config.status().ToString().c_str());
     return 2;

@@ -13,7 +13,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libyaml-cpp-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
-  nlohmann-json3-dev
+  nlohmann-json3-dev libcli11-dev
   libonig-dev libutf8proc-dev
   curl procps
 )

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "common/dtype.h"
 #include "kernels/cpu_ops.h"
 
@@ -106,7 +107,11 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string only = argc > 1 ? argv[1] : "";  // "matmul" or "attention": run just that
+  std::string only;
+  CLI::App app("CPU kernel throughput (matmul per weight format and ISA, paged attention).",
+               "kernel_bench");
+  app.add_option("only", only, "run just this part")->check(CLI::IsMember({"matmul", "attention"}));
+  if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
   if (only != "attention") BenchMatmul();
   if (only == "matmul") return 0;
   std::printf("PagedAttention q_heads=32 kv_heads=8 head_dim=128 block_size=16 threads=%d\n",

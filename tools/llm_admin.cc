@@ -2,6 +2,7 @@
 //   llm-admin --coordinator host:port (health|drain|resume|stats) [--timeout-s N]
 //             [--admin-token T]    (default: the LLM_ADMIN_TOKEN environment variable)
 //             [--tls-ca FILE]      (the coordinator speaks TLS; FILE: PEM roots to trust)
+// Bad arguments exit 2 (llm::kUsageExitCode) with CLI11's message naming the flag.
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
@@ -13,22 +14,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/cli.h"
 #include "proto/llm.grpc.pb.h"
 #include "proto/llm.pb.h"
 
 namespace {
 
 namespace pb = llm::v1;
-
-constexpr const char* kUsage =
-    "usage: llm-admin --coordinator host:port [--timeout-s N] [--admin-token T] "
-    "[--tls-ca FILE] COMMAND\n"
-    "  health   serving state, served model, max_model_len, vocab size\n"
-    "  drain    stop admitting new requests; running ones finish\n"
-    "  resume   admit new requests again\n"
-    "  stats    running/waiting sequences, KV blocks total/free, tokens served, preemptions\n"
-    "drain and resume send the admin token (--admin-token, else LLM_ADMIN_TOKEN) when set.\n"
-    "Prints one JSON object; exits 1 when the call fails (the gRPC status on stderr).\n";
 
 struct Options {
   std::string coordinator = "127.0.0.1:50051";
@@ -38,47 +30,23 @@ struct Options {
   std::string tls_ca;  // PEM file: connect with TLS, trusting these roots
 };
 
-bool ParseArgs(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if ((a == "--coordinator" || a == "--timeout-s" || a == "--admin-token" ||
-                a == "--tls-ca") &&
-               i + 1 < argc) {
-      const std::string v = argv[++i];
-      if (a == "--coordinator") {
-        o->coordinator = v;
-      } else if (a == "--tls-ca") {
-        o->tls_ca = v;
-      } else if (a == "--admin-token") {
-        o->admin_token = v;
-      } else {
-        o->timeout_s = std::atoi(v.c_str());
-        if (o->timeout_s <= 0) {
-          std::fprintf(stderr, "llm-admin: --timeout-s must be a positive integer, got '%s'\n",
-                       v.c_str());
-          return false;
-        }
-      }
-    } else if (a.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "llm-admin: unknown flag or missing value: %s\n", a.c_str());
-      return false;
-    } else if (o->command.empty()) {
-      o->command = a;
-    } else {
-      std::fprintf(stderr, "llm-admin: unexpected argument '%s'\n", a.c_str());
-      return false;
-    }
-  }
-  if (o->command != "health" && o->command != "drain" && o->command != "resume" &&
-      o->command != "stats") {
-    std::fprintf(stderr, "llm-admin: COMMAND must be health, drain, resume or stats%s%s\n",
-                 o->command.empty() ? "" : ", got ", o->command.c_str());
-    return false;
-  }
-  return true;
+void AddFlags(CLI::App& app, Options* o) {
+  app.add_option("command", o->command,
+                 "health: serving state, served model, max_model_len, vocab size\n"
+                 "drain: stop admitting new requests; running ones finish\n"
+                 "resume: admit new requests again\n"
+                 "stats: running/waiting sequences, KV blocks total/free, tokens served, "
+                 "preemptions")
+      ->required()
+      ->check(CLI::IsMember({"health", "drain", "resume", "stats"}));
+  app.add_option("--coordinator", o->coordinator, "gRPC address host:port")->capture_default_str();
+  app.add_option("--timeout-s", o->timeout_s, "deadline of the call")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_option("--admin-token", o->admin_token,
+                 "sent by drain and resume (default: the LLM_ADMIN_TOKEN environment variable)");
+  app.add_option("--tls-ca", o->tls_ca, "the coordinator speaks TLS; PEM roots to trust")
+      ->check(CLI::ExistingFile);
 }
 
 bool IsInteger(const std::string& s) {
@@ -118,10 +86,12 @@ int Print(const grpc::Status& status, const google::protobuf::Message& reply, co
 
 int main(int argc, char** argv) {
   Options o;
-  if (!ParseArgs(argc, argv, &o)) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
+  CLI::App app(
+      "The coordinator's admin service from the command line. Prints one JSON object; exits 1\n"
+      "when the call fails (the gRPC status on stderr).",
+      "llm-admin");
+  AddFlags(app, &o);
+  if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!o.tls_ca.empty()) {
     std::ifstream in(o.tls_ca, std::ios::binary);

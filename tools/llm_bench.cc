@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-#include "common/cli_args.h"
+#include "common/cli.h"
 #include "worker/engine/engine.h"
 
 namespace {
@@ -17,9 +17,13 @@ using llm::Status;
 using Clock = std::chrono::steady_clock;
 
 struct BenchOptions {
+  std::string model;
+  std::string load_format = "safetensors";
+  int threads = 0;
   int prompt_len = 128;
   int decode_tokens = 32;
   std::vector<int> batches{1, 16};
+  int kv_cache_mib = 512;
 };
 
 std::vector<int32_t> RandomPrompt(std::mt19937& rng, int len, int vocab) {
@@ -79,42 +83,41 @@ Status RunPrefill(llm::Engine& engine, const BenchOptions& o, double* tokens_per
   return Status::Ok();
 }
 
-Status Main(int argc, char** argv) {
-  llm::CliArgs a("llm-bench", {{"model", "model folder"},
-                               {"load-format", "safetensors (default) or dummy"},
-                               {"threads", "compute threads (default: all cores)"},
-                               {"prompt-len", "prefill prompt length (default 128)"},
-                               {"decode-tokens", "tokens decoded per sequence (default 32)"},
-                               {"batches", "comma-separated decode batch sizes (default 1,16)"},
-                               {"kv-cache-mib", "KV cache size (default 512)"}});
-  LLM_RETURN_IF_ERROR(a.Parse(argc, argv));
-  if (a.Has("help") || !a.Has("model")) {
-    std::fputs(a.Usage().c_str(), stdout);
-    return a.Has("help") ? Status::Ok() : llm::InvalidArgument("--model is required");
-  }
-  BenchOptions o;
-  LLM_ASSIGN_OR_RETURN(long threads, a.Int("threads", omp_get_num_procs(), 1, 1024));
-  LLM_ASSIGN_OR_RETURN(long plen, a.Int("prompt-len", 128, 1, 1 << 20));
-  LLM_ASSIGN_OR_RETURN(long dec, a.Int("decode-tokens", 32, 1, 1 << 20));
-  LLM_ASSIGN_OR_RETURN(long mib, a.Int("kv-cache-mib", 512, 1, 1 << 24));
-  omp_set_num_threads(static_cast<int>(threads));
-  o.prompt_len = static_cast<int>(plen);
-  o.decode_tokens = static_cast<int>(dec);
-  if (a.Has("batches")) {
-    o.batches.clear();
-    std::stringstream ss(a.Str("batches"));
-    for (std::string item; std::getline(ss, item, ',');) o.batches.push_back(std::stoi(item));
-  }
+void AddFlags(CLI::App& app, BenchOptions* o) {
+  app.add_option("--model", o->model, "model folder")->required();
+  app.add_option("--load-format", o->load_format, "dummy = random weights")
+      ->check(CLI::IsMember({"safetensors", "dummy"}))
+      ->capture_default_str();
+  app.add_option("--threads", o->threads, "compute threads (0: all cores)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_option("--prompt-len", o->prompt_len, "prefill prompt length")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--decode-tokens", o->decode_tokens, "tokens decoded per sequence")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--batches", o->batches, "decode batch sizes")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--kv-cache-mib", o->kv_cache_mib, "KV cache size")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+}
+
+Status Bench(const BenchOptions& o) {
+  omp_set_num_threads(o.threads > 0 ? o.threads : omp_get_num_procs());
   LLM_ASSIGN_OR_RETURN(const llm::LoadFormat format,
-                       llm::ParseLoadFormat(a.Str("load-format", "safetensors"), "--load-format"));
-  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(a.Str("model"), format));
+                       llm::ParseLoadFormat(o.load_format, "--load-format"));
+  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format));
   llm::EngineConfig cfg;
-  cfg.kv_cache_bytes = static_cast<size_t>(mib) << 20;
+  cfg.kv_cache_bytes = static_cast<size_t>(o.kv_cache_mib) << 20;
   cfg.scheduler.max_num_batched_tokens = std::max(2048, o.prompt_len);
   LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, cfg));
   const auto& mc = weights->config;
   std::printf("model %s (%s, %d layers, hidden %d), weights %.1f MiB %s, %d threads\n",
-              a.Str("model").c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
+              o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
               weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
               omp_get_max_threads());
   double tps = 0;
@@ -137,7 +140,14 @@ Status Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Status s = Main(argc, argv);
+  BenchOptions o;
+  CLI::App app(
+      "Engine throughput on one model folder (not a test): prefill tokens/s, decode tokens/s at\n"
+      "the batch sizes asked for, and peak RSS against weights + KV cache.",
+      "llm-bench");
+  AddFlags(app, &o);
+  if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
+  Status s = Bench(o);
   if (!s.ok()) {
     std::fprintf(stderr, "llm-bench: %s\n", s.ToString().c_str());
     return 1;

@@ -7,112 +7,95 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/cli_args.h"
+#include <optional>
+
+#include "common/cli.h"
 #include "common/tokenizer.h"
 #include "worker/engine/engine.h"
 
 namespace {
 
-using llm::CliArgs;
 using llm::Status;
 using llm::StatusOr;
-
-CliArgs MakeArgs() {
-  return CliArgs("llm-generate",
-                 {{"model", "model folder (config.json, safetensors, tokenizer.json)"},
-                  {"prompt", "prompt text; repeat the flag for several prompts in one batch"},
-                  {"prompts-file", "file with one prompt per line"},
-                  {"max-tokens", "tokens to generate per prompt (default 64)"},
-                  {"temperature", "0 = greedy (default 0)"},
-                  {"top-k", "keep the k most likely tokens (default off)"},
-                  {"top-p", "nucleus sampling mass (default 1)"},
-                  {"min-p", "drop tokens below min_p * p_max (default 0)"},
-                  {"repetition-penalty", "default 1"},
-                  {"presence-penalty", "default 0"},
-                  {"frequency-penalty", "default 0"},
-                  {"seed", "sampling seed (default: random per prompt)"},
-                  {"threads", "compute threads (default: all cores)"},
-                  {"block-size", "KV cache block size in tokens (default 16)"},
-                  {"kv-cache-mib", "KV cache size in MiB (default 256)"},
-                  {"max-num-batched-tokens", "token budget per step (default 2048)"},
-                  {"prefill-chunk", "max prompt tokens per sequence per step (default: budget)"},
-                  {"load-format", "safetensors (default) or dummy (random weights)"},
-                  {"ignore-eos", "[flag] keep generating after the end-of-sequence token"},
-                  {"no-special", "[flag] do not add BOS/EOS to the prompts"},
-                  {"json", "[flag] print one JSON object per prompt"}});
-}
 
 struct Options {
   std::string model;
   std::vector<std::string> prompts;
+  std::string prompts_file;
   llm::GenerateRequest request;
   llm::EngineConfig engine;
-  llm::LoadFormat load_format = llm::LoadFormat::kSafetensors;
+  std::string load_format = "safetensors";
+  int threads = 0;
+  int kv_cache_mib = 256;
+  std::optional<uint64_t> seed;
   bool add_special = true, json = false;
 };
 
-Status ParseSampling(const CliArgs& a, llm::GenerateRequest* r) {
-  LLM_ASSIGN_OR_RETURN(long max_tokens, a.Int("max-tokens", 64, 1, 1 << 20));
-  r->max_tokens = static_cast<int>(max_tokens);
-  auto& s = r->sampling;
-  // Loose parsing, then the one validator the coordinator uses (common/sampling_params.h).
-  LLM_ASSIGN_OR_RETURN(double t, a.Double("temperature", 0, -1e9, 1e9));
-  LLM_ASSIGN_OR_RETURN(long k, a.Int("top-k", 0, -1, 1 << 30));
-  LLM_ASSIGN_OR_RETURN(double p, a.Double("top-p", 1, -1e9, 1e9));
-  LLM_ASSIGN_OR_RETURN(double mp, a.Double("min-p", 0, -1e9, 1e9));
-  LLM_ASSIGN_OR_RETURN(double rp, a.Double("repetition-penalty", 1, -1e9, 1e9));
-  LLM_ASSIGN_OR_RETURN(double pp, a.Double("presence-penalty", 0, -1e9, 1e9));
-  LLM_ASSIGN_OR_RETURN(double fp, a.Double("frequency-penalty", 0, -1e9, 1e9));
-  s.temperature = static_cast<float>(t);
-  s.top_k = static_cast<int>(k);
-  s.top_p = static_cast<float>(p);
-  s.min_p = static_cast<float>(mp);
-  s.repetition_penalty = static_cast<float>(rp);
-  s.presence_penalty = static_cast<float>(pp);
-  s.frequency_penalty = static_cast<float>(fp);
-  if (a.Has("seed")) {
-    LLM_ASSIGN_OR_RETURN(long seed, a.Int("seed", 0, 0, 1L << 62));
-    s.seed = static_cast<uint64_t>(seed);
-  }
-  r->ignore_eos = a.Has("ignore-eos");
-  // The vocabulary is not known yet; Engine::Add checks ids against it.
-  return llm::ValidateSamplingParams(s, 1);
+// The flags write straight into the request and engine config; the sampling values are
+// checked afterwards by the one validator the coordinator uses (common/sampling_params.h).
+void AddFlags(CLI::App& app, Options* o) {
+  llm::SamplingParams& s = o->request.sampling;
+  s.temperature = 0;  // greedy unless asked
+  o->request.max_tokens = 64;
+  app.add_option("--model", o->model, "model folder (config.json, safetensors, tokenizer.json)")
+      ->required();
+  app.add_option("--prompt", o->prompts,
+                 "prompt text; repeat the flag for several prompts in one batch");
+  app.add_option("--prompts-file", o->prompts_file, "file with one prompt per line")
+      ->check(CLI::ExistingFile);
+  app.add_option("--max-tokens", o->request.max_tokens, "tokens to generate per prompt")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--temperature", s.temperature, "0 = greedy")->capture_default_str();
+  app.add_option("--top-k", s.top_k, "keep the k most likely tokens (0: off)")
+      ->capture_default_str();
+  app.add_option("--top-p", s.top_p, "nucleus sampling mass")->capture_default_str();
+  app.add_option("--min-p", s.min_p, "drop tokens below min_p * p_max")->capture_default_str();
+  app.add_option("--repetition-penalty", s.repetition_penalty)->capture_default_str();
+  app.add_option("--presence-penalty", s.presence_penalty)->capture_default_str();
+  app.add_option("--frequency-penalty", s.frequency_penalty)->capture_default_str();
+  app.add_option("--seed", o->seed, "sampling seed (default: random per prompt)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62));
+  app.add_option("--threads", o->threads, "compute threads (0: all cores)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_option("--block-size", o->engine.block_size, "KV cache block size in tokens")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--kv-cache-mib", o->kv_cache_mib, "KV cache size in MiB")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", o->engine.scheduler.max_num_batched_tokens,
+                 "token budget per step")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--prefill-chunk", o->engine.scheduler.max_prefill_chunk,
+                 "max prompt tokens per sequence per step (0: the budget)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--load-format", o->load_format, "dummy = random weights")
+      ->check(CLI::IsMember({"safetensors", "dummy"}))
+      ->capture_default_str();
+  app.add_flag("--ignore-eos", o->request.ignore_eos,
+               "keep generating after the end-of-sequence token");
+  app.add_flag("!--no-special", o->add_special, "do not add BOS/EOS to the prompts");
+  app.add_flag("--json", o->json, "print one JSON object per prompt");
 }
 
-Status ParseEngine(const CliArgs& a, Options* o) {
-  LLM_ASSIGN_OR_RETURN(long threads, a.Int("threads", omp_get_num_procs(), 1, 1024));
-  omp_set_num_threads(static_cast<int>(threads));
-  LLM_ASSIGN_OR_RETURN(long bs, a.Int("block-size", 16, 1, 1024));
-  LLM_ASSIGN_OR_RETURN(long mib, a.Int("kv-cache-mib", 256, 1, 1 << 24));
-  LLM_ASSIGN_OR_RETURN(long budget, a.Int("max-num-batched-tokens", 2048, 1, 1 << 24));
-  LLM_ASSIGN_OR_RETURN(long chunk, a.Int("prefill-chunk", 0, 0, 1 << 24));
-  o->engine.block_size = static_cast<int>(bs);
-  o->engine.kv_cache_bytes = static_cast<size_t>(mib) << 20;
-  o->engine.scheduler.max_num_batched_tokens = static_cast<int>(budget);
-  o->engine.scheduler.max_prefill_chunk = static_cast<int>(chunk);
-  LLM_ASSIGN_OR_RETURN(o->load_format,
-                       llm::ParseLoadFormat(a.Str("load-format", "safetensors"), "--load-format"));
-  return Status::Ok();
-}
-
-StatusOr<Options> ParseOptions(const CliArgs& a) {
-  Options o;
-  o.model = a.Str("model");
-  if (o.model.empty()) return llm::InvalidArgument("--model is required");
-  o.prompts = a.All("prompt");
-  if (a.Has("prompts-file")) {
-    std::ifstream in(a.Str("prompts-file"));
-    if (!in) return llm::NotFound("--prompts-file: cannot open '" + a.Str("prompts-file") + "'");
+Status FinishOptions(Options* o) {
+  if (!o->prompts_file.empty()) {
+    std::ifstream in(o->prompts_file);
+    if (!in) return llm::NotFound("--prompts-file: cannot open '" + o->prompts_file + "'");
     for (std::string line; std::getline(in, line);) {
-      if (!line.empty()) o.prompts.push_back(line);
+      if (!line.empty()) o->prompts.push_back(line);
     }
   }
-  if (o.prompts.empty()) o.prompts.push_back("");
-  LLM_RETURN_IF_ERROR(ParseSampling(a, &o.request));
-  LLM_RETURN_IF_ERROR(ParseEngine(a, &o));
-  o.add_special = !a.Has("no-special");
-  o.json = a.Has("json");
-  return o;
+  if (o->prompts.empty()) o->prompts.push_back("");
+  if (o->seed) o->request.sampling.seed = *o->seed;
+  omp_set_num_threads(o->threads > 0 ? o->threads : omp_get_num_procs());
+  o->engine.kv_cache_bytes = static_cast<size_t>(o->kv_cache_mib) << 20;
+  // The vocabulary is not known yet; Engine::Add checks ids against it.
+  return llm::ValidateSamplingParams(o->request.sampling, 1);
 }
 
 struct Timing {
@@ -149,17 +132,12 @@ StatusOr<std::vector<std::vector<int32_t>>> Run(llm::Engine& engine,
   return out;
 }
 
-Status Main(int argc, char** argv) {
-  CliArgs args = MakeArgs();
-  LLM_RETURN_IF_ERROR(args.Parse(argc, argv));
-  if (args.Has("help")) {
-    std::fputs(args.Usage().c_str(), stdout);
-    return Status::Ok();
-  }
-  LLM_ASSIGN_OR_RETURN(Options o, ParseOptions(args));
+Status Generate(const Options& o) {
+  LLM_ASSIGN_OR_RETURN(const llm::LoadFormat format,
+                       llm::ParseLoadFormat(o.load_format, "--load-format"));
   LLM_ASSIGN_OR_RETURN(auto tokenizer, llm::Tokenizer::FromDir(o.model));
-  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, o.load_format));
-  if (o.load_format == llm::LoadFormat::kDummy) {
+  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format));
+  if (format == llm::LoadFormat::kDummy) {
     std::fprintf(stderr, "llm-generate: dummy (random) weights: the output is meaningless\n");
   }
   LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, o.engine));
@@ -203,7 +181,15 @@ Status Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Status s = Main(argc, argv);
+  Options o;
+  CLI::App app(
+      "Loads a model folder and generates from one or more prompts, batched together; prints\n"
+      "each completion (text and ids) and prefill / decode throughput.",
+      "llm-generate");
+  AddFlags(app, &o);
+  if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
+  Status s = FinishOptions(&o);
+  if (s.ok()) s = Generate(o);
   if (!s.ok()) {
     std::fprintf(stderr, "llm-generate: %s\n", s.ToString().c_str());
     return 1;

@@ -5,8 +5,8 @@
 //                [--no-special] [--no-parse-special] [--skip-special]
 //
 // Encoding prints {"ids":[...],"tokens":[...]}; decoding (--ids) prints {"text":"..."}.
-// --stdin reads the text to encode from standard input. Bad arguments or a missing folder print
-// an error to stderr and exit with code 1.
+// --stdin reads the text to encode from standard input. A missing folder or bad ids exit 1;
+// bad arguments exit 2 (llm::kUsageExitCode) with CLI11's message naming the flag.
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "common/tokenizer.h"
 
 namespace {
@@ -30,48 +31,22 @@ struct Args {
   bool skip_special = false;
 };
 
-constexpr const char* kUsage =
-    "usage: llm-tokenize --model DIR (--text \"...\" | --ids 1,2,3 | --stdin)\n"
-    "                    [--no-special] [--no-parse-special] [--skip-special]\n";
-
 int Fail(const std::string& message) {
-  std::cerr << "llm-tokenize: " << message << "\n" << kUsage;
+  std::cerr << "llm-tokenize: " << message << "\n";
   return 1;
 }
 
-std::optional<std::string> ParseArgs(int argc, char** argv, Args* args) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&](std::string* out) -> bool {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--model" || a == "-m") {
-      if (!value(&args->model)) return a + " needs a value";
-    } else if (a == "--text") {
-      if (!value(&v)) return a + " needs a value";
-      args->text = v;
-    } else if (a == "--ids") {
-      if (!value(&v)) return a + " needs a value";
-      args->ids = v;
-    } else if (a == "--stdin") {
-      args->use_stdin = true;
-    } else if (a == "--no-special") {
-      args->add_special = false;
-    } else if (a == "--no-parse-special") {
-      args->parse_special = false;
-    } else if (a == "--skip-special") {
-      args->skip_special = true;
-    } else {
-      return "unknown argument '" + a + "'";
-    }
-  }
-  if (args->model.empty()) return std::string("--model DIR is required");
-  const int modes = (args->text ? 1 : 0) + (args->ids ? 1 : 0) + (args->use_stdin ? 1 : 0);
-  if (modes != 1) return std::string("give exactly one of --text, --ids, --stdin");
-  return std::nullopt;
+void AddFlags(CLI::App& app, Args* args) {
+  app.add_option("-m,--model", args->model, "tokenizer folder (tokenizer.json ...)")->required();
+  auto* text = app.add_option("--text", args->text, "text to encode");
+  auto* ids = app.add_option("--ids", args->ids, "ids to decode, comma-separated");
+  auto* in = app.add_flag("--stdin", args->use_stdin, "encode the text read from standard input");
+  text->excludes(ids, in);
+  ids->excludes(in);
+  app.add_flag("!--no-special", args->add_special, "do not add BOS/EOS");
+  app.add_flag("!--no-parse-special", args->parse_special,
+               "special-token text in the input stays text");
+  app.add_flag("--skip-special", args->skip_special, "decoding leaves special tokens out");
 }
 
 std::optional<std::vector<int32_t>> ParseIds(const std::string& s) {
@@ -101,7 +76,12 @@ std::optional<std::vector<int32_t>> ParseIds(const std::string& s) {
 
 int main(int argc, char** argv) {
   Args args;
-  if (auto err = ParseArgs(argc, argv, &args)) return Fail(*err);
+  CLI::App app("Encode text or decode ids with a Hugging Face tokenizer folder.", "llm-tokenize");
+  AddFlags(app, &args);
+  if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
+  if ((args.text ? 1 : 0) + (args.ids ? 1 : 0) + (args.use_stdin ? 1 : 0) != 1) {
+    return Fail("give exactly one of --text, --ids, --stdin");
+  }
   auto tok_or = llm::Tokenizer::FromDir(args.model);
   if (!tok_or.ok()) {
     std::cerr << "llm-tokenize: " << tok_or.status().ToString() << "\n";

@@ -6,25 +6,15 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 
-#include "common/cluster_config.h"
+#include "common/cli.h"
 #include "worker/comm/mpi_communicator.h"
 #include "worker/coordinator/coordinator_app.h"
 #include "worker/engine/follower.h"
 
 namespace {
-
-void PrintUsage() {
-  std::printf(
-      "usage: worker --config cluster.yaml [--section.key value ...]\n"
-      "       mpirun -np N worker --config cluster.yaml\n\n"
-      "Serves the model of cluster.yaml over gRPC (proto/llm.proto) on coordinator.host:port.\n"
-      "Every config key can be given as a flag; flags override the file:\n%s",
-      llm::ClusterConfigHelp().c_str());
-}
 
 // Started by an MPI launcher (mpirun / srun)? Without one, MPI is not initialized at all
 // (a singleton MPI_Init costs about a second).
@@ -39,12 +29,15 @@ int main(int argc, char** argv) {
   llm::BlockShutdownSignals();  // before any thread exists
   spdlog::set_default_logger(spdlog::stderr_color_mt("worker"));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [worker] [%^%l%$] %v");
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      PrintUsage();
-      return 0;
-    }
-  }
+  CLI::App app(
+      "Serves the model of cluster.yaml over gRPC (proto/llm.proto) on coordinator.host:port.\n"
+      "  worker --config cluster.yaml [--section.key value ...]\n"
+      "  mpirun -np N worker --config cluster.yaml\n"
+      "Every config key can be given as a flag; flags override the file.",
+      "worker");
+  llm::ClusterFlags flags(app);
+  // Before MPI starts: every rank parses the same command line and stops alike.
+  if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
   std::unique_ptr<llm::MpiCommunicator> mpi;
   if (UnderMpiLauncher()) {
     auto comm = llm::MpiCommunicator::Create(&argc, &argv);
@@ -54,7 +47,7 @@ int main(int argc, char** argv) {
     }
     mpi = std::move(*comm);
   }
-  llm::StatusOr<llm::ClusterConfig> config = llm::LoadClusterConfig(argc, argv);
+  llm::StatusOr<llm::ClusterConfig> config = flags.Load();
   if (!config.ok()) {
     spdlog::critical("{}", config.status().ToString());
     std::fprintf(stderr, "run `worker --help` for every key\n");

@@ -22,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/cli.h"
 #include "worker/comm/mpi_communicator.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/follower.h"
@@ -39,32 +40,17 @@ struct Options {
   int world_size = 1;
 };
 
-bool ParseArgs(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const std::string v = a != "--dummy" && i + 1 < argc ? argv[++i] : "";
-    const int n = std::atoi(v.c_str());
-    if (a == "--model") {
-      o->model = v;
-    } else if (a == "--requests") {
-      o->requests = v;
-    } else if (a == "--pid-dir") {
-      o->pid_dir = v;
-    } else if (a == "--num-blocks") {
-      o->num_blocks = n;
-    } else if (a == "--idle-ms") {
-      o->idle_ms = n;
-    } else if (a == "--abort") {
-      o->abort_every = n;
-    } else if (a == "--logprobs") {
-      o->logprobs = n;
-    } else if (a == "--dummy") {
-      o->dummy = true;
-    } else {
-      return false;
-    }
-  }
-  return !o->model.empty() && !o->requests.empty();
+void AddFlags(CLI::App& app, Options* o) {
+  app.add_option("--model", o->model, "model folder")->required();
+  app.add_option("--requests", o->requests, "JSON lines of requests")->required();
+  app.add_option("--pid-dir", o->pid_dir, "each rank writes rankN.pid here");
+  app.add_option("--num-blocks", o->num_blocks, "KV cache blocks")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--idle-ms", o->idle_ms, "idle time between requests")
+      ->check(CLI::Range(0, 600000));
+  app.add_option("--abort", o->abort_every, "abort every Nth request")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--logprobs", o->logprobs, "top logprobs per token")->check(CLI::Range(-1, 20));
+  app.add_flag("--dummy", o->dummy, "random weights");
 }
 
 llm::EngineConfig Config(const Options& o) {
@@ -130,15 +116,14 @@ int Fail(int rank, const llm::Status& s, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  Options o;
+  CLI::App app("Tensor-parallel test driver: runs the requests file on every rank.", "tp_driver");
+  AddFlags(app, &o);
+  if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
   auto comm_or = llm::MpiCommunicator::Create(&argc, &argv);
   if (!comm_or.ok()) return Fail(-1, comm_or.status(), 2);
   llm::MpiCommunicator& comm = **comm_or;
   const int rank = comm.rank();
-  Options o;
-  if (!ParseArgs(argc, argv, &o)) {
-    std::fprintf(stderr, "usage: tp_driver --model DIR --requests FILE [options]\n");
-    return 2;
-  }
   o.world_size = comm.world_size();
   if (!o.pid_dir.empty()) {
     std::ofstream(o.pid_dir + "/rank" + std::to_string(rank) + ".pid") << getpid() << "\n";

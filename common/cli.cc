@@ -1,0 +1,50 @@
+#include "common/cli.h"
+
+#include <cstdio>
+
+namespace llm {
+
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: %s\nRun with --help for more information.\n", app.get_name().c_str(),
+                 e.what());
+    return kUsageExitCode;
+  }
+  return std::nullopt;
+}
+
+ClusterFlags::ClusterFlags(CLI::App& app) {
+  app.add_option("--config", config_path_, "cluster.yaml: every key below as YAML sections")
+      ->check(CLI::ExistingFile)
+      ->group("Cluster configuration");
+  const std::vector<ConfigKeyInfo>& keys = ClusterConfigKeys();
+  values_.reserve(keys.size());  // the options hold pointers into it
+  for (const ConfigKeyInfo& k : keys) {
+    values_.emplace_back(k.name, "");
+    std::string help = k.help + " [" + k.type + (k.range.empty() ? "" : " " + k.range) +
+                       ", default '" + k.default_value + "']";
+    if (k.type == "list") help += " (comma-separated)";
+    options_.push_back(app.add_option("--" + k.name, values_.back().second, help)
+                           ->type_name(k.type == "bool" ? "BOOL" : "VALUE")
+                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                           ->group("Cluster configuration"));
+  }
+}
+
+StatusOr<ClusterConfig> ClusterFlags::Load() const {
+  std::vector<std::pair<std::string, std::string>> given;
+  for (size_t i = 0; i < options_.size(); ++i) {
+    if (options_[i]->count() > 0) given.push_back(values_[i]);
+  }
+  return LoadClusterConfig(config_path_, given);
+}
+
+}  // namespace llm

@@ -1,0 +1,94 @@
+// The one command-line layer (common/cli.h): cluster.yaml keys as flags over a file, the
+// same exit codes and errors naming the flag in every binary.
+#include "common/cli.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace llm {
+namespace {
+
+// argv for CLI11 (it takes char**, and keeps no pointer after parsing).
+struct Argv {
+  explicit Argv(std::vector<std::string> args) : strings(std::move(args)) {
+    strings.insert(strings.begin(), "prog");
+    for (auto& s : strings) pointers.push_back(s.data());
+  }
+  int argc() { return static_cast<int>(pointers.size()); }
+  char** argv() { return pointers.data(); }
+  std::vector<std::string> strings;
+  std::vector<char*> pointers;
+};
+
+std::filesystem::path WriteTemp(const std::string& name, const std::string& text) {
+  const auto path =
+      std::filesystem::temp_directory_path() / (name + "." + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Cli, FlagsOverrideTheFile) {
+  const auto file = WriteTemp("cli", "engine: {block_size: 32, max_num_seqs: 7}\n");
+  CLI::App app("test", "prog");
+  ClusterFlags flags(app);
+  Argv a({"--config", file.string(), "--engine.block_size", "8", "--router.upstreams=a:1,b:2",
+          "--engine.block_size", "4"});
+  ASSERT_FALSE(ParseCommandLine(app, a.argc(), a.argv()).has_value());
+  auto c = flags.Load();
+  std::filesystem::remove(file);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->engine.block_size, 4);  // the last of a repeated flag wins
+  EXPECT_EQ(c->engine.scheduler.max_num_seqs, 7);
+  EXPECT_EQ(c->router.upstreams, (std::vector<std::string>{"a:1", "b:2"}));
+}
+
+TEST(Cli, BadValueNamesTheKey) {
+  CLI::App app("test", "prog");
+  ClusterFlags flags(app);
+  Argv a({"--engine.max_num_seqs", "-3"});
+  ASSERT_FALSE(ParseCommandLine(app, a.argc(), a.argv()).has_value());
+  auto c = flags.Load();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("engine.max_num_seqs"), std::string::npos);
+}
+
+TEST(Cli, UnknownFlagsMissingValuesAndMissingFilesExitWithUsageCode) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--engine.nope", "1"},
+                                               {"--engine.block_size"},
+                                               {"--config", "/nonexistent/cluster.yaml"},
+                                               {"stray"}}) {
+    CLI::App app("test", "prog");
+    ClusterFlags flags(app);
+    Argv a(args);
+    testing::internal::CaptureStderr();
+    const auto rc = ParseCommandLine(app, a.argc(), a.argv());
+    const std::string err = testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(rc.has_value()) << args[0];
+    EXPECT_EQ(*rc, kUsageExitCode);
+    EXPECT_NE(err.find("--help"), std::string::npos) << err;
+  }
+}
+
+TEST(Cli, HelpListsEveryKeyWithItsDefault) {
+  CLI::App app("test", "prog");
+  ClusterFlags flags(app);
+  Argv a({"--help"});
+  testing::internal::CaptureStdout();
+  const auto rc = ParseCommandLine(app, a.argc(), a.argv());
+  const std::string out = testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(rc.has_value());
+  EXPECT_EQ(*rc, 0);
+  for (const auto& k : ClusterConfigKeys()) {
+    EXPECT_NE(out.find("--" + k.name), std::string::npos) << k.name;
+  }
+  EXPECT_NE(out.find("default '2000'"), std::string::npos);  // router.port
+}
+
+}  // namespace
+}  // namespace llm
