@@ -57,15 +57,16 @@ v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec
   req.set_request_id(spec.meta.id + "-" + std::to_string(choice.index));
   req.mutable_prompt_token_ids()->Add(choice.prompt_ids->begin(), choice.prompt_ids->end());
   v1::SamplingParams* s = req.mutable_sampling();
-  s->set_temperature(static_cast<float>(o.temperature));
-  s->set_top_k(o.top_k);
-  s->set_top_p(static_cast<float>(o.top_p));
-  s->set_min_p(static_cast<float>(o.min_p));
-  s->set_repetition_penalty(static_cast<float>(o.repetition_penalty));
-  s->set_presence_penalty(static_cast<float>(o.presence_penalty));
-  s->set_frequency_penalty(static_cast<float>(o.frequency_penalty));
+  const SamplingParams& p = o.sampling;
+  s->set_temperature(p.temperature);
+  s->set_top_k(p.top_k);
+  s->set_top_p(p.top_p);
+  s->set_min_p(p.min_p);
+  s->set_repetition_penalty(p.repetition_penalty);
+  s->set_presence_penalty(p.presence_penalty);
+  s->set_frequency_penalty(p.frequency_penalty);
   if (choice.seed) s->set_seed(*choice.seed);
-  s->set_logprobs(o.logprobs);
+  s->set_logprobs(p.logprobs);
   req.set_max_tokens(static_cast<int32_t>(o.max_tokens.value_or(16)));
   req.set_ignore_eos(o.ignore_eos);
   req.mutable_stop_token_ids()->Add(o.stop_token_ids.begin(), o.stop_token_ids.end());
@@ -196,7 +197,7 @@ void GenerationJob::OnMessage(size_t i, const v1::GenerateResponse& r) {
   for (int k = 0; k < r.token_ids_size() && !c.matcher->stopped(); ++k) {
     const int32_t id = r.token_ids(k);
     ++c.completion_tokens;
-    if (spec_.options.logprobs >= 0 && k < r.logprobs_size()) {
+    if (spec_.options.sampling.logprobs >= 0 && k < r.logprobs_size()) {
       logprobs.push_back(MakeLogprob(c.prev_token, r, k));
     }
     c.prev_token = id;
@@ -247,7 +248,7 @@ void GenerationJob::Emit(Choice& c, const std::string& text, std::vector<TokenLo
     return;
   }
   json chunk;
-  const bool with_logprobs = spec_.options.logprobs >= 0;
+  const bool with_logprobs = spec_.options.sampling.logprobs >= 0;
   if (spec_.chat) {
     chunk = ChatChunkJson(spec_.meta, c.spec.index, {{"content", text}},
                           with_logprobs ? ChatLogprobsJson(logprobs) : json(nullptr), "");
@@ -307,7 +308,7 @@ void GenerationJob::Finish() {
     o.index = c->spec.index;
     o.text = c->spec.echo() + c->text;
     o.finish_reason = c->finish_reason;
-    o.with_logprobs = spec_.options.logprobs >= 0;
+    o.with_logprobs = spec_.options.sampling.logprobs >= 0;
     o.logprobs = std::move(c->logprobs);
     o.text_offset = static_cast<int64_t>(c->spec.echo().size());
     outputs.push_back(std::move(o));

@@ -188,19 +188,31 @@ void RejectUnsupported(FieldReader& r) {
 
 void ReadGenerationOptions(FieldReader& r, const RequestLimits& limits, GenerationOptions* o) {
   // Ranges from the one table the coordinator and the sampler validate with.
-  auto number = [&](const ParamRange& range, auto* out) {
-    r.Number(range.name, out, range.lo, range.hi, range.lo_open);
+  SamplingParams& s = o->sampling;
+  auto number = [&](const ParamRange& range, float* out) {
+    double x = *out;
+    r.Number(range.name, &x, range.lo, range.hi, range.lo_open);
+    // The engine samples with floats: a value in range as a double but not as a float (a
+    // top_p of 1e-50 rounds to 0) would pass here and fail at the coordinator.
+    const float f = static_cast<float>(x);
+    if (!r.error && !range.Contains(f)) {
+      r.Fail(range.name, std::string("'") + range.name + "' is out of range as a 32-bit float");
+    }
+    *out = f;
   };
-  number(kTemperatureRange, &o->temperature);
-  number(kTopPRange, &o->top_p);
-  r.IntAs("top_k", &o->top_k, kMinTopK, std::numeric_limits<int32_t>::max());
-  if (o->top_k == -1) o->top_k = 0;
-  number(kMinPRange, &o->min_p);
-  number(kRepetitionPenaltyRange, &o->repetition_penalty);
-  number(kPresencePenaltyRange, &o->presence_penalty);
-  number(kFrequencyPenaltyRange, &o->frequency_penalty);
+  number(kTemperatureRange, &s.temperature);
+  number(kTopPRange, &s.top_p);
+  r.IntAs("top_k", &s.top_k, kMinTopK, std::numeric_limits<int32_t>::max());
+  if (s.top_k == -1) s.top_k = 0;
+  number(kMinPRange, &s.min_p);
+  number(kRepetitionPenaltyRange, &s.repetition_penalty);
+  number(kPresencePenaltyRange, &s.presence_penalty);
+  number(kFrequencyPenaltyRange, &s.frequency_penalty);
+  // Any 64-bit integer, as vLLM takes it; the engine uses its bits.
   int64_t seed = 0;
-  if (r.Int("seed", &seed, std::numeric_limits<int64_t>::min(), INT64_MAX)) o->seed = seed;
+  if (r.Int("seed", &seed, std::numeric_limits<int64_t>::min(), INT64_MAX)) {
+    s.seed = static_cast<uint64_t>(seed);
+  }
   r.IntAs("n", &o->n, 1, limits.max_n);
   r.Int("min_tokens", &o->min_tokens, 0, std::numeric_limits<int32_t>::max());
   r.Bool("ignore_eos", &o->ignore_eos);
@@ -374,7 +386,7 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
   if (!r.error && top_logprobs >= 0 && !logprobs) {
     r.Fail("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
   }
-  if (logprobs) out->options.logprobs = std::max(0, top_logprobs);
+  if (logprobs) out->options.sampling.logprobs = std::max(0, top_logprobs);
   return r.error;
 }
 
@@ -391,7 +403,7 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
   CheckChoices(r, limits, out->prompts.size(), out->options.n);
   ReadMaxTokens(r, /*chat=*/false, &out->options);
   r.Bool("echo", &out->echo);
-  r.IntAs("logprobs", &out->options.logprobs, 0, kMaxLogprobs);
+  r.IntAs("logprobs", &out->options.sampling.logprobs, 0, kMaxLogprobs);
   if (!r.error && r.Get("suffix")) r.Fail("suffix", "'suffix' is not supported");
   return r.error;
 }

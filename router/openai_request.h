@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/config_sections.h"
+#include "common/sampling_params.h"
 #include "router/api_error.h"
 
 namespace llm::router {
@@ -25,14 +26,10 @@ struct RequestLimits : RequestCaps {
 
 // What every generation request shares (chat and completions).
 struct GenerationOptions {
-  double temperature = 1.0;
-  double top_p = 1.0;
-  int top_k = 0;  // 0 = off (-1 is accepted and mapped to 0)
-  double min_p = 0.0;
-  double repetition_penalty = 1.0;
-  double presence_penalty = 0.0;
-  double frequency_penalty = 0.0;
-  std::optional<int64_t> seed;
+  // temperature, top_p, top_k (-1 is accepted and mapped to 0 = off), min_p, the penalties,
+  // seed (any int64, kept as its bits) and logprobs (-1 none, 0 the chosen token, N > 0 plus
+  // the top N): the one type the coordinator and the sampler use.
+  SamplingParams sampling;
   std::optional<int64_t> max_tokens;  // nullopt: the rest of the context
   int64_t min_tokens = 0;
   bool ignore_eos = false;
@@ -40,7 +37,6 @@ struct GenerationOptions {
   std::vector<std::string> stop;
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
-  int logprobs = -1;  // -1 none, 0 the chosen token, N > 0 plus the top N
   int n = 1;
   bool stream = false;
   bool include_usage = false;

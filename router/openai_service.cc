@@ -211,7 +211,7 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
     JobChoiceSpec c;
     c.index = j;
     c.prompt_ids = shared_ids;
-    if (o.seed) c.seed = static_cast<uint64_t>(*o.seed) + static_cast<uint64_t>(j);
+    if (o.sampling.seed) c.seed = *o.sampling.seed + static_cast<uint64_t>(j);
     spec.choices.push_back(std::move(c));
   }
   spec.options = std::move(o);
@@ -259,7 +259,7 @@ std::shared_ptr<PendingExchange> OpenAiService::Completions(
       c.index = static_cast<int>(p) * o.n + j;
       c.prompt_ids = shared_ids;
       c.echo_text = echo;
-      if (o.seed) c.seed = static_cast<uint64_t>(*o.seed) + static_cast<uint64_t>(j);
+      if (o.sampling.seed) c.seed = *o.sampling.seed + static_cast<uint64_t>(j);
       spec.choices.push_back(std::move(c));
     }
   }

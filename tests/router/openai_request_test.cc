@@ -144,13 +144,13 @@ TEST(OpenAiRequest, ChatDefaultsAndFields) {
   EXPECT_EQ(req.messages[0]["content"], "a\nb");
   EXPECT_EQ(req.options.max_tokens, 7);  // max_completion_tokens wins
   EXPECT_EQ(req.options.stop, std::vector<std::string>{"\n"});
-  EXPECT_EQ(req.options.top_k, 0);
-  EXPECT_EQ(req.options.seed, 3);
+  EXPECT_EQ(req.options.sampling.top_k, 0);
+  EXPECT_EQ(req.options.sampling.seed, 3u);
   EXPECT_EQ(req.options.n, 2);
-  EXPECT_EQ(req.options.logprobs, 3);
+  EXPECT_EQ(req.options.sampling.logprobs, 3);
   EXPECT_TRUE(req.options.stream);
   EXPECT_TRUE(req.options.include_usage);
-  EXPECT_DOUBLE_EQ(req.options.temperature, 1.0);  // null keeps the default
+  EXPECT_DOUBLE_EQ(req.options.sampling.temperature, 1.0);  // null keeps the default
   EXPECT_TRUE(req.add_generation_prompt);
 
   ChatRequest no_model;

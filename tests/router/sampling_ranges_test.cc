@@ -44,7 +44,8 @@ bool ValidatorAccepts(const std::string& field, double value) {
 TEST(SamplingRanges, RouterAndValidatorAgreeAtEveryBound) {
   for (const ParamRange& r : {kTemperatureRange, kTopPRange, kMinPRange, kRepetitionPenaltyRange,
                               kPresencePenaltyRange, kFrequencyPenaltyRange}) {
-    for (double v : {r.lo, r.hi, r.lo - 0.01, r.hi + 0.01, (r.lo + r.hi) / 2}) {
+    // 1e-50 past the lower bound: inside the range as a double, at the bound as a float.
+    for (double v : {r.lo, r.hi, r.lo - 0.01, r.hi + 0.01, (r.lo + r.hi) / 2, r.lo + 1e-50}) {
       EXPECT_EQ(RouterAccepts(r.name, v), ValidatorAccepts(r.name, v)) << r.name << " = " << v;
     }
     EXPECT_EQ(RouterAccepts(r.name, r.lo), !r.lo_open) << r.name;
