@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds, and starts the whole cluster on this machine:
-# `mpirun -np $RANKS worker` (rank 0 = the gRPC coordinator) and the OpenAI router on port 2000.
+# Starts the whole cluster on this machine from what tools/setup.sh built (it never installs or
+# builds): `mpirun -np $RANKS worker` (rank 0 = the gRPC coordinator) and the OpenAI router on
+# port 2000.
 #
-#   tools/serve.sh                                      # demo model (dummy weights), 1 rank
-#   MODEL=../shared/models/stories260K tools/serve.sh   # a real Hugging Face folder
-#   RANKS=2 MODEL=... tools/serve.sh                    # tensor parallel over 2 MPI ranks
+#   tools/setup.sh && tools/serve.sh                    # fresh machine: install, build, serve
+#   tools/serve.sh                                      # stories260K (real weights), 1 rank
+#   MODEL=/path/to/hf-folder RANKS=2 tools/serve.sh     # tensor parallel over 2 MPI ranks
+#   MODEL=deploy/models/demo-llama tools/serve.sh       # sizing demo: dummy weights
 #
-# Environment: MODEL (default deploy/models/demo-llama, served with dummy weights),
+# Environment: MODEL (default deploy/models/stories260K, Karpathy's TinyStories model),
 # LOAD_FORMAT (safetensors|dummy), RANKS (default 1), CONFIG (default deploy/cluster.yaml),
 # PORT (router, default 2000), HOSTFILE (passed to mpirun), API_KEY (the router requires
 # `Authorization: Bearer $API_KEY` and, with a key, listens on every interface; without one it
 # listens on 127.0.0.1 only). Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "$(id -u)" -eq 0 ]; then bash tools/install-deps.sh; else sudo bash tools/install-deps.sh; fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(nproc)" --target worker router llm-admin
+for bin in build/worker/worker build/router/router build/tools/llm-admin; do
+  if [ ! -x "$bin" ]; then
+    echo "serve.sh: $bin is missing: run tools/setup.sh first (installs and builds)" >&2
+    exit 1
+  fi
+done
 
-MODEL=${MODEL:-deploy/models/demo-llama}
+MODEL=${MODEL:-deploy/models/stories260K}
 if [ -z "${LOAD_FORMAT:-}" ]; then
   if [ -e "$MODEL/model.safetensors" ] || [ -e "$MODEL/model.safetensors.index.json" ]; then
     LOAD_FORMAT=safetensors
