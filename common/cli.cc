@@ -2,9 +2,12 @@
 
 #include <cstdio>
 
+#include "common/version.h"
+
 namespace llm {
 
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
+  app.set_version_flag("--version", VersionLine());
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -12,6 +15,9 @@ std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
     return 0;
   } catch (const CLI::CallForAllHelp&) {
     std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::printf("%s\n", VersionLine());
     return 0;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "%s: %s\nRun with --help for more information.\n", app.get_name().c_str(),

@@ -19,8 +19,9 @@ namespace llm {
 // Exit code of a command line that could not be parsed (CLI11's message is on stderr).
 constexpr int kUsageExitCode = 2;
 
-// Parses argv. nullopt: go on; otherwise the program exits with the returned code: 0 after
-// --help (printed to stdout), kUsageExitCode after an error (printed to stderr with a hint to
+// Parses argv (adding --version to `app`). nullopt: go on; otherwise the program exits with the
+// returned code: 0 after --help or --version (printed to stdout), kUsageExitCode after an error
+// (printed to stderr with a hint to
 // --help).
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv);
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <random>
 
+#include "common/version.h"
 #include "router/api_error.h"
 #include "router/chat_prompt.h"
 #include "router/generation_job.h"
@@ -74,6 +75,7 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
                                                              {"/v1/completions", "POST"},
                                                              {"/v1/models", "GET"},
                                                              {"/health", "GET"},
+                                                             {"/version", "GET"},
                                                              {"/tokenize", "POST"},
                                                              {"/detokenize", "POST"}};
   if (!Authorized(request)) {
@@ -101,6 +103,9 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
   const std::string& path = request.path;
   if (path == "/health") return Answer(sink, Health());
   if (path == "/v1/models") return Answer(sink, Models());
+  if (path == "/version") {
+    return Answer(sink, JsonResponse({{"version", Version()}, {"commit", GitCommit()}}));
+  }
   if (path == "/tokenize") return Answer(sink, Tokenize(request.body));
   if (path == "/detokenize") return Answer(sink, Detokenize(request.body));
   if (path == "/v1/chat/completions") return Chat(request.body, sink);

@@ -2,6 +2,8 @@
 // same exit codes and errors naming the flag in every binary.
 #include "common/cli.h"
 
+#include "common/version.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -88,6 +90,18 @@ TEST(Cli, HelpListsEveryKeyWithItsDefault) {
     EXPECT_NE(out.find("--" + k.name), std::string::npos) << k.name;
   }
   EXPECT_NE(out.find("default '2000'"), std::string::npos);  // router.port
+}
+
+TEST(Cli, VersionOnEveryBinary) {
+  CLI::App app("test", "prog");
+  Argv a({"--version"});
+  testing::internal::CaptureStdout();
+  const auto rc = ParseCommandLine(app, a.argc(), a.argv());
+  const std::string out = testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(rc.has_value());
+  EXPECT_EQ(*rc, 0);
+  EXPECT_EQ(out, std::string(VersionLine()) + "\n");
+  EXPECT_NE(out.find(Version()), std::string::npos);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // input with its status and error JSON (and the server keeps serving).
 #include <gtest/gtest.h>
 
+#include "common/version.h"
 #include "tests/integration/router_harness.h"
 
 namespace llm::e2e {
@@ -58,6 +59,10 @@ std::string StreamText(const StreamResult& s, bool chat, int index, std::string*
 
 TEST_F(RouterE2E, HealthModelsTokenize) {
   EXPECT_EQ(Http(port(), "GET", "/health").status, 200);
+  const HttpResult version = Http(port(), "GET", "/version");
+  ASSERT_EQ(version.status, 200) << version.body;
+  EXPECT_EQ(version.Json()["version"], llm::Version());
+  EXPECT_EQ(version.Json()["commit"], llm::GitCommit());
   const HttpResult models = Http(port(), "GET", "/v1/models");
   ASSERT_EQ(models.status, 200) << models.body;
   EXPECT_EQ(models.Json()["object"], "list");
