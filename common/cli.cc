@@ -27,6 +27,25 @@ std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
+const std::vector<std::pair<std::string, std::string>>& VllmFlagAliases() {
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"model", "model.path"},
+      {"served-model-name", "model.served_model_name"},
+      {"load-format", "model.load_format"},
+      {"max-model-len", "model.max_model_len"},
+      {"chat-template", "model.chat_template"},
+      {"tensor-parallel-size", "engine.tensor_parallel_size"},
+      {"max-num-seqs", "engine.max_num_seqs"},
+      {"max-num-batched-tokens", "engine.max_num_batched_tokens"},
+      {"block-size", "engine.block_size"},
+      {"seed", "engine.seed"},
+      {"host", "router.host"},
+      {"port", "router.port"},
+      {"api-key", "router.api_keys"},
+  };
+  return aliases;
+}
+
 ClusterFlags::ClusterFlags(CLI::App& app) {
   app.add_option("--config", config_path_, "cluster.yaml: every key below as YAML sections")
       ->check(CLI::ExistingFile)
@@ -43,10 +62,20 @@ ClusterFlags::ClusterFlags(CLI::App& app) {
                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                            ->group("Cluster configuration"));
   }
+  aliases_.reserve(VllmFlagAliases().size());  // the options hold pointers into it
+  for (const auto& [alias, key] : VllmFlagAliases()) {
+    aliases_.emplace_back(key, "");
+    alias_options_.push_back(app.add_option("--" + alias, aliases_.back().second, "--" + key)
+                                 ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                                 ->group("vLLM-style aliases"));
+  }
 }
 
 StatusOr<ClusterConfig> ClusterFlags::Load() const {
   std::vector<std::pair<std::string, std::string>> given;
+  for (size_t i = 0; i < aliases_.size(); ++i) {  // first: --section.key wins over its alias
+    if (alias_options_[i]->count() > 0) given.push_back(aliases_[i]);
+  }
   for (size_t i = 0; i < options_.size(); ++i) {
     if (options_[i]->count() > 0) given.push_back(values_[i]);
   }

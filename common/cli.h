@@ -25,7 +25,12 @@ constexpr int kUsageExitCode = 2;
 // --help).
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv);
 
-// The cluster.yaml flags on `app`. Load() after parsing: the file, then the flags given.
+// vLLM's names for the common keys ("tensor-parallel-size" -> "engine.tensor_parallel_size").
+const std::vector<std::pair<std::string, std::string>>& VllmFlagAliases();
+
+// The cluster.yaml flags on `app`, plus vLLM-style aliases (--port, --tensor-parallel-size ...;
+// see VllmFlagAliases). Load() after parsing: the file, then LLM_SECTION_KEY environment
+// variables, then the flags given (a --section.key wins over its alias).
 class ClusterFlags {
  public:
   explicit ClusterFlags(CLI::App& app);
@@ -39,6 +44,8 @@ class ClusterFlags {
   // One per schema key: the key and the value given on the command line (if any).
   std::vector<std::pair<std::string, std::string>> values_;
   std::vector<CLI::Option*> options_;
+  std::vector<std::pair<std::string, std::string>> aliases_;  // key, value
+  std::vector<CLI::Option*> alias_options_;
 };
 
 }  // namespace llm

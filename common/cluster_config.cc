@@ -1,8 +1,15 @@
 #include "common/cluster_config.h"
 
+// GCC 12 reports -Wrestrict inside std::string's insert/replace when it inlines `"x" + s` with
+// constants (GCC bug 105329, a false positive); this file builds many such messages.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -170,6 +177,8 @@ const std::vector<KeySpec>& Schema() {
                     "dummy = seeded random weights, output meaningless"),
       IntKey("model.max_model_len", LLM_FIELD(model.max_model_len), 0, 1 << 24,
              "context length; 0 = max_position_embeddings"),
+      StringKey("model.chat_template", LLM_FIELD(model.chat_template), {},
+                "chat template file (Jinja), or the template itself; empty = the model's"),
       IntKey("engine.tensor_parallel_size", LLM_FIELD(engine.tensor_parallel_size), 1, 1024,
              "ranks the model is split over (the mpirun -np)"),
       IntKey("engine.block_size", LLM_FIELD(engine.block_size), 1, 1 << 16,
@@ -318,15 +327,25 @@ std::vector<std::string> SplitList(const std::string& s) {
   return out;
 }
 
+// The name a model folder is served under: its folder name, or for a Hugging Face cache
+// snapshot (.../models--ORG--NAME/snapshots/COMMIT) the repository's name, ORG/NAME.
+std::string DefaultModelName(const std::string& path) {
+  std::filesystem::path p = std::filesystem::path(path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // a trailing '/'
+  const std::filesystem::path snapshots = p.parent_path();
+  const std::string repo = snapshots.parent_path().filename().string();
+  if (snapshots.filename() == "snapshots" && repo.rfind("models--", 0) == 0 && repo.size() > 8) {
+    std::string name = repo.substr(8);
+    if (const size_t sep = name.find("--"); sep != std::string::npos) name.replace(sep, 2, "/");
+    return name;
+  }
+  return p.filename().string();
+}
+
 Status Finish(ClusterConfig* c) {
   ModelSection& m = c->model;
-  if (m.served_model_name.empty() && !m.path.empty()) {
-    m.served_model_name = std::filesystem::path(m.path).lexically_normal().filename();
-    if (m.served_model_name.empty()) {
-      m.served_model_name =
-          std::filesystem::path(m.path).lexically_normal().parent_path().filename();
-    }
-  }
+  if (m.served_model_name.empty() && !m.path.empty())
+    m.served_model_name = DefaultModelName(m.path);
   if (c->router.upstreams.empty()) {
     c->router.upstreams.push_back(c->coordinator.host + ":" + std::to_string(c->coordinator.port));
   }
@@ -384,8 +403,17 @@ StatusOr<ClusterConfig> ParseClusterConfig(
   return c;
 }
 
+std::string ConfigEnvName(const std::string& key) {
+  std::string name = "LLM_" + key;
+  for (char& ch : name) {
+    ch = ch == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  }
+  return name;
+}
+
 StatusOr<ClusterConfig> LoadClusterConfig(
-    const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides) {
+    const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides,
+    const EnvLookup& env) {
   std::string text;
   if (!path.empty()) {
     std::ifstream in(path, std::ios::binary);
@@ -399,7 +427,21 @@ StatusOr<ClusterConfig> LoadClusterConfig(
       return InvalidArgument("--config: '" + path + "' is larger than 1 MiB");
     }
   }
-  return ParseClusterConfig(text, path.empty() ? "(defaults)" : path, overrides);
+  // The environment first, then the command line: CLI > env > YAML > default.
+  std::vector<std::pair<std::string, std::string>> all;
+  if (env) {
+    for (const auto& k : Schema()) {
+      const std::string name = ConfigEnvName(k.name);
+      const char* v = env(name);
+      if (v == nullptr) continue;
+      ClusterConfig scratch;  // checked alone, so that an error names the variable
+      Status s = k.set(scratch, k.type == "list" ? SplitList(v) : std::vector<std::string>{v});
+      if (!s.ok()) return InvalidArgument("environment variable " + name + ": " + s.message());
+      all.emplace_back(k.name, v);
+    }
+  }
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return ParseClusterConfig(text, path.empty() ? "(defaults)" : path, all);
 }
 
 }  // namespace llm

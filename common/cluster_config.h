@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,9 +41,20 @@ StatusOr<ClusterConfig> ParseClusterConfig(
     const std::string& yaml_text, const std::string& source,
     const std::vector<std::pair<std::string, std::string>>& overrides = {});
 
-// Reads the YAML file `path` (empty: defaults only), then applies the overrides (values of list
-// keys comma-separated), as ParseClusterConfig does.
+// The environment variable of a key: "engine.block_size" -> LLM_ENGINE_BLOCK_SIZE.
+std::string ConfigEnvName(const std::string& key);
+
+// Looks up an environment variable (nullptr: unset).
+using EnvLookup = std::function<const char*(const std::string&)>;
+inline const char* SystemEnv(const std::string& name) {
+  return std::getenv(name.c_str());
+}
+
+// Reads the YAML file `path` (empty: defaults only), then applies the keys set in the
+// environment (LLM_SECTION_KEY, see ConfigEnvName), then the overrides (values of list keys
+// comma-separated): command line > environment > YAML > default.
 StatusOr<ClusterConfig> LoadClusterConfig(
-    const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides);
+    const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides,
+    const EnvLookup& env = SystemEnv);
 
 }  // namespace llm

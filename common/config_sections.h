@@ -19,6 +19,9 @@ struct ModelSection {
   std::string served_model_name;  // default: the folder name
   LoadFormat load_format = LoadFormat::kSafetensors;
   int max_model_len = 0;  // 0: the model's max_position_embeddings
+  // A Jinja chat template file, or the template itself (text with a '{'), instead of the
+  // model's own (tokenizer_config.json); "": the model's.
+  std::string chat_template;
 };
 
 // engine.max_num_seqs, max_num_batched_tokens, max_prefill_chunk

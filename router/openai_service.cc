@@ -54,7 +54,8 @@ OpenAiService::OpenAiService(ServiceOptions options, std::shared_ptr<const Token
                              UpstreamPool& pool)
     : options_(std::move(options)), tokenizer_(std::move(tokenizer)), pool_(pool) {
   started_at_ = static_cast<int64_t>(std::time(nullptr));
-  const std::string& source = tokenizer_->chat_template();
+  const std::string& source =
+      options_.chat_template.empty() ? tokenizer_->chat_template() : options_.chat_template;
   if (source.empty()) {
     template_status_ = FailedPrecondition(
         "this model has no chat template (tokenizer_config.json has no chat_template); use "

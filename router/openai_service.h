@@ -24,6 +24,8 @@ struct ServiceOptions {
   // true: special-token text in message content becomes control tokens (vLLM's behaviour);
   // false: it is tokenized as text (router/chat_prompt.h).
   bool special_tokens_in_messages = false;
+  // The chat template's source (model.chat_template); "": the tokenizer's.
+  std::string chat_template;
 };
 
 class OpenAiService final : public RequestHandler {

@@ -50,6 +50,21 @@ bool DrainUntilIdle(llm::router::HttpServer& server, const sigset_t& signals, in
   return true;
 }
 
+// model.chat_template: a file (at most 1 MiB), or the template itself when it holds a '{' (as
+// vLLM's --chat-template); "" stays "" (the tokenizer's template).
+llm::StatusOr<std::string> ReadChatTemplate(const std::string& value) {
+  if (value.empty() || value.find('{') != std::string::npos) return value;
+  std::ifstream in(value, std::ios::binary);
+  if (!in) return llm::NotFound("model.chat_template: cannot read '" + value + "'");
+  std::string text(1 << 20, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (in.gcount() == (1 << 20) && in.peek() != EOF) {
+    return llm::InvalidArgument("model.chat_template: '" + value + "' is larger than 1 MiB");
+  }
+  return text;
+}
+
 int Run(int argc, char** argv) {
   CLI::App app(
       "The OpenAI-compatible HTTP front end of the cluster.\n"
@@ -111,6 +126,12 @@ int Run(int argc, char** argv) {
   service_options.api_keys = *keys;
   service_options.health_requires_key = config->router.health_requires_key;
   service_options.special_tokens_in_messages = config->router.special_tokens_in_messages;
+  if (auto t = ReadChatTemplate(config->model.chat_template); !t.ok()) {
+    std::fprintf(stderr, "router: %s\n", t.status().ToString().c_str());
+    return 2;
+  } else {
+    service_options.chat_template = std::move(t).value();
+  }
   llm::router::OpenAiService service(service_options, shared_tokenizer, pool);
   if (!service.chat_template_problem().empty()) {
     std::fprintf(stderr, "router: chat completions disabled: %s\n",

@@ -92,6 +92,49 @@ TEST(Cli, HelpListsEveryKeyWithItsDefault) {
   EXPECT_NE(out.find("default '2000'"), std::string::npos);  // router.port
 }
 
+TEST(Cli, VllmStyleAliases) {
+  CLI::App app("test", "prog");
+  ClusterFlags flags(app);
+  Argv a({"--port", "8080", "--tensor-parallel-size", "2", "--max-model-len", "256",
+          "--served-model-name", "m", "--api-key", "k1", "--model", "/x/y", "--block-size", "32",
+          "--engine.block_size", "8"});
+  ASSERT_FALSE(ParseCommandLine(app, a.argc(), a.argv()).has_value());
+  auto c = flags.Load();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->router.http.port, 8080);
+  EXPECT_EQ(c->engine.tensor_parallel_size, 2);
+  EXPECT_EQ(c->model.max_model_len, 256);
+  EXPECT_EQ(c->model.served_model_name, "m");
+  EXPECT_EQ(c->router.api_keys, std::vector<std::string>{"k1"});
+  EXPECT_EQ(c->model.path, "/x/y");
+  EXPECT_EQ(c->engine.block_size, 8);  // --section.key wins over its alias
+}
+
+TEST(Cli, EnvironmentBetweenFileAndFlags) {
+  const auto file = WriteTemp("cli_env", "engine: {block_size: 32, max_num_seqs: 7}\n");
+  const auto env = [](const std::string& name) -> const char* {
+    if (name == "LLM_ENGINE_MAX_NUM_SEQS") return "9";
+    if (name == "LLM_ENGINE_BLOCK_SIZE") return "64";
+    if (name == "LLM_ROUTER_UPSTREAMS") return "h:1,h:2";
+    return nullptr;
+  };
+  auto c = LoadClusterConfig(file.string(), {{"engine.block_size", "4"}}, env);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->engine.scheduler.max_num_seqs, 9);  // env > YAML
+  EXPECT_EQ(c->engine.block_size, 4);              // flag > env
+  EXPECT_EQ(c->router.upstreams, (std::vector<std::string>{"h:1", "h:2"}));
+  const auto bad = [](const std::string& name) -> const char* {
+    return name == "LLM_ROUTER_PORT" ? "http" : nullptr;
+  };
+  auto e = LoadClusterConfig(file.string(), {}, bad);
+  std::filesystem::remove(file);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("LLM_ROUTER_PORT"), std::string::npos)
+      << e.status().message();
+  EXPECT_NE(e.status().message().find("router.port"), std::string::npos);
+  EXPECT_EQ(ConfigEnvName("coordinator.tls_cert_file"), "LLM_COORDINATOR_TLS_CERT_FILE");
+}
+
 TEST(Cli, VersionOnEveryBinary) {
   CLI::App app("test", "prog");
   Argv a({"--version"});

@@ -68,6 +68,19 @@ TEST(ClusterConfig, HelpListsEveryKey) {
   }
 }
 
+TEST(ClusterConfig, HuggingFaceCacheSnapshotIsServedUnderTheRepoName) {
+  for (const char* path : {"/root/.cache/huggingface/hub/models--meta-llama--Llama-3.1-8B/"
+                           "snapshots/0e9e39f249a16976918f6564b8830bc894c89659",
+                           "/hub/models--meta-llama--Llama-3.1-8B/snapshots/abc/"}) {
+    auto c = ParseClusterConfig("", "x.yaml", {{"model.path", path}});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->model.served_model_name, "meta-llama/Llama-3.1-8B") << path;
+  }
+  auto plain = ParseClusterConfig("", "x.yaml", {{"model.path", "/m/snapshots/abc"}});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->model.served_model_name, "abc");
+}
+
 // The engine takes the engine section itself (EngineConfig derives from EngineSection), so the
 // scheduler's defaults are the schema's: they once drifted (max_prefill_chunk 512 vs 0).
 TEST(ClusterConfig, EngineSectionIsWhatTheEngineGets) {
