@@ -195,6 +195,9 @@ const std::vector<KeySpec>& Schema() {
              1 << 20, "token budget per step"),
       IntKey("engine.max_prefill_chunk", LLM_FIELD(engine.scheduler.max_prefill_chunk), 0, 1 << 20,
              "prompt tokens per sequence per step; 0 = the budget"),
+      BoolKey("engine.enable_prefix_caching", LLM_FIELD(engine.enable_prefix_caching),
+              "reuse the KV blocks of prompt prefixes computed before (vLLM's automatic prefix "
+              "caching)"),
       IntKey("engine.threads_per_rank", LLM_FIELD(engine.threads_per_rank), 0, 4096,
              "compute threads per rank; 0 = cores / local ranks"),
       StringKey("engine.matmul_isa", LLM_FIELD(engine.matmul_isa),

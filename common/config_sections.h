@@ -41,6 +41,9 @@ struct EngineSection {
   int kv_cache_blocks = 0;                 // > 0 wins over both sizes (tests, tuning)
   double kv_cache_memory_fraction = 0.25;  // of the memory available at start-up
   SchedulerConfig scheduler;
+  // Reuse the KV blocks of prompt prefixes already computed (shared system prompts, chat
+  // history, n > 1); as vLLM, on by default.
+  bool enable_prefix_caching = true;
   int threads_per_rank = 0;         // 0: the cores of the rank's affinity mask
   std::string matmul_isa = "auto";  // SIMD path of the CPU matmul
   uint64_t seed = 0;                // draws the seeds of requests that bring none

@@ -118,4 +118,60 @@ TEST(Stories260K, BatchInvariantUnderChunkingAndOrder) {
 }
 
 }  // namespace
+// Prefix caching: a prompt that extends an earlier request's prompt + output reuses its KV
+// blocks, and still generates exactly the golden ids (the cached K/V equal what it would
+// compute), with fewer prompt tokens computed than without the cache.
+TEST(Stories260K, PrefixCacheReusesBlocksAndKeepsTheIds) {
+  LLM_REQUIRE_SHARED(kGolden);
+  LLM_REQUIRE_SHARED(kModel);
+  auto weights = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  const auto c = ReadJsonl(SharedPath(kGolden))[0];
+  const auto prompt = c["prompt_token_ids"].get<std::vector<int32_t>>();
+  const auto want = c["greedy_token_ids"].get<std::vector<int32_t>>();
+  ASSERT_GE(want.size(), 48u);
+  auto request = [](std::vector<int32_t> p, int max_tokens) {
+    GenerateRequest r;
+    r.prompt = std::move(p);
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    return r;
+  };
+  // The second request continues the first: its prompt is the golden prompt + 40 golden ids.
+  std::vector<int32_t> extended = prompt;
+  extended.insert(extended.end(), want.begin(), want.begin() + 40);
+  const std::vector<int32_t> rest(want.begin() + 40, want.end());
+  int64_t computed[2] = {0, 0};
+  for (bool caching : {true, false}) {
+    EngineConfig cfg;
+    cfg.num_blocks = 64;
+    cfg.block_size = 16;
+    cfg.enable_prefix_caching = caching;
+    auto engine = Engine::Create(**weights, cfg);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    auto first = GenerateAll(**engine, {request(prompt, static_cast<int>(want.size()))});
+    ASSERT_TRUE(first.ok());
+    // Then the continuation, three times in one batch (they also share with each other).
+    const GenerateRequest next = request(extended, static_cast<int>(rest.size()));
+    auto second = GenerateAll(**engine, {next, next, next});
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    for (const auto& r : *second) {
+      std::vector<int32_t> got;
+      for (const auto& t : r.tokens) got.push_back(t.token);
+      EXPECT_EQ(got, rest) << "prefix caching " << caching;
+    }
+    const EngineStats st = (*engine)->stats();
+    computed[caching ? 0 : 1] = st.prompt_tokens_computed;
+    EXPECT_EQ(st.blocks_free, 64) << "blocks leaked";
+    if (caching) {
+      // 45 tokens of which the first 2 blocks (32 tokens) were computed by the first request.
+      EXPECT_GE(st.prefix_cache_hit_tokens, 3 * 32);
+    } else {
+      EXPECT_EQ(st.prefix_cache_hit_tokens, 0);
+    }
+  }
+  EXPECT_LT(computed[0] + 3 * 32, computed[1] + 1);
+}
+
 }  // namespace llm::testing

@@ -97,11 +97,10 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o) {
     }
   }
   const llm::EngineStats s = engine.stats();
-  nlohmann::json out = {{"world_size", o.world_size},
-                        {"outputs", outputs},
-                        {"blocks_free", s.blocks_free},
-                        {"blocks_total", s.blocks_total},
-                        {"preemptions", s.preemptions}};
+  nlohmann::json out = {
+      {"world_size", o.world_size},   {"outputs", outputs},
+      {"blocks_free", s.blocks_free}, {"blocks_total", s.blocks_total},
+      {"preemptions", s.preemptions}, {"prefix_cache_hit_tokens", s.prefix_cache_hit_tokens}};
   if (o.logprobs > 0) out["logprobs"] = logprobs;
   std::printf("%s\n", out.dump().c_str());
   std::fflush(stdout);

@@ -188,6 +188,9 @@ TEST_F(TpTest, PreemptionAndAbortKeepRanksInStep) {
   json result;
   ExpectGolden(mpirun, SharedPath(kStories), reqs, 2, "--num-blocks 8", 0, &result);
   EXPECT_GT(result["preemptions"].get<int>(), 0) << "the small cache should force preemption";
+  // The duplicated prompts (and the preempted sequences coming back) start at cached blocks:
+  // followers must take the same starting points (PlanScheduled.start).
+  EXPECT_GT(result["prefix_cache_hit_tokens"].get<int>(), 0);
   ExpectGolden(mpirun, SharedPath(kStories), reqs, 4, "--num-blocks 8", 2);
 }
 

@@ -181,5 +181,101 @@ TEST(BlockManagerTest, RandomGrowReleaseNeverSharesOrLeaksBlocks) {
   }
 }
 
+// Prefix caching: a prefix registered by one sequence is matched by the next, block for
+// block, by content; unreferenced cached blocks are handed out least recently freed first.
+std::vector<int32_t> Tokens(int n, int32_t base) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = base + i;
+  return t;
+}
+
+void RegisterAll(BlockManager& bm, const std::vector<int32_t>& table,
+                 const std::vector<int32_t>& tokens) {
+  const int bs = bm.block_size();
+  for (int b = 0; b < static_cast<int>(tokens.size()) / bs; ++b) {
+    bm.Register(table, b, tokens.data() + static_cast<size_t>(b) * bs);
+  }
+}
+
+TEST(BlockManagerPrefixCache, MatchesWholeRegisteredBlocksOnly) {
+  BlockManager bm(8, 4, /*prefix_caching=*/true);
+  const auto a = Tokens(10, 100);  // blocks [100..103] [104..107] + 2 tokens
+  std::vector<int32_t> ta;
+  ASSERT_TRUE(bm.Grow(ta, 10));
+  RegisterAll(bm, ta, a);
+
+  auto b = a;
+  b[9] = 7;  // differs in the partial third block only
+  std::vector<int32_t> tb;
+  EXPECT_EQ(bm.MatchPrefix(b, 9, tb), 8);
+  EXPECT_EQ(tb, (std::vector<int32_t>{ta[0], ta[1]}));  // shared, not copied
+  EXPECT_EQ(bm.num_free(), 8 - 3);
+  std::vector<int32_t> capped;  // max_tokens 7: only the first block is whole within it
+  EXPECT_EQ(bm.MatchPrefix(b, 7, capped), 4);
+
+  auto c = a;
+  c[5] = 0;  // second block differs: only the first matches
+  std::vector<int32_t> tc;
+  EXPECT_EQ(bm.MatchPrefix(c, 10, tc), 4);
+  // Same tokens as a's second block but behind another first block: no match (the parent is
+  // part of the content).
+  auto d = a;
+  d[0] = 1;
+  std::vector<int32_t> td;
+  EXPECT_EQ(bm.MatchPrefix(d, 10, td), 0);
+  EXPECT_TRUE(td.empty());
+
+  // Shared blocks stay allocated until every table let them go.
+  bm.Release(ta);
+  bm.Release(tb);
+  bm.Release(capped);
+  bm.Release(tc);
+  EXPECT_EQ(bm.num_free(), 8);
+  EXPECT_EQ(bm.num_cached_free(), 2);  // free, content kept
+  std::vector<int32_t> again;
+  EXPECT_EQ(bm.MatchPrefix(a, 10, again), 8);
+}
+
+TEST(BlockManagerPrefixCache, EvictsLeastRecentlyFreedAndForgetsDescendants) {
+  BlockManager bm(4, 2, /*prefix_caching=*/true);
+  const auto a = Tokens(4, 10), b = Tokens(4, 50);
+  std::vector<int32_t> ta, tb;
+  ASSERT_TRUE(bm.Grow(ta, 4));
+  ASSERT_TRUE(bm.Grow(tb, 4));
+  RegisterAll(bm, ta, a);
+  RegisterAll(bm, tb, b);
+  bm.Release(ta);  // a's blocks are the older free ones
+  bm.Release(tb);
+  std::vector<int32_t> fresh;
+  ASSERT_TRUE(bm.Grow(fresh, 2));  // takes a's first block: a's whole prefix is gone
+  std::vector<int32_t> m;
+  EXPECT_EQ(bm.MatchPrefix(a, 4, m), 0);
+  EXPECT_EQ(bm.MatchPrefix(b, 4, m), 4);  // b survives
+  bm.Release(m);
+  bm.Release(fresh);
+  EXPECT_EQ(bm.num_cached_free(), 2);  // b's two; a's second block was forgotten with its parent
+}
+
+TEST(BlockManagerPrefixCache, DuplicateContentAndDisabledCache) {
+  BlockManager bm(6, 2, /*prefix_caching=*/true);
+  const auto a = Tokens(4, 1);
+  std::vector<int32_t> t1, t2;
+  ASSERT_TRUE(bm.Grow(t1, 4));
+  ASSERT_TRUE(bm.Grow(t2, 4));
+  RegisterAll(bm, t1, a);
+  RegisterAll(bm, t2, a);  // computed twice in one step: the first copy stays the cached one
+  std::vector<int32_t> m;
+  EXPECT_EQ(bm.MatchPrefix(a, 4, m), 4);
+  EXPECT_EQ(m, t1);
+
+  BlockManager off(6, 2);
+  std::vector<int32_t> t;
+  ASSERT_TRUE(off.Grow(t, 4));
+  RegisterAll(off, t, a);
+  std::vector<int32_t> none;
+  EXPECT_EQ(off.MatchPrefix(a, 4, none), 0);
+  EXPECT_TRUE(none.empty());
+}
+
 }  // namespace
 }  // namespace llm

@@ -24,7 +24,7 @@ StepPlan SamplePlan() {
   p.finished = {3, 4};
   p.preempted = {5};
   p.blocks = {{11, 0, {7, 8}}, {5, 0, {}}};
-  p.scheduled = {{11, 3, true}, {9, 1, false}};
+  p.scheduled = {{11, 0, 3, true}, {9, 4, 1, false}};
   return p;
 }
 
@@ -47,6 +47,7 @@ TEST(StepPlanWire, RoundTripsEveryField) {
   ASSERT_EQ(got.scheduled.size(), 2u);
   EXPECT_TRUE(got.scheduled[0].samples);
   EXPECT_EQ(got.scheduled[1].num_new_tokens, 1);
+  EXPECT_EQ(got.scheduled[1].start, 4);
 
   StepPlan start;
   start.kind = StepMessageKind::kStart;
@@ -93,10 +94,10 @@ TEST(SequenceMirror, RejectsWhatItCannotIndex) {
   EXPECT_EQ(m2.Apply(p, &entries).code(), StatusCode::kDataLoss);
   SequenceMirror m3(4, 4);
   p.blocks = {{1, 0, {3}}};
-  p.scheduled = {{1, 3, true}};  // more tokens than the sequence has
+  p.scheduled = {{1, 0, 3, true}};  // more tokens than the sequence has
   EXPECT_EQ(m3.Apply(p, &entries).code(), StatusCode::kDataLoss);
   SequenceMirror m4(4, 4);
-  p.scheduled = {{2, 1, false}};  // unknown sequence
+  p.scheduled = {{2, 0, 1, false}};  // unknown sequence
   EXPECT_EQ(m4.Apply(p, &entries).code(), StatusCode::kDataLoss);
 }
 
@@ -110,12 +111,12 @@ TEST(SequenceMirror, RejectsATokenCountThatWouldOverflow) {
   p.step = 1;
   p.new_sequences = {{1, {5, 6}}};
   p.blocks = {{1, 0, {0}}};
-  p.scheduled = {{1, 1, false}};
+  p.scheduled = {{1, 0, 1, false}};
   ASSERT_TRUE(mirror.Apply(p, &entries).ok());
   mirror.Commit(p);
   StepPlan q;
   q.step = 2;
-  q.scheduled = {{1, std::numeric_limits<int32_t>::max(), false}};
+  q.scheduled = {{1, 1, std::numeric_limits<int32_t>::max(), false}};
   EXPECT_EQ(mirror.Apply(q, &entries).code(), StatusCode::kDataLoss);
 }
 

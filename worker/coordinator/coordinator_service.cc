@@ -308,6 +308,8 @@ struct CoordinatorServer::Impl {
       out->set_prefill_tokens_computed_total(s.engine.prompt_tokens_computed);
       out->set_rejected_queue_full_total(s.rejected_queue_full);
       out->set_queue_timeouts_total(s.queue_timeouts);
+      out->set_prefix_cache_hit_tokens_total(s.engine.prefix_cache_hit_tokens);
+      out->set_prefix_cache_queried_tokens_total(s.engine.prefix_cache_queried_tokens);
       return Done(ctx);
     }
 

@@ -72,7 +72,7 @@ Engine::Engine(std::unique_ptr<RankExecutor> executor, const EngineConfig& confi
       comm_(comm ? comm : local_comm_.get()),
       tp_(comm_->world_size() > 1),
       executor_(std::move(executor)),
-      blocks_(num_blocks, config.block_size),
+      blocks_(num_blocks, config.block_size, config.enable_prefix_caching),
       scheduler_(config.scheduler, &blocks_),
       sampler_(executor_->config().vocab_size),
       seed_rng_(config.seed) {}
@@ -226,6 +226,8 @@ EngineStats Engine::stats() const {
   s.waiting = scheduler_.num_waiting();
   s.blocks_total = blocks_.num_blocks();
   s.blocks_free = blocks_.num_free();
+  s.prefix_cache_hit_tokens = scheduler_.prefix_cache_hit_tokens();
+  s.prefix_cache_queried_tokens = scheduler_.prefix_cache_queried_tokens();
   return s;
 }
 

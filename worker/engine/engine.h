@@ -75,6 +75,8 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t prompt_tokens_computed = 0;  // prefill tokens run (recomputes included)
   int64_t tokens_generated = 0;
+  int64_t prefix_cache_hit_tokens = 0;      // prompt tokens taken from the prefix cache
+  int64_t prefix_cache_queried_tokens = 0;  // tokens of the sequences looked up there
 };
 
 class Engine {

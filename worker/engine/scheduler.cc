@@ -37,6 +37,7 @@ bool Scheduler::PreemptLowest(const Sequence* keep, SchedulePlan* plan) {
   const bool was_keep = victim.get() == keep;
   blocks_->Release(victim->block_table);
   victim->num_computed = 0;
+  victim->num_registered = 0;
   victim->num_preemptions++;
   plan->preempted.push_back(victim->id);
   Add(std::move(victim));
@@ -71,8 +72,14 @@ void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget) {
   while (!waiting_.empty() && *budget > 0 &&
          static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Sequence* s = waiting_.front().get();
+    MatchCachedPrefix(s);
     const int wanted = TokensWanted(*s, *budget);
-    if (!blocks_->Grow(s->block_table, s->num_computed + wanted)) break;
+    if (!blocks_->Grow(s->block_table, s->num_computed + wanted)) {
+      blocks_->Release(s->block_table);  // the cached prefix too: it waits with nothing held
+      s->num_computed = 0;
+      s->num_registered = 0;
+      break;
+    }
     const bool samples = s->num_computed + wanted == s->num_tokens();
     plan->scheduled.push_back({s, wanted, samples});
     plan->num_tokens += wanted;
@@ -94,8 +101,38 @@ void Scheduler::Schedule(SchedulePlan* plan) {
   if (plan->preempted.empty()) AdmitWaiting(plan, &budget);
 }
 
+void Scheduler::MatchCachedPrefix(Sequence* s) {
+  if (!blocks_->prefix_caching() || !s->block_table.empty() || s->num_computed != 0) return;
+  const std::vector<int32_t>* tokens = &s->prompt;
+  std::vector<int32_t> all;  // a preempted sequence's output is part of its prefix too
+  if (!s->output.empty()) {
+    all = s->prompt;
+    all.insert(all.end(), s->output.begin(), s->output.end());
+    tokens = &all;
+  }
+  // Never the block of the last token: the step computes it, so it has logits to sample from.
+  s->num_computed = blocks_->MatchPrefix(*tokens, s->num_tokens() - 1, s->block_table);
+  s->num_registered = static_cast<int>(s->block_table.size());
+  prefix_hit_tokens_ += s->num_computed;
+  prefix_queried_tokens_ += s->num_tokens();
+}
+
+void Scheduler::RegisterComputed(Sequence* s) {
+  const int bs = blocks_->block_size();
+  const int full = s->num_computed / bs;
+  block_tokens_.resize(static_cast<size_t>(bs));
+  for (int b = s->num_registered; b < full; ++b) {
+    for (int i = 0; i < bs; ++i) block_tokens_[static_cast<size_t>(i)] = s->token_at(b * bs + i);
+    blocks_->Register(s->block_table, b, block_tokens_.data());
+  }
+  s->num_registered = std::max(s->num_registered, full);
+}
+
 void Scheduler::Commit(const SchedulePlan& plan) {
-  for (const auto& s : plan.scheduled) s.seq->num_computed += s.num_new_tokens;
+  for (const auto& s : plan.scheduled) {
+    s.seq->num_computed += s.num_new_tokens;
+    if (blocks_->prefix_caching()) RegisterComputed(s.seq);
+  }
 }
 
 bool Scheduler::IsWaiting(int64_t id) const {

@@ -19,7 +19,8 @@ struct Sequence {
   int priority = 0;  // lower runs first; ties by arrival (FCFS)
   std::vector<int32_t> prompt;
   std::vector<int32_t> output;
-  int num_computed = 0;  // tokens whose K/V are in the cache
+  int num_computed = 0;    // tokens whose K/V are in the cache
+  int num_registered = 0;  // leading blocks of block_table offered to the prefix cache
   std::vector<int32_t> block_table;
   int num_preemptions = 0;
 
@@ -71,6 +72,10 @@ class Scheduler {
   // True while `id` waits to be scheduled (queued, or preempted and queued again).
   bool IsWaiting(int64_t id) const;
   int num_running() const { return static_cast<int>(running_.size()); }
+  // Prompt tokens taken from the prefix cache instead of being computed, and the tokens of
+  // admitted sequences looked up there (vLLM's prefix cache hits / queries).
+  int64_t prefix_cache_hit_tokens() const { return prefix_hit_tokens_; }
+  int64_t prefix_cache_queried_tokens() const { return prefix_queried_tokens_; }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   bool idle() const { return running_.empty() && waiting_.empty(); }
 
@@ -79,11 +84,18 @@ class Scheduler {
   bool PreemptLowest(const Sequence* keep, SchedulePlan* plan);
   void ScheduleRunning(SchedulePlan* plan, int* budget);
   void AdmitWaiting(SchedulePlan* plan, int* budget);
+  // Starts a sequence that has no blocks at the longest cached prefix of its tokens.
+  void MatchCachedPrefix(Sequence* s);
+  // Offers the sequence's newly computed whole blocks to the prefix cache.
+  void RegisterComputed(Sequence* s);
 
   SchedulerConfig config_;
   BlockManager* blocks_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in priority/arrival order
   std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<int32_t> block_tokens_;  // scratch for RegisterComputed
+  int64_t prefix_hit_tokens_ = 0;
+  int64_t prefix_queried_tokens_ = 0;
 };
 
 }  // namespace llm

@@ -81,11 +81,13 @@ bool ParseStepBody(Reader& r, StepPlan* p) {
   for (auto& b : p->blocks) {
     if (!r.Get(&b.id) || !r.Get(&b.first) || !r.Ints(&b.blocks)) return false;
   }
-  if (!r.Count(&n, 13)) return false;
+  if (!r.Count(&n, 17)) return false;
   p->scheduled.resize(n);
   for (auto& s : p->scheduled) {
     uint8_t samples = 0;
-    if (!r.Get(&s.id) || !r.Get(&s.num_new_tokens) || !r.Get(&samples)) return false;
+    if (!r.Get(&s.id) || !r.Get(&s.start) || !r.Get(&s.num_new_tokens) || !r.Get(&samples)) {
+      return false;
+    }
     s.samples = samples != 0;
   }
   return true;
@@ -144,6 +146,7 @@ void SerializeStepPlan(const StepPlan& p, std::vector<uint8_t>* out) {
   w.Put(static_cast<uint32_t>(p.scheduled.size()));
   for (const auto& s : p.scheduled) {
     w.Put(s.id);
+    w.Put(s.start);
     w.Put(s.num_new_tokens);
     w.Put(static_cast<uint8_t>(s.samples));
   }
@@ -219,7 +222,7 @@ std::vector<uint8_t>& StepPlanWriter::Write(const SchedulePlan& plan) {
            std::vector<int32_t>(seq.block_table.begin() + first, seq.block_table.end())});
       it->second = size;
     }
-    plan_.scheduled.push_back({seq.id, s.num_new_tokens, s.samples});
+    plan_.scheduled.push_back({seq.id, seq.num_computed, s.num_new_tokens, s.samples});
   }
   SerializeStepPlan(plan_, &bytes_);
   plan_.Clear();
@@ -276,7 +279,14 @@ Status SequenceMirror::Apply(const StepPlan& plan, std::vector<BatchEntry>* entr
   for (const auto& s : plan.scheduled) {
     auto it = seqs_.find(s.id);
     if (it == seqs_.end()) return Desync("unknown sequence scheduled", s.id);
-    const Sequence& seq = it->second;
+    Sequence& seq = it->second;
+    // A sequence with nothing computed may start at a cached prefix of whole blocks.
+    const bool cached_start = seq.num_computed == 0 && s.start > 0 && s.start % block_size_ == 0 &&
+                              s.start < seq.num_tokens();
+    if (s.start != seq.num_computed && !cached_start) {
+      return Desync("scheduled start differs from this rank's computed tokens", s.id);
+    }
+    seq.num_computed = s.start;
     const int64_t end = int64_t{seq.num_computed} + s.num_new_tokens;  // no int overflow
     const bool fits = static_cast<int64_t>(seq.block_table.size()) * block_size_ >= end;
     if (s.num_new_tokens < 1 || end > seq.num_tokens() || !fits ||

@@ -20,7 +20,7 @@
 
 namespace llm {
 
-constexpr uint8_t kStepPlanVersion = 1;
+constexpr uint8_t kStepPlanVersion = 2;  // 2: PlanScheduled.start (prefix caching)
 
 enum class StepMessageKind : uint8_t {
   kStart = 1,     // the engine on rank 0 is up: allocate the KV cache (num_blocks, block_size)
@@ -44,6 +44,9 @@ struct PlanBlocks {
 };
 struct PlanScheduled {
   int64_t id = 0;
+  // Tokens already computed when the step starts: the mirror's count, or, for a sequence that
+  // holds no computed tokens yet, the whole blocks it took from rank 0's prefix cache.
+  int32_t start = 0;
   int32_t num_new_tokens = 0;
   bool samples = false;  // its last new row's logits are wanted
 };
