@@ -87,6 +87,8 @@ class FileSource : public TensorSource {
           std::memcpy(&h, p + 2 * i, 2);
           out[i] = Bf16ToF32(h);
           break;
+        case DType::kQ8_0:  // safetensors has no Q8_0
+          break;
       }
     }
     return out;
