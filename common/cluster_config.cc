@@ -100,10 +100,10 @@ KeySpec BoolKey(const char* name, bool ClusterConfig::*member, const char* help)
 KeySpec LoadFormatKey(const char* name, LoadFormat ClusterConfig::*member, const char* help) {
   return {name,
           "enum",
-          "safetensors|dummy",
+          "safetensors|gguf|dummy",
           help,
           [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
-            if (v.size() != 1) return BadValue(name, "a list", "safetensors or dummy");
+            if (v.size() != 1) return BadValue(name, "a list", "safetensors, gguf or dummy");
             StatusOr<LoadFormat> f =
                 ParseLoadFormat(v[0], std::string("config key '") + name + "'");
             if (!f.ok()) return f.status();
@@ -153,7 +153,7 @@ KeySpec ListKey(const char* name, std::vector<std::string> ClusterConfig::*membe
 const std::vector<KeySpec>& Schema() {
   using C = ClusterConfig;
   static const std::vector<KeySpec> schema = {
-      StringKey("model.path", &C::model_path, {}, "Hugging Face model folder"),
+      StringKey("model.path", &C::model_path, {}, "Hugging Face model folder, or a .gguf file"),
       StringKey("model.served_model_name", &C::served_model_name, {},
                 "name clients use in 'model' (default: the folder name)"),
       LoadFormatKey("model.load_format", &C::load_format,
