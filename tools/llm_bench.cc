@@ -80,13 +80,15 @@ Status RunPrefill(llm::Engine& engine, const BenchOptions& o, double* tokens_per
 }
 
 Status Main(int argc, char** argv) {
-  llm::CliArgs a("llm-bench", {{"model", "model folder"},
-                               {"load-format", "safetensors (default) or dummy"},
-                               {"threads", "compute threads (default: all cores)"},
-                               {"prompt-len", "prefill prompt length (default 128)"},
-                               {"decode-tokens", "tokens decoded per sequence (default 32)"},
-                               {"batches", "comma-separated decode batch sizes (default 1,16)"},
-                               {"kv-cache-mib", "KV cache size (default 512)"}});
+  llm::CliArgs a(
+      "llm-bench",
+      {{"model", "model folder or .gguf file"},
+       {"load-format", "safetensors (default; a .gguf path is read as GGUF), gguf or dummy"},
+       {"threads", "compute threads (default: all cores)"},
+       {"prompt-len", "prefill prompt length (default 128)"},
+       {"decode-tokens", "tokens decoded per sequence (default 32)"},
+       {"batches", "comma-separated decode batch sizes (default 1,16)"},
+       {"kv-cache-mib", "KV cache size (default 512)"}});
   LLM_RETURN_IF_ERROR(a.Parse(argc, argv));
   if (a.Has("help") || !a.Has("model")) {
     std::fputs(a.Usage().c_str(), stdout);

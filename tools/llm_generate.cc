@@ -18,28 +18,30 @@ using llm::Status;
 using llm::StatusOr;
 
 CliArgs MakeArgs() {
-  return CliArgs("llm-generate",
-                 {{"model", "model folder (config.json, safetensors, tokenizer.json)"},
-                  {"prompt", "prompt text; repeat the flag for several prompts in one batch"},
-                  {"prompts-file", "file with one prompt per line"},
-                  {"max-tokens", "tokens to generate per prompt (default 64)"},
-                  {"temperature", "0 = greedy (default 0)"},
-                  {"top-k", "keep the k most likely tokens (default off)"},
-                  {"top-p", "nucleus sampling mass (default 1)"},
-                  {"min-p", "drop tokens below min_p * p_max (default 0)"},
-                  {"repetition-penalty", "default 1"},
-                  {"presence-penalty", "default 0"},
-                  {"frequency-penalty", "default 0"},
-                  {"seed", "sampling seed (default: random per prompt)"},
-                  {"threads", "compute threads (default: all cores)"},
-                  {"block-size", "KV cache block size in tokens (default 16)"},
-                  {"kv-cache-mib", "KV cache size in MiB (default 256)"},
-                  {"max-num-batched-tokens", "token budget per step (default 2048)"},
-                  {"prefill-chunk", "max prompt tokens per sequence per step (default: budget)"},
-                  {"load-format", "safetensors (default) or dummy (random weights)"},
-                  {"ignore-eos", "[flag] keep generating after the end-of-sequence token"},
-                  {"no-special", "[flag] do not add BOS/EOS to the prompts"},
-                  {"json", "[flag] print one JSON object per prompt"}});
+  return CliArgs(
+      "llm-generate",
+      {{"model", "model folder (config.json, safetensors, tokenizer.json) or .gguf file"},
+       {"prompt", "prompt text; repeat the flag for several prompts in one batch"},
+       {"prompts-file", "file with one prompt per line"},
+       {"max-tokens", "tokens to generate per prompt (default 64)"},
+       {"temperature", "0 = greedy (default 0)"},
+       {"top-k", "keep the k most likely tokens (default off)"},
+       {"top-p", "nucleus sampling mass (default 1)"},
+       {"min-p", "drop tokens below min_p * p_max (default 0)"},
+       {"repetition-penalty", "default 1"},
+       {"presence-penalty", "default 0"},
+       {"frequency-penalty", "default 0"},
+       {"seed", "sampling seed (default: random per prompt)"},
+       {"threads", "compute threads (default: all cores)"},
+       {"block-size", "KV cache block size in tokens (default 16)"},
+       {"kv-cache-mib", "KV cache size in MiB (default 256)"},
+       {"max-num-batched-tokens", "token budget per step (default 2048)"},
+       {"prefill-chunk", "max prompt tokens per sequence per step (default: budget)"},
+       {"load-format",
+        "safetensors (default; a .gguf path is read as GGUF), gguf or dummy (random weights)"},
+       {"ignore-eos", "[flag] keep generating after the end-of-sequence token"},
+       {"no-special", "[flag] do not add BOS/EOS to the prompts"},
+       {"json", "[flag] print one JSON object per prompt"}});
 }
 
 struct Options {
