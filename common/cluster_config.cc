@@ -111,10 +111,10 @@ template <typename Field>
 KeySpec LoadFormatKey(const char* name, Field field, const char* help) {
   return {name,
           "enum",
-          "safetensors|dummy",
+          "safetensors|gguf|dummy",
           help,
           [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
-            if (v.size() != 1) return BadValue(name, "a list", "safetensors or dummy");
+            if (v.size() != 1) return BadValue(name, "a list", "safetensors, gguf or dummy");
             StatusOr<LoadFormat> f =
                 ParseLoadFormat(v[0], std::string("config key '") + name + "'");
             if (!f.ok()) return f.status();
@@ -170,7 +170,8 @@ KeySpec ListKey(const char* name, Field field, const char* help) {
 
 const std::vector<KeySpec>& Schema() {
   static const std::vector<KeySpec> schema = {
-      StringKey("model.path", LLM_FIELD(model.path), {}, "Hugging Face model folder"),
+      StringKey("model.path", LLM_FIELD(model.path), {},
+                "Hugging Face model folder, or a .gguf file"),
       StringKey("model.served_model_name", LLM_FIELD(model.served_model_name), {},
                 "name clients use in 'model' (default: the folder name)"),
       LoadFormatKey("model.load_format", LLM_FIELD(model.load_format),
@@ -331,7 +332,8 @@ std::vector<std::string> SplitList(const std::string& s) {
 }
 
 // The name a model folder is served under: its folder name, or for a Hugging Face cache
-// snapshot (.../models--ORG--NAME/snapshots/COMMIT) the repository's name, ORG/NAME.
+// snapshot (.../models--ORG--NAME/snapshots/COMMIT) the repository's name, ORG/NAME; a .gguf
+// file's name without the extension.
 std::string DefaultModelName(const std::string& path) {
   std::filesystem::path p = std::filesystem::path(path).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();  // a trailing '/'
@@ -342,6 +344,8 @@ std::string DefaultModelName(const std::string& path) {
     if (const size_t sep = name.find("--"); sep != std::string::npos) name.replace(sep, 2, "/");
     return name;
   }
+  // A GGUF file: its name without the extension (llama-q8_0.gguf -> llama-q8_0).
+  if (p.extension() == ".gguf") return p.stem().string();
   return p.filename().string();
 }
 

@@ -10,6 +10,8 @@ const char* DTypeName(DType t) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kQ8_0:
+      return "Q8_0";
   }
   return "?";
 }

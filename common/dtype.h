@@ -9,10 +9,25 @@
 
 namespace llm {
 
-enum class DType : uint8_t { kF32, kF16, kBF16 };
+// kQ8_0 is GGML's Q8_0 block format, a weight format only (GGUF files): each block of 32
+// consecutive weights of a row is an fp16 scale d followed by 32 int8 values q, weight = d * q.
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
 
+constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
+constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
+
+// Bytes per element of an element format (F32, F16, BF16); for Q8_0 (a block format) use
+// RowBytes.
 inline size_t DTypeSize(DType t) {
   return t == DType::kF32 ? 4 : 2;
+}
+inline bool IsBlockFormat(DType t) {
+  return t == DType::kQ8_0;
+}
+// Bytes of a row of `cols` elements (for Q8_0 `cols` is a multiple of kQ8BlockSize).
+inline size_t RowBytes(DType t, int64_t cols) {
+  if (t == DType::kQ8_0) return static_cast<size_t>(cols / kQ8BlockSize) * kQ8BlockBytes;
+  return static_cast<size_t>(cols) * DTypeSize(t);
 }
 const char* DTypeName(DType t);
 // Parses "F32"/"F16"/"BF16" (safetensors spelling) and "float32"/"float16"/"bfloat16" (config

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/gguf.h"
+
 namespace llm {
 
 using nlohmann::json;
@@ -233,15 +235,28 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
 
 StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what) {
   if (text == "safetensors") return LoadFormat::kSafetensors;
+  if (text == "gguf") return LoadFormat::kGguf;
   if (text == "dummy") return LoadFormat::kDummy;
-  return InvalidArgument(what + " must be 'safetensors' or 'dummy', got '" + text + "'");
+  return InvalidArgument(what + " must be 'safetensors', 'gguf' or 'dummy', got '" + text + "'");
 }
 
 const char* LoadFormatName(LoadFormat f) {
-  return f == LoadFormat::kDummy ? "dummy" : "safetensors";
+  switch (f) {
+    case LoadFormat::kSafetensors:
+      return "safetensors";
+    case LoadFormat::kGguf:
+      return "gguf";
+    case LoadFormat::kDummy:
+      return "dummy";
+  }
+  return "?";
 }
 
 StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
+  if (IsGgufPath(dir)) {
+    LLM_ASSIGN_OR_RETURN(auto file, GgufFile::Open(dir));
+    return ModelConfigFromGguf(*file);
+  }
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   std::ifstream in(path);
   if (!in) return NotFound(path + ": cannot open (is '" + dir + "' a model folder?)");

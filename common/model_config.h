@@ -10,11 +10,14 @@
 
 namespace llm {
 
-// How a model's weights are obtained: from its safetensors, or seeded random values in the
+class GgufFile;  // common/gguf.h
+
+// How a model's weights are obtained: from its safetensors (or, when model.path is a .gguf file,
+// from that file), from a GGUF file (kGguf insists on one), or seeded random values in the
 // config's dtype (vLLM's --load-format dummy: any size runs, the output is meaningless).
-enum class LoadFormat { kSafetensors, kDummy };
-// "safetensors" or "dummy" (model.load_format, the tools' --load-format); anything else is
-// InvalidArgument naming `what`.
+enum class LoadFormat { kSafetensors, kGguf, kDummy };
+// "safetensors", "gguf" or "dummy" (model.load_format, the tools' --load-format); anything else
+// is InvalidArgument naming `what`.
 StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what);
 const char* LoadFormatName(LoadFormat f);
 
@@ -59,8 +62,14 @@ struct ModelConfig {
   int kv_dim() const { return num_kv_heads * head_dim; }
 };
 
-// Parses and validates config.json in `dir`. Errors name the file and the key.
+// Parses and validates config.json in `dir`, or the metadata of `dir` when it is a .gguf file.
+// Errors name the file and the key.
 StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
+// The hyper-parameters of a GGUF model from its metadata (general.architecture and the
+// <arch>.* keys, the tokenizer's bos/eos ids) and tensor list (biases, tied output), validated
+// like config.json. Architectures: llama (and Mistral: llama with attention.sliding_window),
+// qwen2, qwen3; others are Unimplemented naming the architecture.
+StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 // Same, from the JSON text (for tests); `source` names it in errors.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
 

@@ -16,9 +16,14 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/status.h"
 
 namespace llm {
+
+class GgufFile;        // common/gguf.h
+struct TokenizerJson;  // common/tokenizer_json.h
 
 // The largest token id a tokenizer file may use (16.7M; real vocabularies stay below 300k): the
 // id -> token table is sized by the largest id, so an absurd id must be an error, not 16 GiB.
@@ -34,8 +39,14 @@ struct TextRange {
 
 class Tokenizer {
  public:
-  // `dir` holds tokenizer.json and optionally tokenizer_config.json and config.json.
+  // `dir` holds tokenizer.json and optionally tokenizer_config.json and config.json; or `dir`
+  // is a .gguf file (then FromGguf).
   static StatusOr<std::unique_ptr<Tokenizer>> FromDir(const std::string& dir);
+  // The tokenizer in a GGUF file's metadata (tokenizer.ggml.*, tokenizer.chat_template), built
+  // as the tokenizer.json Hugging Face converts from the same vocabulary: "llama"
+  // (SentencePiece BPE: merges from the scores, byte fallback, "▁" for spaces) and "gpt2"
+  // (byte-level BPE with the file's merges; pre-tokenizer by tokenizer.ggml.pre).
+  static StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& file);
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
@@ -76,6 +87,12 @@ class Tokenizer {
  private:
   friend class IncrementalDecoder;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  // Builds from a parsed tokenizer.json plus tokenizer_config.json and config.json objects;
+  // `file` names the source in errors.
+  static StatusOr<std::unique_ptr<Tokenizer>> FromParsed(TokenizerJson parsed,
+                                                         const nlohmann::json& config,
+                                                         const nlohmann::json& model_config,
+                                                         const std::string& file);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,10 +1,12 @@
-// Tokenizer::FromDir: reads tokenizer.json, tokenizer_config.json and config.json.
+// Tokenizer::FromDir: reads tokenizer.json, tokenizer_config.json and config.json (or a .gguf
+// file: tokenizer_gguf.cc).
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
+#include "common/gguf.h"
 #include "common/tokenizer.h"
 #include "common/tokenizer_impl.h"
 #include "common/tokenizer_json.h"
@@ -288,16 +290,26 @@ void ApplyConfig(const json& config, const json& model_config, const Tokenizer& 
 }  // namespace
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDir(const std::string& dir) {
+  if (IsGgufPath(dir)) {
+    LLM_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(dir));
+    return FromGguf(*gguf);
+  }
   const std::string file = dir + "/tokenizer.json";
   bool found = false;
   LLM_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
   LLM_ASSIGN_OR_RETURN(TokenizerJson parsed, ParseTokenizerJson(text, file));
   text = std::string();
-  const json& tj = parsed.root;
   LLM_ASSIGN_OR_RETURN(json config, ReadJson(dir + "/tokenizer_config.json", false, &found));
   if (!config.is_object()) config = json::object();
   LLM_ASSIGN_OR_RETURN(json model_config, ReadJson(dir + "/config.json", false, &found));
   if (!model_config.is_object()) model_config = json::object();
+  return FromParsed(std::move(parsed), config, model_config, file);
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParsed(TokenizerJson parsed, const json& config,
+                                                           const json& model_config,
+                                                           const std::string& file) {
+  const json& tj = parsed.root;
   if (!tj.is_object()) return InvalidArgument(file + ": not a JSON object");
   auto impl = std::make_unique<Impl>();
   try {
@@ -311,7 +323,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDir(const std::string& dir) 
     ApplyConfig(config, model_config, *tok, raw);
     return tok;
   } catch (const json::exception& e) {
-    return InvalidArgument(dir + ": unexpected value in tokenizer files: " + e.what());
+    return InvalidArgument(file + ": unexpected value in tokenizer files: " + e.what());
   }
 }
 

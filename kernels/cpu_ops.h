@@ -1,7 +1,7 @@
 // CPU compute kernels: the small set of ops a transformer forward pass needs.
 // Every op has a plain scalar reference in kernels/reference_ops.h that the tests compare with.
-// All activations are float32, row-major. Weights may be F32, F16 or BF16. The CPU backend
-// (kernels/backend.h) is a thin layer over these functions.
+// All activations are float32, row-major. Weights may be F32, F16, BF16 or Q8_0 (Matmul,
+// Embedding). The CPU backend (kernels/backend.h) is a thin layer over these functions.
 // Threading: ops that are worth it run on OpenMP threads (omp_set_num_threads decides how many);
 // none allocates memory on the heap, so a steady-state forward step allocates nothing.
 #pragma once
@@ -18,9 +18,11 @@ namespace llm::kernels {
 
 // y[m, n] = x[m, k] · W[n, k]^T (+ bias[n] when bias != nullptr).
 // W is row-major [n, k] in `w_type` (the layout of a Hugging Face nn.Linear weight).
-// Accumulates in float32 (16-bit weights are widened exactly). Batch invariant: a row of y is
-// bitwise the same whatever m, the row's index in x and the number of threads (k is never split).
-// x and y must not overlap.
+// Accumulates in float32 (16-bit weights are widened exactly). Q8_0 weights (k % 32 == 0, each
+// row k / 32 blocks) are multiplied as ggml does: the rows of x are quantized to Q8_0 and the
+// blocks' int8 dot products are exact (kernels/cpu/q8_0.h); every ISA gives the same bits. Batch
+// invariant: a row of y is bitwise the same whatever m, the row's index in x and the number of
+// threads (k is never split). x and y must not overlap.
 void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,
             float* y);
 

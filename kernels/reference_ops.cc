@@ -16,8 +16,49 @@ float LoadAsF32(const void* data, DType type, int64_t i) {
       return F16ToF32(static_cast<const uint16_t*>(data)[i]);
     case DType::kBF16:
       return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kQ8_0: {  // element i of a row-major matrix whose rows are whole blocks
+      const auto* blk = static_cast<const uint8_t*>(data) + (i / kQ8BlockSize) * kQ8BlockBytes;
+      uint16_t d;
+      std::memcpy(&d, blk, 2);
+      return static_cast<float>(static_cast<int8_t>(blk[2 + i % kQ8BlockSize])) * F16ToF32(d);
+    }
   }
   return 0.0f;
+}
+
+void MatmulQ8Activations(const float* x, int m, int k, const void* w, int n, const float* bias,
+                         float* y) {
+  const int nb = k / kQ8BlockSize;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  std::vector<int8_t> xq(k);
+  std::vector<float> xd(nb);
+  for (int i = 0; i < m; ++i) {
+    const float* xr = x + static_cast<int64_t>(i) * k;
+    for (int b = 0; b < nb; ++b) {  // ggml's quantize_row_q8_0 (x86), written out again
+      float amax = 0;
+      for (int t = 0; t < kQ8BlockSize; ++t) amax = std::max(amax, std::fabs(xr[b * 32 + t]));
+      xd[b] = F16ToF32(F32ToF16(amax / 127.0f));
+      const float id = amax != 0 ? 127.0f / amax : 0.0f;
+      for (int t = 0; t < kQ8BlockSize; ++t) {
+        xq[b * 32 + t] = static_cast<int8_t>(std::nearbyint(xr[b * 32 + t] * id));
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = wb + (static_cast<int64_t>(j) * nb + b) * kQ8BlockBytes;
+        uint16_t d;
+        std::memcpy(&d, blk, 2);
+        int64_t dot = 0;
+        for (int t = 0; t < kQ8BlockSize; ++t) {
+          dot += int64_t{static_cast<int8_t>(blk[2 + t])} * xq[b * 32 + t];
+        }
+        acc += static_cast<double>(F16ToF32(d)) * xd[b] * static_cast<double>(dot);
+      }
+      if (bias != nullptr) acc += bias[j];
+      y[static_cast<int64_t>(i) * n + j] = static_cast<float>(acc);
+    }
+  }
 }
 
 void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,

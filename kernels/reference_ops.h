@@ -15,6 +15,11 @@ float LoadAsF32(const void* data, DType type, int64_t i);
 
 void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,
             float* y);
+// Q8_0 weights as ggml multiplies them: x quantized to Q8_0 blocks (amax / 127 scale as fp16,
+// round half to even), exact integer block dot products, accumulated in double. (Matmul with
+// Q8_0 instead multiplies the dequantized weights by the unrounded x.)
+void MatmulQ8Activations(const float* x, int m, int k, const void* w, int n, const float* bias,
+                         float* y);
 void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out);
 void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
           const float* inv_freq);

@@ -10,12 +10,12 @@
 #                                    RUNS inputs (default 2000); tools/test.sh runs this
 #   tools/fuzz.sh --list             the targets
 #
-# Targets: openai_request http tokenizer chat_template safetensors model_config cluster_config
-# step_plan. The tokenizer target reads ../shared/tokenizers (LLM_FUZZ_TOKENIZERS overrides) and
+# Targets: openai_request http tokenizer chat_template safetensors gguf model_config
+# cluster_config step_plan. The tokenizer target reads ../shared/tokenizers (LLM_FUZZ_TOKENIZERS overrides) and
 # fuzzes only the repo's demo tokenizer when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(openai_request http tokenizer chat_template safetensors model_config cluster_config
+targets=(openai_request http tokenizer chat_template safetensors gguf model_config cluster_config
          step_plan)
 build=build-fuzz
 jobs=$(nproc)

@@ -1,6 +1,6 @@
 // kernel_bench: speed of the CPU kernels (not a test). Prints GFLOP/s and GB/s of Matmul for F32,
-// BF16 and F16 weights at m = 1, 16, 128 on a 4096 x 4096 weight, and PagedAttention for a decode
-// batch and a prefill (`kernel_bench matmul` or `kernel_bench attention` runs one). Threads:
+// BF16, F16 and Q8_0 weights at m = 1, 16, 128 on a 4096 x 4096 weight, and PagedAttention for a
+// decode batch and a prefill (`kernel_bench matmul` or `kernel_bench attention` runs one). Threads:
 // OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.
 #include <omp.h>
 
@@ -16,6 +16,7 @@
 
 #include "common/cli.h"
 #include "common/dtype.h"
+#include "kernels/cpu/q8_0.h"
 #include "kernels/cpu_ops.h"
 
 namespace {
@@ -53,6 +54,11 @@ void BenchMatmul() {
   std::vector<float> wf(static_cast<size_t>(n) * k);
   for (float& v : wf) v = d(rng);
   const auto wbf = To16(wf, DType::kBF16), wh = To16(wf, DType::kF16);
+  std::vector<kn::internal::BlockQ8_0> wq(wf.size() / llm::kQ8BlockSize);
+  for (int r = 0; r < n; ++r) {
+    kn::internal::QuantizeRowQ8_0(wf.data() + static_cast<size_t>(r) * k, k,
+                                  wq.data() + static_cast<size_t>(r) * (k / llm::kQ8BlockSize));
+  }
   std::vector<float> x(static_cast<size_t>(128) * k), y(static_cast<size_t>(128) * n);
   for (float& v : x) v = d(rng);
   std::printf("Matmul k=%d n=%d isa=%s threads=%d\n", k, n, kn::MatmulIsa(), omp_get_max_threads());
@@ -60,11 +66,14 @@ void BenchMatmul() {
   const struct {
     DType t;
     const void* w;
-  } cases[] = {{DType::kF32, wf.data()}, {DType::kBF16, wbf.data()}, {DType::kF16, wh.data()}};
+  } cases[] = {{DType::kF32, wf.data()},
+               {DType::kBF16, wbf.data()},
+               {DType::kF16, wh.data()},
+               {DType::kQ8_0, wq.data()}};
   for (const auto& c : cases) {
     for (int m : {1, 16, 128}) {
       const double s = TimeIt([&] { kn::Matmul(x.data(), m, k, c.w, c.t, n, nullptr, y.data()); });
-      const double bytes = static_cast<double>(n) * k * llm::DTypeSize(c.t) + 4.0 * m * (k + n);
+      const double bytes = static_cast<double>(n) * llm::RowBytes(c.t, k) + 4.0 * m * (k + n);
       std::printf("  %-5s %5d %10.3f %10.1f %10.1f\n", llm::DTypeName(c.t), m, s * 1e3,
                   2.0 * m * n * k / s * 1e-9, bytes / s * 1e-9);
     }

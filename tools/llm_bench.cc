@@ -84,9 +84,10 @@ Status RunPrefill(llm::Engine& engine, const BenchOptions& o, double* tokens_per
 }
 
 void AddFlags(CLI::App& app, BenchOptions* o) {
-  app.add_option("--model", o->model, "model folder")->required();
-  app.add_option("--load-format", o->load_format, "dummy = random weights")
-      ->check(CLI::IsMember({"safetensors", "dummy"}))
+  app.add_option("--model", o->model, "model folder or .gguf file")->required();
+  app.add_option("--load-format", o->load_format,
+                 "safetensors (a .gguf path is read as GGUF), gguf, or dummy = random weights")
+      ->check(CLI::IsMember({"safetensors", "gguf", "dummy"}))
       ->capture_default_str();
   app.add_option("--threads", o->threads, "compute threads (0: all cores)")
       ->check(CLI::Range(0, 1024))

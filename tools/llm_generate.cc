@@ -37,7 +37,8 @@ void AddFlags(CLI::App& app, Options* o) {
   llm::SamplingParams& s = o->request.sampling;
   s.temperature = 0;  // greedy unless asked
   o->request.max_tokens = 64;
-  app.add_option("--model", o->model, "model folder (config.json, safetensors, tokenizer.json)")
+  app.add_option("--model", o->model,
+                 "model folder (config.json, safetensors, tokenizer.json) or .gguf file")
       ->required();
   app.add_option("--prompt", o->prompts,
                  "prompt text; repeat the flag for several prompts in one batch");
@@ -73,8 +74,9 @@ void AddFlags(CLI::App& app, Options* o) {
                  "max prompt tokens per sequence per step (0: the budget)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
-  app.add_option("--load-format", o->load_format, "dummy = random weights")
-      ->check(CLI::IsMember({"safetensors", "dummy"}))
+  app.add_option("--load-format", o->load_format,
+                 "safetensors (a .gguf path is read as GGUF), gguf, or dummy = random weights")
+      ->check(CLI::IsMember({"safetensors", "gguf", "dummy"}))
       ->capture_default_str();
   app.add_flag("--ignore-eos", o->request.ignore_eos,
                "keep generating after the end-of-sequence token");

@@ -1,5 +1,5 @@
 // Embedding lookup (of a whole table or of a vocab-parallel shard of it), widening F16/BF16 tables
-// to float32.
+// to float32 and dequantizing Q8_0 ones.
 #include <cstdint>
 #include <cstring>
 
@@ -24,6 +24,19 @@ void GatherRow(const void* table, DType type, int64_t row, int dim, float* o) {
     case DType::kBF16: {
       const uint16_t* src = static_cast<const uint16_t*>(table) + base;
       for (int i = 0; i < dim; ++i) o[i] = Bf16ToF32(src[i]);
+      break;
+    }
+    case DType::kQ8_0: {  // dim % 32 == 0: weight = d * q, as ggml's dequantize_row_q8_0
+      const auto* src = static_cast<const uint8_t*>(table) + row * RowBytes(type, dim);
+      for (int b = 0; b < dim / kQ8BlockSize; ++b) {
+        const uint8_t* blk = src + b * kQ8BlockBytes;
+        uint16_t d16;
+        std::memcpy(&d16, blk, 2);
+        const float d = F16ToF32(d16);
+        for (int i = 0; i < kQ8BlockSize; ++i) {
+          o[b * kQ8BlockSize + i] = static_cast<float>(static_cast<int8_t>(blk[2 + i])) * d;
+        }
+      }
       break;
     }
   }

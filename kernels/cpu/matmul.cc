@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu_ops.h"
@@ -33,9 +34,38 @@ int AvailableMatmulKernels(const MatmulKernels* out[3]) {
 // large enough that a panel is many cache lines of weights.
 constexpr int kPanelRows = 16;
 
+namespace {
+
+// Q8_0 weights: the input rows are quantized to Q8_0 first (into a per-thread buffer that only
+// grows), then each panel runs on them.
+void MatmulQ8_0(const MatmulKernels& ks, const float* x, int m, int k, const void* w, int n,
+                const float* bias, float* y) {
+  static thread_local std::vector<BlockQ8_0> xq;
+  const int nb = k / kQ8BlockSize;
+  const size_t blocks = static_cast<size_t>(m) * nb;
+  if (xq.size() < blocks) xq.resize(blocks);
+  BlockQ8_0* q = xq.data();
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
+  for (int i = 0; i < m; ++i) {
+    QuantizeRowQ8_0(x + static_cast<int64_t>(i) * k, k, q + static_cast<int64_t>(i) * nb);
+  }
+  const int panels = (n + kPanelRows - 1) / kPanelRows;
+  const bool parallel = static_cast<int64_t>(m) * n * k >= (1 << 18);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int p = 0; p < panels; ++p) {
+    ks.q8_0(q, m, k, w, p * kPanelRows, std::min(n, (p + 1) * kPanelRows), bias, y, n);
+  }
+}
+
+}  // namespace
+
 void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType w_type,
                 int n, const float* bias, float* y) {
   if (m <= 0 || n <= 0) return;
+  if (w_type == DType::kQ8_0) {
+    MatmulQ8_0(ks, x, m, k, w, n, bias, y);
+    return;
+  }
   const MatmulPanelFn fn = w_type == DType::kF32   ? ks.f32
                            : w_type == DType::kF16 ? ks.f16
                                                    : ks.bf16;

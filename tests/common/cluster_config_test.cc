@@ -52,7 +52,7 @@ TEST(ClusterConfig, ErrorsNameTheKey) {
   ExpectError("engine: {block_size: 0}", "engine.block_size");
   ExpectError("engine: {block_size: sixteen}", "engine.block_size");
   ExpectError("engine: {kv_cache_memory_fraction: 2}", "engine.kv_cache_memory_fraction");
-  ExpectError("model: {load_format: gguf}", "model.load_format");
+  ExpectError("model: {load_format: pickle}", "model.load_format");
   ExpectError("router: {port: 70000}", "router.port");
   ExpectError("router: 5", "router");
   ExpectError("engine: [1, 2", "not valid YAML");
@@ -79,6 +79,9 @@ TEST(ClusterConfig, HuggingFaceCacheSnapshotIsServedUnderTheRepoName) {
   auto plain = ParseClusterConfig("", "x.yaml", {{"model.path", "/m/snapshots/abc"}});
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->model.served_model_name, "abc");
+  auto gguf = ParseClusterConfig("", "x.yaml", {{"model.path", "/models/llama-q8_0.gguf"}});
+  ASSERT_TRUE(gguf.ok());
+  EXPECT_EQ(gguf->model.served_model_name, "llama-q8_0");
 }
 
 // The engine takes the engine section itself (EngineConfig derives from EngineSection), so the

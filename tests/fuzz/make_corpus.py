@@ -119,6 +119,68 @@ w('safetensors', 'f32', st({"w": ("F32", [2, 3], 24), "b": ("F32", [3], 12)}, {"
 w('safetensors', 'f16_bf16', st({"a": ("F16", [4, 2], 16), "b": ("BF16", [8], 16), "s": ("F32", [], 4)}))
 w('safetensors', 'other_dtypes', st({"i": ("I64", [2], 16), "u": ("U8", [5], 5), "z": ("F32", [0, 4], 0)}))
 
+# (e2) gguf: a tiny llama file (metadata of every kind the loaders read, an SPM vocabulary,
+# F32 / F16 / Q8_0 tensors) and a metadata-only file with every value type and a nested array
+def gg_str(s):
+    s = s.encode() if isinstance(s, str) else s
+    return struct.pack('<Q', len(s)) + s
+
+
+def gg_kv(key, typ, body):
+    return gg_str(key) + struct.pack('<I', typ) + body
+
+
+def gg_arr(elem, items, fmt=None):
+    body = struct.pack('<IQ', elem, len(items))
+    for x in items:
+        body += gg_str(x) if elem == 8 else struct.pack('<' + fmt, x)
+    return body
+
+
+def gguf(kvs, tensors):
+    out = b'GGUF' + struct.pack('<IQQ', 3, len(tensors), len(kvs)) + b''.join(kvs)
+    data = b''
+    for name, dims, typ, nbytes in tensors:
+        data += b'\0' * ((32 - len(data) % 32) % 32)
+        out += gg_str(name) + struct.pack('<I', len(dims)) + b''.join(struct.pack('<Q', d) for d in dims)
+        out += struct.pack('<IQ', typ, len(data))
+        data += (bytes(range(1, 128)) * (nbytes // 127 + 1))[:nbytes]
+    if tensors:
+        out += b'\0' * ((32 - len(out) % 32) % 32) + data
+    return out
+
+
+toks = ['<unk>', '<s>', '</s>', '\u2581a', 'b', '\u2581ab']
+w('gguf', 'tiny_llama', gguf([
+    gg_kv('general.architecture', 8, gg_str('llama')),
+    gg_kv('llama.block_count', 4, struct.pack('<I', 1)),
+    gg_kv('llama.embedding_length', 4, struct.pack('<I', 32)),
+    gg_kv('llama.feed_forward_length', 4, struct.pack('<I', 32)),
+    gg_kv('llama.attention.head_count', 4, struct.pack('<I', 2)),
+    gg_kv('llama.attention.head_count_kv', 4, struct.pack('<I', 1)),
+    gg_kv('llama.attention.layer_norm_rms_epsilon', 6, struct.pack('<f', 1e-5)),
+    gg_kv('llama.attention.sliding_window', 4, struct.pack('<I', 8)),
+    gg_kv('tokenizer.ggml.model', 8, gg_str('llama')),
+    gg_kv('tokenizer.ggml.tokens', 9, gg_arr(8, toks)),
+    gg_kv('tokenizer.ggml.scores', 9, gg_arr(6, [0, 0, 0, -1, -2, -3], 'f')),
+    gg_kv('tokenizer.ggml.token_type', 9, gg_arr(5, [3, 3, 3, 1, 1, 1], 'i')),
+    gg_kv('tokenizer.ggml.bos_token_id', 4, struct.pack('<I', 1)),
+    gg_kv('tokenizer.ggml.add_bos_token', 7, b'\x01'),
+    gg_kv('tokenizer.chat_template', 8, gg_str('{{ bos_token }}{{ messages[0].content }}')),
+], [('token_embd.weight', [32, 6], 1, 32 * 6 * 2), ('output_norm.weight', [32], 0, 128),
+    ('blk.0.attn_q.weight', [32, 32], 8, 34 * 32)]))
+w('gguf', 'all_types', gguf([
+    gg_kv('u8', 0, b'\x07'), gg_kv('i8', 1, b'\xff'), gg_kv('u16', 2, struct.pack('<H', 7)),
+    gg_kv('i16', 3, struct.pack('<h', -7)), gg_kv('u32', 4, struct.pack('<I', 7)),
+    gg_kv('i32', 5, struct.pack('<i', -7)), gg_kv('f32', 6, struct.pack('<f', 0.5)),
+    gg_kv('bool', 7, b'\x01'), gg_kv('str', 8, gg_str('x')),
+    gg_kv('u64', 10, struct.pack('<Q', 7)), gg_kv('i64', 11, struct.pack('<q', -7)),
+    gg_kv('f64', 12, struct.pack('<d', 0.25)),
+    gg_kv('nested', 9, struct.pack('<IQ', 9, 2) + struct.pack('<IQ', 0, 2) + b'\x01\x02' +
+          struct.pack('<IQ', 8, 1) + gg_str('y')),
+    gg_kv('general.gpt2.merges', 9, gg_arr(8, ['a b', 'ab c'])),
+], []))
+
 # (f) config.json and cluster.yaml
 w('model_config', 'demo-llama', open('../../deploy/models/demo-llama/config.json', 'rb').read())
 p = f'{SHARED}/models/stories260K/config.json'

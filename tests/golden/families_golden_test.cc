@@ -1,5 +1,6 @@
-// The random-weight family models of ../shared/golden/families, loaded from their hf/ folders,
-// against the NumPy float64 reference: greedy ids exact, every listed logit within 1e-3.
+// The random-weight family models of ../shared/golden/families, loaded from their hf/ folders
+// and from their F32 GGUF files, against the NumPy float64 reference: greedy ids exact, every
+// listed logit within 1e-3. (The quantized llama GGUFs: families_gguf_test.cc.)
 #include <cmath>
 
 #include "tests/golden/golden_util.h"
@@ -22,14 +23,11 @@ void ExpectTop10(const nlohmann::json& ref, const float* row, const std::string&
   }
 }
 
-class FamilyGolden : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(FamilyGolden, GreedyIdsAndLogitsMatchNumpy) {
-  const std::string family = GetParam();
-  LLM_REQUIRE_SHARED("golden/families/" + family + "/reference.json");
+// Runs `family`'s golden prompts on the model at `rel` (under golden/families/<family>/).
+void ExpectFamilyGolden(const std::string& family, const std::string& rel) {
   const nlohmann::json ref = ReadJson(SharedPath("golden/families/" + family + "/reference.json"));
-  auto weights =
-      LoadModelWeights(SharedPath("golden/families/" + family + "/hf"), LoadFormat::kSafetensors);
+  auto weights = LoadModelWeights(SharedPath("golden/families/" + family + "/" + rel),
+                                  LoadFormat::kSafetensors);
   ASSERT_TRUE(weights.ok()) << weights.status().ToString();
   auto exec = RankExecutor::Create(**weights);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
@@ -62,7 +60,24 @@ TEST_P(FamilyGolden, GreedyIdsAndLogitsMatchNumpy) {
     }
     EXPECT_EQ(greedy, greedy_ref) << name;
   }
-  std::printf("[ %s ] max |logit - numpy_float64| = %.3g\n", family.c_str(), max_diff);
+  std::printf("[ %s/%s ] max |logit - numpy_float64| = %.3g\n", family.c_str(), rel.c_str(),
+              max_diff);
+}
+
+class FamilyGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamilyGolden, GreedyIdsAndLogitsMatchNumpy) {
+  const std::string family = GetParam();
+  LLM_REQUIRE_SHARED("golden/families/" + family + "/reference.json");
+  ExpectFamilyGolden(family, "hf");
+}
+
+// The same model from its F32 GGUF alone: config, weights (llama q/k un-permuted) and all.
+TEST_P(FamilyGolden, F32GgufMatchesNumpy) {
+  const std::string family = GetParam();
+  LLM_REQUIRE_SHARED("golden/families/" + family + "/reference.json");
+  LLM_REQUIRE_SHARED("golden/families/" + family + "/" + family + ".gguf");
+  ExpectFamilyGolden(family, family + ".gguf");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGolden,

@@ -176,6 +176,48 @@ TEST_F(TpTest, FamiliesGreedyIdsOn1To4Ranks) {
   }
 }
 
+// The same from the families' F32 GGUF files, and the llama F16 / Q8_0 GGUFs (Q8_0: the greedy
+// ids of llama.cpp on that file) on 2 ranks: the q/k un-permutation and Q8_0 blocks shard
+// along whole heads and whole blocks.
+TEST_F(TpTest, FamiliesGgufGreedyIdsOn1And2Ranks) {
+  LLM_REQUIRE_MPIRUN();
+  for (const char* family : {"llama", "mistral", "qwen2", "qwen3"}) {
+    const std::string rel = std::string("golden/families/") + family;
+    if (!fs::exists(SharedPath(rel + "/" + family + ".gguf"))) {
+      GTEST_SKIP() << "missing shared test data: " << SharedPath(rel + "/" + family + ".gguf");
+    }
+    const auto reqs = FamilyRequests(family);
+    for (int np : {1, 2}) ExpectGolden(mpirun, SharedPath(rel + "/" + family + ".gguf"), reqs, np);
+  }
+  LLM_REQUIRE_SHARED("golden/families/llama/llama-q8_0.gguf");
+  ExpectGolden(mpirun, SharedPath("golden/families/llama/llama-f16.gguf"), FamilyRequests("llama"),
+               2);
+  std::ifstream in(SharedPath("golden/families/llama/reference.json"));
+  const json ref = json::parse(in);
+  std::vector<Request> q8;
+  for (const auto& p : ref["prompts"]) {
+    q8.push_back({p["ids"].get<std::vector<int32_t>>(),
+                  p["llamacpp_quantized"]["Q8_0"]["greedy_ids"].get<std::vector<int32_t>>()});
+  }
+  for (int np : {1, 2}) {
+    ExpectGolden(mpirun, SharedPath("golden/families/llama/llama-q8_0.gguf"), q8, np);
+  }
+}
+
+// Q8_0 on 4 ranks: each rank's o_proj columns are one 16-wide head, half a Q8_0 block. Every
+// rank refuses at start-up, naming the tensor.
+TEST_F(TpTest, Q8_0ShardsThatCutABlockFailAtStartUp) {
+  LLM_REQUIRE_MPIRUN();
+  LLM_REQUIRE_SHARED("golden/families/llama/llama-q8_0.gguf");
+  const std::string args = "--model " + SharedPath("golden/families/llama/llama-q8_0.gguf") +
+                           " --requests " + WriteRequests(FamilyRequests("llama"));
+  const int status = Run(Command(mpirun, 4, args, 60), nullptr);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(Stderr().find("tensor 'blk.0.attn_output.weight' is Q8_0"), std::string::npos)
+      << Stderr();
+  EXPECT_NE(Stderr().find("cut a block"), std::string::npos) << Stderr();
+}
+
 // A cache of 8 blocks for 4 sequences of 5 blocks each: sequences are preempted and recomputed
 // on every rank, and still give the golden ids; every other one is aborted mid-way.
 TEST_F(TpTest, PreemptionAndAbortKeepRanksInStep) {

@@ -1,5 +1,7 @@
 #include "worker/model/model_weights.h"
 
+#include "worker/model/weight_source.h"
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -8,30 +10,59 @@
 
 namespace llm {
 
+namespace weights_internal {
+
+char* OwnBytes(ModelWeights& w, DType format, size_t bytes) {
+  switch (format) {
+    case DType::kF32:
+      return reinterpret_cast<char*>(w.owned32.emplace_back((bytes + 3) / 4).data());
+    case DType::kF16:
+    case DType::kBF16:
+      return reinterpret_cast<char*>(w.owned16.emplace_back((bytes + 1) / 2).data());
+    case DType::kQ8_0:
+      break;
+  }
+  return reinterpret_cast<char*>(w.owned8.emplace_back(bytes).data());
+}
+
+StatusOr<Weight> SliceMatrix(ModelWeights& w, const void* base_v, DType format, int cols,
+                             const MatrixSlice& slice, const std::string& what) {
+  const char* base = static_cast<const char*>(base_v);
+  const int out_rows = slice.rows.size(), out_cols = slice.cols.size();
+  const size_t row_bytes = RowBytes(format, cols);
+  if (slice.whole_rows(cols)) {  // a row range: a view into the mapping
+    return Weight{base + static_cast<size_t>(slice.rows.begin) * row_bytes, format, out_rows,
+                  out_cols};
+  }
+  if (IsBlockFormat(format) &&
+      (slice.cols.begin % kQ8BlockSize != 0 || out_cols % kQ8BlockSize != 0)) {
+    return InvalidArgument("tensor '" + what + "' is " + DTypeName(format) +
+                           " (blocks of 32 columns) and this tensor-parallel shard keeps its "
+                           "columns [" +
+                           std::to_string(slice.cols.begin) + ", " +
+                           std::to_string(slice.cols.end) +
+                           "), which cut a block: use a tensor_parallel_size whose column shards "
+                           "are multiples of 32, or an F16/F32 model");
+  }
+  // A column slice: copy each row's segment into owned memory.
+  const size_t seg = RowBytes(format, out_cols), skip = RowBytes(format, slice.cols.begin);
+  char* dst = OwnBytes(w, format, static_cast<size_t>(out_rows) * seg);
+  for (int r = 0; r < out_rows; ++r) {
+    std::memcpy(dst + static_cast<size_t>(r) * seg,
+                base + static_cast<size_t>(slice.rows.begin + r) * row_bytes + skip, seg);
+  }
+  return Weight{dst, format, out_rows, out_cols};
+}
+
+}  // namespace weights_internal
+
 namespace {
 
-// The part of a [rows, cols] matrix a shard keeps.
-struct MatrixSlice {
-  ShardRange rows, cols;
-  bool whole_rows(int cols_total) const { return cols.begin == 0 && cols.end == cols_total; }
-};
-
-MatrixSlice RowSlice(ShardRange r, int cols) {
-  return {r, {0, cols}};
-}
-MatrixSlice ColSlice(int rows, ShardRange c) {
-  return {{0, rows}, c};
-}
-
-// Hands out tensors by name and records which were used, so leftovers can be reported.
-// Matrix checks the full [rows, cols] shape and returns the `slice` of it.
-class TensorSource {
- public:
-  virtual ~TensorSource() = default;
-  virtual StatusOr<Weight> Matrix(const std::string& name, int rows, int cols,
-                                  const MatrixSlice& slice) = 0;
-  virtual StatusOr<std::vector<float>> Vector(const std::string& name, int size, float fill) = 0;
-};
+using weights_internal::ColSlice;
+using weights_internal::MatrixSlice;
+using weights_internal::OwnBytes;
+using weights_internal::RowSlice;
+using weights_internal::TensorSource;
 
 class FileSource : public TensorSource {
  public:
@@ -45,24 +76,7 @@ class FileSource : public TensorSource {
                              ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) +
                              "] from config.json");
     }
-    const size_t elem = DTypeSize(t.dtype);
-    const char* base = static_cast<const char*>(t.data);
-    const int out_rows = slice.rows.size(), out_cols = slice.cols.size();
-    if (slice.whole_rows(cols)) {  // a row range: a view into the mapping
-      return Weight{base + static_cast<size_t>(slice.rows.begin) * cols * elem, t.dtype, out_rows,
-                    out_cols};
-    }
-    // A column slice: copy each row's segment into owned memory.
-    const size_t n = static_cast<size_t>(out_rows) * out_cols;
-    char* dst = t.dtype == DType::kF32
-                    ? reinterpret_cast<char*>(w_->owned32.emplace_back(n).data())
-                    : reinterpret_cast<char*>(w_->owned16.emplace_back(n).data());
-    for (int r = 0; r < out_rows; ++r) {
-      const size_t src_off = (static_cast<size_t>(slice.rows.begin + r) * cols + slice.cols.begin);
-      std::memcpy(dst + static_cast<size_t>(r) * out_cols * elem, base + src_off * elem,
-                  out_cols * elem);
-    }
-    return Weight{dst, t.dtype, out_rows, out_cols};
+    return weights_internal::SliceMatrix(*w_, t.data, t.dtype, cols, slice, name);
   }
 
   StatusOr<std::vector<float>> Vector(const std::string& name, int size, float) override {
@@ -87,16 +101,22 @@ class FileSource : public TensorSource {
           std::memcpy(&h, p + 2 * i, 2);
           out[i] = Bf16ToF32(h);
           break;
+        case DType::kQ8_0:  // safetensors has no Q8_0
+          break;
       }
     }
     return out;
   }
 
-  // Names present in the files that no Matrix/Vector call asked for.
-  std::vector<std::string> Unused() const {
+  // Names present in the files that no Matrix/Vector call asked for, except those a
+  // checkpoint may carry: a tied model's lm_head copy, rotary caches (derived data).
+  std::vector<std::string> Unexpected() const override {
     std::vector<std::string> out;
     for (const auto& n : files_->TensorNames()) {
-      if (!used_.count(n)) out.push_back(n);
+      if (used_.count(n)) continue;
+      if (n == "lm_head.weight" && w_->config.tie_word_embeddings) continue;
+      if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;
+      out.push_back(n);
     }
     return out;
   }
@@ -202,13 +222,9 @@ Weight Own(ModelWeights& w, std::vector<float> v) {
 
 // A copy of `m` with zero rows appended up to `rows` (a short vocab-parallel lm_head shard).
 Weight PadRows(ModelWeights& w, const Weight& m, int rows) {
-  const size_t elem = DTypeSize(m.format);
-  const size_t have = static_cast<size_t>(m.rows) * m.cols,
-               want = static_cast<size_t>(rows) * m.cols;
-  char* dst = m.format == DType::kF32
-                  ? reinterpret_cast<char*>(w.owned32.emplace_back(want, 0.0f).data())
-                  : reinterpret_cast<char*>(w.owned16.emplace_back(want, uint16_t{0}).data());
-  if (have > 0) std::memcpy(dst, m.data, have * elem);
+  const size_t have = RowBytes(m.format, m.cols) * m.rows, want = RowBytes(m.format, m.cols) * rows;
+  char* dst = OwnBytes(w, m.format, want);  // zero-filled: zero Q8_0 blocks are zero rows too
+  if (have > 0) std::memcpy(dst, m.data, have);
   return Weight{dst, m.format, rows, m.cols};
 }
 
@@ -293,8 +309,8 @@ Status LoadAll(TensorSource& src, ModelWeights* w) {
   return Status::Ok();
 }
 
-// Checks that `tp` can shard `c` and fills w->tp and w->shard.
-Status PlanShard(const std::string& dir, TensorParallel tp, ModelWeights* w) {
+// Checks that `tp` can shard `c` (read from `source`) and fills w->tp and w->shard.
+Status PlanShard(const std::string& source, TensorParallel tp, ModelWeights* w) {
   const ModelConfig& c = w->config;
   if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size) {
     return InvalidArgument("tensor parallel rank " + std::to_string(tp.rank) + " of size " +
@@ -303,20 +319,20 @@ Status PlanShard(const std::string& dir, TensorParallel tp, ModelWeights* w) {
   if (c.num_heads % tp.size != 0) {
     return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
                            " does not divide num_attention_heads = " + std::to_string(c.num_heads) +
-                           " of " + dir + "/config.json (query heads are split across ranks)");
+                           " of " + source + " (query heads are split across ranks)");
   }
   // KV heads are split when the size divides them, and replicated (each rank keeps the one KV
   // head its query heads read, as vLLM does) when they divide the size.
   if (c.num_kv_heads % tp.size != 0 && tp.size % c.num_kv_heads != 0) {
     return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
                            " and num_key_value_heads = " + std::to_string(c.num_kv_heads) + " of " +
-                           dir +
-                           "/config.json: one must divide the other (KV heads are split "
+                           source +
+                           ": one must divide the other (KV heads are split "
                            "across ranks, or replicated when there are fewer than ranks)");
   }
   if (c.vocab_size < tp.size || c.intermediate_size < tp.size) {
     return InvalidArgument("tensor parallel size " + std::to_string(tp.size) +
-                           " exceeds vocab_size or intermediate_size of " + dir + "/config.json");
+                           " exceeds vocab_size or intermediate_size of " + source);
   }
   w->tp = tp;
   w->shard.heads = SplitRange(c.num_heads, tp.size, tp.rank);
@@ -333,9 +349,7 @@ Status PlanShard(const std::string& dir, TensorParallel tp, ModelWeights* w) {
 }
 
 size_t MatrixBytes(const ModelWeights& w) {
-  auto bytes = [](const Weight& m) {
-    return static_cast<size_t>(m.rows) * m.cols * DTypeSize(m.format);
-  };
+  auto bytes = [](const Weight& m) { return RowBytes(m.format, m.cols) * m.rows; };
   size_t total = bytes(w.embed) + (w.lm_head.data == w.embed.data ? 0 : bytes(w.lm_head));
   for (const auto& l : w.layers) {
     for (const auto* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) total += bytes(*m);
@@ -352,27 +366,36 @@ ShardRange SplitRange(int n, int parts, int part) {
 
 namespace {
 
-StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& dir, LoadFormat format,
+StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& path, LoadFormat format,
                                              uint64_t dummy_seed, TensorParallel tp) {
   auto w = std::make_unique<ModelWeights>();
-  LLM_ASSIGN_OR_RETURN(w->config, LoadModelConfig(dir));
-  LLM_RETURN_IF_ERROR(PlanShard(dir, tp, w.get()));
-  if (format == LoadFormat::kDummy) {
-    DummySource src(w.get(), dummy_seed);
-    LLM_RETURN_IF_ERROR(LoadAll(src, w.get()));
-    w->matrix_bytes = MatrixBytes(*w);
-    return w;
+  const bool gguf = IsGgufPath(path);
+  if (format == LoadFormat::kGguf && !gguf) {
+    return InvalidArgument(path + ": load format 'gguf' needs a .gguf file");
   }
-  LLM_ASSIGN_OR_RETURN(w->files, ModelWeightFiles::Open(dir));
-  FileSource src(w->files.get(), w.get());
-  Status s = LoadAll(src, w.get());
-  if (!s.ok()) return s.WithContext(dir);
-  for (const auto& name : src.Unused()) {
-    // Tied checkpoints sometimes store lm_head too; rotary caches are derived data.
-    if (name == "lm_head.weight" && w->config.tie_word_embeddings) continue;
-    if (name.find("rotary_emb.inv_freq") != std::string::npos) continue;
-    return InvalidArgument(dir + ": unexpected tensor '" + name + "' for " +
-                           w->config.architecture + " with this config.json");
+  std::unique_ptr<TensorSource> src;
+  std::string source = path + "/config.json";
+  if (gguf) {
+    LLM_ASSIGN_OR_RETURN(w->gguf, GgufFile::Open(path));
+    LLM_ASSIGN_OR_RETURN(w->config, ModelConfigFromGguf(*w->gguf));
+    source = path;
+  } else {
+    LLM_ASSIGN_OR_RETURN(w->config, LoadModelConfig(path));
+  }
+  LLM_RETURN_IF_ERROR(PlanShard(source, tp, w.get()));
+  if (format == LoadFormat::kDummy) {
+    src = std::make_unique<DummySource>(w.get(), dummy_seed);
+  } else if (gguf) {
+    src = weights_internal::MakeGgufSource(*w->gguf, w.get());
+  } else {
+    LLM_ASSIGN_OR_RETURN(w->files, ModelWeightFiles::Open(path));
+    src = std::make_unique<FileSource>(w->files.get(), w.get());
+  }
+  Status s = LoadAll(*src, w.get());
+  if (!s.ok()) return s.WithContext(path);
+  for (const auto& name : src->Unexpected()) {
+    return InvalidArgument(path + ": unexpected tensor '" + name + "' for " +
+                           w->config.architecture + (gguf ? "" : " with this config.json"));
   }
   w->matrix_bytes = MatrixBytes(*w);
   return w;
@@ -454,7 +477,7 @@ Status PlaceWeights(ModelWeights& w, kernels::Backend& backend) {
   const bool tied = w.lm_head.data == w.embed.data;
   w.ForEachWeight([&](const std::string& name, Weight& t) {
     if (!status.ok()) return;
-    const size_t bytes = static_cast<size_t>(t.numel()) * DTypeSize(t.format);
+    const size_t bytes = RowBytes(t.format, t.cols) * t.rows;
     auto buf = backend.Allocate(bytes);
     if (!buf.ok()) {
       status = buf.status().WithContext("placing weight '" + name + "'");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gguf.h"
 #include "common/model_config.h"
 #include "common/safetensors.h"
 #include "common/status.h"
@@ -76,8 +77,10 @@ struct ModelWeights {
 
   // Owners of the memory the views above point into.
   std::unique_ptr<ModelWeightFiles> files;
+  std::unique_ptr<GgufFile> gguf;
   std::vector<std::vector<uint16_t>> owned16;
   std::vector<std::vector<float>> owned32;
+  std::vector<std::vector<uint8_t>> owned8;     // Q8_0 copies
   std::vector<kernels::Buffer> placed;          // backend copies (PlaceWeights)
   const kernels::Backend* placed_on = nullptr;  // nullptr: host memory
 
@@ -96,8 +99,12 @@ Status CheckWeightFormats(const ModelWeights& w, const kernels::BackendCaps& cap
 // Idempotent for the same backend.
 Status PlaceWeights(ModelWeights& w, kernels::Backend& backend);
 
-// Loads `dir` (config.json + safetensors). Every mismatch (missing or unexpected tensor,
-// wrong shape, unsupported dtype, truncated file) is an error naming the file and tensor.
+// Loads `dir` (config.json + safetensors), or a .gguf file (config from its metadata, weights
+// from its tensors: F32, F16, BF16 and Q8_0; llama.cpp's tensor names and layout, see
+// gguf_source.cc). Every mismatch (missing or unexpected tensor, wrong shape, unsupported
+// dtype, truncated file) is an error naming the file and tensor. A .gguf path is recognised
+// whatever `format` says, except kDummy (random weights of the file's shape); kGguf insists on
+// one.
 // kDummy needs only config.json: weights are random (uniform, seeded, deterministic), in the
 // config's torch_dtype, like vLLM's --load-format dummy; every shard of a dummy model holds the
 // same values as the matching part of the unsharded one.

@@ -1,0 +1,242 @@
+// ModelConfigFromGguf: a ModelConfig from GGUF metadata (llama.cpp's key names, see
+// gguf-py/gguf/constants.py Keys.LLM / Keys.Attention / Keys.Rope).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/gguf.h"
+#include "common/model_config.h"
+
+namespace llm {
+namespace {
+
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+constexpr int64_t kMaxHeads = 4096;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxPositions = int64_t{1} << 30;
+
+class Reader {
+ public:
+  Reader(const GgufFile& f, std::string arch) : f_(f), arch_(std::move(arch)) {}
+
+  std::string Key(const std::string& suffix) const { return arch_ + "." + suffix; }
+
+  // A positive integer <arch>.<suffix> of at most `max`; absent gives `fallback` unless
+  // `required`.
+  Status Int(const std::string& suffix, bool required, int fallback, int64_t max, int* out) const {
+    const std::string key = Key(suffix);
+    if (!f_.Find(key)) {
+      if (required) return NotFound(f_.path() + ": missing key '" + key + "'");
+      *out = fallback;
+      return Status::Ok();
+    }
+    LLM_ASSIGN_OR_RETURN(int64_t v, f_.GetInt(key));
+    return Check(key, v, max, out);
+  }
+
+  // The same, where a per-layer array is allowed when all its entries are equal.
+  Status IntOrUniformArray(const std::string& suffix, int fallback, int64_t max, int* out) const {
+    const std::string key = Key(suffix);
+    const GgufValue* v = f_.Find(key);
+    if (v == nullptr || v->type != GgufType::kArray) return Int(suffix, false, fallback, max, out);
+    LLM_ASSIGN_OR_RETURN(std::vector<int64_t> all, f_.GetIntArray(key));
+    if (all.empty()) return InvalidArgument(f_.path() + ": key '" + key + "' is an empty array");
+    for (int64_t x : all) {
+      if (x != all[0]) {
+        return Unimplemented(f_.path() + ": key '" + key +
+                             "' differs between layers, which is not supported");
+      }
+    }
+    return Check(key, all[0], max, out);
+  }
+
+  Status Float(const std::string& suffix, bool required, double fallback, double* out) const {
+    const std::string key = Key(suffix);
+    if (!f_.Find(key)) {
+      if (required) return NotFound(f_.path() + ": missing key '" + key + "'");
+      *out = fallback;
+      return Status::Ok();
+    }
+    LLM_ASSIGN_OR_RETURN(*out, f_.GetFloat(key));
+    if (!(*out > 0)) {
+      return InvalidArgument(f_.path() + ": key '" + key + "' must be a positive number");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status Check(const std::string& key, int64_t v, int64_t max, int* out) const {
+    if (v <= 0 || v > max) {
+      return InvalidArgument(f_.path() + ": key '" + key +
+                             "' must be a positive integer of at most " + std::to_string(max) +
+                             ", got " + std::to_string(v));
+    }
+    *out = static_cast<int>(v);
+    return Status::Ok();
+  }
+  const GgufFile& f_;
+  std::string arch_;
+};
+
+Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
+  LLM_ASSIGN_OR_RETURN(*arch, f.GetString("general.architecture"));
+  if (*arch == "llama") {
+    c->arch = ModelArch::kLlama;
+    c->architecture = "LlamaForCausalLM";
+  } else if (*arch == "qwen2") {
+    c->arch = ModelArch::kQwen2;
+    c->architecture = "Qwen2ForCausalLM";
+  } else if (*arch == "qwen3") {
+    c->arch = ModelArch::kQwen3;
+    c->architecture = "Qwen3ForCausalLM";
+  } else {
+    return Unimplemented(f.path() + ": general.architecture '" + *arch +
+                         "' is not supported (supported: llama, qwen2, qwen3)");
+  }
+  const std::string experts = *arch + ".expert_count";
+  if (f.Find(experts)) {
+    LLM_ASSIGN_OR_RETURN(int64_t n, f.GetInt(experts));
+    if (n > 0) {
+      return Unimplemented(f.path() + ": mixture-of-experts models (" + experts + " = " +
+                           std::to_string(n) + ") are not supported");
+    }
+  }
+  if (f.FindTensor("rope_freqs.weight")) {
+    return Unimplemented(f.path() +
+                         ": tensor 'rope_freqs.weight' (Llama 3.1-style rope scaling factors) is "
+                         "not supported yet");
+  }
+  return Status::Ok();
+}
+
+Status ReadRope(const GgufFile& f, const Reader& r, ModelConfig* c) {
+  LLM_RETURN_IF_ERROR(r.Float("rope.freq_base", false, 10000.0, &c->rope_theta));
+  int rot = 0;
+  LLM_RETURN_IF_ERROR(r.Int("rope.dimension_count", false, c->head_dim, kMaxWidth, &rot));
+  if (rot != c->head_dim) {
+    return Unimplemented(f.path() + ": key '" + r.Key("rope.dimension_count") +
+                         "' = " + std::to_string(rot) + " rotates part of each head (head_dim " +
+                         std::to_string(c->head_dim) + "), which is not supported");
+  }
+  const std::string type_key = r.Key("rope.scaling.type");
+  if (!f.Find(type_key)) return Status::Ok();
+  LLM_ASSIGN_OR_RETURN(std::string type, f.GetString(type_key));
+  if (type == "none") return Status::Ok();
+  if (type != "linear") {
+    return Unimplemented(f.path() + ": key '" + type_key + "' = '" + type +
+                         "' is not supported (supported: none, linear)");
+  }
+  c->rope_scaling.type = RopeScalingType::kLinear;
+  return r.Float("rope.scaling.factor", true, 1.0, &c->rope_scaling.factor);
+}
+
+Status ReadTokenIds(const GgufFile& f, ModelConfig* c) {
+  auto id = [&](const char* key, std::vector<int32_t>* out) -> Status {
+    if (!f.Find(key)) return Status::Ok();
+    LLM_ASSIGN_OR_RETURN(int64_t v, f.GetInt(key));
+    if (v < 0 || v >= c->vocab_size) {
+      return InvalidArgument(f.path() + ": key '" + key + "' = " + std::to_string(v) +
+                             " is outside the vocabulary of " + std::to_string(c->vocab_size));
+    }
+    for (int32_t x : *out) {
+      if (x == v) return Status::Ok();
+    }
+    out->push_back(static_cast<int32_t>(v));
+    return Status::Ok();
+  };
+  LLM_RETURN_IF_ERROR(id("tokenizer.ggml.bos_token_id", &c->bos_token_ids));
+  // Chat models end a turn with EOT (Llama 3's <|eot_id|>) or EOM: both stop generation.
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    LLM_RETURN_IF_ERROR(id(key, &c->eos_token_ids));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
+  ModelConfig c;
+  std::string arch;
+  LLM_RETURN_IF_ERROR(ReadArch(f, &c, &arch));
+  const Reader r(f, arch);
+  LLM_RETURN_IF_ERROR(r.Int("embedding_length", true, 0, kMaxWidth, &c.hidden_size));
+  LLM_RETURN_IF_ERROR(r.Int("feed_forward_length", true, 0, kMaxWidth, &c.intermediate_size));
+  LLM_RETURN_IF_ERROR(r.Int("block_count", true, 0, kMaxLayers, &c.num_layers));
+  LLM_RETURN_IF_ERROR(r.Int("attention.head_count", true, 0, kMaxHeads, &c.num_heads));
+  LLM_RETURN_IF_ERROR(
+      r.IntOrUniformArray("attention.head_count_kv", c.num_heads, kMaxHeads, &c.num_kv_heads));
+  LLM_RETURN_IF_ERROR(
+      r.Int("context_length", false, 2048, kMaxPositions, &c.max_position_embeddings));
+  if (c.hidden_size % c.num_heads != 0 && !f.Find(r.Key("attention.key_length"))) {
+    return InvalidArgument(f.path() +
+                           ": embedding_length is not a multiple of head_count and no '" +
+                           r.Key("attention.key_length") + "' is given");
+  }
+  LLM_RETURN_IF_ERROR(
+      r.Int("attention.key_length", false, c.hidden_size / c.num_heads, kMaxWidth, &c.head_dim));
+  int value_length = 0;
+  LLM_RETURN_IF_ERROR(r.Int("attention.value_length", false, c.head_dim, kMaxWidth, &value_length));
+  if (value_length != c.head_dim) {
+    return Unimplemented(f.path() + ": attention.value_length " + std::to_string(value_length) +
+                         " differs from attention.key_length " + std::to_string(c.head_dim));
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return InvalidArgument(f.path() + ": head_count (" + std::to_string(c.num_heads) +
+                           ") is not a multiple of head_count_kv (" +
+                           std::to_string(c.num_kv_heads) + ")");
+  }
+  if (static_cast<int64_t>(c.num_heads) * c.head_dim > kMaxWidth || c.head_dim % 2 != 0) {
+    return InvalidArgument(f.path() + ": head_count × key_length must be at most " +
+                           std::to_string(kMaxWidth) + " and key_length even, got " +
+                           std::to_string(c.num_heads) + " × " + std::to_string(c.head_dim));
+  }
+  LLM_RETURN_IF_ERROR(r.Float("attention.layer_norm_rms_epsilon", true, 0, &c.rms_norm_eps));
+  LLM_RETURN_IF_ERROR(ReadRope(f, r, &c));
+  // The vocabulary: the embedding's rows (what the weights need), else the tokenizer's.
+  const GgufTensorInfo* embd = f.FindTensor("token_embd.weight");
+  int64_t vocab = 0;
+  if (embd != nullptr && embd->dims.size() == 2) {
+    vocab = embd->dims[1];
+  } else if (const GgufValue* tokens = f.Find("tokenizer.ggml.tokens")) {
+    vocab = static_cast<int64_t>(tokens->array_size());
+  }
+  if (vocab <= 0 || vocab > kMaxVocab) {
+    return InvalidArgument(f.path() + ": vocabulary size " + std::to_string(vocab) +
+                           " (from token_embd.weight or tokenizer.ggml.tokens) is not in [1, " +
+                           std::to_string(kMaxVocab) + "]");
+  }
+  c.vocab_size = static_cast<int>(vocab);
+  c.qkv_bias = f.FindTensor("blk.0.attn_q.bias") != nullptr;
+  c.o_bias = f.FindTensor("blk.0.attn_output.bias") != nullptr;
+  c.mlp_bias = f.FindTensor("blk.0.ffn_up.bias") != nullptr;
+  c.qk_norm = c.arch == ModelArch::kQwen3;
+  c.tie_word_embeddings = f.FindTensor("output.weight") == nullptr;
+  // llama.cpp applies attention.sliding_window to every layer of the llama architecture
+  // (Mistral); Qwen2/3 GGUFs carry none that is used.
+  c.layer_sliding_window.assign(c.num_layers, 0);
+  int64_t window = 0;
+  if (f.Find(r.Key("attention.sliding_window"))) {
+    LLM_ASSIGN_OR_RETURN(window, f.GetInt(r.Key("attention.sliding_window")));
+    if (window < 0 || window > kMaxPositions) {
+      return InvalidArgument(f.path() + ": key '" + r.Key("attention.sliding_window") +
+                             "' is out of range");
+    }
+  }
+  if (window > 0 && c.arch == ModelArch::kLlama) {
+    c.arch = ModelArch::kMistral;
+    c.architecture = "MistralForCausalLM";
+    c.layer_sliding_window.assign(c.num_layers, static_cast<int>(window));
+  }
+  LLM_RETURN_IF_ERROR(ReadTokenIds(f, &c));
+  c.torch_dtype = DType::kF32;
+  if (embd != nullptr && embd->type == static_cast<uint32_t>(GgmlType::kF16)) {
+    c.torch_dtype = DType::kF16;
+  } else if (embd != nullptr && embd->type == static_cast<uint32_t>(GgmlType::kBF16)) {
+    c.torch_dtype = DType::kBF16;
+  }
+  return c;
+}
+
+}  // namespace llm

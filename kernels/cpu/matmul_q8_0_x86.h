@@ -1,0 +1,72 @@
+// The x86 Q8_0 micro-kernel (256-bit integer dot products, ggml's AVX2 vec_dot_q8_0_q8_0), for
+// the TUs compiled with AVX2 or AVX-512 flags: each includes this header inside its own anonymous
+// namespace, so no code compiled for one ISA is shared with another TU. Only the tile shape
+// differs (AVX-512 has 32 vector registers); the float operations are those of q8_0.h, the same
+// in every tile and on every path.
+//
+// Per block: |w| (unsigned) times x signed by w (_mm256_sign_epi8) with maddubs/madd gives the 8
+// int32 group sums exactly (|w| <= 128 and |x| <= 127, so the int16 pair sums cannot saturate),
+// then acc = fma(d_w * d_x, float(sums), acc).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/q8_0.h"
+
+template <int kMRv, int kNRv>
+struct Q8X86Micro {
+  static constexpr int kMR = kMRv;
+  static constexpr int kNR = kNRv;
+
+  static float ReduceAdd(__m256 v) {
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+  }
+  static __m256i Load(const ::llm::kernels::internal::BlockQ8_0& b) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  }
+  static float Scale(const ::llm::kernels::internal::BlockQ8_0& b) {
+    return _cvtsh_ss(b.d);  // exact
+  }
+
+  template <int MR, int NR>
+  static void Tile(const ::llm::kernels::internal::BlockQ8_0* x, int64_t ldx,
+                   const ::llm::kernels::internal::BlockQ8_0* w, int64_t ldw, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nb; ++b) {
+      __m256i wq[NR], wa[NR];
+      float dw[NR];
+      for (int j = 0; j < NR; ++j) {
+        wq[j] = Load(w[j * ldw + b]);
+        wa[j] = _mm256_abs_epi8(wq[j]);  // -128 becomes 0x80 = 128 as unsigned: still exact
+        dw[j] = Scale(w[j * ldw + b]);
+      }
+      for (int i = 0; i < MR; ++i) {
+        const __m256i xq = Load(x[i * ldx + b]);
+        const float dx = Scale(x[i * ldx + b]);
+        for (int j = 0; j < NR; ++j) {
+          const __m256i xs = _mm256_sign_epi8(xq, wq[j]);
+          const __m256i pairs = _mm256_maddubs_epi16(wa[j], xs);
+          const __m256i sums = _mm256_madd_epi16(pairs, ones);
+          acc[i][j] =
+              _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(sums), acc[i][j]);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) {
+        const float s = ReduceAdd(acc[i][j]);
+        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+      }
+    }
+  }
+};

@@ -1,0 +1,178 @@
+// Tensors of a GGUF file for LoadModelWeights: llama.cpp's tensor names mapped to the Hugging
+// Face names the loader asks for, GGUF shapes (dims[0] is the row length, so [cols, rows])
+// checked against the config, F32/F16/BF16/Q8_0 data as views into the mapping, and the q/k
+// rows of the llama architecture un-permuted: convert_hf_to_gguf.py's LlamaModel.permute
+// interleaves the two halves of every head (llama.cpp runs llama with GPT-J-style RoPE), and
+// this engine's RoPE is rotate-half, so row 2b + a of a GGUF head is row a * head_dim / 2 + b of
+// the Hugging Face head (a in {0, 1}).
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "worker/model/weight_source.h"
+
+namespace llm::weights_internal {
+namespace {
+
+// Hugging Face name -> llama.cpp name ("" when there is none).
+std::string GgufName(const std::string& hf) {
+  static const std::map<std::string, std::string> kTop = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"}};
+  static const std::map<std::string, std::string> kLayer = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.o_proj.bias", "attn_output.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"mlp.gate_proj.bias", "ffn_gate.bias"},
+      {"mlp.up_proj.bias", "ffn_up.bias"},
+      {"mlp.down_proj.bias", "ffn_down.bias"}};
+  if (const auto it = kTop.find(hf); it != kTop.end()) return it->second;
+  const std::string prefix = "model.layers.";
+  if (hf.compare(0, prefix.size(), prefix) != 0) return "";
+  const size_t dot = hf.find('.', prefix.size());
+  if (dot == std::string::npos) return "";
+  const auto it = kLayer.find(hf.substr(dot + 1));
+  if (it == kLayer.end()) return "";
+  return "blk." + hf.substr(prefix.size(), dot - prefix.size()) + "." + it->second;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Row `r` of the Hugging Face layout lives in row Permuted(r) of a permuted GGUF tensor.
+int Permuted(int r, int head_dim) {
+  const int half = head_dim / 2, in_head = r % head_dim;
+  return r - in_head + 2 * (in_head % half) + in_head / half;
+}
+
+class GgufSource : public TensorSource {
+ public:
+  GgufSource(const GgufFile& file, ModelWeights* w) : f_(file), w_(w) {
+    const GgufValue* arch = file.Find("general.architecture");
+    permuted_ = arch != nullptr && arch->type == GgufType::kString && arch->str == "llama";
+  }
+
+  StatusOr<Weight> Matrix(const std::string& name, int rows, int cols,
+                          const MatrixSlice& slice) override {
+    LLM_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Take(name));
+    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+      return InvalidArgument(f_.path() + ": tensor '" + t->name + "' has shape " +
+                             t->ShapeString() + ", expected [" + std::to_string(cols) + ", " +
+                             std::to_string(rows) + "] (GGML order) from the metadata");
+    }
+    LLM_ASSIGN_OR_RETURN(DType format, Format(*t, true));
+    if (!(permuted_ && IsPermuted(name))) {
+      return SliceMatrix(*w_, t->data, format, cols, slice, t->name);
+    }
+    // q/k of llama: rows un-permuted within each head (the slice is whole heads, so it never
+    // mixes heads); a copy.
+    const int hd = w_->config.head_dim;
+    const size_t row_bytes = RowBytes(format, cols);
+    const int out_rows = slice.rows.size();
+    char* dst = OwnBytes(*w_, format, row_bytes * out_rows);
+    const char* src = static_cast<const char*>(t->data);
+    for (int r = 0; r < out_rows; ++r) {
+      const int from = Permuted(slice.rows.begin + r, hd);
+      std::memcpy(dst + row_bytes * r, src + row_bytes * from, row_bytes);
+    }
+    return Weight{dst, format, out_rows, cols};
+  }
+
+  StatusOr<std::vector<float>> Vector(const std::string& name, int size, float) override {
+    LLM_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Take(name));
+    if (t->dims.size() != 1 || t->dims[0] != size) {
+      return InvalidArgument(f_.path() + ": tensor '" + t->name + "' has shape " +
+                             t->ShapeString() + ", expected [" + std::to_string(size) +
+                             "] from the metadata");
+    }
+    LLM_ASSIGN_OR_RETURN(DType format, Format(*t, false));
+    std::vector<float> out(size);
+    const char* p = static_cast<const char*>(t->data);
+    const bool permute = permuted_ && IsPermuted(name);
+    for (int i = 0; i < size; ++i) {
+      const int from = permute ? Permuted(i, w_->config.head_dim) : i;
+      uint16_t h = 0;
+      if (format == DType::kF32) {
+        std::memcpy(&out[i], p + 4 * static_cast<size_t>(from), 4);
+      } else {
+        std::memcpy(&h, p + 2 * static_cast<size_t>(from), 2);
+        out[i] = format == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+      }
+    }
+    return out;
+  }
+
+  std::vector<std::string> Unexpected() const override {
+    std::vector<std::string> out;
+    for (const auto& t : f_.tensors()) {
+      if (!used_.count(t.name)) out.push_back(t.name);
+    }
+    return out;
+  }
+
+ private:
+  static bool IsPermuted(const std::string& hf) {
+    return EndsWith(hf, "q_proj.weight") || EndsWith(hf, "k_proj.weight") ||
+           EndsWith(hf, "q_proj.bias") || EndsWith(hf, "k_proj.bias");
+  }
+
+  StatusOr<const GgufTensorInfo*> Take(const std::string& hf) {
+    const std::string name = GgufName(hf);
+    const GgufTensorInfo* t = name.empty() ? nullptr : f_.FindTensor(name);
+    if (t == nullptr) {
+      return NotFound(f_.path() + ": missing tensor '" + (name.empty() ? hf : name) + "'");
+    }
+    used_.insert(name);
+    return t;
+  }
+
+  // The weight format of a tensor's GGML type; matrices may also be Q8_0.
+  StatusOr<DType> Format(const GgufTensorInfo& t, bool matrix) const {
+    switch (static_cast<GgmlType>(t.type)) {
+      case GgmlType::kF32:
+        return DType::kF32;
+      case GgmlType::kF16:
+        return DType::kF16;
+      case GgmlType::kBF16:
+        return DType::kBF16;
+      case GgmlType::kQ8_0:
+        if (matrix) return DType::kQ8_0;
+        break;
+      default:
+        break;
+    }
+    return Unimplemented(f_.path() + ": tensor '" + t.name + "' is " + t.TypeName() +
+                         ", which is not supported yet (supported: F32, F16, BF16" +
+                         (matrix ? ", Q8_0)" : " for vectors)"));
+  }
+
+  const GgufFile& f_;
+  ModelWeights* w_;
+  bool permuted_ = false;
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+std::unique_ptr<TensorSource> MakeGgufSource(const GgufFile& file, ModelWeights* w) {
+  return std::make_unique<GgufSource>(file, w);
+}
+
+}  // namespace llm::weights_internal
