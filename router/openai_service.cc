@@ -76,6 +76,8 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
                                                              {"/v1/completions", "POST"},
                                                              {"/v1/models", "GET"},
                                                              {"/health", "GET"},
+                                                             {"/livez", "GET"},
+                                                             {"/readyz", "GET"},
                                                              {"/version", "GET"},
                                                              {"/tokenize", "POST"},
                                                              {"/detokenize", "POST"}};
@@ -102,7 +104,10 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
     return Answer(sink, std::move(r));
   }
   const std::string& path = request.path;
-  if (path == "/health") return Answer(sink, Health());
+  // /health and /readyz: some upstream can generate (readiness); /livez: this process serves
+  // HTTP (liveness: a restart would not help while only the coordinators are down).
+  if (path == "/health" || path == "/readyz") return Answer(sink, Health());
+  if (path == "/livez") return Answer(sink, JsonResponse({{"status", "ok"}}));
   if (path == "/v1/models") return Answer(sink, Models());
   if (path == "/version") {
     return Answer(sink, JsonResponse({{"version", Version()}, {"commit", GitCommit()}}));
@@ -114,10 +119,13 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
 }
 
 // Every route needs a key when keys are configured (unknown routes too: a client without a key
-// learns nothing), except /health unless the operator protects it.
+// learns nothing), except the probes (/health, /livez, /readyz) unless the operator protects
+// them.
 bool OpenAiService::Authorized(const HttpRequest& request) const {
   if (!options_.api_keys.enabled()) return true;
-  if (request.path == "/health" && !options_.health_requires_key) return true;
+  const bool probe =
+      request.path == "/health" || request.path == "/livez" || request.path == "/readyz";
+  if (probe && !options_.health_requires_key) return true;
   return options_.api_keys.Accepts(request.authorization);
 }
 
