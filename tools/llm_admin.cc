@@ -7,12 +7,14 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "common/cli.h"
 #include "proto/llm.grpc.pb.h"
@@ -28,6 +30,8 @@ struct Options {
   int timeout_s = 10;
   std::string admin_token;
   std::string tls_ca;  // PEM file: connect with TLS, trusting these roots
+  bool wait = false;   // drain: until nothing runs or waits
+  int wait_timeout_s = 600;
 };
 
 void AddFlags(CLI::App& app, Options* o) {
@@ -47,6 +51,12 @@ void AddFlags(CLI::App& app, Options* o) {
                  "sent by drain and resume (default: the LLM_ADMIN_TOKEN environment variable)");
   app.add_option("--tls-ca", o->tls_ca, "the coordinator speaks TLS; PEM roots to trust")
       ->check(CLI::ExistingFile);
+  app.add_flag("--wait", o->wait,
+               "drain: return once no request runs or waits (prints how many finished); exit 1 "
+               "if some are left after --wait-timeout-s");
+  app.add_option("--wait-timeout-s", o->wait_timeout_s, "drain --wait: the longest wait")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
 }
 
 bool IsInteger(const std::string& s) {
@@ -80,6 +90,36 @@ int Print(const grpc::Status& status, const google::protobuf::Message& reply, co
   }
   std::printf("%s\n", j.dump(2).c_str());
   return 0;
+}
+
+// After Drain: polls Stats until no sequence runs or waits; prints how many finished meanwhile.
+int WaitDrained(pb::Admin::Stub& stub, const Options& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::seconds(o.wait_timeout_s);
+  int64_t at_start = -1, left = -1;
+  for (;;) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(o.timeout_s));
+    pb::StatsResponse s;
+    const grpc::Status st = stub.Stats(&ctx, pb::StatsRequest(), &s);
+    if (!st.ok()) return Print(st, s, o);
+    left = int64_t{s.running_sequences()} + s.waiting_sequences();
+    if (at_start < 0) at_start = left;
+    if (left == 0 || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const nlohmann::json j = {{"drained", left == 0},
+                            {"finished", at_start - left},
+                            {"remaining", left},
+                            {"waited_s", std::round(waited * 10) / 10}};
+  std::printf("%s\n", j.dump(2).c_str());
+  if (left != 0) {
+    std::fprintf(stderr, "llm-admin: %lld request(s) still running after %d s\n",
+                 static_cast<long long>(left), o.wait_timeout_s);
+  }
+  return left == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -117,7 +157,9 @@ int main(int argc, char** argv) {
   }
   if (o.command == "drain") {
     pb::DrainResponse r;
-    return Print(stub->Drain(&ctx, pb::DrainRequest(), &r), r, o);
+    const grpc::Status st = stub->Drain(&ctx, pb::DrainRequest(), &r);
+    if (!o.wait || !st.ok()) return Print(st, r, o);
+    return WaitDrained(*stub, o);
   }
   if (o.command == "resume") {
     pb::ResumeResponse r;

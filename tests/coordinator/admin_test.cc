@@ -208,6 +208,71 @@ TEST(CoordinatorAdmin, LlmAdminPrintsJson) {
   EXPECT_NE(rc, 0);
 }
 
+// llm-admin drain --wait: returns once the requests running at the drain have finished (all
+// their tokens delivered), says how many; with a timeout shorter than the work it exits 1.
+TEST(CoordinatorAdmin, DrainWaitReturnsWhenNothingRuns) {
+  WorkerProcess w(DemoFlags());
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  const std::string bin =
+      std::string(LLM_ADMIN_BIN) + " --coordinator 127.0.0.1:" + std::to_string(w.port()) + " ";
+  struct Running {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<pb::GenerateResponse>> reader;
+    int tokens = 0;
+  };
+  std::vector<std::unique_ptr<Running>> running;
+  for (int i = 0; i < 2; ++i) {
+    auto r = std::make_unique<Running>();
+    r->ctx.set_deadline(In(120));
+    r->reader =
+        w.generation().Generate(&r->ctx, MakeRequest({1, 403, static_cast<int>(407 + i)}, 300));
+    pb::GenerateResponse msg;
+    ASSERT_TRUE(r->reader->Read(&msg));
+    r->tokens += msg.token_ids_size();
+    running.push_back(std::move(r));
+  }
+  // Keep reading the streams meanwhile (the coordinator waits for the reader of each stream).
+  std::vector<std::thread> readers;
+  for (auto& r : running) {
+    readers.emplace_back([&r] {
+      pb::GenerateResponse msg;
+      while (r->reader->Read(&msg)) r->tokens += msg.token_ids_size();
+    });
+  }
+  int rc = -1;
+  const std::string out = RunCommand(bin + "drain --wait --wait-timeout-s 120", &rc);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["drained"], true);
+  EXPECT_EQ(j["finished"], 2) << out;
+  EXPECT_EQ(j["remaining"], 0);
+  for (auto& r : running) {
+    EXPECT_TRUE(r->reader->Finish().ok());
+    EXPECT_EQ(r->tokens, 300);
+  }
+  EXPECT_TRUE(GetStats(w).draining());
+
+  RunCommand(bin + "resume", &rc);
+  ASSERT_EQ(rc, 0);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(120));
+  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 400));
+  pb::GenerateResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  const std::string late = RunCommand(bin + "drain --wait --wait-timeout-s 1 2>/dev/null", &rc);
+  EXPECT_NE(rc, 0) << late;
+  const auto k = nlohmann::json::parse(late, nullptr, false);
+  ASSERT_TRUE(k.is_object()) << late;
+  EXPECT_EQ(k["drained"], false);
+  EXPECT_EQ(k["remaining"], 1);
+  ctx.TryCancel();
+  while (reader->Read(&msg)) {
+  }
+  reader->Finish();
+}
+
 // With coordinator.admin_token set, Drain/Resume need it (llm-admin sends LLM_ADMIN_TOKEN or
 // --admin-token); Health and Stats stay open.
 TEST(CoordinatorAdmin, DrainAndResumeNeedTheAdminToken) {
