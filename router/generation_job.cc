@@ -131,6 +131,12 @@ bool GenerationJob::Start() {
 }
 
 void GenerationJob::Cancel() {
+  if (!answered_) {
+    for (auto& c : choices_) {
+      if (!c->finished) c->finish_reason = "abort";
+    }
+    Record();
+  }
   cancelled_ = true;
   answered_ = true;
   for (auto& c : choices_) {
@@ -194,6 +200,7 @@ void GenerationJob::OnMessage(size_t i, const v1::GenerateResponse& r) {
   const bool final = r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
   std::string out;
   std::vector<TokenLogprob> logprobs;
+  if (!first_token_ && r.token_ids_size() > 0) first_token_ = std::chrono::steady_clock::now();
   for (int k = 0; k < r.token_ids_size() && !c.matcher->stopped(); ++k) {
     const int32_t id = r.token_ids(k);
     ++c.completion_tokens;
@@ -273,12 +280,39 @@ void GenerationJob::OnDone(size_t i, const std::optional<ApiError>& error) {
   Finish();
 }
 
+void GenerationJob::Record() {
+  if (recorded_ || !spec_.metrics) return;
+  recorded_ = true;
+  RequestRecord r;
+  r.ok = !error_ && !cancelled_;
+  r.prompt_tokens = spec_.prompt_tokens;
+  for (auto& c : choices_) {
+    r.generation_tokens += c->completion_tokens;
+    r.finish_reasons.push_back(c->finish_reason.empty() ? (error_ ? "error" : "abort")
+                                                        : c->finish_reason);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  r.e2e_s = std::chrono::duration<double>(now - created_).count();
+  if (first_token_) {
+    r.ttft_s = std::chrono::duration<double>(*first_token_ - created_).count();
+    // Per choice the tokens after the first came in (e2e - ttft); with several choices the
+    // mean over all of them.
+    const int64_t after_first = r.generation_tokens - static_cast<int64_t>(choices_.size());
+    if (after_first > 0) {
+      r.tpot_s = std::chrono::duration<double>(now - *first_token_).count() *
+                 static_cast<double>(choices_.size()) / static_cast<double>(after_first);
+    }
+  }
+  spec_.metrics->ObserveRequest(r);
+}
+
 void GenerationJob::Finish() {
   if (answered_) return;
   for (auto& c : choices_) {
     if (!c->done) return;
   }
   answered_ = true;
+  Record();
   UsageCounts usage;
   usage.prompt_tokens = spec_.prompt_tokens;
   for (auto& c : choices_) usage.completion_tokens += c->completion_tokens;

@@ -14,6 +14,7 @@
 #include "common/tokenizer.h"
 #include "router/api_error.h"
 #include "router/http_exchange.h"
+#include "router/metrics.h"
 #include "router/openai_format.h"
 #include "router/openai_request.h"
 #include "router/upstream_pool.h"
@@ -38,6 +39,7 @@ struct JobSpec {
   std::vector<JobChoiceSpec> choices;
   int64_t prompt_tokens = 0;  // for usage: each prompt counted once
   std::chrono::seconds timeout{600};
+  std::shared_ptr<RouterMetrics> metrics;  // null: not recorded
 };
 
 // Builds the Generate request of one choice.
@@ -72,6 +74,12 @@ class GenerationJob : public PendingExchange, public std::enable_shared_from_thi
   std::shared_ptr<ResponseSink> sink_;
   std::vector<std::unique_ptr<Choice>> choices_;
   std::optional<ApiError> error_;  // the first error; the client gets it
+  // Reports the finished request to spec_.metrics (once).
+  void Record();
+
+  const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> first_token_;
+  bool recorded_ = false;
   bool cancelled_ = false;
   bool stream_started_ = false;
   bool answered_ = false;

@@ -31,6 +31,33 @@ std::string RandomId(const char* prefix) {
   return id;
 }
 
+// Counts each response of one route as it starts (RouterMetrics::CountResponse) and forwards
+// everything to the connection's sink.
+class CountingSink final : public ResponseSink {
+ public:
+  CountingSink(std::shared_ptr<ResponseSink> inner, std::shared_ptr<RouterMetrics> metrics,
+               std::string route)
+      : inner_(std::move(inner)), metrics_(std::move(metrics)), route_(std::move(route)) {}
+  void Respond(HttpResponse response) override {
+    metrics_->CountResponse(route_, response.status);
+    inner_->Respond(std::move(response));
+  }
+  void BeginStream(int status, const std::string& content_type) override {
+    metrics_->CountResponse(route_, status);
+    inner_->BeginStream(status, content_type);
+  }
+  void StreamWrite(std::string data) override { inner_->StreamWrite(std::move(data)); }
+  void EndStream() override { inner_->EndStream(); }
+  void Post(std::function<void()> fn) override { inner_->Post(std::move(fn)); }
+  void WhenWritable(std::function<void()> fn) override { inner_->WhenWritable(std::move(fn)); }
+  bool closed() const override { return inner_->closed(); }
+
+ private:
+  std::shared_ptr<ResponseSink> inner_;
+  std::shared_ptr<RouterMetrics> metrics_;
+  std::string route_;
+};
+
 // Answers through the sink and reports that nothing is pending.
 std::shared_ptr<PendingExchange> Answer(const std::shared_ptr<ResponseSink>& sink,
                                         HttpResponse response) {
@@ -52,7 +79,10 @@ std::shared_ptr<PendingExchange> Launch(JobSpec spec, std::shared_ptr<const Toke
 
 OpenAiService::OpenAiService(ServiceOptions options, std::shared_ptr<const Tokenizer> tokenizer,
                              UpstreamPool& pool)
-    : options_(std::move(options)), tokenizer_(std::move(tokenizer)), pool_(pool) {
+    : options_(std::move(options)),
+      tokenizer_(std::move(tokenizer)),
+      pool_(pool),
+      metrics_(std::make_shared<RouterMetrics>(options_.limits.served_model_name)) {
   started_at_ = static_cast<int64_t>(std::time(nullptr));
   const std::string& source =
       options_.chat_template.empty() ? tokenizer_->chat_template() : options_.chat_template;
@@ -70,8 +100,8 @@ OpenAiService::OpenAiService(ServiceOptions options, std::shared_ptr<const Token
   template_ = std::move(parsed).value();
 }
 
-std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& request,
-                                                       const std::shared_ptr<ResponseSink>& sink) {
+std::shared_ptr<PendingExchange> OpenAiService::Handle(
+    const HttpRequest& request, const std::shared_ptr<ResponseSink>& connection) {
   static const std::map<std::string, std::string> kRoutes = {{"/v1/chat/completions", "POST"},
                                                              {"/v1/completions", "POST"},
                                                              {"/v1/models", "GET"},
@@ -79,8 +109,14 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
                                                              {"/livez", "GET"},
                                                              {"/readyz", "GET"},
                                                              {"/version", "GET"},
+                                                             {"/metrics", "GET"},
                                                              {"/tokenize", "POST"},
                                                              {"/detokenize", "POST"}};
+  // Known routes by name; any other path is "other" (a label per path would let clients grow
+  // the metrics without bound).
+  const std::string route_label = kRoutes.count(request.path) ? request.path : "other";
+  const std::shared_ptr<ResponseSink> sink =
+      std::make_shared<CountingSink>(connection, metrics_, route_label);
   if (!Authorized(request)) {
     const bool missing = request.authorization.empty();
     ApiError e = HttpError(
@@ -109,6 +145,7 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(const HttpRequest& reques
   if (path == "/health" || path == "/readyz") return Answer(sink, Health());
   if (path == "/livez") return Answer(sink, JsonResponse({{"status", "ok"}}));
   if (path == "/v1/models") return Answer(sink, Models());
+  if (path == "/metrics") return Answer(sink, Metrics());
   if (path == "/version") {
     return Answer(sink, JsonResponse({{"version", Version()}, {"commit", GitCommit()}}));
   }
@@ -132,6 +169,14 @@ bool OpenAiService::Authorized(const HttpRequest& request) const {
 HttpResponse OpenAiService::Health() const {
   if (pool_.AnyHealthy()) return JsonResponse({{"status", "ok"}});
   return ErrorResponse(ToApiError(Unavailable("no coordinator is available")));
+}
+
+HttpResponse OpenAiService::Metrics() const {
+  const auto [open, busy] = server_gauges_ ? server_gauges_() : std::pair<int, int>{0, 0};
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = metrics_->Render(pool_.FetchStats(std::chrono::milliseconds(1000)), open, busy);
+  return r;
 }
 
 HttpResponse OpenAiService::Models() const {
@@ -220,6 +265,7 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
                limits_.served_model_name};
   spec.prompt_tokens = static_cast<int64_t>(ids.size());
   spec.timeout = options_.request_timeout;
+  spec.metrics = metrics_;
   auto shared_ids = std::make_shared<const std::vector<int32_t>>(std::move(ids));
   for (int j = 0; j < o.n; ++j) {
     JobChoiceSpec c;
@@ -247,6 +293,7 @@ std::shared_ptr<PendingExchange> OpenAiService::Completions(
   spec.meta = {RandomId("cmpl-"), static_cast<int64_t>(std::time(nullptr)),
                limits_.served_model_name};
   spec.timeout = options_.request_timeout;
+  spec.metrics = metrics_;
   for (size_t p = 0; p < req.prompts.size(); ++p) {
     CompletionPrompt& prompt = req.prompts[p];
     std::vector<int32_t> ids =

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "common/tokenizer.h"
 #include "router/api_keys.h"
 #include "router/http_exchange.h"
+#include "router/metrics.h"
 #include "router/openai_request.h"
 #include "router/upstream_pool.h"
 
@@ -38,6 +40,11 @@ class OpenAiService final : public RequestHandler {
   std::shared_ptr<PendingExchange> Handle(const HttpRequest& request,
                                           const std::shared_ptr<ResponseSink>& sink) override;
 
+  // The HTTP server's open and busy connections, for /metrics (set once the server exists).
+  void SetServerGauges(std::function<std::pair<int, int>()> gauges) {
+    server_gauges_ = std::move(gauges);
+  }
+
   // The chat template's status ("" when usable), for the start-up log.
   std::string chat_template_problem() const {
     return template_status_.ok() ? "" : template_status_.message();
@@ -46,6 +53,7 @@ class OpenAiService final : public RequestHandler {
  private:
   bool Authorized(const HttpRequest& request) const;
   HttpResponse Health() const;
+  HttpResponse Metrics() const;
   HttpResponse Models() const;
   HttpResponse Tokenize(const std::string& body) const;
   HttpResponse Detokenize(const std::string& body) const;
@@ -68,6 +76,8 @@ class OpenAiService final : public RequestHandler {
   std::optional<ChatTemplate> template_;
   Status template_status_;
   int64_t started_at_ = 0;
+  std::shared_ptr<RouterMetrics> metrics_;
+  std::function<std::pair<int, int>()> server_gauges_;
 };
 
 }  // namespace llm::router

@@ -166,6 +166,9 @@ int Run(int argc, char** argv) {
                         : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   http.work_threads = http.io_threads;
   llm::router::HttpServer server(http, service);
+  service.SetServerGauges([&server] {
+    return std::pair<int, int>{server.open_connections(), server.busy_connections()};
+  });
   if (auto s = server.Start(); !s.ok()) {
     std::fprintf(stderr, "router: %s\n", s.ToString().c_str());
     return 1;

@@ -323,6 +323,33 @@ std::vector<UpstreamState> UpstreamPool::Snapshot() const {
   return out;
 }
 
+std::vector<UpstreamStats> UpstreamPool::FetchStats(std::chrono::milliseconds timeout) const {
+  const size_t n = impl_->upstreams.size();
+  std::vector<UpstreamStats> out(n);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts(n);
+  std::vector<grpc::Status> statuses(n);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0;
+  const v1::StatsRequest request;
+  for (size_t i = 0; i < n; ++i) {
+    Upstream& u = *impl_->upstreams[i];
+    out[i].address = u.address;
+    contexts[i] = std::make_unique<grpc::ClientContext>();
+    contexts[i]->set_deadline(std::chrono::system_clock::now() + timeout);
+    u.admin->async()->Stats(contexts[i].get(), &request, &out[i].stats, [&, i](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      statuses[i] = std::move(s);
+      ++done;
+      cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done == n; });  // each call ends by its deadline
+  for (size_t i = 0; i < n; ++i) out[i].ok = statuses[i].ok();
+  return out;
+}
+
 StatusOr<std::shared_ptr<GenerateStream>> UpstreamPool::StartGenerate(
     const v1::GenerateRequest& request, std::chrono::seconds timeout, GenerateCallbacks callbacks) {
   Upstream* best = nullptr;

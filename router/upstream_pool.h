@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "proto/llm.pb.h"
 #include "router/api_error.h"
+#include "router/metrics.h"
 
 namespace llm::router {
 
@@ -73,6 +74,8 @@ class UpstreamPool {
   // The limits of a healthy upstream; kUnavailable when none is healthy.
   StatusOr<ModelLimits> Limits() const;
   std::vector<UpstreamState> Snapshot() const;
+  // Admin.Stats of every upstream, asked in parallel, each within `timeout` (for /metrics).
+  std::vector<UpstreamStats> FetchStats(std::chrono::milliseconds timeout) const;
 
   // Starts a Generate call on the least-loaded healthy upstream. kUnavailable when none is
   // healthy. A gRPC error reaches on_done mapped by UpstreamApiError; UNAVAILABLE also marks
