@@ -1,7 +1,8 @@
-// HTTP/1.1 server on Boost.Beast (kept inside http_server.cc): one session per connection
-// with keep-alive, limits on header and body size (413 with OpenAI error JSON), a timeout on
-// every read, a bounded write queue (producers wait through ResponseSink::WhenWritable), and
-// disconnect detection while a response is pending (PendingExchange::Cancel).
+// HTTP/1.1 server on Boost.Beast (kept inside router/: http_server.cc accepts, each connection
+// is an HttpSession, the state machine of router/http_session.h) with keep-alive, limits on
+// header and body size (413/431 with OpenAI error JSON), a timeout on every read and write, a
+// bounded write queue (producers wait through ResponseSink::WhenWritable), and disconnect
+// detection while a response is pending (PendingExchange::Cancel).
 //
 // Back-pressure: beyond max_connections open connections, or max_inflight_requests exchanges
 // in progress, a request gets 429 with Retry-After (OpenAI error JSON, rate_limit_error)
