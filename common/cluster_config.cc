@@ -205,6 +205,10 @@ const std::vector<KeySpec>& Schema() {
               "coordinator host:port list; default: coordinator.host:port"),
       StringKey("router.upstream_tls_ca_file", &C::upstream_tls_ca_file, {},
                 "PEM roots: connect to the coordinators with TLS (coordinator.tls_cert_file)"),
+      StringKey("router.tls_cert_file", &C::router_tls_cert_file, {},
+                "PEM certificate (chain) of the HTTP port; with tls_key_file: HTTPS only"),
+      StringKey("router.tls_key_file", &C::router_tls_key_file, {},
+                "PEM private key of router.tls_cert_file"),
       IntKey("router.max_body_bytes", &C::max_body_bytes, 1024, int64_t{1} << 30,
              "larger request bodies get 413"),
       IntKey("router.max_n", &C::max_n, 1, 1024, "largest n a request may ask for"),
@@ -308,6 +312,13 @@ Status Finish(ClusterConfig* c) {
       c->served_model_name =
           std::filesystem::path(c->model_path).lexically_normal().parent_path().filename();
     }
+  }
+  if (c->router_tls_cert_file.empty() != c->router_tls_key_file.empty()) {
+    return InvalidArgument(
+        std::string(c->router_tls_key_file.empty() ? "router.tls_key_file"
+                                                   : "router.tls_cert_file") +
+        " is not set: router.tls_cert_file and router.tls_key_file go together (both: HTTPS; "
+        "neither: plain HTTP)");
   }
   if (c->upstreams.empty()) {
     c->upstreams.push_back(c->coordinator_host + ":" + std::to_string(c->coordinator_port));

@@ -47,6 +47,9 @@ struct ClusterConfig {
   int router_port = 2000;
   std::vector<std::string> upstreams;  // coordinator addresses; default: the coordinator's
   std::string upstream_tls_ca_file;    // PEM roots: the coordinators speak TLS
+  // PEM certificate (chain) and private key: both set, the HTTP port speaks HTTPS only
+  std::string router_tls_cert_file;
+  std::string router_tls_key_file;
   int64_t max_body_bytes = 1 << 20;
   int max_n = 16;
   int request_timeout_s = 600;

@@ -5,10 +5,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include <cerrno>
 #include <cstdio>
@@ -17,11 +19,13 @@
 #include <thread>
 
 #include "router/http_session.h"
+#include "router/http_tls.h"
 
 namespace llm::router {
 
 using tcp = asio::ip::tcp;
 using PlainSession = HttpSession<beast::tcp_stream>;
+using TlsSession = HttpSession<beast::ssl_stream<beast::tcp_stream>>;
 
 namespace {
 
@@ -44,6 +48,7 @@ struct HttpServer::Impl {
   asio::steady_timer accept_backoff{acceptor.get_executor()};
   std::chrono::steady_clock::time_point last_accept_log{};
   std::shared_ptr<ServerLoad> load = std::make_shared<ServerLoad>();
+  std::unique_ptr<asio::ssl::context> tls;  // set: every connection is HTTPS
   std::vector<std::thread> threads;
   asio::thread_pool work_pool;  // handlers (see HttpSession::OnRequest)
   std::mutex mu;
@@ -64,7 +69,12 @@ struct HttpServer::Impl {
       if (!ec) {
         SessionContext ctx{strand, work_pool.get_executor(), &handler, SessionLimits::From(options),
                            load};
-        auto session = std::make_shared<PlainSession>(std::move(ctx), std::move(s));
+        std::shared_ptr<HttpSessionBase> session;
+        if (tls) {
+          session = std::make_shared<TlsSession>(std::move(ctx), std::move(s), *tls);
+        } else {
+          session = std::make_shared<PlainSession>(std::move(ctx), std::move(s));
+        }
         {
           std::lock_guard<std::mutex> lock(mu);
           std::erase_if(sessions, [](const auto& w) { return w.expired(); });
@@ -99,6 +109,12 @@ HttpServer::~HttpServer() {
 }
 
 Status HttpServer::Start() {
+  const HttpServerOptions& o = impl_->options;
+  if (!o.tls_cert_file.empty() || !o.tls_key_file.empty()) {
+    auto tls = MakeTlsServerContext(o.tls_cert_file, o.tls_key_file);
+    if (!tls.ok()) return tls.status();
+    impl_->tls = std::move(tls).value();
+  }
   beast::error_code ec;
   tcp::resolver resolver(impl_->ioc);
   auto results = resolver.resolve(impl_->options.host, std::to_string(impl_->options.port), ec);

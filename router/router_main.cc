@@ -149,6 +149,8 @@ int Run(int argc, char** argv) {
                         ? config->io_threads
                         : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   http.work_threads = http.io_threads;
+  http.tls_cert_file = config->router_tls_cert_file;
+  http.tls_key_file = config->router_tls_key_file;
   llm::router::HttpServer server(http, service);
   if (auto s = server.Start(); !s.ok()) {
     std::fprintf(stderr, "router: %s\n", s.ToString().c_str());
@@ -157,8 +159,9 @@ int Run(int argc, char** argv) {
   std::string upstreams;
   for (const auto& u : config->upstreams) upstreams += (upstreams.empty() ? "" : ", ") + u;
   std::fprintf(
-      stderr, "router: serving model '%s' on http://%s:%d (upstreams: %s; %s; %s)\n",
-      config->served_model_name.c_str(), http.host.c_str(), server.port(), upstreams.c_str(),
+      stderr, "router: serving model '%s' on %s://%s:%d (upstreams: %s; %s; %s)\n",
+      config->served_model_name.c_str(), http.tls_cert_file.empty() ? "http" : "https",
+      http.host.c_str(), server.port(), upstreams.c_str(),
       pool.AnyHealthy() ? "healthy" : "none healthy yet",
       keys->enabled() ? (std::to_string(keys->size()) + " API key(s)").c_str() : "no API key");
 
