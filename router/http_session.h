@@ -47,6 +47,7 @@
 // from other threads); the ResponseSink writers called elsewhere hop to the strand first.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -525,7 +526,9 @@ class HttpSession final : public HttpSessionBase,
         if (buffer_.size() >= PipelineLimit()) return;
     }
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(kReadSize),
+    // Into a chunk of its own, not buffer_.prepare(): the parser consumes buffer_ while this
+    // read is in flight (pipelined requests), which moves buffer_'s write position.
+    stream_.async_read_some(asio::buffer(read_chunk_),
                             OnStrand([self = this->shared_from_this()](
                                          beast::error_code ec, size_t n) { self->OnRead(ec, n); }));
   }
@@ -554,7 +557,7 @@ class HttpSession final : public HttpSessionBase,
       // when a pipelined request waits in the buffer).
       return Close();
     }
-    buffer_.commit(n);
+    buffer_.commit(asio::buffer_copy(buffer_.prepare(n), asio::buffer(read_chunk_.data(), n)));
     if (phase_ == SessionPhase::kReadingRequest) return ParseRequest();
     ReadMore();  // Handling/Streaming/Flushing: keep the bytes, keep watching
   }
@@ -627,7 +630,7 @@ class HttpSession final : public HttpSessionBase,
     if (std::exchange(holds_inflight_slot_, false)) load_->inflight.fetch_sub(1);
   }
 
-  static constexpr size_t kReadSize = 16 * 1024;
+  static constexpr size_t kReadSize = 8 * 1024;
 
   Stream stream_;
   const Strand strand_;
@@ -651,7 +654,8 @@ class HttpSession final : public HttpSessionBase,
 
   // Read loop.
   bool reading_ = false;
-  beast::flat_buffer buffer_;
+  std::array<char, kReadSize> read_chunk_;                         // what the read in flight fills
+  beast::flat_buffer buffer_;                                      // bytes read, not yet parsed
   std::optional<http::request_parser<http::string_body>> parser_;  // ReadingRequest
 
   // Write loop.

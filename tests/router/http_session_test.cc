@@ -296,6 +296,20 @@ TEST_F(HttpSessionTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(handler.cancelled, 0);
 }
 
+// After pipelined requests are parsed out of the buffer, the read that was watching the
+// connection meanwhile delivers the next request intact.
+TEST_F(HttpSessionTest, ARequestAfterPipelinedOnesArrivesIntact) {
+  test::stream client(ioc);
+  auto session = Connect(client);
+  Write(client, std::string(kGetA) + kPostB);
+  ASSERT_EQ(Responses(client, 2).size(), 2u);
+  Write(client, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n");
+  const auto r = Responses(client, 3);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[2].body, "/c");
+  EXPECT_EQ(handler.paths.back(), "GET /c");
+}
+
 TEST_F(HttpSessionTest, HangUpWhileAResponseIsPendingCancelsTheExchange) {
   test::stream client(ioc);
   auto session = Connect(client);
