@@ -215,7 +215,9 @@ class HttpSession final : public HttpSessionBase,
   // hop to the strand, in call order.
   void Respond(HttpResponse r) override {
     if (!strand_.running_in_this_thread()) {
-      return Post([self = this->shared_from_this(), r = std::move(r)] { self->Respond(r); });
+      return Post([self = this->shared_from_this(), r = std::move(r)]() mutable {
+        self->Respond(std::move(r));
+      });
     }
     if (phase_ != SessionPhase::kHandling) return;  // no exchange, already streaming, or closed
     Answer(std::move(r));
@@ -234,8 +236,9 @@ class HttpSession final : public HttpSessionBase,
   }
   void StreamWrite(std::string data) override {
     if (!strand_.running_in_this_thread()) {
-      return Post(
-          [self = this->shared_from_this(), data = std::move(data)] { self->StreamWrite(data); });
+      return Post([self = this->shared_from_this(), data = std::move(data)]() mutable {
+        self->StreamWrite(std::move(data));
+      });
     }
     // An empty chunk would read as the last one.
     if (phase_ != SessionPhase::kStreaming || data.empty()) return;
