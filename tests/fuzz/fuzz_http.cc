@@ -72,6 +72,12 @@ void RunReady(asio::io_context& ioc) {
   }
 }
 
+std::string Hex(char c) {
+  static const char* digits = "0123456789abcdef";
+  const auto u = static_cast<unsigned char>(c);
+  return {digits[u >> 4], digits[u & 15]};
+}
+
 // Whether `text` is a sequence of HTTP responses; the last one may be cut short by the close
 // (an HTTP/1.0 stream ends that way).
 std::optional<std::string> ResponsesProblem(const std::string& text) {
@@ -81,14 +87,21 @@ std::optional<std::string> ResponsesProblem(const std::string& text) {
   beast::flat_buffer buffer;
   for (;;) {
     http::response_parser<http::string_body> parser;
-    parser.body_limit(boost::none);
+    parser.body_limit(std::uint64_t{1}
+                      << 40);  // (not boost::none: Boost 1.74 then refuses some bodies)
     parser.header_limit(1 << 20);
     beast::error_code ec;
     http::read(in, buffer, parser, ec);
     if (ec == http::error::end_of_stream || ec == http::error::partial_message) {
       return std::nullopt;
     }
-    if (ec) return "the session wrote a malformed response: " + ec.message();
+    if (ec) {
+      std::string shown;  // what it wrote, printable
+      for (char c : text.substr(0, 4000)) {
+        shown += (c >= 32 && c < 127) || c == '\n' ? std::string(1, c) : "\\x" + Hex(c);
+      }
+      return "the session wrote a malformed response: " + ec.message() + "; it wrote:\n" + shown;
+    }
   }
 }
 
@@ -114,8 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Handlers run on the same thread (the work executor is the io_context): deterministic.
     SessionContext ctx{asio::make_strand(ioc), ioc.get_executor(), router->service.get(),
                        router->limits, router->load};
-    auto session =
-        std::make_shared<HttpSession<test::stream>>(std::move(ctx), std::move(server));
+    auto session = std::make_shared<HttpSession<test::stream>>(std::move(ctx), std::move(server));
     weak = session;
     session->Run();
     session.reset();
