@@ -5,18 +5,25 @@
 //
 // Phases (SessionPhase) and their transitions:
 //
-//   Handshake ──ok──> ReadingRequest ──request──> Handling ──BeginStream──> Streaming
-//   (TLS only)          │     ^                     │  Respond / 429 / 503       │ EndStream
-//                       │     │                     v                            v
-//                       │     └──keep-alive──── Flushing <───────────────────────┘
-//                       │        (queue empty)    │  ^
-//                       └─ bad/oversized request ─┼──┘ (400/413/431, then close)
-//                                                 └──Connection: close──> Closing ──> Closed
+//   Handshake ──> ReadingRequest ──> Handling ──> Streaming ──> Flushing ──> Closing ──> Closed
+//                    ^   |              |                        ^   |
+//                    |   +──────────────+────────────────────────+   |
+//                    +─────────────────── keep-alive ────────────────+
 //
-//   Any phase ──> Closed: the peer hangs up or resets (in Flushing: resets), a read or write
-//   fails or times out, the server shuts down (Shutdown). Entering Closed cancels the pending
-//   exchange (PendingExchange::Cancel) and closes the stream; completions that arrive later are
-//   ignored.
+//   Handshake → ReadingRequest   the TLS handshake succeeded (other streams start reading)
+//   ReadingRequest → Handling    a whole request was parsed
+//   ReadingRequest → Flushing    the parser refused it: 400, 413 or 431 (then close)
+//   Handling → Streaming         BeginStream (its header is queued at once)
+//   Handling → Flushing          Respond, or the session's own 429 / 503 / 500
+//   Streaming → Flushing         EndStream
+//   Flushing → ReadingRequest    keep-alive, once everything is written (pipelined bytes first)
+//   Flushing → Closing           Connection: close (HTTP/1.0, a refused request, draining)
+//   Closing → Closed             the peer closed, or `linger` passed
+//   any → Closed                 the peer hangs up or resets (in Flushing: resets), a read or
+//                                write fails or times out, the server shuts down (Shutdown).
+//                                Entering Closed cancels the pending exchange
+//                                (PendingExchange::Cancel) and closes the stream; completions
+//                                that arrive later are ignored.
 //
 // What each phase means and which deadline runs:
 //   Handshake       TLS server handshake; deadline io_timeout.
