@@ -277,6 +277,10 @@ const std::vector<KeySpec>& Schema() {
              "response bytes queued per connection; beyond it the stream waits for the client"),
       IntKey("router.max_header_bytes", LLM_FIELD(router.http.max_header_bytes), 1024,
              int64_t{1} << 24, "request headers larger than this get 431"),
+      StringKey("router.tls_cert_file", LLM_FIELD(router.http.tls_cert_file), {},
+                "PEM certificate (chain) of the HTTP port; with tls_key_file: HTTPS only"),
+      StringKey("router.tls_key_file", LLM_FIELD(router.http.tls_key_file), {},
+                "PEM private key of router.tls_cert_file"),
       IntKey("router.io_threads", LLM_FIELD(router.http.io_threads), 0, 1024,
              "HTTP I/O threads, and as many threads for request parsing/templating/"
              "tokenization; 0 = the number of cores, at least 2"),
@@ -353,6 +357,13 @@ Status Finish(ClusterConfig* c) {
   ModelSection& m = c->model;
   if (m.served_model_name.empty() && !m.path.empty())
     m.served_model_name = DefaultModelName(m.path);
+  const HttpSection& http = c->router.http;
+  if (http.tls_cert_file.empty() != http.tls_key_file.empty()) {
+    return InvalidArgument(
+        std::string(http.tls_key_file.empty() ? "router.tls_key_file" : "router.tls_cert_file") +
+        " is not set: router.tls_cert_file and router.tls_key_file go together (both: HTTPS; "
+        "neither: plain HTTP)");
+  }
   if (c->router.upstreams.empty()) {
     c->router.upstreams.push_back(c->coordinator.host + ":" + std::to_string(c->coordinator.port));
   }

@@ -90,6 +90,9 @@ struct HttpSection {
   // back-pressure: beyond either limit a request gets 429 with Retry-After
   int max_connections = 1024;
   int max_inflight_requests = 256;
+  // PEM certificate (chain) and private key: both set, the HTTP port speaks HTTPS only
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // router.*

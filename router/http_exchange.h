@@ -1,5 +1,5 @@
-// The seam between the HTTP server (Beast, http_server.cc) and the OpenAI service: plain C++
-// types only. One request/response exchange at a time per connection.
+// The seam between the HTTP server (Beast: http_server.cc, http_session.h) and the OpenAI
+// service: plain C++ types only. One request/response exchange at a time per connection.
 #pragma once
 
 #include <functional>

@@ -1,7 +1,9 @@
-// HTTP/1.1 server on Boost.Beast (kept inside http_server.cc): one session per connection
-// with keep-alive, limits on header and body size (413 with OpenAI error JSON), a timeout on
-// every read, a bounded write queue (producers wait through ResponseSink::WhenWritable), and
-// disconnect detection while a response is pending (PendingExchange::Cancel).
+// HTTP/1.1 server on Boost.Beast (kept inside router/: http_server.cc accepts, each connection
+// is an HttpSession, the state machine of router/http_session.h) with keep-alive, limits on
+// header and body size (413/431 with OpenAI error JSON), a timeout on every read and write, a
+// bounded write queue (producers wait through ResponseSink::WhenWritable), and disconnect
+// detection while a response is pending (PendingExchange::Cancel). With a certificate and key
+// the port speaks HTTPS only (a plain HTTP client's handshake fails and it is disconnected).
 //
 // Back-pressure: beyond max_connections open connections, or max_inflight_requests exchanges
 // in progress, a request gets 429 with Retry-After (OpenAI error JSON, rate_limit_error)
@@ -38,6 +40,10 @@ struct HttpServerOptions {
   int max_inflight_requests = 256;  // exchanges in progress (all connections); beyond: 429
   int retry_after_s = 1;            // the Retry-After of a 429
   int accept_backoff_ms = 100;      // after a failed accept()
+  // PEM files (router.tls_cert_file, router.tls_key_file): both set, the port speaks TLS only;
+  // both empty: plain HTTP. Start() fails naming the file when one cannot be used.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class HttpServer {
@@ -48,7 +54,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds, listens and starts the I/O threads. kUnavailable when the address cannot be bound.
+  // Loads the TLS files (kInvalidArgument naming the key and file when they cannot be used),
+  // binds, listens and starts the I/O threads. kUnavailable when the address cannot be bound.
   Status Start();
   int port() const;
   // Connections open now (accepted and not yet destroyed).

@@ -153,6 +153,8 @@ int Run(int argc, char** argv) {
                  http.host.c_str());
   }
   http.port = config->router.http.port;
+  http.tls_cert_file = config->router.http.tls_cert_file;
+  http.tls_key_file = config->router.http.tls_key_file;
   http.max_body_bytes = config->router.http.max_body_bytes;
   http.max_connections = config->router.http.max_connections;
   http.max_inflight_requests = config->router.http.max_inflight_requests;
@@ -176,8 +178,9 @@ int Run(int argc, char** argv) {
   std::string upstreams;
   for (const auto& u : config->router.upstreams) upstreams += (upstreams.empty() ? "" : ", ") + u;
   std::fprintf(
-      stderr, "router: serving model '%s' on http://%s:%d (upstreams: %s; %s; %s)\n",
-      config->model.served_model_name.c_str(), http.host.c_str(), server.port(), upstreams.c_str(),
+      stderr, "router: serving model '%s' on %s://%s:%d (upstreams: %s; %s; %s)\n",
+      config->model.served_model_name.c_str(), http.tls_cert_file.empty() ? "http" : "https",
+      http.host.c_str(), server.port(), upstreams.c_str(),
       pool.AnyHealthy() ? "healthy" : "none healthy yet",
       keys->enabled() ? (std::to_string(keys->size()) + " API key(s)").c_str() : "no API key");
 

@@ -9,7 +9,7 @@ fi
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libboost-dev libboost-system-dev
+  libboost-dev libboost-system-dev libssl-dev openssl
   libopenmpi-dev openmpi-bin
   libyaml-cpp-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev

@@ -41,7 +41,8 @@ w('openai_request', 'detokenize', b'\x03' + json.dumps({"model": "demo", "tokens
 w('openai_request', 'deep', b'\x04' + b'{"a":' + b'[' * 80 + b']' * 80 + b'}')
 
 
-# (b) http: raw bytes on one connection
+# (b) http: byte 0 read size (0: no limit), byte 1 write size (0: no limit), byte 2 from 0xC0:
+# the stream operation byte2 - 0xBF fails; then the bytes the client sends on one connection
 def req(method, path, body=b'', extra=''):
     h = f'{method} {path} HTTP/1.1\r\nHost: localhost\r\n{extra}'
     if body or method == 'POST':
@@ -49,22 +50,34 @@ def req(method, path, body=b'', extra=''):
     return h.encode() + b'\r\n' + body
 
 
-w('http', 'health', req('GET', '/health'))
-w('http', 'models', req('GET', '/v1/models'))
-w('http', 'tokenize', req('POST', '/tokenize', json.dumps({"model": "demo-llama", "prompt": "Hello world"}).encode()))
-w('http', 'tokenize_chat', req('POST', '/tokenize', json.dumps(
+def http(name, data, read_size=0, write_size=0, fail=0):
+    w('http', name, bytes([read_size, write_size, 0xBF + fail if fail else 0]) + data)
+
+
+http('health', req('GET', '/health'))
+http('models', req('GET', '/v1/models'))
+http('tokenize', req('POST', '/tokenize', json.dumps({"model": "demo-llama", "prompt": "Hello world"}).encode()))
+http('tokenize_chat', req('POST', '/tokenize', json.dumps(
     {"model": "demo-llama", "messages": [{"role": "user", "content": "Hi </s><s>"}]}).encode()))
-w('http', 'detokenize', req('POST', '/detokenize', json.dumps({"model": "demo-llama", "tokens": [1, 2, 3, 300]}).encode()))
-w('http', 'chat', req('POST', '/v1/chat/completions', json.dumps(
+http('detokenize', req('POST', '/detokenize', json.dumps({"model": "demo-llama", "tokens": [1, 2, 3, 300]}).encode()))
+http('chat', req('POST', '/v1/chat/completions', json.dumps(
     {"model": "demo-llama", "messages": [{"role": "user", "content": "Hi"}], "stream": True}).encode()))
-w('http', 'completions', req('POST', '/v1/completions', json.dumps(
+http('completions', req('POST', '/v1/completions', json.dumps(
     {"model": "demo-llama", "prompt": "Once", "max_tokens": 4}).encode(), 'Authorization: Bearer sk-x\r\n'))
 body = json.dumps({"model": "demo-llama", "prompt": "chunked"}).encode()
-w('http', 'chunked_pipelined',
-  b'POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n'
-  + (b'%x\r\n' % len(body)) + body + b'\r\n0\r\n\r\n' + req('GET', '/health')
-  + req('GET', '/metrics', b'', 'Connection: close\r\n'))
-w('http', 'http10', b'GET /health HTTP/1.0\r\n\r\n')
+pipelined = (b'POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n'
+             + (b'%x\r\n' % len(body)) + body + b'\r\n0\r\n\r\n' + req('GET', '/health')
+             + req('GET', '/metrics', b'', 'Connection: close\r\n'))
+http('chunked_pipelined', pipelined)
+http('chunked_pipelined_fragments', pipelined, read_size=7, write_size=5)
+http('http10', b'GET /health HTTP/1.0\r\n\r\n')
+http('health_bytewise', req('GET', '/health') + req('GET', '/v1/models'), read_size=1, write_size=1)
+http('tokenize_fail_op3', req('POST', '/tokenize', json.dumps({"model": "demo-llama", "prompt": "x"}).encode())
+     + req('GET', '/health'), fail=3)
+http('expect_continue_no_body', req('POST', '/tokenize', b'', 'Expect: 100-continue\r\n')
+     .replace(b'Content-Length: 0', b'Content-Length: 40'))
+http('bad_request', b'GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n')
+
 
 # (c) tokenizer: first byte: low 4 bits pick the tokenizer (0 = demo, then ../shared/tokenizers
 # sorted), 0x10 add_special, 0x20 parse_special, 0x40 skip_special, 0x80 decode (int32 ids)

@@ -18,7 +18,26 @@ TEST(RouterConfig, Defaults) {
   EXPECT_EQ(c->router.http.io_timeout_s, 60);
   EXPECT_EQ(c->router.http.write_queue_bytes, 256 * 1024);
   EXPECT_EQ(c->router.http.max_header_bytes, 16 * 1024);
-  EXPECT_EQ(c->router.http.io_threads, 0);  // the number of cores, at least 2
+  EXPECT_EQ(c->router.http.io_threads, 0);      // the number of cores, at least 2
+  EXPECT_EQ(c->router.http.tls_cert_file, "");  // plain HTTP
+  EXPECT_EQ(c->router.http.tls_key_file, "");
+}
+
+// HTTPS on the router's port: both files or neither; one alone is an error naming the other.
+TEST(RouterConfig, TlsCertificateAndKeyGoTogether) {
+  auto c = ParseClusterConfig("router: {tls_cert_file: /etc/llm/cert.pem}", "cluster.yaml",
+                              {{"router.tls_key_file", "/etc/llm/key.pem"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->router.http.tls_cert_file, "/etc/llm/cert.pem");
+  EXPECT_EQ(c->router.http.tls_key_file, "/etc/llm/key.pem");
+  c = ParseClusterConfig("router: {tls_cert_file: /etc/llm/cert.pem}", "cluster.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("router.tls_key_file"), std::string::npos)
+      << c.status().message();
+  c = ParseClusterConfig("", "cluster.yaml", {{"router.tls_key_file", "/etc/llm/key.pem"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("router.tls_cert_file"), std::string::npos)
+      << c.status().message();
 }
 
 TEST(RouterConfig, KeysAndOverrides) {
@@ -63,8 +82,9 @@ TEST(RouterConfig, DeployExampleDocumentsEveryRouterKnob) {
   ASSERT_TRUE(example.ok()) << example.status().ToString();
   auto defaults = ParseClusterConfig("", "empty.yaml");
   ASSERT_TRUE(defaults.ok());
-  for (const char* key : {"health_check_interval_ms:", "shutdown_grace_s:", "io_timeout_s:",
-                          "write_queue_bytes:", "max_header_bytes:", "io_threads:"}) {
+  for (const char* key :
+       {"health_check_interval_ms:", "shutdown_grace_s:", "io_timeout_s:", "write_queue_bytes:",
+        "max_header_bytes:", "io_threads:", "tls_cert_file:", "tls_key_file:"}) {
     const size_t router = text.str().find("\nrouter:");
     ASSERT_NE(router, std::string::npos);
     EXPECT_NE(text.str().find(std::string("  ") + key, router), std::string::npos)
@@ -76,6 +96,8 @@ TEST(RouterConfig, DeployExampleDocumentsEveryRouterKnob) {
   EXPECT_EQ(example->router.http.write_queue_bytes, defaults->router.http.write_queue_bytes);
   EXPECT_EQ(example->router.http.max_header_bytes, defaults->router.http.max_header_bytes);
   EXPECT_EQ(example->router.http.io_threads, defaults->router.http.io_threads);
+  EXPECT_EQ(example->router.http.tls_cert_file, defaults->router.http.tls_cert_file);
+  EXPECT_EQ(example->router.http.tls_key_file, defaults->router.http.tls_key_file);
 }
 
 }  // namespace
