@@ -101,8 +101,21 @@ struct HttpServer::Impl {
   }
 };
 
+namespace {
+
+HttpServerOptions Resolved(HttpServerOptions o) {
+  if (o.host.empty()) o.host = "127.0.0.1";
+  if (o.io_threads <= 0) {
+    o.io_threads = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  }
+  if (o.work_threads <= 0) o.work_threads = o.io_threads;
+  return o;
+}
+
+}  // namespace
+
 HttpServer::HttpServer(HttpServerOptions options, RequestHandler& handler)
-    : impl_(std::make_unique<Impl>(std::move(options), handler)) {}
+    : impl_(std::make_unique<Impl>(Resolved(std::move(options)), handler)) {}
 
 HttpServer::~HttpServer() {
   Stop();

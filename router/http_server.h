@@ -16,34 +16,23 @@
 #include <memory>
 #include <string>
 
+#include "common/config_sections.h"
 #include "common/status.h"
 #include "router/http_exchange.h"
 
 namespace llm::router {
 
-struct HttpServerOptions {
-  std::string host = "0.0.0.0";
-  int port = 2000;  // 0: any free port (see HttpServer::port())
-  // Threads that run the sockets: accept, reads, writes, /health, and the streaming of
-  // responses (detokenizing, stop strings) on each connection's strand.
-  int io_threads = 2;
+// router.* keys about HTTP (common/config_sections.h: host, port, limits, timeouts, TLS files)
+// as the server takes them, plus what only the server decides. `host` empty: 127.0.0.1 (the
+// router resolves its default from the API keys first); `io_threads` 0: the cores, at least 2
+// (several even on one core: a connection whose strand is busy streaming must not hold up
+// accept() and /health).
+struct HttpServerOptions : HttpSection {
   // Threads that run request handlers (JSON parsing, chat templating, tokenization), so that
-  // one big request never holds an I/O thread.
-  int work_threads = 2;
-  int64_t max_body_bytes = 1 << 20;
-  uint32_t max_header_bytes = 16 * 1024;
-  // Reading one request (an idle keep-alive connection included) and each write: a client
-  // that stops reading its stream is disconnected and its request cancelled upstream.
-  int io_timeout_s = 60;
-  size_t write_queue_bytes = 256 * 1024;
-  int max_connections = 1024;       // open connections; beyond: their requests get 429
-  int max_inflight_requests = 256;  // exchanges in progress (all connections); beyond: 429
-  int retry_after_s = 1;            // the Retry-After of a 429
-  int accept_backoff_ms = 100;      // after a failed accept()
-  // PEM files (router.tls_cert_file, router.tls_key_file): both set, the port speaks TLS only;
-  // both empty: plain HTTP. Start() fails naming the file when one cannot be used.
-  std::string tls_cert_file;
-  std::string tls_key_file;
+  // one big request never holds an I/O thread; 0: as many as I/O threads.
+  int work_threads = 0;
+  int retry_after_s = 1;        // the Retry-After of a 429
+  int accept_backoff_ms = 100;  // after a failed accept()
 };
 
 class HttpServer {

@@ -5,10 +5,10 @@ namespace llm::router {
 
 SessionLimits SessionLimits::From(const HttpServerOptions& options) {
   SessionLimits l;
-  l.max_header_bytes = options.max_header_bytes;
+  l.max_header_bytes = static_cast<uint32_t>(options.max_header_bytes);
   l.max_body_bytes = static_cast<uint64_t>(options.max_body_bytes);
   l.io_timeout = std::chrono::seconds(options.io_timeout_s);
-  l.write_queue_bytes = options.write_queue_bytes;
+  l.write_queue_bytes = static_cast<size_t>(options.write_queue_bytes);
   l.max_connections = options.max_connections;
   l.max_inflight_requests = options.max_inflight_requests;
   l.retry_after_s = options.retry_after_s;

@@ -139,6 +139,7 @@ int Run(int argc, char** argv) {
   }
 
   llm::router::HttpServerOptions http;
+  static_cast<llm::HttpSection&>(http) = config->router.http;  // the section as configured
   http.host = llm::router::BindHost(config->router.http.host, *keys);
   if (!keys->enabled() && config->router.http.host.empty()) {
     std::fprintf(stderr,
@@ -152,21 +153,6 @@ int Run(int argc, char** argv) {
                  "port can use the API\n",
                  http.host.c_str());
   }
-  http.port = config->router.http.port;
-  http.tls_cert_file = config->router.http.tls_cert_file;
-  http.tls_key_file = config->router.http.tls_key_file;
-  http.max_body_bytes = config->router.http.max_body_bytes;
-  http.max_connections = config->router.http.max_connections;
-  http.max_inflight_requests = config->router.http.max_inflight_requests;
-  http.io_timeout_s = config->router.http.io_timeout_s;
-  http.write_queue_bytes = static_cast<size_t>(config->router.http.write_queue_bytes);
-  http.max_header_bytes = static_cast<uint32_t>(config->router.http.max_header_bytes);
-  // Several I/O threads even on one core: a connection whose strand is busy (stop strings of a
-  // big stream) must not hold up accept() and /health.
-  http.io_threads = config->router.http.io_threads > 0
-                        ? config->router.http.io_threads
-                        : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
-  http.work_threads = http.io_threads;
   llm::router::HttpServer server(http, service);
   service.SetServerGauges([&server] {
     return std::pair<int, int>{server.open_connections(), server.busy_connections()};
