@@ -28,6 +28,8 @@ class BlockManager {
   // Free blocks that still hold a registered prefix.
   int num_cached_free() const;
   bool prefix_caching() const { return prefix_caching_; }
+  // Sequences holding `block` (tests check these balance).
+  int ref_count(int32_t block) const { return ref_counts_[static_cast<size_t>(block)]; }
   int BlocksFor(int tokens) const { return (tokens + block_size_ - 1) / block_size_; }
 
   // Extra blocks `table` needs to hold `tokens` tokens.
