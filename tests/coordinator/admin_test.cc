@@ -225,7 +225,7 @@ TEST(CoordinatorAdmin, DrainWaitReturnsWhenNothingRuns) {
     auto r = std::make_unique<Running>();
     r->ctx.set_deadline(In(120));
     r->reader =
-        w.generation().Generate(&r->ctx, MakeRequest({1, 403, static_cast<int>(407 + i)}, 300));
+        w.generation().Generate(&r->ctx, MakeRequest({1, 403, static_cast<int>(407 + i)}, 800));
     pb::GenerateResponse msg;
     ASSERT_TRUE(r->reader->Read(&msg));
     r->tokens += msg.token_ids_size();
@@ -250,7 +250,7 @@ TEST(CoordinatorAdmin, DrainWaitReturnsWhenNothingRuns) {
   EXPECT_EQ(j["remaining"], 0);
   for (auto& r : running) {
     EXPECT_TRUE(r->reader->Finish().ok());
-    EXPECT_EQ(r->tokens, 300);
+    EXPECT_EQ(r->tokens, 800);
   }
   EXPECT_TRUE(GetStats(w).draining());
 
@@ -258,7 +258,8 @@ TEST(CoordinatorAdmin, DrainWaitReturnsWhenNothingRuns) {
   ASSERT_EQ(rc, 0);
   grpc::ClientContext ctx;
   ctx.set_deadline(In(120));
-  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 400));
+  // 2,000 tokens: seconds of work even on a fast CPU, against a 1 s wait.
+  auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 2000));
   pb::GenerateResponse msg;
   ASSERT_TRUE(reader->Read(&msg));
   const std::string late = RunCommand(bin + "drain --wait --wait-timeout-s 1 2>/dev/null", &rc);
