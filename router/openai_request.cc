@@ -1,11 +1,12 @@
 #include "router/openai_request.h"
 
-#include "common/sampling_params.h"
-
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
 
+#include "common/sampling_params.h"
 #include "router/json_body.h"
 
 namespace llm::router {
@@ -187,6 +188,7 @@ void RejectUnsupported(FieldReader& r) {
 }
 
 void ReadGenerationOptions(FieldReader& r, const RequestLimits& limits, GenerationOptions* o) {
+  o->sampling = limits.default_sampling;  // the model's generation_config.json, if any
   // Ranges from the one table the coordinator and the sampler validate with.
   SamplingParams& s = o->sampling;
   auto number = [&](const ParamRange& range, float* out) {
@@ -440,6 +442,42 @@ std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, const Requ
   if (!tokens) return InvalidParam("tokens", "'tokens' is required");
   ReadTokenIds(r, *tokens, "tokens", &out->tokens);
   return r.error;
+}
+
+StatusOr<SamplingParams> SamplingDefaultsFromModel(const std::string& model_path) {
+  SamplingParams p;
+  const std::filesystem::path file = std::filesystem::path(model_path) / "generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return p;  // a .gguf, or no file
+  if (std::filesystem::file_size(file, ec) > (1u << 20)) {
+    return InvalidArgument(file.string() + ": larger than 1 MiB");
+  }
+  std::ifstream in(file);
+  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidArgument(file.string() + ": not a JSON object");
+  }
+  const auto number = [&](const char* key, float* out) -> Status {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return Status::Ok();
+    if (!it->is_number()) return InvalidArgument(file.string() + ": '" + key + "' is not a number");
+    *out = it->get<float>();
+    return Status::Ok();
+  };
+  LLM_RETURN_IF_ERROR(number("temperature", &p.temperature));
+  LLM_RETURN_IF_ERROR(number("top_p", &p.top_p));
+  LLM_RETURN_IF_ERROR(number("min_p", &p.min_p));
+  LLM_RETURN_IF_ERROR(number("repetition_penalty", &p.repetition_penalty));
+  if (const auto it = j.find("top_k"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < -1 || it->get<int64_t>() > INT32_MAX) {
+      return InvalidArgument(file.string() + ": 'top_k' is not an integer in [-1, 2^31)");
+    }
+    p.top_k = std::max(0, it->get<int>());
+  }
+  if (Status s = ValidateSamplingParams(p, INT32_MAX); !s.ok()) {
+    return InvalidArgument(file.string() + ": " + s.message());
+  }
+  return p;
 }
 
 std::optional<ApiError> CheckContextLength(int64_t prompt_tokens, int64_t max_model_len,

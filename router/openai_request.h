@@ -14,6 +14,7 @@
 
 #include "common/config_sections.h"
 #include "common/sampling_params.h"
+#include "common/status.h"
 #include "router/api_error.h"
 
 namespace llm::router {
@@ -22,7 +23,15 @@ namespace llm::router {
 // one model name served.
 struct RequestLimits : RequestCaps {
   std::string served_model_name;
+  // What a request that does not set a sampling field gets: the model's
+  // generation_config.json (as vLLM does), else SamplingParams' own defaults.
+  SamplingParams default_sampling;
 };
+
+// The sampling defaults of a model folder's generation_config.json (temperature, top_p, top_k,
+// min_p, repetition_penalty; other keys are ignored), on top of SamplingParams' own; no file:
+// those. A value of the wrong type or out of range is an error naming the file and key.
+StatusOr<SamplingParams> SamplingDefaultsFromModel(const std::string& model_path);
 
 // What every generation request shares (chat and completions).
 struct GenerationOptions {

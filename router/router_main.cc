@@ -122,6 +122,22 @@ int Run(int argc, char** argv) {
   llm::router::RequestLimits& limits = service_options.limits;
   static_cast<llm::RequestCaps&>(limits) = config->router.caps;
   limits.served_model_name = config->model.served_model_name;
+  if (auto d = llm::router::SamplingDefaultsFromModel(config->model.path); !d.ok()) {
+    std::fprintf(stderr, "router: %s\n", d.status().ToString().c_str());
+    return 2;
+  } else {
+    limits.default_sampling = *d;
+    const llm::SamplingParams& p = *d;
+    const llm::SamplingParams none;
+    if (p.temperature != none.temperature || p.top_p != none.top_p || p.top_k != none.top_k ||
+        p.min_p != none.min_p || p.repetition_penalty != none.repetition_penalty) {
+      std::fprintf(stderr,
+                   "router: sampling defaults from the model's generation_config.json (for "
+                   "requests that do not set them): temperature %g, top_p %g, top_k %d, min_p %g, "
+                   "repetition_penalty %g\n",
+                   p.temperature, p.top_p, p.top_k, p.min_p, p.repetition_penalty);
+    }
+  }
   service_options.request_timeout = std::chrono::seconds(config->router.request_timeout_s);
   service_options.api_keys = *keys;
   service_options.health_requires_key = config->router.health_requires_key;

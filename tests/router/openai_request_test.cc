@@ -2,6 +2,10 @@
 #include "router/openai_request.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 namespace llm::router {
 namespace {
@@ -356,6 +360,52 @@ TEST(OpenAiRequest, UnsupportedFieldsAreRejected) {
   ChatRequest req;
   ASSERT_FALSE(ParseChatRequest(Chat({{"priority", -5}}).dump(), limits, &req).has_value());
   EXPECT_EQ(req.options.priority, -5);
+}
+
+// generation_config.json gives the sampling defaults of requests that do not set them (vLLM).
+TEST(SamplingDefaults, FromGenerationConfig) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("gen_config_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& text) {
+    std::ofstream(dir / "generation_config.json") << text;
+  };
+  auto none = SamplingDefaultsFromModel((dir / "absent").string());
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->temperature, SamplingParams{}.temperature);
+
+  write(R"({"bos_token_id": 1, "do_sample": true, "temperature": 0.6, "top_p": 0.9,
+            "top_k": 20, "repetition_penalty": 1.05})");
+  auto d = SamplingDefaultsFromModel(dir.string());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_FLOAT_EQ(d->temperature, 0.6f);
+  EXPECT_FLOAT_EQ(d->top_p, 0.9f);
+  EXPECT_EQ(d->top_k, 20);
+  EXPECT_FLOAT_EQ(d->repetition_penalty, 1.05f);
+
+  RequestLimits limits = Limits();
+  limits.default_sampling = *d;
+  CompletionRequest plain;
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt": "x"})", limits, &plain).has_value());
+  EXPECT_FLOAT_EQ(plain.options.sampling.temperature, 0.6f);
+  EXPECT_EQ(plain.options.sampling.top_k, 20);
+  CompletionRequest greedy;
+  ASSERT_FALSE(
+      ParseCompletionRequest(R"({"prompt": "x", "temperature": 0, "top_k": -1})", limits, &greedy)
+          .has_value());
+  EXPECT_EQ(greedy.options.sampling.temperature, 0.0f);  // the request wins
+  EXPECT_EQ(greedy.options.sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(greedy.options.sampling.top_p, 0.9f);
+
+  for (const char* bad :
+       {R"({"temperature": "hot"})", R"({"temperature": 5})", R"({"top_k": 1.5})", R"([1, 2])"}) {
+    write(bad);
+    auto e = SamplingDefaultsFromModel(dir.string());
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.status().message().find("generation_config.json"), std::string::npos)
+        << e.status().message();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
