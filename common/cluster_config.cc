@@ -253,6 +253,9 @@ const std::vector<KeySpec>& Schema() {
               "LLM_API_KEY environment variable; none = no authentication"),
       StringKey("router.api_key_file", LLM_FIELD(router.api_key_file), {},
                 "file with one API key per line ('#' comments); empty = none"),
+      StringKey("router.admin_token", LLM_FIELD(router.admin_token), {},
+                "token for the /upstreams admin routes (Authorization: Bearer); empty: "
+                "LLM_ADMIN_TOKEN, else only clients on this host"),
       BoolKey("router.health_requires_key", LLM_FIELD(router.health_requires_key),
               "/health needs a key too (when keys are set); default: open for load balancers"),
       IntKey("router.max_connections", LLM_FIELD(router.http.max_connections), 1, 1 << 20,
@@ -284,6 +287,11 @@ const std::vector<KeySpec>& Schema() {
       IntKey("router.io_threads", LLM_FIELD(router.http.io_threads), 0, 1024,
              "HTTP I/O threads, and as many threads for request parsing/templating/"
              "tokenization; 0 = the number of cores, at least 2"),
+      StringKey("log.level", LLM_FIELD(log.level),
+                {"trace", "debug", "info", "warn", "error", "critical", "off"},
+                "least severe log level written to stderr"),
+      StringKey("log.format", LLM_FIELD(log.format), {"text", "json"},
+                "log lines as text or as one JSON object per line (for log shippers)"),
   };
   return schema;
 }
@@ -303,7 +311,7 @@ Status ApplyYaml(const YAML::Node& root, const std::string& source, ClusterConfi
     const std::string sname = section.first.as<std::string>();
     if (!section.second.IsMap()) {
       return InvalidArgument(source + ": '" + sname +
-                             "' must be a section (model, engine, coordinator, router)");
+                             "' must be a section (model, engine, coordinator, router, log)");
     }
     for (const auto& entry : section.second) {
       const std::string key = sname + "." + entry.first.as<std::string>();

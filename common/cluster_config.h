@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/config_sections.h"
+#include "common/log.h"
 #include "common/status.h"
 
 namespace llm {
@@ -20,6 +21,7 @@ struct ClusterConfig {
   EngineSection engine;
   CoordinatorSection coordinator;
   RouterSection router;
+  LogSection log;
 };
 
 // One key of the schema, for help texts and command-line layers (common/cli.h).

@@ -106,6 +106,9 @@ struct RouterSection {
   std::vector<std::string> api_keys;
   std::string api_key_file;
   bool health_requires_key = false;
+  // GET/POST/DELETE /upstreams need 'Authorization: Bearer <admin_token>'; empty:
+  // LLM_ADMIN_TOKEN, and with neither only clients on this host may use them.
+  std::string admin_token;
   // special-token text in chat message content becomes control tokens (vLLM) or, by default,
   // stays text
   bool special_tokens_in_messages = false;

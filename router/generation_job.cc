@@ -54,7 +54,8 @@ v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec
   const GenerationOptions& o = spec.options;
   v1::GenerateRequest req;
   req.set_api_version(kGenerateApiVersion);
-  req.set_request_id(spec.meta.id + "-" + std::to_string(choice.index));
+  const std::string& id = spec.request_id.empty() ? spec.meta.id : spec.request_id;
+  req.set_request_id(spec.choices.size() > 1 ? id + "-" + std::to_string(choice.index) : id);
   req.mutable_prompt_token_ids()->Add(choice.prompt_ids->begin(), choice.prompt_ids->end());
   v1::SamplingParams* s = req.mutable_sampling();
   const SamplingParams& p = o.sampling;
@@ -281,10 +282,11 @@ void GenerationJob::OnDone(size_t i, const std::optional<ApiError>& error) {
 }
 
 void GenerationJob::Record() {
-  if (recorded_ || !spec_.metrics) return;
+  if (recorded_ || (!spec_.metrics && !spec_.outcome)) return;
   recorded_ = true;
   RequestRecord r;
   r.ok = !error_ && !cancelled_;
+  if (error_) r.error = error_->message;
   r.prompt_tokens = spec_.prompt_tokens;
   for (auto& c : choices_) {
     r.generation_tokens += c->completion_tokens;
@@ -303,7 +305,8 @@ void GenerationJob::Record() {
                  static_cast<double>(choices_.size()) / static_cast<double>(after_first);
     }
   }
-  spec_.metrics->ObserveRequest(r);
+  if (spec_.metrics) spec_.metrics->ObserveRequest(r);
+  if (spec_.outcome) *spec_.outcome = std::move(r);
 }
 
 void GenerationJob::Finish() {

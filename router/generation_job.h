@@ -34,15 +34,19 @@ struct JobChoiceSpec {
 
 struct JobSpec {
   bool chat = true;
+  std::string request_id;  // the HTTP request's id (X-Request-Id): names the upstream calls
   ResponseMeta meta;
   GenerationOptions options;  // max_tokens resolved
   std::vector<JobChoiceSpec> choices;
   int64_t prompt_tokens = 0;  // for usage: each prompt counted once
   std::chrono::seconds timeout{600};
   std::shared_ptr<RouterMetrics> metrics;  // null: not recorded
+  // Filled with what the finished request did, for the request's log line; null: not kept.
+  std::shared_ptr<RequestRecord> outcome;
 };
 
-// Builds the Generate request of one choice.
+// Builds the Generate request of one choice. Its request_id is the HTTP request's id, with
+// "-<choice index>" appended when the request has several choices.
 v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec& choice);
 
 class GenerationJob : public PendingExchange, public std::enable_shared_from_this<GenerationJob> {

@@ -14,7 +14,12 @@ struct HttpRequest {
   std::string method;         // "GET", "POST", ...
   std::string path;           // without the query string
   std::string authorization;  // the Authorization header ("" when absent)
+  // The client's X-Request-Id when it is 1-128 printable ASCII characters without spaces,
+  // else a new random one: it names the request in every log line (router and coordinator)
+  // and comes back in the X-Request-Id response header.
+  std::string request_id;
   std::string body;
+  bool from_loopback = false;  // the client connected from this host (127.0.0.0/8, ::1)
 };
 
 struct HttpResponse {

@@ -1,6 +1,8 @@
 // The parts of the HTTP session (router/http_session.h) that do not depend on the stream type.
 #include "router/http_session.h"
 
+#include <random>
+
 namespace llm::router {
 
 SessionLimits SessionLimits::From(const HttpServerOptions& options) {
@@ -37,8 +39,21 @@ const char* SessionPhaseName(SessionPhase phase) {
 
 namespace session_detail {
 
+std::string RequestIdFromHeader(std::string_view client_id) {
+  bool usable = !client_id.empty() && client_id.size() <= kMaxRequestIdBytes;
+  for (const char c : client_id) usable = usable && c > ' ' && c < 0x7f;
+  if (usable) return std::string(client_id);
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char* kHex = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 32; ++i) id += kHex[rng() & 15];
+  return id;
+}
+
 HttpRequest ToHttpRequest(http::request<http::string_body>&& request) {
   HttpRequest r;
+  const beast::string_view client_id = request["X-Request-Id"];
+  r.request_id = RequestIdFromHeader(std::string_view(client_id.data(), client_id.size()));
   r.method = std::string(request.method_string());
   const beast::string_view target = request.target();
   r.path = std::string(target.substr(0, target.find('?')));

@@ -74,6 +74,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -138,7 +139,12 @@ const char* SessionPhaseName(SessionPhase phase);
 
 // The parts of a session that do not depend on the stream type (http_session.cc).
 namespace session_detail {
-// The request as the handler sees it (the query string dropped).
+// Client request ids longer than this are replaced (they end up in every log line).
+inline constexpr size_t kMaxRequestIdBytes = 128;
+// `client_id` when usable as a request id (1-128 printable ASCII, no spaces), else a new random
+// 32-hex-digit one.
+std::string RequestIdFromHeader(std::string_view client_id);
+// The request as the handler sees it (the query string dropped, its request id decided).
 HttpRequest ToHttpRequest(http::request<http::string_body>&& request);
 // A complete response with Content-Length.
 std::unique_ptr<BeastResponse> FullResponse(HttpResponse response, bool keep_alive);
@@ -237,8 +243,9 @@ class HttpSession final : public HttpSessionBase,
     }
     if (phase_ != SessionPhase::kHandling) return;
     if (load_->draining.load() || !http11_) keep_alive_ = false;
-    Enqueue(
-        {Frame::kHead, session_detail::StreamHead(status, content_type, http11_, keep_alive_), {}});
+    auto head = session_detail::StreamHead(status, content_type, http11_, keep_alive_);
+    head->set("X-Request-Id", request_id_);
+    Enqueue({Frame::kHead, std::move(head), {}});
     Enter(SessionPhase::kStreaming);
   }
   void StreamWrite(std::string data) override {
@@ -376,6 +383,7 @@ class HttpSession final : public HttpSessionBase,
   // connection cannot be framed: it closes after the answer.
   void RefuseRequest(const beast::error_code& ec) {
     keep_alive_ = false;
+    request_id_.clear();  // no request was read
     Answer(ApiErrorResponse(session_detail::RequestReadError(ec, limits_)));
   }
 
@@ -387,6 +395,12 @@ class HttpSession final : public HttpSessionBase,
     keep_alive_ = req.keep_alive();
     http11_ = req.version() >= 11;
     HttpRequest request = session_detail::ToHttpRequest(std::move(req));
+    request_id_ = request.request_id;
+    if constexpr (kStreamIsTcp<Stream>) {
+      beast::error_code ec;
+      const auto peer = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
+      request.from_loopback = !ec && peer.address().is_loopback();
+    }
     Enter(SessionPhase::kHandling);
     if (!Admit(request)) return;
     // Watch for a client that goes away while the response is pending, also when it already
@@ -469,6 +483,7 @@ class HttpSession final : public HttpSessionBase,
   // Handling (or a refused request) → Flushing with a whole response.
   void Answer(HttpResponse r) {
     if (load_->draining.load()) keep_alive_ = false;
+    if (!request_id_.empty()) r.headers.emplace_back("X-Request-Id", request_id_);
     Enqueue({Frame::kMessage, session_detail::FullResponse(std::move(r), keep_alive_), {}});
     EndExchange();
   }
@@ -658,6 +673,7 @@ class HttpSession final : public HttpSessionBase,
 
   // The exchange (Handling, Streaming): the request's framing, and what to cancel.
   uint64_t exchange_id_ = 0;  // counts exchanges; Adopt matches its handler's
+  std::string request_id_;    // of the exchange in progress: sent as X-Request-Id
   bool keep_alive_ = true;    // the response says keep-alive; false closes after it
   bool http11_ = true;        // chunked streams (HTTP/1.0: raw until close)
   std::shared_ptr<PendingExchange> exchange_;

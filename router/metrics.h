@@ -44,6 +44,7 @@ struct RequestRecord {
   double ttft_s = -1;  // time to the first token; < 0: none came
   double e2e_s = 0;
   double tpot_s = -1;  // mean time per output token after the first; < 0: fewer than 2
+  std::string error;   // the error the client got ("" when ok)
 };
 
 // One coordinator's Admin.Stats at scrape time (ok false: it did not answer).

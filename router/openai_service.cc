@@ -1,9 +1,12 @@
 #include "router/openai_service.h"
 
+#include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <map>
-#include <random>
+#include <optional>
 
+#include "common/log.h"
 #include "common/version.h"
 #include "router/api_error.h"
 #include "router/chat_prompt.h"
@@ -23,40 +26,112 @@ HttpResponse JsonResponse(const json& body) {
   return {200, "application/json", JsonText(body), {}};
 }
 
-std::string RandomId(const char* prefix) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  static const char* kHex = "0123456789abcdef";
-  std::string id = prefix;
-  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
-  return id;
-}
-
-// Counts each response of one route as it starts (RouterMetrics::CountResponse) and forwards
-// everything to the connection's sink.
-class CountingSink final : public ResponseSink {
+// The sink of one exchange: counts its response by route (RouterMetrics::CountResponse), puts
+// the request id into error bodies, and for generation requests writes the request's one log
+// line when the exchange is over (its last holder lets go: the job after its last upstream
+// call, so a client that hangs up is logged too).
+class ExchangeSink final : public ResponseSink {
  public:
-  CountingSink(std::shared_ptr<ResponseSink> inner, std::shared_ptr<RouterMetrics> metrics,
-               std::string route)
-      : inner_(std::move(inner)), metrics_(std::move(metrics)), route_(std::move(route)) {}
+  ExchangeSink(std::shared_ptr<ResponseSink> inner, std::shared_ptr<RouterMetrics> metrics,
+               std::string route, std::string request_id)
+      : inner_(std::move(inner)),
+        metrics_(std::move(metrics)),
+        route_(std::move(route)),
+        request_id_(std::move(request_id)) {}
+  ~ExchangeSink() override {
+    if (outcome_) LogRequest();
+  }
+
+  // Makes this a logged generation request; the job fills the returned record.
+  std::shared_ptr<RequestRecord> LogAsRequest(std::string model) {
+    model_ = std::move(model);
+    outcome_ = std::make_shared<RequestRecord>();
+    return outcome_;
+  }
+
   void Respond(HttpResponse response) override {
-    metrics_->CountResponse(route_, response.status);
+    Started(response.status);
+    if (response.status >= 400) AddRequestId(&response);
+    Ended();
     inner_->Respond(std::move(response));
   }
   void BeginStream(int status, const std::string& content_type) override {
-    metrics_->CountResponse(route_, status);
+    Started(status);
     inner_->BeginStream(status, content_type);
   }
   void StreamWrite(std::string data) override { inner_->StreamWrite(std::move(data)); }
-  void EndStream() override { inner_->EndStream(); }
+  void EndStream() override {
+    Ended();
+    inner_->EndStream();
+  }
   void Post(std::function<void()> fn) override { inner_->Post(std::move(fn)); }
   void WhenWritable(std::function<void()> fn) override { inner_->WhenWritable(std::move(fn)); }
   bool closed() const override { return inner_->closed(); }
 
  private:
+  void Started(int status) {
+    status_ = status;
+    metrics_->CountResponse(route_, status);
+  }
+  void Ended() { ended_ = std::chrono::steady_clock::now(); }
+
+  // {"error":{...}} gets "request_id" beside message/type/param/code.
+  void AddRequestId(HttpResponse* response) {
+    json body = json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+    if (!body.is_object() || !body.contains("error") || !body["error"].is_object()) return;
+    if (body["error"].contains("message") && body["error"]["message"].is_string()) {
+      error_message_ = body["error"]["message"].get<std::string>();
+    }
+    body["error"]["request_id"] = request_id_;
+    response->body = JsonText(body);
+  }
+
+  void LogRequest() const {
+    const RequestRecord& r = *outcome_;
+    const auto end = ended_.value_or(std::chrono::steady_clock::now());
+    nlohmann::ordered_json fields = {
+        {"request_id", request_id_},
+        {"route", route_},
+        {"model", model_},
+        {"status", status_},
+        {"prompt_tokens", r.prompt_tokens},
+        {"completion_tokens", r.generation_tokens},
+        {"ttft_ms", r.ttft_s < 0 ? -1 : static_cast<int64_t>(r.ttft_s * 1000 + 0.5)},
+        {"total_ms", static_cast<int64_t>(
+                         std::chrono::duration<double, std::milli>(end - started_).count() + 0.5)}};
+    std::string reasons;
+    for (const auto& f : r.finish_reasons) reasons += (reasons.empty() ? "" : ",") + f;
+    fields["finish_reason"] = reasons.empty() ? "none" : reasons;
+    if (!r.error.empty() || !error_message_.empty()) {
+      fields["error"] = r.error.empty() ? error_message_ : r.error;
+    }
+    if (!ended_) fields["client_closed"] = true;
+    LogEvent(status_ < 400 && ended_ ? LogLevel::kInfo : LogLevel::kWarn, "request finished",
+             fields);
+  }
+
   std::shared_ptr<ResponseSink> inner_;
   std::shared_ptr<RouterMetrics> metrics_;
   std::string route_;
+  std::string request_id_;
+  std::string model_;
+  std::shared_ptr<RequestRecord> outcome_;  // null: not a logged generation request
+  std::string error_message_;               // of an error answer
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> ended_;
+  int status_ = 0;
 };
+
+// `allowed`: "GET" or a list "GET, POST".
+bool AllowsMethod(const std::string& allowed, const std::string& method) {
+  size_t start = 0;
+  while (start <= allowed.size()) {
+    const size_t end = std::min(allowed.find(", ", start), allowed.size());
+    if (allowed.compare(start, end - start, method) == 0) return true;
+    start = end + 2;
+  }
+  return false;
+}
 
 // Answers through the sink and reports that nothing is pending.
 std::shared_ptr<PendingExchange> Answer(const std::shared_ptr<ResponseSink>& sink,
@@ -111,12 +186,14 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(
                                                              {"/version", "GET"},
                                                              {"/metrics", "GET"},
                                                              {"/tokenize", "POST"},
+                                                             {"/upstreams", "GET, POST, DELETE"},
                                                              {"/detokenize", "POST"}};
   // Known routes by name; any other path is "other" (a label per path would let clients grow
   // the metrics without bound).
   const std::string route_label = kRoutes.count(request.path) ? request.path : "other";
-  const std::shared_ptr<ResponseSink> sink =
-      std::make_shared<CountingSink>(connection, metrics_, route_label);
+  const auto exchange =
+      std::make_shared<ExchangeSink>(connection, metrics_, route_label, request.request_id);
+  const std::shared_ptr<ResponseSink> sink = exchange;
   if (!Authorized(request)) {
     const bool missing = request.authorization.empty();
     ApiError e = HttpError(
@@ -132,7 +209,7 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(
   if (route == kRoutes.end()) {
     return Answer(sink, ErrorResponse(HttpError(404, "Not found: " + request.path)));
   }
-  if (request.method != route->second) {
+  if (!AllowsMethod(route->second, request.method)) {
     HttpResponse r =
         ErrorResponse(HttpError(405, "Method " + request.method + " is not allowed for " +
                                          request.path + "; use " + route->second));
@@ -149,21 +226,80 @@ std::shared_ptr<PendingExchange> OpenAiService::Handle(
   if (path == "/version") {
     return Answer(sink, JsonResponse({{"version", Version()}, {"commit", GitCommit()}}));
   }
+  if (path == "/upstreams") return Answer(sink, Upstreams(request));
   if (path == "/tokenize") return Answer(sink, Tokenize(request.body));
   if (path == "/detokenize") return Answer(sink, Detokenize(request.body));
-  if (path == "/v1/chat/completions") return Chat(request.body, sink);
-  return Completions(request.body, sink);
+  const RequestContext context{request.request_id,
+                               exchange->LogAsRequest(limits_.served_model_name)};
+  if (path == "/v1/chat/completions") return Chat(request.body, context, sink);
+  return Completions(request.body, context, sink);
 }
 
 // Every route needs a key when keys are configured (unknown routes too: a client without a key
 // learns nothing), except the probes (/health, /livez, /readyz) unless the operator protects
 // them.
 bool OpenAiService::Authorized(const HttpRequest& request) const {
+  if (request.path == "/upstreams") return true;  // the admin token instead: AdminAuthorized
   if (!options_.api_keys.enabled()) return true;
   const bool probe =
       request.path == "/health" || request.path == "/livez" || request.path == "/readyz";
   if (probe && !options_.health_requires_key) return true;
   return options_.api_keys.Accepts(request.authorization);
+}
+
+// The admin routes change (or show) where requests go: the admin token, or, when none is set,
+// a client on this host (as the coordinator's Drain/Resume).
+bool OpenAiService::AdminAuthorized(const HttpRequest& request) const {
+  if (options_.admin_token.empty()) return request.from_loopback;
+  return ConstantTimeEquals(request.authorization, "Bearer " + options_.admin_token);
+}
+
+// GET /upstreams: each coordinator's state; POST {"address": "host:port"} adds one (checked at
+// once, 201), DELETE {"address": ...} removes one (its requests in flight finish there).
+HttpResponse OpenAiService::Upstreams(const HttpRequest& request) {
+  if (!AdminAuthorized(request)) {
+    ApiError e = HttpError(
+        options_.admin_token.empty() ? 403 : 401,
+        options_.admin_token.empty()
+            ? "/upstreams is for clients on the router's host unless router.admin_token (or "
+              "LLM_ADMIN_TOKEN) is set"
+            : "/upstreams needs 'Authorization: Bearer <router.admin_token>'");
+    e.code = "admin_token_required";
+    return ErrorResponse(e);
+  }
+  if (request.method == "GET") {
+    json data = json::array();
+    for (const UpstreamState& u : pool_.Snapshot()) {
+      data.push_back({{"address", u.address},
+                      {"healthy", u.healthy},
+                      {"outstanding_requests", u.outstanding},
+                      {"model", u.limits.model},
+                      {"max_model_len", u.limits.max_model_len},
+                      {"last_error", u.last_error}});
+    }
+    return JsonResponse({{"object", "list"}, {"data", data}});
+  }
+  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("address") || !body["address"].is_string()) {
+    return ErrorResponse(InvalidParam("address", "the body must be {\"address\": \"host:port\"}"));
+  }
+  const std::string address = body["address"].get<std::string>();
+  const Status s = request.method == "POST" ? pool_.Add(address) : pool_.Remove(address);
+  if (!s.ok()) {
+    const int status = s.code() == StatusCode::kNotFound             ? 404
+                       : s.code() == StatusCode::kFailedPrecondition ? 409
+                                                                     : 400;
+    return ErrorResponse(HttpError(status, s.message(), "address"));
+  }
+  for (const UpstreamState& u : pool_.Snapshot()) {
+    if (u.address == address) {
+      HttpResponse r = JsonResponse(
+          {{"address", u.address}, {"healthy", u.healthy}, {"last_error", u.last_error}});
+      r.status = 201;
+      return r;
+    }
+  }
+  return JsonResponse({{"address", address}, {"removed", true}});
 }
 
 HttpResponse OpenAiService::Health() const {
@@ -237,6 +373,7 @@ HttpResponse OpenAiService::Detokenize(const std::string& body) const {
 }
 
 std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
+                                                     const RequestContext& context,
                                                      const std::shared_ptr<ResponseSink>& sink) {
   ChatRequest req;
   if (auto e = ParseChatRequest(body, limits_, &req)) return Answer(sink, ErrorResponse(*e));
@@ -261,8 +398,10 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   }
   JobSpec spec;
   spec.chat = true;
-  spec.meta = {RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)),
+  spec.meta = {"chatcmpl-" + context.request_id, static_cast<int64_t>(std::time(nullptr)),
                limits_.served_model_name};
+  spec.request_id = context.request_id;
+  spec.outcome = context.outcome;
   spec.prompt_tokens = static_cast<int64_t>(ids.size());
   spec.timeout = options_.request_timeout;
   spec.metrics = metrics_;
@@ -279,7 +418,8 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
 }
 
 std::shared_ptr<PendingExchange> OpenAiService::Completions(
-    const std::string& body, const std::shared_ptr<ResponseSink>& sink) {
+    const std::string& body, const RequestContext& context,
+    const std::shared_ptr<ResponseSink>& sink) {
   CompletionRequest req;
   if (auto e = ParseCompletionRequest(body, limits_, &req)) return Answer(sink, ErrorResponse(*e));
   auto limits = pool_.Limits();
@@ -290,8 +430,10 @@ std::shared_ptr<PendingExchange> OpenAiService::Completions(
   }
   JobSpec spec;
   spec.chat = false;
-  spec.meta = {RandomId("cmpl-"), static_cast<int64_t>(std::time(nullptr)),
+  spec.meta = {"cmpl-" + context.request_id, static_cast<int64_t>(std::time(nullptr)),
                limits_.served_model_name};
+  spec.request_id = context.request_id;
+  spec.outcome = context.outcome;
   spec.timeout = options_.request_timeout;
   spec.metrics = metrics_;
   for (size_t p = 0; p < req.prompts.size(); ++p) {

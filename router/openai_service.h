@@ -23,11 +23,21 @@ struct ServiceOptions {
   std::chrono::seconds request_timeout{600};
   ApiKeys api_keys;                  // none: authentication is off
   bool health_requires_key = false;  // false: /health answers without a key
+  // The /upstreams admin routes need 'Authorization: Bearer <admin_token>'; empty: only
+  // clients on this host may use them.
+  std::string admin_token;
   // true: special-token text in message content becomes control tokens (vLLM's behaviour);
   // false: it is tokenized as text (router/chat_prompt.h).
   bool special_tokens_in_messages = false;
   // The chat template's source (model.chat_template); "": the tokenizer's.
   std::string chat_template;
+};
+
+// What a generation request carries besides its body: its id (X-Request-Id) and the record its
+// job fills for the request's log line.
+struct RequestContext {
+  std::string request_id;
+  std::shared_ptr<RequestRecord> outcome;
 };
 
 class OpenAiService final : public RequestHandler {
@@ -55,11 +65,14 @@ class OpenAiService final : public RequestHandler {
   HttpResponse Health() const;
   HttpResponse Metrics() const;
   HttpResponse Models() const;
+  HttpResponse Upstreams(const HttpRequest& request);
+  bool AdminAuthorized(const HttpRequest& request) const;
   HttpResponse Tokenize(const std::string& body) const;
   HttpResponse Detokenize(const std::string& body) const;
-  std::shared_ptr<PendingExchange> Chat(const std::string& body,
+  std::shared_ptr<PendingExchange> Chat(const std::string& body, const RequestContext& context,
                                         const std::shared_ptr<ResponseSink>& sink);
   std::shared_ptr<PendingExchange> Completions(const std::string& body,
+                                               const RequestContext& context,
                                                const std::shared_ptr<ResponseSink>& sink);
   // Renders the chat template and tokenizes the result (message contents as text unless
   // special_tokens_in_messages). Takes the request's messages and kwargs by value: callers

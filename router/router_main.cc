@@ -14,7 +14,10 @@
 #include <iterator>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "common/cli.h"
+#include "common/log.h"
 #include "common/tokenizer.h"
 #include "router/api_keys.h"
 #include "router/http_server.h"
@@ -28,25 +31,25 @@ namespace {
 bool DrainUntilIdle(llm::router::HttpServer& server, const sigset_t& signals, int sig,
                     int grace_s) {
   server.BeginDrain();
-  std::fprintf(stderr,
-               "router: %s: draining (no new connections or requests); %d connection(s) busy get "
-               "up to %d s (router.shutdown_grace_s); a second signal stops now\n",
-               sig == SIGINT ? "SIGINT" : "SIGTERM", server.busy_connections(), grace_s);
+  spdlog::info(
+      "{}: draining (no new connections or requests); {} connection(s) busy get up to {} s "
+      "(router.shutdown_grace_s); a second signal stops now",
+      sig == SIGINT ? "SIGINT" : "SIGTERM", server.busy_connections(), grace_s);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
   const timespec poll{0, 50 * 1000 * 1000};
   while (server.busy_connections() > 0) {
     if (std::chrono::steady_clock::now() >= deadline) {
-      std::fprintf(stderr, "router: %d connection(s) still busy after %d s: cancelling them\n",
+      spdlog::warn("{} connection(s) still busy after {} s: cancelling them",
                    server.busy_connections(), grace_s);
       return true;
     }
     if (sigtimedwait(&signals, nullptr, &poll) > 0) {
-      std::fprintf(stderr, "router: second signal: cancelling %d busy connection(s) now\n",
+      spdlog::warn("second signal: cancelling {} busy connection(s) now",
                    server.busy_connections());
       return false;
     }
   }
-  std::fprintf(stderr, "router: drained\n");
+  spdlog::info("drained");
   return true;
 }
 
@@ -66,6 +69,7 @@ llm::StatusOr<std::string> ReadChatTemplate(const std::string& value) {
 }
 
 int Run(int argc, char** argv) {
+  llm::InitLogging("router");
   CLI::App app(
       "The OpenAI-compatible HTTP front end of the cluster.\n"
       "  router --config cluster.yaml [--section.key value ...]\n"
@@ -75,23 +79,27 @@ int Run(int argc, char** argv) {
   if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
   auto config = flags.Load();
   if (!config.ok()) {
-    std::fprintf(stderr, "router: %s\n", config.status().ToString().c_str());
+    spdlog::error("{}", config.status().ToString());
+    return 2;
+  }
+  if (auto s = llm::ConfigureLogging(config->log); !s.ok()) {
+    spdlog::error("{}", s.ToString());
     return 2;
   }
   if (config->model.path.empty()) {
-    std::fprintf(stderr, "router: model.path is required (the tokenizer is loaded from it)\n");
+    spdlog::error("model.path is required (the tokenizer is loaded from it)");
     return 2;
   }
   auto tokenizer = llm::Tokenizer::FromDir(config->model.path);
   if (!tokenizer.ok()) {
-    std::fprintf(stderr, "router: %s\n", tokenizer.status().ToString().c_str());
+    spdlog::error("{}", tokenizer.status().ToString());
     return 2;
   }
   std::shared_ptr<const llm::Tokenizer> shared_tokenizer(std::move(tokenizer).value());
   auto keys = llm::router::ApiKeys::Load(config->router.api_keys, config->router.api_key_file,
                                          std::getenv("LLM_API_KEY"));
   if (!keys.ok()) {
-    std::fprintf(stderr, "router: %s\n", keys.status().ToString().c_str());
+    spdlog::error("{}", keys.status().ToString());
     return 2;
   }
 
@@ -109,8 +117,8 @@ int Run(int argc, char** argv) {
       upstream_ca.assign(std::istreambuf_iterator<char>(ca), std::istreambuf_iterator<char>());
     }
     if (upstream_ca.empty()) {
-      std::fprintf(stderr, "router: router.upstream_tls_ca_file: cannot read '%s'\n",
-                   config->router.upstream_tls_ca_file.c_str());
+      spdlog::error("router.upstream_tls_ca_file: cannot read '{}'",
+                    config->router.upstream_tls_ca_file);
       return 2;
     }
   }
@@ -123,7 +131,7 @@ int Run(int argc, char** argv) {
   static_cast<llm::RequestCaps&>(limits) = config->router.caps;
   limits.served_model_name = config->model.served_model_name;
   if (auto d = llm::router::SamplingDefaultsFromModel(config->model.path); !d.ok()) {
-    std::fprintf(stderr, "router: %s\n", d.status().ToString().c_str());
+    spdlog::error("{}", d.status().ToString());
     return 2;
   } else {
     limits.default_sampling = *d;
@@ -131,60 +139,58 @@ int Run(int argc, char** argv) {
     const llm::SamplingParams none;
     if (p.temperature != none.temperature || p.top_p != none.top_p || p.top_k != none.top_k ||
         p.min_p != none.min_p || p.repetition_penalty != none.repetition_penalty) {
-      std::fprintf(stderr,
-                   "router: sampling defaults from the model's generation_config.json (for "
-                   "requests that do not set them): temperature %g, top_p %g, top_k %d, min_p %g, "
-                   "repetition_penalty %g\n",
-                   p.temperature, p.top_p, p.top_k, p.min_p, p.repetition_penalty);
+      spdlog::info(
+          "sampling defaults from the model's generation_config.json (for requests that do not set "
+          "them): temperature {}, top_p {}, top_k {}, min_p {}, repetition_penalty {}",
+          p.temperature, p.top_p, p.top_k, p.min_p, p.repetition_penalty);
     }
   }
   service_options.request_timeout = std::chrono::seconds(config->router.request_timeout_s);
   service_options.api_keys = *keys;
   service_options.health_requires_key = config->router.health_requires_key;
+  service_options.admin_token = config->router.admin_token;
+  if (service_options.admin_token.empty()) {
+    if (const char* env = std::getenv("LLM_ADMIN_TOKEN")) service_options.admin_token = env;
+  }
   service_options.special_tokens_in_messages = config->router.special_tokens_in_messages;
   if (auto t = ReadChatTemplate(config->model.chat_template); !t.ok()) {
-    std::fprintf(stderr, "router: %s\n", t.status().ToString().c_str());
+    spdlog::error("{}", t.status().ToString());
     return 2;
   } else {
     service_options.chat_template = std::move(t).value();
   }
   llm::router::OpenAiService service(service_options, shared_tokenizer, pool);
   if (!service.chat_template_problem().empty()) {
-    std::fprintf(stderr, "router: chat completions disabled: %s\n",
-                 service.chat_template_problem().c_str());
+    spdlog::warn("chat completions disabled: {}", service.chat_template_problem());
   }
 
   llm::router::HttpServerOptions http;
   static_cast<llm::HttpSection&>(http) = config->router.http;  // the section as configured
   http.host = llm::router::BindHost(config->router.http.host, *keys);
   if (!keys->enabled() && config->router.http.host.empty()) {
-    std::fprintf(stderr,
-                 "router: no API key is set, so the API listens on 127.0.0.1 only; to serve other "
-                 "hosts set a key (router.api_keys, router.api_key_file or LLM_API_KEY) or "
-                 "router.host: 0.0.0.0\n");
+    spdlog::info(
+        "no API key is set, so the API listens on 127.0.0.1 only; to serve other hosts set a key "
+        "(router.api_keys, router.api_key_file or LLM_API_KEY) or router.host: 0.0.0.0");
   } else if (!keys->enabled() && http.host != "127.0.0.1" && http.host != "localhost" &&
              http.host != "::1") {
-    std::fprintf(stderr,
-                 "router: WARNING: listening on %s without an API key: anyone who reaches this "
-                 "port can use the API\n",
-                 http.host.c_str());
+    spdlog::warn("listening on {} without an API key: anyone who reaches this port can use the API",
+                 http.host);
   }
   llm::router::HttpServer server(http, service);
   service.SetServerGauges([&server] {
     return std::pair<int, int>{server.open_connections(), server.busy_connections()};
   });
   if (auto s = server.Start(); !s.ok()) {
-    std::fprintf(stderr, "router: %s\n", s.ToString().c_str());
+    spdlog::error("{}", s.ToString());
     return 1;
   }
   std::string upstreams;
   for (const auto& u : config->router.upstreams) upstreams += (upstreams.empty() ? "" : ", ") + u;
-  std::fprintf(
-      stderr, "router: serving model '%s' on %s://%s:%d (upstreams: %s; %s; %s)\n",
-      config->model.served_model_name.c_str(), http.tls_cert_file.empty() ? "http" : "https",
-      http.host.c_str(), server.port(), upstreams.c_str(),
-      pool.AnyHealthy() ? "healthy" : "none healthy yet",
-      keys->enabled() ? (std::to_string(keys->size()) + " API key(s)").c_str() : "no API key");
+  spdlog::info("serving model '{}' on {}://{}:{} (upstreams: {}; {}; {})",
+               config->model.served_model_name, http.tls_cert_file.empty() ? "http" : "https",
+               http.host, server.port(), upstreams,
+               pool.AnyHealthy() ? "healthy" : "none healthy yet",
+               keys->enabled() ? (std::to_string(keys->size()) + " API key(s)") : "no API key");
 
   int sig = 0;
   sigwait(&signals, &sig);
@@ -192,8 +198,7 @@ int Run(int argc, char** argv) {
   server.StopAccepting();  // cancels what is still in flight
   const auto upstream_wait = std::chrono::seconds(now ? 1 : 5);
   if (!pool.WaitIdle(upstream_wait)) {
-    std::fprintf(stderr, "router: %d upstream calls still open after cancelling\n",
-                 pool.Outstanding());
+    spdlog::warn("{} upstream calls still open after cancelling", pool.Outstanding());
   }
   server.Stop();
   pool.Stop();

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/log.h"
 #include "proto/llm.grpc.pb.h"
 #include "router/upstream_errors.h"
 
@@ -37,7 +39,11 @@ struct Upstream {
 };
 
 struct UpstreamPool::Impl {
-  std::vector<std::unique_ptr<Upstream>> upstreams;
+  // Guarded by mu (Add/Remove change it at run time); calls hold their upstream, so a removed
+  // one lives until its last call is done.
+  std::vector<std::shared_ptr<Upstream>> upstreams;
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  grpc::ChannelArguments channel_args;
   std::chrono::milliseconds interval{1000};
   mutable std::mutex mu;
   std::condition_variable cv;  // wakes the checker on Stop
@@ -50,8 +56,40 @@ struct UpstreamPool::Impl {
   void CheckOne(Upstream& u);
   void CheckHealth(Upstream& u, std::vector<std::shared_ptr<FailableCall>>* to_fail,
                    std::string* why);
+  std::vector<std::shared_ptr<Upstream>> List() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return upstreams;
+  }
   void CheckAll() {
-    for (auto& u : upstreams) CheckOne(*u);
+    for (auto& u : List()) CheckOne(*u);
+  }
+  std::shared_ptr<Upstream> Make(std::string address) {
+    auto u = std::make_shared<Upstream>();
+    u->address = std::move(address);
+    u->channel = grpc::CreateCustomChannel(u->address, credentials, channel_args);
+    u->generation = v1::Generation::NewStub(u->channel);
+    u->admin = v1::Admin::NewStub(u->channel);
+    return u;
+  }
+  // The healthy upstream with the fewest outstanding calls that is not in `tried` (counted as
+  // outstanding at once); null when there is none.
+  std::shared_ptr<Upstream> Pick(const std::vector<std::shared_ptr<Upstream>>& tried) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::shared_ptr<Upstream> best;
+    for (const auto& u : upstreams) {
+      if (!u->healthy || std::find(tried.begin(), tried.end(), u) != tried.end()) continue;
+      if (!best || u->outstanding.load() < best->outstanding.load()) best = u;
+    }
+    if (best) {
+      best->outstanding.fetch_add(1);
+      outstanding.fetch_add(1);
+    }
+    return best;
+  }
+  std::string NoneHealthy() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return "no coordinator is available (none of " + std::to_string(upstreams.size()) +
+           " upstreams is healthy)";
   }
   void MarkUnhealthy(Upstream& u, const std::string& why) {
     std::lock_guard<std::mutex> lock(mu);
@@ -99,8 +137,9 @@ void UpstreamPool::Impl::CheckHealth(Upstream& u,
   // answering will not, so its open requests end now with an error instead of at the deadline.
   const bool wedged = resp.ranks_unresponsive();
   if (wedged && !u.calls.empty()) {
-    std::fprintf(stderr, "router: coordinator %s: %s; failing its %zu open request(s)\n",
-                 u.address.c_str(), resp.detail().c_str(), u.calls.size());
+    LogEvent(
+        LogLevel::kError, "coordinator is not healthy; failing its open requests",
+        {{"upstream", u.address}, {"detail", resp.detail()}, {"open_requests", u.calls.size()}});
     *why = "coordinator " + u.address + " is not healthy: " + resp.detail();
     for (auto& [raw, weak] : u.calls) {
       if (auto call = weak.lock()) to_fail->push_back(std::move(call));
@@ -110,6 +149,13 @@ void UpstreamPool::Impl::CheckHealth(Upstream& u,
 
 namespace {
 
+// What a GenerateCall reports to its PooledGenerate: each message, and the end (`retryable`:
+// the upstream refused or could not be reached (UNAVAILABLE) and nobody cancelled the call).
+struct CallCallbacks {
+  std::function<void(v1::GenerateResponse)> on_message;
+  std::function<void(std::optional<ApiError>, bool retryable)> on_done;
+};
+
 // One Generate call (gRPC callback API). A hold keeps the call open between reads that the
 // owner requests from other threads; it is released exactly once, when the stream ended or the
 // owner cancelled with no read outstanding. OnDone then reports and drops the self-reference.
@@ -117,9 +163,12 @@ class GenerateCall final : public GenerateStream,
                            public FailableCall,
                            public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
-  GenerateCall(std::shared_ptr<UpstreamPool::Impl> pool, Upstream& upstream,
-               GenerateCallbacks callbacks)
-      : pool_(std::move(pool)), upstream_(upstream), callbacks_(std::move(callbacks)) {}
+  GenerateCall(std::shared_ptr<UpstreamPool::Impl> pool, std::shared_ptr<Upstream> upstream,
+               CallCallbacks callbacks)
+      : pool_(std::move(pool)),
+        upstream_holder_(std::move(upstream)),
+        upstream_(*upstream_holder_),
+        callbacks_(std::move(callbacks)) {}
 
   void Start(std::shared_ptr<GenerateCall> self, const v1::GenerateRequest& request,
              std::chrono::seconds timeout) {
@@ -191,14 +240,16 @@ class GenerateCall final : public GenerateStream,
     }
     std::optional<ApiError> error;
     if (!s.ok()) error = UpstreamApiError(s.error_code(), s.error_message(), upstream_.address);
+    bool retryable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (failure_ && !s.ok()) error = *failure_;
+      retryable = retryable && !failure_ && !cancelled_;
     }
     if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
       pool_->MarkUnhealthy(upstream_, s.error_message());
     }
-    callbacks_.on_done(std::move(error));
+    callbacks_.on_done(std::move(error), retryable);
     callbacks_ = {};
     pool_->CallDone(upstream_);  // after on_done: WaitIdle() then means no callback is running
     self_.reset();               // may delete this
@@ -215,8 +266,9 @@ class GenerateCall final : public GenerateStream,
   }
 
   std::shared_ptr<UpstreamPool::Impl> pool_;
+  std::shared_ptr<Upstream> upstream_holder_;  // a removed upstream lives until its calls end
   Upstream& upstream_;
-  GenerateCallbacks callbacks_;
+  CallCallbacks callbacks_;
   std::shared_ptr<GenerateCall> self_;
   grpc::ClientContext ctx_;
   v1::GenerateRequest request_;
@@ -228,13 +280,104 @@ class GenerateCall final : public GenerateStream,
   std::optional<ApiError> failure_;  // set by Fail: reported instead of CANCELLED
 };
 
+// The handle the owner gets: one request, sent to one upstream after another while they refuse
+// it before producing anything (UNAVAILABLE: draining, shutting down, unreachable), each
+// upstream at most once. Once a message arrived, the request stays where it is.
+class PooledGenerate final : public GenerateStream,
+                             public std::enable_shared_from_this<PooledGenerate> {
+ public:
+  PooledGenerate(std::shared_ptr<UpstreamPool::Impl> pool, v1::GenerateRequest request,
+                 std::chrono::seconds timeout, GenerateCallbacks owner)
+      : pool_(std::move(pool)),
+        request_(std::move(request)),
+        timeout_(timeout),
+        owner_(std::move(owner)) {}
+
+  // Starts the call on `upstream` (already counted as outstanding by Pick). Attempts follow
+  // one another (the next starts in the previous one's on_done), so tried_ needs no lock.
+  void Attempt(std::shared_ptr<Upstream> upstream) {
+    tried_.push_back(upstream);
+    auto self = shared_from_this();
+    auto call = std::make_shared<GenerateCall>(
+        pool_, std::move(upstream),
+        CallCallbacks{[self](v1::GenerateResponse m) {
+                        self->got_message_.store(true);
+                        self->owner_.on_message(std::move(m));
+                      },
+                      [self](std::optional<ApiError> e, bool retryable) {
+                        self->OnCallDone(std::move(e), retryable);
+                      }});
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      current_ = call;
+      cancelled = cancelled_;
+    }
+    call->Start(call, request_, timeout_);
+    if (cancelled) call->Cancel();
+  }
+
+  void ReadNext() override {
+    if (auto call = Current()) call->ReadNext();
+  }
+  void Cancel() override {
+    std::shared_ptr<GenerateCall> call;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_ = true;
+      call = current_;
+    }
+    if (call) call->Cancel();
+  }
+
+ private:
+  std::shared_ptr<GenerateCall> Current() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+  }
+
+  void OnCallDone(std::optional<ApiError> error, bool retryable) {
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled = cancelled_;
+    }
+    if (error && retryable && !cancelled && !got_message_.load()) {
+      if (std::shared_ptr<Upstream> next = pool_->Pick(tried_)) {
+        LogEvent(LogLevel::kWarn, "upstream refused the request; retrying on another",
+                 {{"request_id", request_.request_id()},
+                  {"upstream", tried_.back()->address},
+                  {"next_upstream", next->address},
+                  {"error", error->message}});
+        return Attempt(std::move(next));
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      current_.reset();  // the call holds this object through its callbacks: break the cycle
+    }
+    owner_.on_done(std::move(error));
+    owner_ = {};
+  }
+
+  std::shared_ptr<UpstreamPool::Impl> pool_;
+  const v1::GenerateRequest request_;
+  const std::chrono::seconds timeout_;
+  GenerateCallbacks owner_;
+  std::vector<std::shared_ptr<Upstream>> tried_;
+  std::atomic<bool> got_message_{false};
+  std::mutex mu_;
+  std::shared_ptr<GenerateCall> current_;
+  bool cancelled_ = false;
+};
+
 }  // namespace
 
 UpstreamPool::UpstreamPool(std::vector<std::string> addresses,
                            std::chrono::milliseconds health_interval, const std::string& tls_ca_pem)
     : impl_(std::make_shared<Impl>()) {
   impl_->interval = health_interval;
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments& args = impl_->channel_args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
@@ -244,20 +387,14 @@ UpstreamPool::UpstreamPool(std::vector<std::string> addresses,
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  impl_->credentials = grpc::InsecureChannelCredentials();
   if (!tls_ca_pem.empty()) {
     grpc::SslCredentialsOptions tls;
     tls.pem_root_certs = tls_ca_pem;
-    credentials = grpc::SslCredentials(tls);
+    impl_->credentials = grpc::SslCredentials(tls);
   }
-  for (std::string& address : addresses) {
-    auto u = std::make_unique<Upstream>();
-    u->address = std::move(address);
-    u->channel = grpc::CreateCustomChannel(u->address, credentials, args);
-    u->generation = v1::Generation::NewStub(u->channel);
-    u->admin = v1::Admin::NewStub(u->channel);
-    impl_->upstreams.push_back(std::move(u));
-  }
+  for (std::string& address : addresses)
+    impl_->upstreams.push_back(impl_->Make(std::move(address)));
 }
 
 UpstreamPool::~UpstreamPool() {
@@ -306,12 +443,13 @@ bool UpstreamPool::AnyHealthy() const {
 }
 
 StatusOr<ModelLimits> UpstreamPool::Limits() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  for (const auto& u : impl_->upstreams) {
-    if (u->healthy) return u->limits;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (const auto& u : impl_->upstreams) {
+      if (u->healthy) return u->limits;
+    }
   }
-  return Unavailable("no coordinator is available (none of " +
-                     std::to_string(impl_->upstreams.size()) + " upstreams is healthy)");
+  return Unavailable(impl_->NoneHealthy());
 }
 
 std::vector<UpstreamState> UpstreamPool::Snapshot() const {
@@ -324,7 +462,8 @@ std::vector<UpstreamState> UpstreamPool::Snapshot() const {
 }
 
 std::vector<UpstreamStats> UpstreamPool::FetchStats(std::chrono::milliseconds timeout) const {
-  const size_t n = impl_->upstreams.size();
+  const std::vector<std::shared_ptr<Upstream>> upstreams = impl_->List();
+  const size_t n = upstreams.size();
   std::vector<UpstreamStats> out(n);
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts(n);
   std::vector<grpc::Status> statuses(n);
@@ -333,7 +472,7 @@ std::vector<UpstreamStats> UpstreamPool::FetchStats(std::chrono::milliseconds ti
   size_t done = 0;
   const v1::StatsRequest request;
   for (size_t i = 0; i < n; ++i) {
-    Upstream& u = *impl_->upstreams[i];
+    Upstream& u = *upstreams[i];
     out[i].address = u.address;
     contexts[i] = std::make_unique<grpc::ClientContext>();
     contexts[i]->set_deadline(std::chrono::system_clock::now() + timeout);
@@ -352,24 +491,64 @@ std::vector<UpstreamStats> UpstreamPool::FetchStats(std::chrono::milliseconds ti
 
 StatusOr<std::shared_ptr<GenerateStream>> UpstreamPool::StartGenerate(
     const v1::GenerateRequest& request, std::chrono::seconds timeout, GenerateCallbacks callbacks) {
-  Upstream* best = nullptr;
+  std::shared_ptr<Upstream> first = impl_->Pick({});
+  if (!first) return Unavailable(impl_->NoneHealthy());
+  auto handle = std::make_shared<PooledGenerate>(impl_, request, timeout, std::move(callbacks));
+  handle->Attempt(std::move(first));
+  return std::shared_ptr<GenerateStream>(handle);
+}
+
+Status UpstreamPool::Add(const std::string& address) {
+  if (address.empty() || address.size() > kMaxUpstreamAddressBytes) {
+    return InvalidArgument("an upstream address is host:port, at most " +
+                           std::to_string(kMaxUpstreamAddressBytes) + " characters");
+  }
+  for (const char c : address) {
+    if (c <= ' ' || c >= 0x7f) {
+      return InvalidArgument("upstream address '" + address +
+                             "' has a space or a non-printable character");
+    }
+  }
+  std::shared_ptr<Upstream> u;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    for (const auto& u : impl_->upstreams) {
-      if (u->healthy && (!best || u->outstanding.load() < best->outstanding.load())) {
-        best = u.get();
+    for (const auto& existing : impl_->upstreams) {
+      if (existing->address == address) {
+        return FailedPrecondition("upstream " + address + " is already in the pool");
       }
     }
-    if (!best) {
-      return Unavailable("no coordinator is available (none of " +
-                         std::to_string(impl_->upstreams.size()) + " upstreams is healthy)");
+    if (impl_->upstreams.size() >= kMaxUpstreams) {
+      return ResourceExhausted("the pool already has " + std::to_string(kMaxUpstreams) +
+                               " upstreams");
     }
-    best->outstanding.fetch_add(1);
-    impl_->outstanding.fetch_add(1);
+    u = impl_->Make(address);
+    impl_->upstreams.push_back(u);
   }
-  auto call = std::make_shared<GenerateCall>(impl_, *best, std::move(callbacks));
-  call->Start(call, request, timeout);
-  return std::shared_ptr<GenerateStream>(call);
+  impl_->CheckOne(*u);  // usable at once when it answers (bounded: 1 s)
+  bool healthy;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    healthy = u->healthy;
+  }
+  LogEvent(LogLevel::kInfo, "upstream added", {{"upstream", address}, {"healthy", healthy}});
+  return Status::Ok();
+}
+
+Status UpstreamPool::Remove(const std::string& address) {
+  std::shared_ptr<Upstream> removed;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = std::find_if(impl_->upstreams.begin(), impl_->upstreams.end(),
+                           [&](const auto& u) { return u->address == address; });
+    if (it == impl_->upstreams.end()) {
+      return NotFound("upstream " + address + " is not in the pool");
+    }
+    removed = *it;
+    impl_->upstreams.erase(it);
+  }
+  LogEvent(LogLevel::kInfo, "upstream removed",
+           {{"upstream", address}, {"requests_in_flight", removed->outstanding.load()}});
+  return Status::Ok();
 }
 
 int UpstreamPool::Outstanding() const {

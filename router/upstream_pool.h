@@ -79,10 +79,21 @@ class UpstreamPool {
 
   // Starts a Generate call on the least-loaded healthy upstream. kUnavailable when none is
   // healthy. A gRPC error reaches on_done mapped by UpstreamApiError; UNAVAILABLE also marks
-  // the upstream unhealthy until its next check.
+  // the upstream unhealthy until its next check. An upstream that refuses the call before
+  // sending anything (UNAVAILABLE: draining, shutting down, unreachable) is replaced by the
+  // next healthy one not tried yet, so a rolling restart loses no request.
   StatusOr<std::shared_ptr<GenerateStream>> StartGenerate(const v1::GenerateRequest& request,
                                                           std::chrono::seconds timeout,
                                                           GenerateCallbacks callbacks);
+
+  // Run-time changes (llm-admin upstreams, POST/DELETE /upstreams): Add checks the new one at
+  // once (bounded) and routes to it when healthy; Remove stops routing to it, and its calls in
+  // flight finish there. InvalidArgument (empty, too long, spaces), FailedPrecondition (already
+  // there), NotFound, ResourceExhausted (more than kMaxUpstreams).
+  static constexpr size_t kMaxUpstreams = 1024;
+  static constexpr size_t kMaxUpstreamAddressBytes = 256;
+  Status Add(const std::string& address);
+  Status Remove(const std::string& address);
 
   // Generate calls started and not yet done (all upstreams).
   int Outstanding() const;

@@ -1,7 +1,6 @@
 // worker: one rank of the inference engine; rank 0 adds the coordinator role (gRPC).
 //   worker --config cluster.yaml [--section.key value ...]
 //   mpirun -np N worker --config cluster.yaml        (ranks != 0 follow rank 0: worker/follower.h)
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -10,6 +9,7 @@
 #include <string>
 
 #include "common/cli.h"
+#include "common/log.h"
 #include "worker/comm/mpi_communicator.h"
 #include "worker/coordinator/coordinator_app.h"
 #include "worker/engine/follower.h"
@@ -27,8 +27,7 @@ bool UnderMpiLauncher() {
 
 int main(int argc, char** argv) {
   llm::BlockShutdownSignals();  // before any thread exists
-  spdlog::set_default_logger(spdlog::stderr_color_mt("worker"));
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [worker] [%^%l%$] %v");
+  llm::InitLogging("worker");
   CLI::App app(
       "Serves the model of cluster.yaml over gRPC (proto/llm.proto) on coordinator.host:port.\n"
       "  worker --config cluster.yaml [--section.key value ...]\n"
@@ -52,6 +51,10 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", config.status().ToString());
     std::fprintf(stderr, "run `worker --help` for every key\n");
     return 2;  // every rank reads the same file and fails alike
+  }
+  if (auto s = llm::ConfigureLogging(config->log); !s.ok()) {
+    spdlog::critical("{}", s.ToString());
+    return 2;
   }
   const int world = mpi ? mpi->world_size() : 1;
   if (config->engine.tensor_parallel_size != world) {

@@ -108,6 +108,7 @@ class TestHandler final : public RequestHandler {
   std::shared_ptr<PendingExchange> Handle(const HttpRequest& request,
                                           const std::shared_ptr<ResponseSink>& sink) override {
     ++handled;
+    request_ids.push_back(request.request_id);
     paths.push_back(request.method + " " + request.path + (request.body.empty() ? "" : " +body"));
     if (request.path == "/throw") throw std::runtime_error("handler failed");
     if (request.path == "/hold") {
@@ -143,6 +144,7 @@ class TestHandler final : public RequestHandler {
   int alive = 0;      // exchanges not yet destroyed
   int abandoned = 0;  // exchanges destroyed neither cancelled nor finished
   std::vector<std::string> paths;
+  std::vector<std::string> request_ids;
   std::vector<std::pair<std::shared_ptr<ResponseSink>, std::shared_ptr<Exchange>>> held;
 
  private:
@@ -276,6 +278,38 @@ TEST_F(HttpSessionTest, KeepAliveServesTwoRequestsOnOneConnection) {
   client.close();
   EXPECT_TRUE(RunUntil(ioc, [&] { return weak.expired(); }));
   ExpectLoadIsZero();
+}
+
+// X-Request-Id: the client's (when usable) or a new one reaches the handler and comes back on
+// full and streamed responses.
+TEST_F(HttpSessionTest, RequestIdsAreTakenOrMadeAndEchoed) {
+  test::stream client(ioc);
+  auto session = Connect(client);
+  Write(client, "GET /a HTTP/1.1\r\nHost: x\r\nX-Request-Id: client-7\r\n\r\n");
+  ASSERT_EQ(Responses(client, 1).size(), 1u);
+  Write(client,
+        "POST /stream HTTP/1.1\r\nHost: x\r\nX-Request-Id: s-9\r\n"
+        "Content-Length: 2\r\n\r\n{}");
+  ASSERT_EQ(Responses(client, 2).size(), 2u);
+  Write(client, "GET /a HTTP/1.1\r\nHost: x\r\nX-Request-Id: has space\r\n\r\n");
+  ASSERT_EQ(Responses(client, 3).size(), 3u);
+  Write(client, kGetA);
+  ASSERT_EQ(Responses(client, 4).size(), 4u);
+  ASSERT_EQ(handler.request_ids.size(), 4u);
+  EXPECT_EQ(handler.request_ids[0], "client-7");
+  EXPECT_EQ(handler.request_ids[1], "s-9");
+  for (size_t i : {2u, 3u}) {
+    EXPECT_EQ(handler.request_ids[i].size(), 32u) << handler.request_ids[i];
+    EXPECT_EQ(handler.request_ids[i].find_first_not_of("0123456789abcdef"), std::string::npos);
+  }
+  EXPECT_NE(handler.request_ids[2], handler.request_ids[3]);
+  const std::string wire = Str(client);
+  for (const std::string& id : handler.request_ids) {
+    EXPECT_NE(wire.find("X-Request-Id: " + id + "\r\n"), std::string::npos) << id;
+  }
+  EXPECT_EQ(session_detail::RequestIdFromHeader(std::string(128, 'a')), std::string(128, 'a'));
+  EXPECT_NE(session_detail::RequestIdFromHeader(std::string(129, 'a')), std::string(129, 'a'));
+  EXPECT_NE(session_detail::RequestIdFromHeader("caf\xc3\xa9"), "caf\xc3\xa9");
 }
 
 TEST_F(HttpSessionTest, PipelinedRequestsAreAnsweredInOrder) {

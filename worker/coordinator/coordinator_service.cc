@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/log.h"
 #include "proto/llm.grpc.pb.h"
 #include "proto/llm.pb.h"
 
@@ -99,10 +100,38 @@ GenerateRequest FromProto(const pb::GenerateRequest& r) {
   return out;
 }
 
+// A request id as it appears in log lines: the client's (the router's X-Request-Id), cut to a
+// bounded length; the log formats escape the rest.
+std::string LoggedRequestId(const std::string& id) {
+  constexpr size_t kMaxLogged = 128;
+  return id.size() <= kMaxLogged ? id : id.substr(0, kMaxLogged) + "...";
+}
+
+const char* DetailedFinishName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kStopToken:
+      return "stop_token";
+    case FinishReason::kMaxTokens:
+      return "max_tokens";
+    case FinishReason::kMaxModelLen:
+      return "max_model_len";
+    case FinishReason::kAbort:
+      return "abort";
+    default:
+      return "none";
+  }
+}
+
 // A Generate call that is answered with a status at once (bad version, draining).
 class RejectedStream final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
  public:
-  explicit RejectedStream(const Status& status) { Finish(ToGrpcStatus(status)); }
+  RejectedStream(const Status& status, const std::string& request_id) {
+    LogEvent(LogLevel::kWarn, "request refused",
+             {{"request_id", LoggedRequestId(request_id)}, {"error", status.message()}});
+    Finish(ToGrpcStatus(status));
+  }
   void OnDone() override { delete this; }
 };
 
@@ -126,7 +155,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
     if (cancelled) stream->loop_->Cancel(stream->ticket_);
   }
 
-  GenerateStream(EngineLoop* loop, int logprobs) : loop_(loop), logprobs_(logprobs) {}
+  GenerateStream(EngineLoop* loop, int logprobs, std::string request_id)
+      : loop_(loop), logprobs_(logprobs), request_id_(LoggedRequestId(request_id)) {}
 
   void OnToken(const SampleResult& sample, FinishReason finish, int prompt_tokens,
                int completion_tokens) override {
@@ -147,6 +177,12 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
       pending_.mutable_usage()->set_prompt_tokens(prompt_tokens);
       pending_.mutable_usage()->set_completion_tokens(completion_tokens);
       final_status_ = grpc::Status::OK;
+      LogEvent(LogLevel::kInfo, "request finished",
+               {{"request_id", request_id_},
+                {"prompt_tokens", prompt_tokens},
+                {"completion_tokens", completion_tokens},
+                {"finish_reason", DetailedFinishName(finish)},
+                {"total_ms", ElapsedMs()}});
     }
     Advance(lock);
   }
@@ -156,6 +192,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
     pending_.Clear();
     has_pending_ = false;
     final_status_ = ToGrpcStatus(status);
+    LogEvent(LogLevel::kWarn, "request failed",
+             {{"request_id", request_id_}, {"error", status.message()}, {"total_ms", ElapsedMs()}});
     Advance(lock);
   }
 
@@ -176,8 +214,18 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
   void OnDone() override { self_.reset(); }  // may destroy this
 
  private:
+  int64_t ElapsedMs() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 started_)
+        .count();
+  }
+
   void MarkCancelledLocked(std::unique_lock<std::mutex>& lock) {
     const bool notify = !cancelled_ && ticket_set_ && !final_status_;
+    if (!cancelled_ && !final_status_) {
+      LogEvent(LogLevel::kInfo, "request cancelled",
+               {{"request_id", request_id_}, {"total_ms", ElapsedMs()}});
+    }
     cancelled_ = true;
     EngineLoop* loop = loop_;
     const uint64_t ticket = ticket_;
@@ -214,6 +262,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
 
   EngineLoop* loop_;
   const int logprobs_;
+  const std::string request_id_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::shared_ptr<GenerateStream> self_;  // held until OnDone
   uint64_t ticket_ = 0;
 
@@ -237,22 +287,29 @@ struct CoordinatorServer::Impl {
     grpc::ServerWriteReactor<pb::GenerateResponse>* Generate(
         grpc::CallbackServerContext*, const pb::GenerateRequest* request) override {
       if (request->api_version() != kApiVersion) {
-        return new RejectedStream(FailedPrecondition(
-            "api_version " + std::to_string(request->api_version()) +
-            " is not supported; this coordinator speaks version " + std::to_string(kApiVersion)));
+        return new RejectedStream(
+            FailedPrecondition("api_version " + std::to_string(request->api_version()) +
+                               " is not supported; this coordinator speaks version " +
+                               std::to_string(kApiVersion)),
+            request->request_id());
       }
       if (impl_->shutting_down.load()) {
-        return new RejectedStream(Unavailable("the coordinator is shutting down"));
+        return new RejectedStream(Unavailable("the coordinator is shutting down"),
+                                  request->request_id());
       }
       if (impl_->draining.load()) {
-        return new RejectedStream(Unavailable(
-            "the coordinator is draining: it admits no new requests (running ones finish); "
-            "`llm-admin resume` admits them again"));
+        return new RejectedStream(
+            Unavailable(
+                "the coordinator is draining: it admits no new requests (running ones finish); "
+                "`llm-admin resume` admits them again"),
+            request->request_id());
       }
       if (const std::string problem = impl_->HealthProblem(); !problem.empty()) {
-        return new RejectedStream(Unavailable("the cluster is not healthy: " + problem));
+        return new RejectedStream(Unavailable("the cluster is not healthy: " + problem),
+                                  request->request_id());
       }
-      auto stream = std::make_shared<GenerateStream>(impl_->loop, request->sampling().logprobs());
+      auto stream = std::make_shared<GenerateStream>(impl_->loop, request->sampling().logprobs(),
+                                                     request->request_id());
       GenerateStream::Start(stream, FromProto(*request));
       return stream.get();
     }
