@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/cli.h"
+#include "common/systemd_notify.h"
 #include "common/tokenizer.h"
 #include "router/api_keys.h"
 #include "router/http_server.h"
@@ -185,9 +186,11 @@ int Run(int argc, char** argv) {
       http.host.c_str(), server.port(), upstreams.c_str(),
       pool.AnyHealthy() ? "healthy" : "none healthy yet",
       keys->enabled() ? (std::to_string(keys->size()) + " API key(s)").c_str() : "no API key");
+  llm::NotifySystemd("READY=1");  // Type=notify units (deploy/systemd/llm-router.service)
 
   int sig = 0;
   sigwait(&signals, &sig);
+  llm::NotifySystemd("STOPPING=1");
   const bool now = !DrainUntilIdle(server, signals, sig, config->router.shutdown_grace_s);
   server.StopAccepting();  // cancels what is still in flight
   const auto upstream_wait = std::chrono::seconds(now ? 1 : 5);
