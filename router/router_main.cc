@@ -18,6 +18,7 @@
 
 #include "common/cli.h"
 #include "common/log.h"
+#include "common/systemd_notify.h"
 #include "common/tokenizer.h"
 #include "router/api_keys.h"
 #include "router/http_server.h"
@@ -191,9 +192,11 @@ int Run(int argc, char** argv) {
                http.host, server.port(), upstreams,
                pool.AnyHealthy() ? "healthy" : "none healthy yet",
                keys->enabled() ? (std::to_string(keys->size()) + " API key(s)") : "no API key");
+  llm::NotifySystemd("READY=1");  // Type=notify units (deploy/systemd/llm-router.service)
 
   int sig = 0;
   sigwait(&signals, &sig);
+  llm::NotifySystemd("STOPPING=1");
   const bool now = !DrainUntilIdle(server, signals, sig, config->router.shutdown_grace_s);
   server.StopAccepting();  // cancels what is still in flight
   const auto upstream_wait = std::chrono::seconds(now ? 1 : 5);

@@ -19,16 +19,18 @@ packages=(
 )
 # clang with libFuzzer and the sanitizer runtimes, for the fuzz smoke runs of tools/test.sh
 # (tests/fuzz/); optional: skipped when the packages cannot be found.
-fuzz_packages=(clang libclang-rt-14-dev)
+# The checkers of the deploy/ tests (ctest -R deploy: systemd-analyze, python3-yaml and
+# ShellCheck), optional too: those tests skip with a message without them.
+optional_packages=(clang libclang-rt-14-dev systemd python3-yaml shellcheck)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-missing_fuzz=()
-for p in "${fuzz_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_fuzz+=("$p")
+missing_optional=()
+for p in "${optional_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_optional+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ] && [ ${#missing_fuzz[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ ${#missing_optional[@]} -eq 0 ]; then
   echo "install-deps.sh: all packages present"
   exit 0
 fi
@@ -37,7 +39,7 @@ apt-get update -qq
 if [ ${#missing[@]} -ne 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-if [ ${#missing_fuzz[@]} -ne 0 ]; then
-  apt-get install -y -qq --no-install-recommends "${missing_fuzz[@]}" ||
-    echo "install-deps.sh: clang/libFuzzer not installable; tools/test.sh skips the fuzz smoke runs"
+if [ ${#missing_optional[@]} -ne 0 ]; then
+  apt-get install -y -qq --no-install-recommends "${missing_optional[@]}" ||
+    echo "install-deps.sh: optional packages (clang/libFuzzer, deploy checkers) not installable; tools/test.sh skips what needs them"
 fi

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/systemd_notify.h"
 #include "kernels/cpu_ops.h"
 #include "worker/coordinator/coordinator_service.h"
 #include "worker/coordinator/engine_loop.h"
@@ -169,6 +170,7 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   spdlog::info("coordinator serving '{}' on {}:{} (gRPC); max_model_len {}; {} rank(s)",
                c.model.served_model_name, c.coordinator.host, c.coordinator.port,
                info.max_model_len, world);
+  NotifySystemd("READY=1");  // Type=notify units (deploy/systemd/llm-worker.service)
 
   // The first SIGTERM/SIGINT drains: new requests are refused, running ones get
   // coordinator.shutdown_grace_s to finish. A second one stops at once.
@@ -177,6 +179,7 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
     const sigset_t set = ShutdownSignals();
     int sig = 0;
     sigwait(&set, &sig);
+    NotifySystemd("STOPPING=1");
     spdlog::info("received {}: refusing new requests, giving running ones up to {} s to finish",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", c.coordinator.shutdown_grace_s);
     server->BeginShutdown();
