@@ -12,7 +12,8 @@
 # LOAD_FORMAT (safetensors|dummy), RANKS (default 1), CONFIG (default deploy/cluster.yaml),
 # PORT (router, default 2000), HOSTFILE (passed to mpirun), API_KEY (the router requires
 # `Authorization: Bearer $API_KEY` and, with a key, listens on every interface; without one it
-# listens on 127.0.0.1 only). Ctrl-C stops everything.
+# listens on 127.0.0.1 only), GRACE_S (on Ctrl-C/SIGTERM requests in flight get this long to
+# finish before the workers stop, default 30). Ctrl-C stops everything, in that order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for bin in build/worker/worker build/router/router build/tools/llm-admin; do
@@ -41,9 +42,28 @@ overrides=(--model.path "$MODEL" --model.load_format "$LOAD_FORMAT"
 # the host idle; unbound ranks split the host's cores between them (engine.threads_per_rank).
 mpi_args=(--allow-run-as-root --oversubscribe --bind-to none -np "$RANKS")
 [ -n "${HOSTFILE:-}" ] && mpi_args+=(--hostfile "$HOSTFILE")
-mpirun "${mpi_args[@]}" build/worker/worker --config "$CONFIG" "${overrides[@]}" &
+# Own sessions (setsid): Ctrl-C reaches this script only, which stops the processes in order.
+setsid mpirun "${mpi_args[@]}" build/worker/worker --config "$CONFIG" "${overrides[@]}" &
 worker_pid=$!
-trap 'kill $worker_pid ${router_pid:-} 2>/dev/null; wait 2>/dev/null' EXIT INT TERM
+# Stopping: Open MPI's mpirun kills the ranks about 2 s after it gets SIGTERM (SIGKILL after
+# odls_base_sigkill_timeout), too soon for the coordinator's grace period. So the router drains
+# first (its requests in flight finish, router.shutdown_grace_s), the coordinator is drained
+# through the admin API (`llm-admin drain --wait`, for clients beside the router), and only then
+# is mpirun stopped.
+stop() {
+  trap - EXIT INT TERM
+  set +e
+  [ -n "${router_pid:-}" ] && kill -TERM "$router_pid" 2>/dev/null
+  if kill -0 "$worker_pid" 2>/dev/null; then
+    build/tools/llm-admin --coordinator "127.0.0.1:$COORD_PORT" drain --wait \
+      --wait-timeout-s "${GRACE_S:-30}" >/dev/null 2>&1 || true
+  fi
+  [ -n "${router_pid:-}" ] && wait "$router_pid" 2>/dev/null
+  kill -TERM "$worker_pid" 2>/dev/null
+  wait 2>/dev/null
+  exit 0
+}
+trap stop EXIT INT TERM
 
 for _ in $(seq 1 600); do  # model loading: up to 5 minutes
   build/tools/llm-admin --coordinator "127.0.0.1:$COORD_PORT" health >/dev/null 2>&1 && break
@@ -58,7 +78,8 @@ if [ -n "${API_KEY:-}" ]; then
   router_env=(env "LLM_API_KEY=$API_KEY")
   auth=(-H "Authorization: Bearer $API_KEY")
 fi
-"${router_env[@]}" build/router/router --config "$CONFIG" "${overrides[@]}" --router.port "$PORT" &
+setsid "${router_env[@]}" build/router/router --config "$CONFIG" "${overrides[@]}" \
+  --router.port "$PORT" &
 router_pid=$!
 for _ in $(seq 1 100); do
   curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break

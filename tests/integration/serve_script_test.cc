@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "tests/integration/router_harness.h"
 
@@ -47,8 +48,30 @@ TEST(ServeScript, DefaultModelServesRealStories) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.Json()["choices"][0]["text"], g["greedy_text"]) << r.body;
   EXPECT_EQ(r.Json()["usage"]["prompt_tokens"], g["prompt_token_ids"].size());
-  // Ctrl-C (here SIGTERM) stops the router and the worker job.
-  serve.Stop(SIGTERM, 20.0);
+  // Ctrl-C (here SIGTERM) stops the router and the worker job, but lets a request in flight
+  // finish first: mpirun alone would kill the ranks about 2 s after its SIGTERM, and this
+  // request (2 prompts x n 16 x 450 tokens) runs longer than that here.
+  HttpResult in_flight;
+  std::thread client([&] {
+    in_flight = Post(port, "/v1/completions",
+                     {{"prompt", {"Once upon a time", "Lily"}},
+                      {"max_tokens", 450},
+                      {"n", 16},
+                      {"ignore_eos", true},
+                      {"temperature", 1}});
+  });
+  // Stop once the request runs (the engine's running gauge on /metrics).
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const std::string m = Http(port, "GET", "/metrics", "", 2.0).body;
+        const size_t at = m.find("\nllmserve:num_requests_running{");
+        return at != std::string::npos && m.compare(m.find('}', at) + 1, 3, " 0\n") != 0;
+      },
+      10.0));
+  serve.Stop(SIGTERM, 60.0);
+  client.join();
+  EXPECT_EQ(in_flight.status, 200) << in_flight.body << serve.Log(4000);
+  EXPECT_EQ(in_flight.Json()["usage"]["completion_tokens"], 2 * 16 * 450) << in_flight.body;
   EXPECT_TRUE(WaitFor([&] { return Http(port, "GET", "/health", "", 0.5).status == 0; }, 10.0));
 }
 
