@@ -269,6 +269,15 @@ const std::vector<KeySpec>& Schema() {
       IntKey("router.health_check_interval_ms", LLM_FIELD(router.health_check_interval_ms), 50,
              600000,
              "how often each upstream is asked for Admin.Health (unhealthy: no new requests)"),
+      StringKey("router.routing", LLM_FIELD(router.routing), {"prefix_affinity", "least_loaded"},
+                "prefix_affinity: prompts with the same first tokens go to the same coordinator "
+                "(its prefix cache), unless it is much busier; least_loaded: the one with the "
+                "fewest requests in flight"),
+      IntKey("router.affinity_prefix_tokens", LLM_FIELD(router.affinity_prefix_tokens), 1, 1 << 20,
+             "prefix_affinity: how many first prompt tokens pick the coordinator"),
+      IntKey("router.affinity_max_imbalance", LLM_FIELD(router.affinity_max_imbalance), 0, 1 << 20,
+             "prefix_affinity: requests in flight above the least-loaded coordinator's at which "
+             "a request goes to that one instead"),
       IntKey("router.shutdown_grace_s", LLM_FIELD(router.shutdown_grace_s), 0, 86400,
              "on SIGTERM/SIGINT: no new connections or requests (503), those in flight get "
              "this long to finish, then are cancelled (a 2nd signal: now)"),

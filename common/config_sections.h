@@ -113,6 +113,13 @@ struct RouterSection {
   // stays text
   bool special_tokens_in_messages = false;
   int health_check_interval_ms = 1000;  // how often each upstream is asked for Admin.Health
+  // How requests are spread over the upstreams: "prefix_affinity" (requests whose prompts
+  // start with the same affinity_prefix_tokens tokens go to the same coordinator, for its prefix
+  // cache, unless it has affinity_max_imbalance more requests in flight than the least-loaded
+  // one) or "least_loaded".
+  std::string routing = "prefix_affinity";
+  int affinity_prefix_tokens = 64;
+  int affinity_max_imbalance = 32;
   int shutdown_grace_s = 30;  // SIGTERM/SIGINT: requests in flight get this long to finish
 };
 

@@ -126,6 +126,8 @@ int Run(int argc, char** argv) {
   llm::router::UpstreamPool pool(config->router.upstreams,
                                  std::chrono::milliseconds(config->router.health_check_interval_ms),
                                  upstream_ca);
+  pool.SetRouting({config->router.routing == "prefix_affinity",
+                   config->router.affinity_prefix_tokens, config->router.affinity_max_imbalance});
   pool.Start(std::chrono::milliseconds(2000));
   llm::router::ServiceOptions service_options;
   llm::router::RequestLimits& limits = service_options.limits;

@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <unordered_map>
 
 #include "common/log.h"
 #include "proto/llm.grpc.pb.h"
+#include "router/prefix_affinity.h"
 #include "router/upstream_errors.h"
 
 namespace llm::router {
@@ -45,6 +47,7 @@ struct UpstreamPool::Impl {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   grpc::ChannelArguments channel_args;
   std::chrono::milliseconds interval{1000};
+  RoutingPolicy policy;  // set before Start
   mutable std::mutex mu;
   std::condition_variable cv;  // wakes the checker on Stop
   bool stopping = false;
@@ -71,14 +74,28 @@ struct UpstreamPool::Impl {
     u->admin = v1::Admin::NewStub(u->channel);
     return u;
   }
-  // The healthy upstream with the fewest outstanding calls that is not in `tried` (counted as
-  // outstanding at once); null when there is none.
-  std::shared_ptr<Upstream> Pick(const std::vector<std::shared_ptr<Upstream>>& tried) {
+  // The upstream for a request whose prompt hashes to `key` (see router/prefix_affinity.h):
+  // among the healthy ones not in `tried`, the rendezvous winner for the key unless it has
+  // policy.max_imbalance more calls in flight than the least-loaded one, which then takes it
+  // (also without affinity). Counted as outstanding at once; null when none is left.
+  std::shared_ptr<Upstream> Pick(const std::vector<std::shared_ptr<Upstream>>& tried,
+                                 uint64_t key) {
     std::lock_guard<std::mutex> lock(mu);
-    std::shared_ptr<Upstream> best;
+    std::shared_ptr<Upstream> least, affine;
+    uint64_t best_weight = 0;
     for (const auto& u : upstreams) {
       if (!u->healthy || std::find(tried.begin(), tried.end(), u) != tried.end()) continue;
-      if (!best || u->outstanding.load() < best->outstanding.load()) best = u;
+      if (!least || u->outstanding.load() < least->outstanding.load()) least = u;
+      const uint64_t w = RendezvousWeight(key, u->address);
+      if (!affine || w > best_weight) {
+        affine = u;
+        best_weight = w;
+      }
+    }
+    std::shared_ptr<Upstream> best = least;
+    if (policy.prefix_affinity && affine &&
+        affine->outstanding.load() - least->outstanding.load() < policy.max_imbalance) {
+      best = affine;
     }
     if (best) {
       best->outstanding.fetch_add(1);
@@ -331,6 +348,13 @@ class PooledGenerate final : public GenerateStream,
   }
 
  private:
+  uint64_t AffinityKey() const {
+    return PrefixAffinityKey(
+        std::span<const int32_t>(request_.prompt_token_ids().data(),
+                                 static_cast<size_t>(request_.prompt_token_ids().size())),
+        pool_->policy.prefix_tokens);
+  }
+
   std::shared_ptr<GenerateCall> Current() {
     std::lock_guard<std::mutex> lock(mu_);
     return current_;
@@ -343,7 +367,7 @@ class PooledGenerate final : public GenerateStream,
       cancelled = cancelled_;
     }
     if (error && retryable && !cancelled && !got_message_.load()) {
-      if (std::shared_ptr<Upstream> next = pool_->Pick(tried_)) {
+      if (std::shared_ptr<Upstream> next = pool_->Pick(tried_, AffinityKey())) {
         LogEvent(LogLevel::kWarn, "upstream refused the request; retrying on another",
                  {{"request_id", request_.request_id()},
                   {"upstream", tried_.back()->address},
@@ -491,7 +515,11 @@ std::vector<UpstreamStats> UpstreamPool::FetchStats(std::chrono::milliseconds ti
 
 StatusOr<std::shared_ptr<GenerateStream>> UpstreamPool::StartGenerate(
     const v1::GenerateRequest& request, std::chrono::seconds timeout, GenerateCallbacks callbacks) {
-  std::shared_ptr<Upstream> first = impl_->Pick({});
+  const uint64_t key = PrefixAffinityKey(
+      std::span<const int32_t>(request.prompt_token_ids().data(),
+                               static_cast<size_t>(request.prompt_token_ids().size())),
+      impl_->policy.prefix_tokens);
+  std::shared_ptr<Upstream> first = impl_->Pick({}, key);
   if (!first) return Unavailable(impl_->NoneHealthy());
   auto handle = std::make_shared<PooledGenerate>(impl_, request, timeout, std::move(callbacks));
   handle->Attempt(std::move(first));
@@ -549,6 +577,10 @@ Status UpstreamPool::Remove(const std::string& address) {
   LogEvent(LogLevel::kInfo, "upstream removed",
            {{"upstream", address}, {"requests_in_flight", removed->outstanding.load()}});
   return Status::Ok();
+}
+
+void UpstreamPool::SetRouting(const RoutingPolicy& policy) {
+  impl_->policy = policy;
 }
 
 int UpstreamPool::Outstanding() const {

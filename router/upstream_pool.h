@@ -16,6 +16,7 @@
 #include "proto/llm.pb.h"
 #include "router/api_error.h"
 #include "router/metrics.h"
+#include "router/prefix_affinity.h"
 
 namespace llm::router {
 
@@ -77,7 +78,12 @@ class UpstreamPool {
   // Admin.Stats of every upstream, asked in parallel, each within `timeout` (for /metrics).
   std::vector<UpstreamStats> FetchStats(std::chrono::milliseconds timeout) const;
 
-  // Starts a Generate call on the least-loaded healthy upstream. kUnavailable when none is
+  // How requests are spread (router.routing); call before Start.
+  void SetRouting(const RoutingPolicy& policy);
+
+  // Starts a Generate call on a healthy upstream: by default the one its prompt's first tokens
+  // hash to (prefix affinity, router/prefix_affinity.h) unless that one is much busier than the
+  // least-loaded one, which then takes it. kUnavailable when none is
   // healthy. A gRPC error reaches on_done mapped by UpstreamApiError; UNAVAILABLE also marks
   // the upstream unhealthy until its next check. An upstream that refuses the call before
   // sending anything (UNAVAILABLE: draining, shutting down, unreachable) is replaced by the

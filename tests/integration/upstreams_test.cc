@@ -6,6 +6,8 @@
 
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/integration/router_harness.h"
@@ -56,7 +58,8 @@ std::vector<std::string> Addresses(const HttpResult& r) {
 TEST(Upstreams, AddRemoveAtRunTimeAndRetryPastADrainingCoordinator) {
   LLM_E2E_REQUIRE_SHARED();
   // Health checks every minute: the router learns of the drain only through the refusal.
-  Cluster cluster({}, {"--router.health_check_interval_ms", "60000"});
+  Cluster cluster(
+      {}, {"--router.health_check_interval_ms", "60000", "--router.routing", "least_loaded"});
   ASSERT_TRUE(cluster.ok()) << cluster.Logs();
   SecondWorker b;
   ASSERT_TRUE(WaitFor([&] { return b.Serving() || b.process->Exited(); }, 60.0) && b.Serving())
@@ -132,6 +135,64 @@ TEST(Upstreams, AdminTokenGuardsTheRoutes) {
   EXPECT_EQ(
       Http(port, "GET", "/v1/models", "", 10.0, {{"Authorization", "Bearer adm-secret"}}).status,
       401);
+}
+
+// Prefix affinity (the default routing): concurrent requests that share their first 64 tokens
+// all go to one coordinator, whose prefix cache then serves the shared part; least_loaded
+// spreads the same requests over both.
+TEST(Upstreams, PrefixAffinityKeepsASharedPrefixOnOneCoordinator) {
+  LLM_E2E_REQUIRE_SHARED();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  SecondWorker b;
+  ASSERT_TRUE(WaitFor([&] { return b.Serving() || b.process->Exited(); }, 60.0) && b.Serving())
+      << b.process->Log();
+  const int affinity = cluster.AddRouter({}, cluster.upstream() + "," + b.address());
+  const int spread = cluster.AddRouter({"--router.routing", "least_loaded"},
+                                       cluster.upstream() + "," + b.address());
+  ASSERT_NE(affinity, 0) << cluster.Logs();
+  ASSERT_NE(spread, 0) << cluster.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json j = Http(affinity, "GET", "/upstreams").Json();
+        return j["data"].size() == 2 && j["data"][0]["healthy"] == true &&
+               j["data"][1]["healthy"] == true;
+      },
+      10.0));
+
+  auto requests_on = [&] {
+    return std::make_pair(cluster.Stats().requests_total(), b.RequestsTotal());
+  };
+  // 8 requests at once: a shared 80-token start (BOS + 79 tokens), then 3 tokens of their own.
+  auto burst = [&](int port, int salt) {
+    std::vector<std::thread> clients;
+    std::vector<int> status(8, 0);
+    for (int i = 0; i < 8; ++i) {
+      clients.emplace_back([&, i] {
+        std::vector<int> prompt = {1};
+        for (int t = 0; t < 79; ++t) prompt.push_back(300 + (t * 7 + salt) % 200);
+        for (int t = 0; t < 3; ++t) prompt.push_back(10 + i * 3 + t);
+        status[i] = Post(port, "/v1/completions",
+                         {{"prompt", prompt}, {"max_tokens", 24}, {"ignore_eos", true}})
+                        .status;
+      });
+    }
+    for (auto& c : clients) c.join();
+    for (int s : status) EXPECT_EQ(s, 200);
+  };
+
+  const auto before = requests_on();
+  burst(affinity, 0);
+  const auto after = requests_on();
+  const int64_t on_a = after.first - before.first, on_b = after.second - before.second;
+  EXPECT_EQ(on_a + on_b, 8);
+  EXPECT_TRUE(on_a == 8 || on_b == 8) << on_a << " / " << on_b;
+
+  // The same burst through the least-loaded router lands on both.
+  burst(spread, 1);
+  const auto spread_after = requests_on();
+  EXPECT_GT(spread_after.first - after.first, 0);
+  EXPECT_GT(spread_after.second - after.second, 0);
 }
 
 }  // namespace
