@@ -129,7 +129,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
   GenerateStream(EngineLoop* loop, int logprobs) : loop_(loop), logprobs_(logprobs) {}
 
   void OnToken(const SampleResult& sample, FinishReason finish, int prompt_tokens,
-               int completion_tokens) override {
+               int completion_tokens, const RequestTimings& timings) override {
     std::unique_lock<std::mutex> lock(mu_);
     pending_.add_token_ids(sample.token);
     if (logprobs_ >= 0) pending_.add_logprobs(sample.logprob);
@@ -146,6 +146,11 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
       if (EndedByToken(finish)) pending_.set_stop_token_id(sample.token);
       pending_.mutable_usage()->set_prompt_tokens(prompt_tokens);
       pending_.mutable_usage()->set_completion_tokens(completion_tokens);
+      pb::RequestTimings* t = pending_.mutable_timings();
+      t->set_queue_s(timings.queue_s);
+      t->set_prefill_s(timings.prefill_s);
+      t->set_decode_s(timings.decode_s);
+      t->set_inference_s(timings.inference_s);
       final_status_ = grpc::Status::OK;
     }
     Advance(lock);
