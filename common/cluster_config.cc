@@ -213,6 +213,9 @@ const std::vector<KeySpec>& Schema() {
              "requests waiting to be scheduled; more are refused (router: 429); 0 = no bound"),
       IntKey("engine.queue_timeout_s", LLM_FIELD(engine.queue_timeout_s), 0, 86400,
              "a request still waiting after this long fails (router: 429); 0 = never"),
+      IntKey("engine.log_stats_interval_s", LLM_FIELD(engine.log_stats_interval_s), 0, 86400,
+             "every this many seconds rank 0 logs throughput, running/waiting, KV cache use "
+             "(only when something changed); 0 = never"),
       StringKey("coordinator.host", LLM_FIELD(coordinator.host), {}, "gRPC bind address of rank 0"),
       IntKey("coordinator.port", LLM_FIELD(coordinator.port), 1, 65535, "gRPC port of rank 0"),
       StringKey("coordinator.admin_token", LLM_FIELD(coordinator.admin_token), {},

@@ -51,6 +51,7 @@ struct EngineSection {
   int heartbeat_timeout_s = 5;      // health is false while a rank has not answered this long
   int max_waiting_requests = 4096;  // queued requests beyond it are refused (429)
   int queue_timeout_s = 300;        // a request queued this long fails (429); 0: never
+  int log_stats_interval_s = 10;    // rank 0 logs throughput, queue and KV use; 0: never
 };
 
 // coordinator.*

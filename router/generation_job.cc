@@ -227,6 +227,7 @@ void GenerationJob::OnMessage(size_t i, const v1::GenerateResponse& r) {
     c.finished = true;
     c.finish_reason = FinishName(r.finish_reason());
   }
+  if (final && r.has_timings() && spec_.metrics) spec_.metrics->ObserveEngineTimings(r.timings());
   Emit(c, out, std::move(logprobs));
   if (c.finished && spec_.options.stream) {
     json chunk =

@@ -6,7 +6,8 @@
 namespace llm::router {
 namespace {
 
-// vLLM's buckets (seconds).
+// vLLM's buckets (seconds). kE2eBuckets is vLLM's request_latency_buckets, which it also uses
+// for the queue, prefill, decode and inference times.
 const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
                                           0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
                                           20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
@@ -72,7 +73,14 @@ void Histogram::Write(const std::string& name, const std::string& labels, std::s
 }
 
 RouterMetrics::RouterMetrics(std::string model_name)
-    : model_(std::move(model_name)), ttft_(kTtftBuckets), tpot_(kTpotBuckets), e2e_(kE2eBuckets) {}
+    : model_(std::move(model_name)),
+      ttft_(kTtftBuckets),
+      tpot_(kTpotBuckets),
+      e2e_(kE2eBuckets),
+      queue_(kE2eBuckets),
+      prefill_(kE2eBuckets),
+      decode_(kE2eBuckets),
+      inference_(kE2eBuckets) {}
 
 void RouterMetrics::CountResponse(const std::string& route, int status) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -87,6 +95,14 @@ void RouterMetrics::ObserveRequest(const RequestRecord& r) {
   if (r.ttft_s >= 0) ttft_.Observe(r.ttft_s);
   if (r.tpot_s >= 0) tpot_.Observe(r.tpot_s);
   if (r.ok) e2e_.Observe(r.e2e_s);
+}
+
+void RouterMetrics::ObserveEngineTimings(const v1::RequestTimings& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.Observe(std::max(0.0, t.queue_s()));
+  prefill_.Observe(std::max(0.0, t.prefill_s()));
+  decode_.Observe(std::max(0.0, t.decode_s()));
+  inference_.Observe(std::max(0.0, t.inference_s()));
 }
 
 std::string RouterMetrics::Render(const std::vector<UpstreamStats>& upstreams, int open_connections,
@@ -168,6 +184,27 @@ std::string RouterMetrics::Render(const std::vector<UpstreamStats>& upstreams, i
   Header(&out, "llmserve:e2e_request_latency_seconds", "histogram",
          "Time from the request to its last token (successful requests).");
   e2e_.Write("llmserve:e2e_request_latency_seconds", model, &out);
+  // The engine's own timings (vLLM's request latency buckets), one observation per finished
+  // choice.
+  struct Phase {
+    const char* name;
+    const char* help;
+    const Histogram* h;
+  };
+  const Phase phases[] = {
+      {"llmserve:request_queue_time_seconds",
+       "Time a request waited in the engine's queue before it was first scheduled.", &queue_},
+      {"llmserve:request_prefill_time_seconds",
+       "Time from a request's first scheduling to its first token.", &prefill_},
+      {"llmserve:request_decode_time_seconds", "Time from a request's first token to its last.",
+       &decode_},
+      {"llmserve:request_inference_time_seconds",
+       "Time from a request's first scheduling to its last token (prefill + decode).", &inference_},
+  };
+  for (const Phase& p : phases) {
+    Header(&out, p.name, "histogram", p.help);
+    p.h->Write(p.name, model, &out);
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 // GET /metrics: Prometheus text format (version 0.0.4) with vLLM's metric names under the
 // prefix "llmserve:". The router observes every request it answers (status by route, finish
-// reasons, tokens, time to first token, time per output token, end-to-end latency); the engine
+// reasons, tokens, time to first token, time per output token, end-to-end latency) and the
+// engine's timings of each finished choice (queue, prefill, decode, inference); the engine
 // gauges and counters (running / waiting requests, KV cache usage, preemptions, prefix cache)
 // are each coordinator's Admin.Stats at scrape time, labelled by upstream. A small writer of
 // our own: Debian 12 has no packaged Prometheus client for C++ that fits.
@@ -61,6 +62,8 @@ class RouterMetrics {
   // A response (or the start of a streamed one) of `route` (a known route, else "other").
   void CountResponse(const std::string& route, int status);
   void ObserveRequest(const RequestRecord& r);
+  // The engine's timings of one finished choice (the last GenerateResponse of its call).
+  void ObserveEngineTimings(const v1::RequestTimings& t);
 
   // The exposition text; `open_connections` and `busy_connections` are the HTTP server's.
   std::string Render(const std::vector<UpstreamStats>& upstreams, int open_connections,
@@ -76,6 +79,10 @@ class RouterMetrics {
   Histogram ttft_;
   Histogram tpot_;
   Histogram e2e_;
+  Histogram queue_;
+  Histogram prefill_;
+  Histogram decode_;
+  Histogram inference_;
 };
 
 }  // namespace llm::router

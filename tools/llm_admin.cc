@@ -1,5 +1,7 @@
-// llm-admin: the coordinator's admin service from the command line; prints the answer as JSON.
-//   llm-admin --coordinator host:port (health|drain|resume|stats) [--timeout-s N]
+// llm-admin: the coordinator's admin service from the command line; prints the answer as
+// aligned "key: value" lines (stats adds a table of the ranks), or as JSON with --json (the
+// proto's field names: the form for scripts).
+//   llm-admin --coordinator host:port (health|drain|resume|stats) [--json] [--timeout-s N]
 //             [--admin-token T]    (default: the LLM_ADMIN_TOKEN environment variable)
 //             [--tls-ca FILE]      (the coordinator speaks TLS; FILE: PEM roots to trust)
 // Bad arguments exit 2 (llm::kUsageExitCode) with CLI11's message naming the flag.
@@ -15,10 +17,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/cli.h"
 #include "proto/llm.grpc.pb.h"
 #include "proto/llm.pb.h"
+#include "tools/admin_text.h"
 
 namespace {
 
@@ -32,6 +37,7 @@ struct Options {
   std::string tls_ca;  // PEM file: connect with TLS, trusting these roots
   bool wait = false;   // drain: until nothing runs or waits
   int wait_timeout_s = 600;
+  bool json = false;  // JSON instead of text
 };
 
 void AddFlags(CLI::App& app, Options* o) {
@@ -57,6 +63,65 @@ void AddFlags(CLI::App& app, Options* o) {
   app.add_option("--wait-timeout-s", o->wait_timeout_s, "drain --wait: the longest wait")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  app.add_flag("--json", o->json,
+               "print one JSON object with the proto's field names (for scripts) instead of text");
+}
+
+const char* YesNo(bool b) {
+  return b ? "yes" : "no";
+}
+
+void PrintFields(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::fputs(llm::admin::FormatFields(fields).c_str(), stdout);
+}
+
+void PrintText(const pb::HealthResponse& h) {
+  std::vector<std::pair<std::string, std::string>> f = {
+      {"serving", YesNo(h.serving())},
+      {"model", h.model()},
+      {"max model len", std::to_string(h.max_model_len())},
+      {"vocab size", std::to_string(h.vocab_size())},
+      {"ranks unresponsive", YesNo(h.ranks_unresponsive())},
+  };
+  if (!h.detail().empty()) f.emplace_back("detail", h.detail());
+  PrintFields(f);
+}
+
+void PrintText(const pb::StatsResponse& s) {
+  const int used = s.kv_blocks_total() - s.kv_blocks_free();
+  const auto n = [](int64_t v) { return std::to_string(v); };
+  PrintFields({
+      {"model", s.model()},
+      {"uptime", llm::admin::Duration(s.uptime_s())},
+      {"draining", YesNo(s.draining())},
+      {"ranks", n(s.world_size())},
+      {"running sequences", n(s.running_sequences())},
+      {"waiting sequences", n(s.waiting_sequences())},
+      {"KV cache", n(used) + " / " + n(s.kv_blocks_total()) + " blocks used (" +
+                       llm::admin::Percent(used, s.kv_blocks_total()) + "), " +
+                       n(s.kv_block_size()) + " tokens per block"},
+      {"requests", n(s.requests_total())},
+      {"aborted", n(s.aborted_total())},
+      {"refused (queue full)", n(s.rejected_queue_full_total())},
+      {"queue timeouts", n(s.queue_timeouts_total())},
+      {"prompt tokens", n(s.prompt_tokens_total())},
+      {"prefill tokens computed", n(s.prefill_tokens_computed_total())},
+      {"generated tokens", n(s.generated_tokens_total())},
+      {"preemptions", n(s.preemptions_total())},
+      {"prefix cache hits",
+       n(s.prefix_cache_hit_tokens_total()) + " of " + n(s.prefix_cache_queried_tokens_total()) +
+           " tokens (" +
+           llm::admin::Percent(static_cast<double>(s.prefix_cache_hit_tokens_total()),
+                               static_cast<double>(s.prefix_cache_queried_tokens_total())) +
+           ")"},
+  });
+  if (s.ranks_size() == 0) return;
+  std::vector<std::vector<std::string>> rows = {{"rank", "host", "status", "last seen"}};
+  for (const pb::RankStatus& r : s.ranks()) {
+    rows.push_back({n(r.rank()), r.host().empty() ? "-" : r.host(), r.status(),
+                    r.has_last_seen_s() ? llm::admin::Duration(r.last_seen_s()) + " ago" : "-"});
+  }
+  std::printf("\n%s", llm::admin::FormatTable(rows).c_str());
 }
 
 bool IsInteger(const std::string& s) {
@@ -74,6 +139,18 @@ int Print(const grpc::Status& status, const google::protobuf::Message& reply, co
                  o.coordinator.c_str(), static_cast<int>(status.error_code()),
                  status.error_message().c_str());
     return 1;
+  }
+  if (!o.json) {
+    if (const auto* h = dynamic_cast<const pb::HealthResponse*>(&reply)) {
+      PrintText(*h);
+    } else if (const auto* s = dynamic_cast<const pb::StatsResponse*>(&reply)) {
+      PrintText(*s);
+    } else if (o.command == "drain") {
+      std::printf("draining: new requests are refused, running ones finish\n");
+    } else {
+      std::printf("resumed: new requests are admitted\n");
+    }
+    return 0;
   }
   google::protobuf::util::JsonPrintOptions opts;
   opts.always_print_primitive_fields = true;
@@ -110,11 +187,20 @@ int WaitDrained(pb::Admin::Stub& stub, const Options& o) {
   }
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const nlohmann::json j = {{"drained", left == 0},
-                            {"finished", at_start - left},
-                            {"remaining", left},
-                            {"waited_s", std::round(waited * 10) / 10}};
-  std::printf("%s\n", j.dump(2).c_str());
+  if (o.json) {
+    const nlohmann::json j = {{"drained", left == 0},
+                              {"finished", at_start - left},
+                              {"remaining", left},
+                              {"waited_s", std::round(waited * 10) / 10}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%.1f s", waited);
+    PrintFields({{"drained", YesNo(left == 0)},
+                 {"finished", std::to_string(at_start - left)},
+                 {"remaining", std::to_string(left)},
+                 {"waited", secs}});
+  }
   if (left != 0) {
     std::fprintf(stderr, "llm-admin: %lld request(s) still running after %d s\n",
                  static_cast<long long>(left), o.wait_timeout_s);
@@ -127,8 +213,9 @@ int WaitDrained(pb::Admin::Stub& stub, const Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app(
-      "The coordinator's admin service from the command line. Prints one JSON object; exits 1\n"
-      "when the call fails (the gRPC status on stderr).",
+      "The coordinator's admin service from the command line. Prints aligned 'key: value'\n"
+      "lines (stats adds a table of the ranks), or one JSON object with --json; exits 1 when\n"
+      "the call fails (the gRPC status on stderr).",
       "llm-admin");
   AddFlags(app, &o);
   if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;

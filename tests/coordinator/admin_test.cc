@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
+#include <sstream>
 #include <thread>
 
 #include "tests/coordinator/coordinator_client.h"
@@ -133,6 +135,16 @@ TEST(CoordinatorAdmin, HealthReportsTheModel) {
   EXPECT_EQ(s.world_size(), 1);
   EXPECT_EQ(s.kv_block_size(), 16);
   EXPECT_TRUE(AllBlocksFree(s));
+  // Stats also says what is served, for how long, and how each rank is.
+  EXPECT_EQ(s.model(), "stories260K");
+  EXPECT_GT(s.uptime_s(), 0);
+  EXPECT_LT(s.uptime_s(), 120);
+  ASSERT_EQ(s.ranks_size(), 1);
+  EXPECT_EQ(s.ranks(0).rank(), 0);
+  EXPECT_FALSE(s.ranks(0).host().empty());
+  EXPECT_EQ(s.ranks(0).status(), "ok");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_GE(GetStats(w).uptime_s(), s.uptime_s() + 1.0);
 }
 
 TEST(CoordinatorAdmin, DrainRefusesNewRequestsAndLetsRunningOnesFinish) {
@@ -185,17 +197,24 @@ std::string RunCommand(const std::string& cmd, int* rc) {
   return out;
 }
 
+// --json: one object with the proto's field names (what scripts read).
 TEST(CoordinatorAdmin, LlmAdminPrintsJson) {
   LLM_REQUIRE_SHARED(kModel);
   WorkerProcess w(StoriesFlags());
   ASSERT_TRUE(w.WaitHealthy()) << w.Log();
-  const std::string bin =
-      std::string(LLM_ADMIN_BIN) + " --coordinator 127.0.0.1:" + std::to_string(w.port()) + " ";
+  const std::string bin = std::string(LLM_ADMIN_BIN) +
+                          " --json --coordinator 127.0.0.1:" + std::to_string(w.port()) + " ";
   int rc = -1;
   const auto stats = nlohmann::json::parse(RunCommand(bin + "stats", &rc));
   EXPECT_EQ(rc, 0);
   EXPECT_GT(stats.at("kv_blocks_total").get<int>(), 0);
   EXPECT_EQ(stats.at("kv_blocks_free"), stats.at("kv_blocks_total"));
+  EXPECT_EQ(stats.at("prompt_tokens_total"), 0);  // 64-bit counters print as numbers
+  EXPECT_EQ(stats.at("model"), "stories260K");
+  EXPECT_GT(stats.at("uptime_s").get<double>(), 0);
+  ASSERT_EQ(stats.at("ranks").size(), 1u);
+  EXPECT_EQ(stats.at("ranks")[0].at("rank"), 0);
+  EXPECT_EQ(stats.at("ranks")[0].at("status"), "ok");
   RunCommand(bin + "drain", &rc);
   EXPECT_EQ(rc, 0);
   auto health = nlohmann::json::parse(RunCommand(bin + "health", &rc));
@@ -206,6 +225,49 @@ TEST(CoordinatorAdmin, LlmAdminPrintsJson) {
   EXPECT_EQ(health.at("model"), "stories260K");
   RunCommand(bin + "bogus 2>/dev/null", &rc);
   EXPECT_NE(rc, 0);
+}
+
+// Without --json: aligned "key: value" lines, KV usage as blocks and percent, the uptime as
+// 1h02m03s, and a table of the ranks.
+TEST(CoordinatorAdmin, LlmAdminPrintsText) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags());
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  const std::string bin =
+      std::string(LLM_ADMIN_BIN) + " --coordinator 127.0.0.1:" + std::to_string(w.port()) + " ";
+  int rc = -1;
+  const std::string stats = RunCommand(bin + "stats", &rc);
+  EXPECT_EQ(rc, 0) << stats;
+  const auto has = [&](const std::string& text, const char* pattern) {
+    return std::regex_search(text, std::regex(pattern, std::regex::multiline));
+  };
+  EXPECT_TRUE(has(stats, R"(^model: +stories260K$)")) << stats;
+  EXPECT_TRUE(has(stats, R"(^uptime: +([0-9]+h[0-9]{2}m[0-9]{2}s|[0-9]+m[0-9]{2}s|[0-9]+s)$)"))
+      << stats;
+  EXPECT_TRUE(has(stats, R"(^KV cache: +0 / [0-9]+ blocks used \(0\.0%\), 16 tokens per block$)"))
+      << stats;
+  EXPECT_TRUE(has(stats, R"(^draining: +no$)")) << stats;
+  EXPECT_TRUE(has(stats, R"(^rank +host +status +last seen$)")) << stats;
+  EXPECT_TRUE(has(stats, R"(^0 +\S+ +ok +0s ago$)")) << stats;
+  // Every "key: value" line has its value in the same column.
+  std::istringstream lines(stats);
+  size_t column = 0;
+  for (std::string line; std::getline(lines, line) && !line.empty();) {
+    const size_t colon = line.find(':');
+    ASSERT_NE(colon, std::string::npos) << line;
+    const size_t value = line.find_first_not_of(' ', colon + 1);
+    if (column == 0) column = value;
+    EXPECT_EQ(value, column) << line;
+  }
+  const std::string health = RunCommand(bin + "health", &rc);
+  EXPECT_EQ(rc, 0) << health;
+  EXPECT_TRUE(has(health, R"(^serving: +yes$)")) << health;
+  EXPECT_TRUE(has(health, R"(^model: +stories260K$)")) << health;
+  RunCommand(bin + "drain", &rc);
+  EXPECT_EQ(rc, 0);
+  const std::string draining = RunCommand(bin + "health", &rc);
+  EXPECT_TRUE(has(draining, R"(^serving: +no$)")) << draining;
+  EXPECT_TRUE(has(draining, R"(^detail: +draining$)")) << draining;
 }
 
 // llm-admin drain --wait: returns once the requests running at the drain have finished (all
@@ -240,7 +302,7 @@ TEST(CoordinatorAdmin, DrainWaitReturnsWhenNothingRuns) {
     });
   }
   int rc = -1;
-  const std::string out = RunCommand(bin + "drain --wait --wait-timeout-s 120", &rc);
+  const std::string out = RunCommand(bin + "--json drain --wait --wait-timeout-s 120", &rc);
   for (auto& t : readers) t.join();
   EXPECT_EQ(rc, 0) << out;
   const auto j = nlohmann::json::parse(out, nullptr, false);
@@ -262,7 +324,8 @@ TEST(CoordinatorAdmin, DrainWaitReturnsWhenNothingRuns) {
   auto reader = w.generation().Generate(&ctx, MakeRequest({1, 403, 407}, 2000));
   pb::GenerateResponse msg;
   ASSERT_TRUE(reader->Read(&msg));
-  const std::string late = RunCommand(bin + "drain --wait --wait-timeout-s 1 2>/dev/null", &rc);
+  const std::string late =
+      RunCommand(bin + "--json drain --wait --wait-timeout-s 1 2>/dev/null", &rc);
   EXPECT_NE(rc, 0) << late;
   const auto k = nlohmann::json::parse(late, nullptr, false);
   ASSERT_TRUE(k.is_object()) << late;
@@ -441,6 +504,40 @@ TEST(CoordinatorLifecycle, IdleWorkerUsesNoCpu) {
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const double used = w.CpuSeconds() - before;
   EXPECT_LT(used, 0.1) << "an idle worker used " << used << " CPU seconds in 2 s";
+}
+
+// engine.log_stats_interval_s: one stats line per interval while something changes (vLLM's
+// "Avg prompt throughput ..."), none while the cluster is idle.
+TEST(CoordinatorLifecycle, EngineStatsLineEveryIntervalOnlyWhenSomethingChanged) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess w(StoriesFlags({"--engine.log_stats_interval_s", "1"}));
+  ASSERT_TRUE(w.WaitHealthy()) << w.Log();
+  const auto lines = [&w] {
+    const std::string log = w.Log();
+    size_t n = 0;
+    for (size_t at = 0; (at = log.find("avg prompt throughput", at)) != std::string::npos; ++at) {
+      ++n;
+    }
+    return n;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(lines(), 0u) << "an idle worker logged stats:\n" << w.Log();
+  ASSERT_TRUE(RunStream(w.generation(), MakeRequest({1, 403, 407}, 64)).status.ok());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (lines() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(lines(), 1u) << "no stats line within 10 s of a request:\n" << w.Log();
+  const std::regex line(
+      R"(engine: avg prompt throughput: [0-9.]+ tokens/s, avg generation throughput: [0-9.]+ )"
+      R"(tokens/s, running: [0-9]+ reqs, waiting: [0-9]+ reqs, KV cache usage: [0-9.]+%, )"
+      R"(prefix cache hit rate: [0-9.]+%)");
+  EXPECT_TRUE(std::regex_search(w.Log(), line)) << w.Log();
+  // At most one more line (the interval the request ended in), then quiet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const size_t settled = lines();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(lines(), settled) << "stats lines went on while idle:\n" << w.Log();
 }
 
 TEST(CoordinatorLifecycle, IdleWorkerExitsOnSigint) {

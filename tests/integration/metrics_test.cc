@@ -1,5 +1,6 @@
 // GET /metrics: Prometheus text that parses line by line, whose counters and histograms move
-// with the traffic sent (exact token counts with ignore_eos), with the engine's gauges from
+// with the traffic sent (exact token counts with ignore_eos; the engine's queue / prefill /
+// decode / inference times once per finished request), with the engine's gauges from
 // the coordinator (KV cache usage back to 0 once the requests, an aborted one included, are
 // done), and unknown paths folded into one label.
 #include <gtest/gtest.h>
@@ -89,6 +90,17 @@ TEST(Metrics, CountersAndHistogramsFollowTheTraffic) {
   EXPECT_EQ(after["llmserve:time_to_first_token_seconds_bucket{model_name=\"stories260K\",le="
                   "\"+Inf\"}"],
             3);
+  // The engine's timings of each finished request, from the coordinator's last message.
+  for (const char* phase : {"queue", "prefill", "decode", "inference"}) {
+    const std::string name = std::string("llmserve:request_") + phase + "_time_seconds";
+    EXPECT_EQ(before[name + "_count" + m], 0) << name;
+    EXPECT_EQ(after[name + "_count" + m], 3) << name;
+    EXPECT_EQ(after[name + "_bucket{model_name=\"stories260K\",le=\"+Inf\"}"], 3) << name;
+    EXPECT_GE(after[name + "_sum" + m], 0) << name;
+  }
+  EXPECT_GT(after["llmserve:request_decode_time_seconds_sum" + m], 0);
+  EXPECT_LE(after["llmserve:request_inference_time_seconds_sum" + m],
+            after["llmserve:e2e_request_latency_seconds_sum" + m]);
   EXPECT_GT(after["llmserve:prompt_tokens_total" + m], 5);
   EXPECT_EQ(after["llmserve:kv_cache_usage_perc" + up], 0);
 

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "proto/grpc_health.grpc.pb.h"
 #include "tests/integration/router_harness.h"
 
 namespace llm::e2e {
@@ -54,7 +55,17 @@ TEST_P(MpiHttp, GoldenGreedyThroughHttp) {
     ++cases;
   }
   EXPECT_GT(cases, 0);
-  EXPECT_EQ(cluster.Stats().world_size(), np);
+  const v1::StatsResponse stats = cluster.Stats();
+  EXPECT_EQ(stats.world_size(), np);
+  // One entry per rank, each with its host and answering (every step's collectives complete).
+  ASSERT_EQ(stats.ranks_size(), np);
+  for (int r = 0; r < np; ++r) {
+    EXPECT_EQ(stats.ranks(r).rank(), r);
+    EXPECT_FALSE(stats.ranks(r).host().empty()) << "rank " << r;
+    EXPECT_EQ(stats.ranks(r).status(), "ok") << "rank " << r;
+    EXPECT_TRUE(stats.ranks(r).has_last_seen_s()) << "rank " << r;
+    EXPECT_LT(stats.ranks(r).last_seen_s(), 60) << "rank " << r;
+  }
   EXPECT_TRUE(cluster.WaitAllBlocksFree(10.0)) << "KV blocks leaked";
 }
 
@@ -161,6 +172,23 @@ TEST(MpiFailure, StoppedFollowerIsReportedAndEndsTheJob) {
   const double to_503 =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
   EXPECT_LT(to_503, 10.0);
+  // Stats marks the followers not answering (rank 0 cannot tell which one is stuck), and the
+  // gRPC health service (Kubernetes probes) says NOT_SERVING.
+  const v1::StatsResponse stalled = cluster.Stats();
+  ASSERT_EQ(stalled.ranks_size(), 2);
+  EXPECT_EQ(stalled.ranks(0).status(), "ok");
+  EXPECT_EQ(stalled.ranks(1).status(), "not answering");
+  EXPECT_GE(stalled.ranks(1).last_seen_s(), 2.0);
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(cluster.upstream(), grpc::InsecureChannelCredentials()));
+  const auto grpc_health = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc::health::v1::HealthCheckResponse r;
+    return health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &r).ok() ? r.status() : -1;
+  };
+  EXPECT_TRUE(WaitFor(
+      [&] { return grpc_health() == grpc::health::v1::HealthCheckResponse::NOT_SERVING; }, 5.0));
   // Rank 0 waits for the stopped rank without spinning a core.
   const double before = CpuSecondsOf(ranks[0]);
   std::this_thread::sleep_for(std::chrono::seconds(2));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 namespace llm {
@@ -83,6 +84,15 @@ void MpiCommunicator::Wait(void* mpi_request, const char* what) {
   wait_since_ns_.store(0, std::memory_order_relaxed);
 }
 
+void MpiCommunicator::MarkAllAnswered() {
+  all_answered_ns_.store(NowNs(), std::memory_order_relaxed);
+}
+
+double MpiCommunicator::SecondsSinceAllAnswered() const {
+  const int64_t at = all_answered_ns_.load(std::memory_order_relaxed);
+  return at == 0 ? -1.0 : static_cast<double>(NowNs() - at) * 1e-9;
+}
+
 double MpiCommunicator::StalledSeconds() const {
   const int64_t since = wait_since_ns_.load(std::memory_order_relaxed);
   return since == 0 ? 0.0 : static_cast<double>(NowNs() - since) * 1e-9;
@@ -110,8 +120,22 @@ StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, ch
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
   MPI_Comm_size(host, &local_size);
   MPI_Comm_free(&host);
-  return std::unique_ptr<MpiCommunicator>(
-      new MpiCommunicator(rank, size, local_size, !initialized));
+  // Every rank's host name, once (the coordinator's Stats lists them per rank).
+  std::vector<char> names(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME, '\0');
+  char* mine = names.data() + static_cast<size_t>(rank) * MPI_MAX_PROCESSOR_NAME;
+  int len = 0;
+  MPI_Get_processor_name(mine, &len);
+  MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                MPI_COMM_WORLD);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size; ++r) {
+    const char* name = names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hosts.emplace_back(name, strnlen(name, MPI_MAX_PROCESSOR_NAME - 1));
+  }
+  auto comm = std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(rank, size, local_size, !initialized, std::move(hosts)));
+  comm->MarkAllAnswered();  // the all-gather above
+  return comm;
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -147,6 +171,7 @@ void MpiCommunicator::ReduceSegment(float* data, size_t count) {
   MPI_Request req;
   MPI_Ialltoall(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, MPI_COMM_WORLD, &req);
   Wait(&req, "an all-reduce");
+  MarkAllAnswered();
   float* sum = send_.data();
   for (size_t i = 0; i < chunk; ++i) sum[i] = recv_[i];
   for (int r = 1; r < size_; ++r) {
@@ -169,6 +194,7 @@ void MpiCommunicator::Gather(const float* send, size_t count, float* recv, int r
   MPI_Igather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT,
               root, MPI_COMM_WORLD, &req);
   Wait(&req, "a gather");
+  if (rank_ == root) MarkAllAnswered();
 }
 
 void MpiCommunicator::Broadcast(std::vector<uint8_t>& bytes, int root) {

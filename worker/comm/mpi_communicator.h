@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -47,6 +48,8 @@ class MpiCommunicator final : public Communicator {
   void Gather(const float* send, size_t count, float* recv, int root) override;
   void Broadcast(std::vector<uint8_t>& bytes, int root) override;
   double StalledSeconds() const override;
+  double SecondsSinceAllAnswered() const override;
+  std::vector<std::string> HostNames() const override { return hosts_; }
   // A collective not completed within `seconds` ends the job (0: wait forever).
   void set_timeout_s(double seconds) { timeout_s_ = seconds; }
   // Ends every rank of the job (MPI_Abort): for a rank that can no longer follow, since the
@@ -54,16 +57,24 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void AbortJob(int code);
 
  private:
-  MpiCommunicator(int rank, int size, int local_size, bool owns_mpi)
-      : rank_(rank), size_(size), local_size_(local_size), owns_(owns_mpi) {}
+  MpiCommunicator(int rank, int size, int local_size, bool owns_mpi, std::vector<std::string> hosts)
+      : rank_(rank),
+        size_(size),
+        local_size_(local_size),
+        owns_(owns_mpi),
+        hosts_(std::move(hosts)) {}
+  // A collective completed: every rank took part.
+  void MarkAllAnswered();
   void ReduceSegment(float* data, size_t count);
   // Completes an MPI_Request* (void* keeps mpi.h out of this header).
   void Wait(void* mpi_request, const char* what);
   int rank_, size_, local_size_;
   bool owns_;
   double timeout_s_ = 0;
-  std::atomic<int64_t> wait_since_ns_{0};  // steady clock; 0 when no collective is pending
-  std::vector<float> send_, recv_;         // AllReduceSum scratch, only grows
+  std::atomic<int64_t> wait_since_ns_{0};    // steady clock; 0 when no collective is pending
+  std::atomic<int64_t> all_answered_ns_{0};  // steady clock of the last completed collective
+  std::vector<std::string> hosts_;           // by rank, from Create
+  std::vector<float> send_, recv_;           // AllReduceSum scratch, only grows
 };
 
 }  // namespace llm

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "kernels/cpu_ops.h"
 #include "worker/coordinator/coordinator_service.h"
 #include "worker/coordinator/engine_loop.h"
+#include "worker/coordinator/stats_logger.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/rank_threads.h"
 #include "worker/model/model_weights.h"
@@ -125,6 +127,7 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& 
 }
 
 Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
+  const auto started = std::chrono::steady_clock::now();
   const int world = comm != nullptr ? comm->world_size() : 1;
   ConfigureThreads(c, ranks_on_host);
   LLM_RETURN_IF_ERROR(kernels::SelectMatmulIsa(c.engine.matmul_isa));
@@ -137,10 +140,13 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   info.max_model_len = engine->max_model_len();
   info.vocab_size = engine->model_config().vocab_size;
   info.world_size = world;
+  info.started = started;
   QueueLimits queue;
   queue.max_waiting = c.engine.max_waiting_requests;
   queue.timeout_s = c.engine.queue_timeout_s;
   EngineLoop loop(std::move(engine), c.engine.block_size, queue);
+  std::optional<EngineStatsLogger> stats_logger;  // stops before the loop is destroyed
+  if (c.engine.log_stats_interval_s > 0) stats_logger.emplace(&loop, c.engine.log_stats_interval_s);
   CoordinatorHealth health;
   health.comm = comm;
   health.heartbeat_timeout_s = c.engine.heartbeat_timeout_s;

@@ -1,12 +1,18 @@
 #include "worker/coordinator/coordinator_service.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "proto/llm.grpc.pb.h"
@@ -159,7 +165,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
       : loop_(loop), logprobs_(logprobs), request_id_(LoggedRequestId(request_id)) {}
 
   void OnToken(const SampleResult& sample, FinishReason finish, int prompt_tokens,
-               int completion_tokens) override {
+               int completion_tokens, const RequestTimings& timings) override {
     std::unique_lock<std::mutex> lock(mu_);
     pending_.add_token_ids(sample.token);
     if (logprobs_ >= 0) pending_.add_logprobs(sample.logprob);
@@ -176,6 +182,11 @@ class GenerateStream final : public grpc::ServerWriteReactor<pb::GenerateRespons
       if (EndedByToken(finish)) pending_.set_stop_token_id(sample.token);
       pending_.mutable_usage()->set_prompt_tokens(prompt_tokens);
       pending_.mutable_usage()->set_completion_tokens(completion_tokens);
+      pb::RequestTimings* t = pending_.mutable_timings();
+      t->set_queue_s(timings.queue_s);
+      t->set_prefill_s(timings.prefill_s);
+      t->set_decode_s(timings.decode_s);
+      t->set_inference_s(timings.inference_s);
       final_status_ = grpc::Status::OK;
       LogEvent(LogLevel::kInfo, "request finished",
                {{"request_id", request_id_},
@@ -339,12 +350,14 @@ struct CoordinatorServer::Impl {
                                     pb::DrainResponse*) override {
       if (grpc::Status denied = impl_->CheckAdmin(*ctx); !denied.ok()) return Done(ctx, denied);
       if (!impl_->draining.exchange(true)) spdlog::info("draining: new requests are refused");
+      impl_->UpdateServingStatus();
       return Done(ctx);
     }
     grpc::ServerUnaryReactor* Resume(grpc::CallbackServerContext* ctx, const pb::ResumeRequest*,
                                      pb::ResumeResponse*) override {
       if (grpc::Status denied = impl_->CheckAdmin(*ctx); !denied.ok()) return Done(ctx, denied);
       if (impl_->draining.exchange(false)) spdlog::info("resumed: admitting new requests");
+      impl_->UpdateServingStatus();
       return Done(ctx);
     }
     grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx, const pb::StatsRequest*,
@@ -367,6 +380,11 @@ struct CoordinatorServer::Impl {
       out->set_queue_timeouts_total(s.queue_timeouts);
       out->set_prefix_cache_hit_tokens_total(s.engine.prefix_cache_hit_tokens);
       out->set_prefix_cache_queried_tokens_total(s.engine.prefix_cache_queried_tokens);
+      out->set_uptime_s(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->info.started)
+              .count());
+      out->set_model(impl_->info.served_model_name);
+      impl_->FillRanks(out);
       return Done(ctx);
     }
 
@@ -381,7 +399,67 @@ struct CoordinatorServer::Impl {
   };
 
   Impl(const CoordinatorInfo& i, EngineLoop* l, CoordinatorHealth h)
-      : info(i), loop(l), health(h), generation(this), admin(this) {}
+      : info(i), loop(l), health(h), generation(this), admin(this) {
+    if (health.comm != nullptr) hosts = health.comm->HostNames();
+    if (hosts.empty()) {
+      char name[HOST_NAME_MAX + 1] = {};
+      if (gethostname(name, sizeof(name) - 1) == 0) hosts.push_back(name);
+    }
+  }
+
+  // Stats' per-rank entries, from what the communicator already knows (no MPI traffic): a
+  // collective completes only when every rank took part, so all followers share one "last
+  // seen", and a stalled one marks them all (rank 0 cannot tell which one is stuck).
+  void FillRanks(pb::StatsResponse* out) const {
+    const double stalled = health.comm ? health.comm->StalledSeconds() : 0.0;
+    const double seen = health.comm ? health.comm->SecondsSinceAllAnswered() : -1.0;
+    for (int r = 0; r < info.world_size; ++r) {
+      pb::RankStatus* rank = out->add_ranks();
+      rank->set_rank(r);
+      if (static_cast<size_t>(r) < hosts.size()) rank->set_host(hosts[r]);
+      if (r == 0) {
+        rank->set_status("ok");
+        rank->set_last_seen_s(0);
+        continue;
+      }
+      rank->set_status(stalled > health.heartbeat_timeout_s ? "not answering" : "ok");
+      if (seen >= 0) rank->set_last_seen_s(seen);
+    }
+  }
+
+  // Sets the gRPC health service's status of "" and llm.v1.Generation from the state Health
+  // reports (under a lock, so a drain and the monitor cannot publish out of order).
+  void UpdateServingStatus() {
+    std::lock_guard<std::mutex> lock(serving_mu);
+    if (health_service == nullptr) return;  // not started yet: Start publishes
+    const bool serving = !shutting_down.load() && !draining.load() && HealthProblem().empty();
+    if (serving_published == static_cast<int>(serving)) return;
+    serving_published = static_cast<int>(serving);
+    health_service->SetServingStatus("", serving);
+    health_service->SetServingStatus(pb::Generation::service_full_name(), serving);
+  }
+
+  // With several ranks a rank can stop answering at any time: checked every second.
+  void StartMonitor() {
+    if (health.comm == nullptr || info.world_size <= 1) return;
+    monitor = std::thread([this] {
+      std::unique_lock<std::mutex> lock(monitor_mu);
+      while (!monitor_stop) {
+        lock.unlock();
+        UpdateServingStatus();
+        lock.lock();
+        monitor_cv.wait_for(lock, std::chrono::seconds(1), [this] { return monitor_stop; });
+      }
+    });
+  }
+  void StopMonitor() {
+    {
+      std::lock_guard<std::mutex> lock(monitor_mu);
+      monitor_stop = true;
+    }
+    monitor_cv.notify_all();
+    if (monitor.joinable()) monitor.join();
+  }
 
   // Drain/Resume change what every client gets: they need the admin token (compared in
   // constant time), or, when none is configured, a caller on this host.
@@ -432,6 +510,14 @@ struct CoordinatorServer::Impl {
   std::atomic<bool> draining{false};
   std::atomic<bool> shutting_down{false};
   std::atomic<bool> stall_logged{false};
+  std::vector<std::string> hosts;  // by rank
+  std::mutex serving_mu;
+  grpc::HealthCheckServiceInterface* health_service = nullptr;  // guarded by serving_mu
+  int serving_published = -1;  // what health_service says: -1 not set yet, 0, 1
+  std::thread monitor;
+  std::mutex monitor_mu;
+  std::condition_variable monitor_cv;
+  bool monitor_stop = false;
   Generation generation;
   Admin admin;
   std::unique_ptr<grpc::Server> server;
@@ -451,6 +537,8 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const std:
                                                                       CoordinatorHealth health) {
   auto impl = std::make_unique<Impl>(info, loop, health);
   const std::string address = host + ":" + std::to_string(port);
+  // grpc.health.v1.Health (Check and Watch) on the same port, for Kubernetes gRPC probes.
+  grpc::EnableDefaultHealthCheckService(true);
   int bound_port = 0;
   grpc::ServerBuilder builder;
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
@@ -472,15 +560,25 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const std:
     return Unavailable("coordinator.host/coordinator.port: cannot listen on " + address +
                        " (address in use or not local?)");
   }
+  {
+    std::lock_guard<std::mutex> lock(impl->serving_mu);
+    impl->health_service = impl->server->GetHealthCheckService();
+  }
+  impl->UpdateServingStatus();
+  impl->StartMonitor();
   return std::unique_ptr<CoordinatorServer>(new CoordinatorServer(std::move(impl)));
 }
 
 void CoordinatorServer::BeginShutdown() {
   impl_->shutting_down.store(true);
+  impl_->UpdateServingStatus();
 }
 
 void CoordinatorServer::Shutdown() {
   std::call_once(impl_->shutdown_once, [this] {
+    impl_->StopMonitor();
+    impl_->shutting_down.store(true);
+    impl_->UpdateServingStatus();  // NOT_SERVING
     // Every stream has been finished by now; the grace period only lets their last messages
     // and in-flight admin calls drain (idle client connections would hold it to the deadline).
     impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));

@@ -6,6 +6,7 @@
 // llm::Status becomes a gRPC status in exactly one place (ToGrpcStatus in the .cc).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -15,17 +16,21 @@
 
 namespace llm {
 
-// What Health reports; fixed at start-up.
+// What Health and Stats report; fixed at start-up.
 struct CoordinatorInfo {
   std::string served_model_name;
   int max_model_len = 0;
   int vocab_size = 0;
   int world_size = 1;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();  // uptime
 };
 
 // How Health tells a cluster whose ranks stopped answering: `comm` (may be nullptr: one rank)
 // is asked how long its pending collective has waited; past heartbeat_timeout_s the
 // coordinator reports not serving and refuses new requests.
+// The same state is served as the standard gRPC health protocol (grpc.health.v1.Health, for
+// Kubernetes gRPC probes): services "" and "llm.v1.Generation" are SERVING, and NOT_SERVING
+// while draining, shutting down or while a rank does not answer (checked every second).
 // Drain and Resume need `authorization: Bearer <admin_token>` metadata; without a token they
 // are accepted from loopback peers only.
 struct CoordinatorHealth {
@@ -46,8 +51,8 @@ class CoordinatorServer {
                                                             EngineLoop* loop,
                                                             CoordinatorHealth health = {});
 
-  // From now on Generate is refused (UNAVAILABLE, "shutting down") and Health reports not
-  // serving; running requests go on. Any thread.
+  // From now on Generate is refused (UNAVAILABLE, "shutting down") and Health (and the gRPC
+  // health service) reports not serving; running requests go on. Any thread.
   void BeginShutdown();
   ~CoordinatorServer();  // Shutdown()
   CoordinatorServer(const CoordinatorServer&) = delete;

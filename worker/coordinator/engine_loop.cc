@@ -182,7 +182,7 @@ void EngineLoop::RunStep() {
     if (it == live_.end()) continue;
     Live& l = it->second;
     l.completion_tokens++;
-    l.sink->OnToken(ev.sample, ev.finish, l.prompt_tokens, l.completion_tokens);
+    l.sink->OnToken(ev.sample, ev.finish, l.prompt_tokens, l.completion_tokens, ev.timings);
     if (ev.finish != FinishReason::kNone) {
       by_ticket_.erase(l.ticket);
       live_.erase(it);

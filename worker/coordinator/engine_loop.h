@@ -30,9 +30,9 @@ class RequestSink {
  public:
   virtual ~RequestSink() = default;
   // One new token. `finish` is kNone except on the request's last token; then `prompt_tokens`
-  // and `completion_tokens` are its usage.
+  // and `completion_tokens` are its usage and `timings` where its time went.
   virtual void OnToken(const SampleResult& sample, FinishReason finish, int prompt_tokens,
-                       int completion_tokens) = 0;
+                       int completion_tokens, const RequestTimings& timings) = 0;
   // The request was rejected (Engine::Add) or failed; its blocks are already free.
   virtual void OnError(const Status& status) = 0;
 };

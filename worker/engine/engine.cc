@@ -134,6 +134,7 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
   const int64_t id = next_id_++;
   Request r;
   r.seed = request.sampling.seed ? *request.sampling.seed : seed_rng_();
+  r.arrival = Clock::now();
   auto seq = std::make_unique<Sequence>();
   seq->id = id;
   seq->priority = request.priority;
@@ -183,9 +184,16 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     if (scheduler_.idle()) return Status::Ok();
     return Internal("scheduler planned nothing while requests wait (cache too small?)");
   }
+  // One clock read before the step and one after it, whatever the batch size.
+  const Clock::time_point scheduled_at = Clock::now();
+  for (const auto& s : plan.scheduled) {
+    Request& r = requests_.at(s.seq->id);
+    if (r.first_scheduled == Clock::time_point()) r.first_scheduled = scheduled_at;
+  }
   if (tp_) comm_->Broadcast(plan_writer_.Write(plan), 0);
   BuildBatch(plan);
   LLM_ASSIGN_OR_RETURN(const float* logits, executor_->Execute());
+  const Clock::time_point sampled_at = Clock::now();
   scheduler_.Commit(plan);
   const int vocab = executor_->config().vocab_size;
   int row = 0;
@@ -194,7 +202,8 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     if (seq.num_computed <= static_cast<int>(seq.prompt.size()))
       counters_.prompt_tokens_computed += s.num_new_tokens;
     if (!s.samples) continue;
-    const Request& r = requests_.at(seq.id);
+    Request& r = requests_.at(seq.id);
+    if (seq.output.empty()) r.first_token = sampled_at;
     TokenEvent ev;
     ev.request_id = seq.id;
     ev.sample =
@@ -203,6 +212,7 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     seq.output.push_back(ev.sample.token);
     counters_.tokens_generated++;
     ev.finish = CheckFinish(seq, r);
+    if (ev.finish != FinishReason::kNone) ev.timings = Timings(r, sampled_at);
     const int64_t id = seq.id;
     events->push_back(std::move(ev));
     if (events->back().finish != FinishReason::kNone) {
@@ -212,6 +222,16 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     }
   }
   return Status::Ok();
+}
+
+RequestTimings Engine::Timings(const Request& r, Clock::time_point last_token) {
+  const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  RequestTimings t;
+  t.queue_s = secs(r.first_scheduled - r.arrival);
+  t.prefill_s = secs(r.first_token - r.first_scheduled);
+  t.decode_s = secs(last_token - r.first_token);
+  t.inference_s = secs(last_token - r.first_scheduled);
+  return t;
 }
 
 bool Engine::Abort(int64_t request_id) {
@@ -249,6 +269,7 @@ StatusOr<std::vector<GenerateResult>> GenerateAll(Engine& engine,
       GenerateResult& r = results[it->second];
       r.tokens.push_back(std::move(ev.sample));
       r.finish = ev.finish;
+      r.timings = ev.timings;
     }
   }
   return results;

@@ -5,6 +5,7 @@
 // Thread affinity: one caller at a time, always the same thread with several ranks (MPI).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -60,11 +61,22 @@ inline bool EndedByToken(FinishReason r) {
   return r == FinishReason::kEos || r == FinishReason::kStopToken;
 }
 
+// Where a finished request's time went, in seconds (vLLM's request_*_time_seconds): arrival
+// is Engine::Add, "scheduled" the first step that ran any of its tokens (a preempted request
+// keeps it), "first token" and "last token" the steps that sampled them.
+struct RequestTimings {
+  double queue_s = 0;      // arrival -> first scheduled
+  double prefill_s = 0;    // first scheduled -> first token
+  double decode_s = 0;     // first token -> last token
+  double inference_s = 0;  // first scheduled -> last token (prefill_s + decode_s)
+};
+
 // One new token of one request.
 struct TokenEvent {
   int64_t request_id = 0;
   SampleResult sample;
   FinishReason finish = FinishReason::kNone;
+  RequestTimings timings;  // set with `finish` (the request's last token)
 };
 
 struct EngineStats {
@@ -110,10 +122,15 @@ class Engine {
   void StopFollowers();
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Request {
     GenerateRequest params;
     uint64_t seed = 0;
+    Clock::time_point arrival;
+    Clock::time_point first_scheduled;  // epoch: not scheduled yet
+    Clock::time_point first_token;      // epoch: no token yet
   };
+  static RequestTimings Timings(const Request& r, Clock::time_point last_token);
   Engine(std::unique_ptr<RankExecutor> executor, const EngineConfig& config, int num_blocks,
          Communicator* comm);
   void BuildBatch(const SchedulePlan& plan);
@@ -144,6 +161,7 @@ class Engine {
 struct GenerateResult {
   std::vector<SampleResult> tokens;
   FinishReason finish = FinishReason::kNone;
+  RequestTimings timings;
 };
 StatusOr<std::vector<GenerateResult>> GenerateAll(Engine& engine,
                                                   const std::vector<GenerateRequest>& requests);

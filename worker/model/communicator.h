@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -31,6 +32,11 @@ class Communicator {
   // none is pending, and never for a follower's idle wait for the next step). Any thread may
   // ask: the coordinator's health reports a rank that stopped answering.
   virtual double StalledSeconds() const { return 0.0; }
+  // Seconds since a collective in which every rank took part last completed on this rank; < 0
+  // before the first. Any thread (the coordinator's Stats reports it per rank).
+  virtual double SecondsSinceAllAnswered() const { return -1.0; }
+  // The host name of every rank (index = rank), learnt once at start-up; empty when unknown.
+  virtual std::vector<std::string> HostNames() const { return {}; }
 };
 
 // A world of one rank: every collective is a no-op (or a copy).
