@@ -16,7 +16,8 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kSupported =
-    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+    "GemmaForCausalLM, Gemma2ForCausalLM";
 
 // Upper bounds on the sizes a config.json may declare: far above any released model, low enough
 // that no derived size (a layer list, a dummy weight tensor's element count) overflows.
@@ -139,15 +140,32 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
     c->arch = ModelArch::kQwen2;
   } else if (c->architecture == "Qwen3ForCausalLM") {
     c->arch = ModelArch::kQwen3;
+  } else if (c->architecture == "GemmaForCausalLM") {
+    c->arch = ModelArch::kGemma;
+  } else if (c->architecture == "Gemma2ForCausalLM") {
+    c->arch = ModelArch::kGemma2;
   } else {
     return Unimplemented(source + ": architecture '" + c->architecture +
                          "' is not supported (supported: " + kSupported + ")");
   }
+  const bool gemma = c->arch == ModelArch::kGemma || c->arch == ModelArch::kGemma2;
+  // Gemma reads hidden_activation (transformers: legacy configs with only hidden_act "gelu"
+  // still run gelu_pytorch_tanh).
   std::string act;
-  LLM_RETURN_IF_ERROR(ReadString(j, source, "hidden_act", "silu", &act));
-  if (act != "silu") {
+  LLM_RETURN_IF_ERROR(
+      ReadString(j, source, "hidden_act", gemma ? "gelu_pytorch_tanh" : "silu", &act));
+  if (gemma) {
+    LLM_RETURN_IF_ERROR(ReadString(j, source, "hidden_activation", "gelu_pytorch_tanh", &act));
+    if (act == "gelu") act = "gelu_pytorch_tanh";
+  }
+  if (act == "silu" && !gemma) {
+    c->hidden_act = Activation::kSilu;
+  } else if (act == "gelu_pytorch_tanh" && gemma) {
+    c->hidden_act = Activation::kGeluTanh;
+  } else {
     return Unimplemented(source + ": hidden_act '" + act + "' is not supported for " +
-                         c->architecture + " (supported: silu)");
+                         c->architecture +
+                         " (supported: " + (gemma ? "gelu_pytorch_tanh" : "silu") + ")");
   }
   return Status::Ok();
 }
@@ -162,6 +180,9 @@ Status ReadSlidingWindow(const json& j, const std::string& source, ModelConfig* 
   if (window <= 0) return Status::Ok();
   if (c->arch == ModelArch::kMistral) {
     c->layer_sliding_window.assign(c->num_layers, window);
+  } else if (c->arch == ModelArch::kGemma2) {
+    // transformers Gemma2: layers 0, 2, 4, ... slide, the others attend globally.
+    for (int l = 0; l < c->num_layers; l += 2) c->layer_sliding_window[l] = window;
   } else if (c->arch == ModelArch::kQwen2 || c->arch == ModelArch::kQwen3) {
     if (!ReadBool(j, "use_sliding_window", false)) return Status::Ok();
     int first = c->num_layers;
@@ -219,7 +240,26 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   c.o_bias = c.arch != ModelArch::kQwen2 && attention_bias;
   c.mlp_bias = ReadBool(j, "mlp_bias", false);
   c.qk_norm = c.arch == ModelArch::kQwen3;
-  c.tie_word_embeddings = ReadBool(j, "tie_word_embeddings", false);
+  const bool gemma = c.arch == ModelArch::kGemma || c.arch == ModelArch::kGemma2;
+  c.tie_word_embeddings = ReadBool(j, "tie_word_embeddings", gemma);
+  if (gemma) {
+    c.norm_weight_plus_one = true;
+    c.embedding_scale = std::sqrt(static_cast<float>(c.hidden_size));
+  }
+  if (c.arch == ModelArch::kGemma2) {
+    c.sandwich_norms = true;
+    LLM_RETURN_IF_ERROR(
+        ReadNumber(j, source, "query_pre_attn_scalar", c.head_dim, &c.query_pre_attn_scalar));
+    LLM_RETURN_IF_ERROR(
+        ReadNumber(j, source, "attn_logit_softcapping", 0.0, &c.attn_logit_softcap));
+    LLM_RETURN_IF_ERROR(
+        ReadNumber(j, source, "final_logit_softcapping", 0.0, &c.final_logit_softcap));
+    if (c.query_pre_attn_scalar <= 0 || c.attn_logit_softcap < 0 || c.final_logit_softcap < 0) {
+      return InvalidArgument(source +
+                             ": query_pre_attn_scalar must be positive and the soft-caps "
+                             "non-negative");
+    }
+  }
   LLM_RETURN_IF_ERROR(ReadSlidingWindow(j, source, &c));
   LLM_RETURN_IF_ERROR(ReadIdList(j, source, "bos_token_id", &c.bos_token_ids));
   LLM_RETURN_IF_ERROR(ReadIdList(j, source, "eos_token_id", &c.eos_token_ids));

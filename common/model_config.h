@@ -21,7 +21,10 @@ enum class LoadFormat { kSafetensors, kGguf, kDummy };
 StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what);
 const char* LoadFormatName(LoadFormat f);
 
-enum class ModelArch { kLlama, kMistral, kQwen2, kQwen3 };
+enum class ModelArch { kLlama, kMistral, kQwen2, kQwen3, kGemma, kGemma2 };
+
+// The MLP's activation: silu(gate) * up, or Gemma's gelu_pytorch_tanh(gate) * up.
+enum class Activation { kSilu, kGeluTanh };
 
 enum class RopeScalingType { kNone, kLinear, kLlama3 };
 
@@ -52,6 +55,19 @@ struct ModelConfig {
   bool mlp_bias = false;
   bool qk_norm = false;  // Qwen3: per-head RMSNorm of q and k before RoPE
   bool tie_word_embeddings = false;
+  Activation hidden_act = Activation::kSilu;
+  // Gemma: the stored RMSNorm weight w means 1 + w (added when the weights load; GGUF files
+  // store 1 + w already), and the embeddings are multiplied by embedding_scale = sqrt(hidden).
+  bool norm_weight_plus_one = false;
+  float embedding_scale = 0.0f;  // 0: none
+  // Gemma 2: attention scale query_pre_attn_scalar^-0.5 (0: head_dim^-0.5), scores and final
+  // logits soft-capped (tanh(s / cap) * cap; 0: none), and "sandwich" norms: the attention and
+  // MLP outputs are normalized before the residual add (post_attention_layernorm,
+  // post_feedforward_layernorm) and the MLP input by pre_feedforward_layernorm.
+  double query_pre_attn_scalar = 0.0;
+  double attn_logit_softcap = 0.0;
+  double final_logit_softcap = 0.0;
+  bool sandwich_norms = false;
   // Per layer: 0 = full attention, otherwise the sliding window in tokens.
   std::vector<int> layer_sliding_window;
   std::vector<int32_t> bos_token_ids;

@@ -1,5 +1,6 @@
 // ModelConfigFromGguf: a ModelConfig from GGUF metadata (llama.cpp's key names, see
 // gguf-py/gguf/constants.py Keys.LLM / Keys.Attention / Keys.Rope).
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -90,9 +91,15 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
   } else if (*arch == "qwen3") {
     c->arch = ModelArch::kQwen3;
     c->architecture = "Qwen3ForCausalLM";
+  } else if (*arch == "gemma") {
+    c->arch = ModelArch::kGemma;
+    c->architecture = "GemmaForCausalLM";
+  } else if (*arch == "gemma2") {
+    c->arch = ModelArch::kGemma2;
+    c->architecture = "Gemma2ForCausalLM";
   } else {
     return Unimplemented(f.path() + ": general.architecture '" + *arch +
-                         "' is not supported (supported: llama, qwen2, qwen3)");
+                         "' is not supported (supported: llama, qwen2, qwen3, gemma, gemma2)");
   }
   const std::string experts = *arch + ".expert_count";
   if (f.Find(experts)) {
@@ -150,6 +157,33 @@ Status ReadTokenIds(const GgufFile& f, ModelConfig* c) {
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
                           "tokenizer.ggml.eom_token_id"}) {
     LLM_RETURN_IF_ERROR(id(key, &c->eos_token_ids));
+  }
+  return Status::Ok();
+}
+
+// Gemma and Gemma 2 as llama.cpp runs them: GELU-tanh, embeddings × sqrt(hidden), norms stored
+// as 1 + w; Gemma 2's soft-caps, sandwich norms, sliding window on even layers, and the
+// attention scale from attention.scale or, as llama.cpp does without it, from the layer count.
+Status ReadGemma(const GgufFile& f, const Reader& r, int window, ModelConfig* c) {
+  if (c->arch != ModelArch::kGemma && c->arch != ModelArch::kGemma2) return Status::Ok();
+  c->hidden_act = Activation::kGeluTanh;
+  c->norm_weight_plus_one = true;
+  c->embedding_scale = std::sqrt(static_cast<float>(c->hidden_size));
+  if (c->arch != ModelArch::kGemma2) return Status::Ok();
+  c->sandwich_norms = true;
+  LLM_RETURN_IF_ERROR(r.Float("attn_logit_softcapping", false, 0.0, &c->attn_logit_softcap));
+  LLM_RETURN_IF_ERROR(r.Float("final_logit_softcapping", false, 0.0, &c->final_logit_softcap));
+  double scale = 0;
+  LLM_RETURN_IF_ERROR(r.Float("attention.scale", false, 0.0, &scale));
+  if (scale > 0) {
+    c->query_pre_attn_scalar = 1.0 / (scale * scale);
+  } else {
+    c->query_pre_attn_scalar =
+        c->num_layers == 46 ? c->hidden_size / c->num_heads : c->head_dim;  // Gemma 2 27B
+  }
+  for (int l = 0; l < c->num_layers; l += 2) c->layer_sliding_window[l] = window;
+  if (c->attn_logit_softcap < 0 || c->final_logit_softcap < 0) {
+    return InvalidArgument(f.path() + ": the Gemma 2 soft-caps must not be negative");
   }
   return Status::Ok();
 }
@@ -229,6 +263,7 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
     c.architecture = "MistralForCausalLM";
     c.layer_sliding_window.assign(c.num_layers, static_cast<int>(window));
   }
+  LLM_RETURN_IF_ERROR(ReadGemma(f, r, static_cast<int>(window), &c));
   LLM_RETURN_IF_ERROR(ReadTokenIds(f, &c));
   c.torch_dtype = DType::kF32;
   if (embd != nullptr && embd->type == static_cast<uint32_t>(GgmlType::kF16)) {

@@ -95,6 +95,7 @@ struct AttentionParams {
   int block_size = 16;
   float scale = 1.0f;      // applied to q·k
   int sliding_window = 0;  // > 0: query at p sees keys at p - window < j <= p (Mistral, Qwen2)
+  float softcap = 0.0f;    // > 0: scores become tanh(s / softcap) * softcap (Gemma 2)
 };
 
 class Backend {
@@ -124,6 +125,10 @@ class Backend {
                     const float* inv_freq) = 0;
   // out[i] = silu(gate[i]) * up[i].
   virtual void SiluMul(const float* gate, const float* up, int64_t count, float* out) = 0;
+  // out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh)
+  virtual void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out) = 0;
+  // x *= s (Gemma's embedding scale; final-logit soft-capping is on the host)
+  virtual void Scale(float* x, float s, int64_t count) = 0;
   // x[i] += y[i].
   virtual void Add(float* x, const float* y, int64_t count) = 0;
   // x[r, :] += bias[:] for every row r < rows.

@@ -69,6 +69,9 @@ void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
 
 // out[i] = silu(gate[i]) * up[i] for i < count (gate and up computed by separate matmuls).
 void SiluMul(const float* gate, const float* up, int64_t count, float* out);
+// out = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * up
+void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out);
+void Scale(float* x, float s, int64_t count);
 // x[i] += y[i] (residual connections).
 void Add(float* x, const float* y, int64_t count);
 // x[r, :] += bias[:] for r < rows.

@@ -114,6 +114,15 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
   }
 }
 
+void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < count; ++i) {
+    const double g = gate[i];
+    out[i] =
+        static_cast<float>(0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g))) * up[i]);
+  }
+}
+
 void Embedding(const int32_t* ids, int tokens, const void* table, DType table_type, int rows,
                int dim, int first_id, float* out) {
   for (int t = 0; t < tokens; ++t) {
@@ -160,6 +169,7 @@ void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
           double dot = 0.0;
           for (int d = 0; d < p.head_dim; ++d) dot += static_cast<double>(qv[d]) * k_cache[off + d];
           dot *= p.scale;
+          if (p.softcap > 0.0f) dot = std::tanh(dot / p.softcap) * p.softcap;
           scores.push_back(dot);
           offsets.push_back(off);
         }

@@ -24,6 +24,7 @@ void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, 
 void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
           const float* inv_freq);
 void SiluMul(const float* gate, const float* up, int64_t count, float* out);
+void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out);
 void Embedding(const int32_t* ids, int tokens, const void* table, DType table_type, int rows,
                int dim, int first_id, float* out);
 void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads, int head_dim,

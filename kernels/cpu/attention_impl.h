@@ -187,6 +187,7 @@ void AttendBlock(const AttendTask& t, TaskScratch& st, int nv, int b) {
     for (int v = 0; v < nv; ++v) {
       if (i < lo[v] || i > hi[v]) continue;
       float sc = Dot(st.v[v].q, krow + st.v[v].kv_off, p.head_dim) * p.scale;
+      if (p.softcap > 0.0f) sc = __builtin_tanhf(sc / p.softcap) * p.softcap;
       st.s[v][i] = sc;
     }
   }

@@ -92,6 +92,10 @@ class CpuBackendImpl final : public Backend {
   void SiluMul(const float* gate, const float* up, int64_t count, float* out) override {
     kernels::SiluMul(gate, up, count, out);
   }
+  void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out) override {
+    kernels::GeluTanhMul(gate, up, count, out);
+  }
+  void Scale(float* x, float s, int64_t count) override { kernels::Scale(x, s, count); }
   void Add(float* x, const float* y, int64_t count) override { kernels::Add(x, y, count); }
   void AddBias(float* x, const float* bias, int rows, int cols) override {
     kernels::AddBias(x, bias, rows, cols);

@@ -23,6 +23,20 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
   }
 }
 
+void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+#pragma omp parallel for schedule(static) if (count > kMinParallelElems)
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+void Scale(float* x, float s, int64_t count) {
+#pragma omp parallel for schedule(static) if (count > kMinParallelElems)
+  for (int64_t i = 0; i < count; ++i) x[i] *= s;
+}
+
 void Add(float* x, const float* y, int64_t count) {
 #pragma omp parallel for schedule(static) if (count > kMinParallelElems)
   for (int64_t i = 0; i < count; ++i) x[i] += y[i];

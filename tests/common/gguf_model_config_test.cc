@@ -83,8 +83,9 @@ TEST(GgufModelConfig, DefaultsAndErrors) {
     const char* message;
   } cases[] = {
       {[](GgufWriter&) {}, false, "m.gguf: missing key 'general.architecture'"},
-      {[](GgufWriter& w) { w.Str("general.architecture", "gemma2"); }, false,
-       "general.architecture 'gemma2' is not supported (supported: llama, qwen2, qwen3)"},
+      {[](GgufWriter& w) { w.Str("general.architecture", "gpt2"); }, false,
+       "general.architecture 'gpt2' is not supported (supported: llama, qwen2, qwen3, gemma, "
+       "gemma2)"},
       {[](GgufWriter& w) { w.U32("llama.expert_count", 8); }, true,
        "mixture-of-experts models (llama.expert_count = 8)"},
       {[](GgufWriter& w) { w.U32("llama.rope.dimension_count", 8); }, true,

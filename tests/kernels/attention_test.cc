@@ -121,6 +121,12 @@ TEST(PagedAttentionTest, MatchesReference) {
   window.block_size = 4;
   window.sliding_window = 13;
   CheckCase(window, mixed);
+  AttentionParams capped = gqa;  // Gemma 2: scores soft-capped, with and without a window
+  capped.scale = 0.5f;           // large scores, so that the cap matters
+  capped.softcap = 2.0f;
+  CheckCase(capped, mixed);
+  capped.sliding_window = 8;
+  CheckCase(capped, mixed);
   AttentionParams big{.q_heads = 20,
                       .kv_heads = 2,
                       .head_dim = 256,

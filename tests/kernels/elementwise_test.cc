@@ -89,6 +89,21 @@ TEST(ActivationTest, SiluMulMatchesReference) {
   ExpectClose(got, want, 2e-6f, 1e-6f);
 }
 
+TEST(ActivationTest, GeluTanhMulMatchesReference) {
+  const int64_t count = 3 * 1001;
+  auto gate = RandomVec(count, 5, -8, 8);
+  auto up = RandomVec(count, 15, -8, 8);
+  std::vector<float> got(count), want(count);
+  GeluTanhMul(gate.data(), up.data(), count, got.data());
+  ref::GeluTanhMul(gate.data(), up.data(), count, want.data());
+  ExpectClose(got, want, 2e-6f, 1e-6f);
+  // gelu_tanh(1) = 0.8411920...
+  const float one = 1.0f, unit = 1.0f;
+  float y = 0;
+  GeluTanhMul(&one, &unit, 1, &y);
+  EXPECT_NEAR(y, 0.841192f, 1e-6f);
+}
+
 TEST(ElementwiseTest, AddBiasAndGatherRows) {
   const int rows = 6, cols = 37;
   auto x = RandomVec(rows * cols, 15);

@@ -93,6 +93,16 @@ class CheckedBackend final : public kernels::Backend {
     Check(out, "SiluMul out");
     cpu().SiluMul(gate, up, count, out);
   }
+  void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out) override {
+    Check(gate, "GeluTanhMul gate");
+    Check(up, "GeluTanhMul up");
+    Check(out, "GeluTanhMul out");
+    cpu().GeluTanhMul(gate, up, count, out);
+  }
+  void Scale(float* x, float s, int64_t count) override {
+    Check(x, "Scale x");
+    cpu().Scale(x, s, count);
+  }
   void Add(float* x, const float* y, int64_t count) override {
     Check(x, "Add x");
     Check(y, "Add y");
@@ -225,7 +235,8 @@ TEST_P(BackendSeam, DeviceBackendTouchesOnlyItsMemoryAndMatchesCpuBitwise) {
 
 // Llama (tied, GQA), Mistral (sliding window), Qwen2 (q/k/v biases), Qwen3 (q/k norms).
 INSTANTIATE_TEST_SUITE_P(Families, BackendSeam,
-                         ::testing::Values("llama", "mistral", "qwen2", "qwen3"));
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma",
+                                           "gemma2"));
 
 TEST(BackendSeamErrors, UnplacedWeightsLimitsAndFormatsAreClearErrors) {
   const std::string dir = FamilyDir("llama");

@@ -16,8 +16,14 @@
 namespace llm::weights_internal {
 namespace {
 
-// Hugging Face name -> llama.cpp name ("" when there is none).
-std::string GgufName(const std::string& hf) {
+// Hugging Face name -> llama.cpp name ("" when there is none). With Gemma 2's sandwich norms
+// llama.cpp names the attention output's norm post_attention_norm and the MLP input's
+// ffn_norm (elsewhere post_attention_layernorm is the MLP input's norm: ffn_norm).
+std::string GgufName(const std::string& hf, bool sandwich_norms) {
+  static const std::map<std::string, std::string> kSandwich = {
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}};
   static const std::map<std::string, std::string> kTop = {
       {"model.embed_tokens.weight", "token_embd.weight"},
       {"model.norm.weight", "output_norm.weight"},
@@ -46,7 +52,11 @@ std::string GgufName(const std::string& hf) {
   if (hf.compare(0, prefix.size(), prefix) != 0) return "";
   const size_t dot = hf.find('.', prefix.size());
   if (dot == std::string::npos) return "";
-  const auto it = kLayer.find(hf.substr(dot + 1));
+  const std::string local = hf.substr(dot + 1);
+  auto it = kLayer.find(local);
+  if (sandwich_norms) {
+    if (const auto s = kSandwich.find(local); s != kSandwich.end()) it = s;
+  }
   if (it == kLayer.end()) return "";
   return "blk." + hf.substr(prefix.size(), dot - prefix.size()) + "." + it->second;
 }
@@ -95,6 +105,8 @@ class GgufSource : public TensorSource {
     return Weight{dst, format, out_rows, cols};
   }
 
+  bool norms_include_one() const override { return true; }
+
   StatusOr<std::vector<float>> Vector(const std::string& name, int size, float) override {
     LLM_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Take(name));
     if (t->dims.size() != 1 || t->dims[0] != size) {
@@ -134,7 +146,7 @@ class GgufSource : public TensorSource {
   }
 
   StatusOr<const GgufTensorInfo*> Take(const std::string& hf) {
-    const std::string name = GgufName(hf);
+    const std::string name = GgufName(hf, w_->config.sandwich_norms);
     const GgufTensorInfo* t = name.empty() ? nullptr : f_.FindTensor(name);
     if (t == nullptr) {
       return NotFound(f_.path() + ": missing tensor '" + (name.empty() ? hf : name) + "'");

@@ -228,6 +228,17 @@ Weight PadRows(ModelWeights& w, const Weight& m, int rows) {
   return Weight{dst, m.format, rows, m.cols};
 }
 
+// An RMSNorm weight as the kernels use it (Gemma's stored w becomes 1 + w).
+StatusOr<std::vector<float>> NormVector(TensorSource& src, const ModelConfig& c,
+                                        const std::string& name, int size) {
+  const bool add_one = c.norm_weight_plus_one && !src.norms_include_one();
+  LLM_ASSIGN_OR_RETURN(auto v, src.Vector(name, size, add_one ? 0.0f : 1.0f));
+  if (add_one) {
+    for (float& x : v) x += 1.0f;
+  }
+  return v;
+}
+
 Status LoadAttention(TensorSource& src, ModelWeights& w, const std::string& p, LayerWeights* lw) {
   const ModelConfig& c = w.config;
   const int h = c.hidden_size, hd = c.head_dim;
@@ -254,8 +265,8 @@ Status LoadAttention(TensorSource& src, ModelWeights& w, const std::string& p, L
     lw->o_bias = Own(w, std::move(ob));
   }
   if (c.qk_norm) {
-    LLM_ASSIGN_OR_RETURN(auto qn, src.Vector(p + "self_attn.q_norm.weight", hd, 1));
-    LLM_ASSIGN_OR_RETURN(auto kn, src.Vector(p + "self_attn.k_norm.weight", hd, 1));
+    LLM_ASSIGN_OR_RETURN(auto qn, NormVector(src, c, p + "self_attn.q_norm.weight", hd));
+    LLM_ASSIGN_OR_RETURN(auto kn, NormVector(src, c, p + "self_attn.k_norm.weight", hd));
     lw->q_norm = Own(w, std::move(qn));
     lw->k_norm = Own(w, std::move(kn));
   }
@@ -267,10 +278,19 @@ Status LoadLayer(TensorSource& src, ModelWeights& w, int l, LayerWeights* lw) {
   const std::string p = "model.layers." + std::to_string(l) + ".";
   const int h = c.hidden_size, inter = c.intermediate_size;
   const ShardRange mine = w.shard.intermediate;
-  LLM_ASSIGN_OR_RETURN(auto in_norm, src.Vector(p + "input_layernorm.weight", h, 1.0f));
-  LLM_ASSIGN_OR_RETURN(auto post_norm, src.Vector(p + "post_attention_layernorm.weight", h, 1.0f));
+  LLM_ASSIGN_OR_RETURN(auto in_norm, NormVector(src, c, p + "input_layernorm.weight", h));
+  LLM_ASSIGN_OR_RETURN(auto post_norm,
+                       NormVector(src, c, p + "post_attention_layernorm.weight", h));
   lw->input_norm = Own(w, std::move(in_norm));
   lw->post_attention_norm = Own(w, std::move(post_norm));
+  if (c.sandwich_norms) {
+    LLM_ASSIGN_OR_RETURN(auto pre_ffw,
+                         NormVector(src, c, p + "pre_feedforward_layernorm.weight", h));
+    LLM_ASSIGN_OR_RETURN(auto post_ffw,
+                         NormVector(src, c, p + "post_feedforward_layernorm.weight", h));
+    lw->pre_ffw_norm = Own(w, std::move(pre_ffw));
+    lw->post_ffw_norm = Own(w, std::move(post_ffw));
+  }
   LLM_RETURN_IF_ERROR(LoadAttention(src, w, p, lw));
   LLM_ASSIGN_OR_RETURN(lw->gate,
                        src.Matrix(p + "mlp.gate_proj.weight", inter, h, RowSlice(mine, h)));
@@ -295,7 +315,7 @@ Status LoadAll(TensorSource& src, ModelWeights* w) {
       w->embed, src.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size, vocab_rows));
   w->layers.resize(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) LLM_RETURN_IF_ERROR(LoadLayer(src, *w, l, &w->layers[l]));
-  LLM_ASSIGN_OR_RETURN(auto norm, src.Vector("model.norm.weight", c.hidden_size, 1.0f));
+  LLM_ASSIGN_OR_RETURN(auto norm, NormVector(src, c, "model.norm.weight", c.hidden_size));
   w->final_norm = Own(*w, std::move(norm));
   if (c.tie_word_embeddings) {
     w->lm_head = w->embed;
@@ -424,6 +444,8 @@ void ModelWeights::ForEachWeight(const std::function<void(const std::string&, We
     const std::pair<const char*, Weight*> named[] = {
         {"input_layernorm", &lw.input_norm},
         {"post_attention_layernorm", &lw.post_attention_norm},
+        {"pre_feedforward_layernorm", &lw.pre_ffw_norm},
+        {"post_feedforward_layernorm", &lw.post_ffw_norm},
         {"q_norm", &lw.q_norm},
         {"k_norm", &lw.k_norm},
         {"q_proj", &lw.q},

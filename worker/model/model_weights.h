@@ -26,7 +26,9 @@ using kernels::Weight;
 
 struct LayerWeights {
   Weight input_norm, post_attention_norm;  // F32 [hidden]
-  Weight q_norm, k_norm;                   // Qwen3 only, F32 [head_dim]
+  // Gemma 2's sandwich norms (post_attention_norm then normalizes the attention output).
+  Weight pre_ffw_norm, post_ffw_norm;
+  Weight q_norm, k_norm;  // Qwen3 only, F32 [head_dim]
   Weight q, k, v, o, gate, up, down;
   Weight q_bias, k_bias, v_bias, o_bias;  // F32; empty when the model has none
   Weight gate_bias, up_bias, down_bias;

@@ -139,16 +139,36 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
     Attention(l, batch, db, cache);
     Linear(attn_.as<float>(), t, lw.o, sharded_ ? Weight{} : lw.o_bias, out);
     if (sharded_) ReduceRowParallel(t, lw.o_bias);
-    backend_.AddRmsNorm(x, out, static_cast<const float*>(lw.post_attention_norm.data), t,
-                        c.hidden_size, eps, h);
+    if (c.sandwich_norms) {  // Gemma 2: norm the attention output, then the MLP input
+      backend_.RmsNorm(out, static_cast<const float*>(lw.post_attention_norm.data), t,
+                       c.hidden_size, eps, out);
+      backend_.AddRmsNorm(x, out, static_cast<const float*>(lw.pre_ffw_norm.data), t, c.hidden_size,
+                          eps, h);
+    } else {
+      backend_.AddRmsNorm(x, out, static_cast<const float*>(lw.post_attention_norm.data), t,
+                          c.hidden_size, eps, h);
+    }
     Mlp(l, t);
+    if (c.sandwich_norms) {
+      backend_.RmsNorm(out, static_cast<const float*>(lw.post_ffw_norm.data), t, c.hidden_size, eps,
+                       out);
+    }
   }
   if (c.num_layers > 0) backend_.Add(x, out, static_cast<int64_t>(t) * c.hidden_size);
   float* last = last_.as<float>();
   backend_.GatherRows(x, db.logit_rows, rows, c.hidden_size, last);
   backend_.RmsNorm(last, static_cast<const float*>(w_.final_norm.data), rows, c.hidden_size, eps,
                    last);
-  return LmHead(rows);
+  const float* logits = LmHead(rows);
+  if (c.final_logit_softcap > 0 && logits != nullptr && (!sharded_ || comm_->rank() == 0)) {
+    // Gemma 2: on the host logits (the sampler's input), tanh(l / cap) * cap.
+    float* l = const_cast<float*>(logits);  // this model's own buffer
+    const float cap = static_cast<float>(c.final_logit_softcap);
+    for (size_t i = 0; i < static_cast<size_t>(rows) * c.vocab_size; ++i) {
+      l[i] = std::tanh(l[i] / cap) * cap;
+    }
+  }
+  return logits;
 }
 
 void TransformerModel::Linear(const float* x, int m, const Weight& w, const Weight& bias,
@@ -168,6 +188,10 @@ void TransformerModel::Linear(const float* x, int m, const Weight& w, const Weig
 void TransformerModel::Embed(const DeviceBatch& db, int tokens) {
   const int first = sharded_ ? w_.shard.vocab.begin : 0;
   backend_.Embedding(db.token_ids, tokens, w_.embed, first, x_.as<float>());
+  if (w_.config.embedding_scale > 0) {  // Gemma: sqrt(hidden); exact per rank before the sum
+    backend_.Scale(x_.as<float>(), w_.config.embedding_scale,
+                   static_cast<int64_t>(tokens) * w_.config.hidden_size);
+  }
   if (sharded_) {
     comm_->AllReduceSum(x_.as<float>(), static_cast<size_t>(tokens) * w_.config.hidden_size);
   }
@@ -253,7 +277,9 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
   ap.kv_heads = kv_heads_;
   ap.head_dim = c.head_dim;
   ap.block_size = cs.block_size;
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(
+                        c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : c.head_dim));
+  ap.softcap = static_cast<float>(c.attn_logit_softcap);
   ap.sliding_window = c.layer_sliding_window[layer];
   backend_.PagedAttention(q, cache.k(layer), cache.v(layer), ab, ap, attn_.as<float>());
 }
@@ -263,8 +289,12 @@ void TransformerModel::Mlp(int layer, int tokens) {
   const float* h = h_.as<float>();
   Linear(h, tokens, lw.gate, lw.gate_bias, gate_.as<float>());
   Linear(h, tokens, lw.up, lw.up_bias, up_.as<float>());
-  backend_.SiluMul(gate_.as<float>(), up_.as<float>(), static_cast<int64_t>(tokens) * inter_,
-                   act_.as<float>());
+  const int64_t count = static_cast<int64_t>(tokens) * inter_;
+  if (w_.config.hidden_act == Activation::kGeluTanh) {
+    backend_.GeluTanhMul(gate_.as<float>(), up_.as<float>(), count, act_.as<float>());
+  } else {
+    backend_.SiluMul(gate_.as<float>(), up_.as<float>(), count, act_.as<float>());
+  }
   Linear(act_.as<float>(), tokens, lw.down, sharded_ ? Weight{} : lw.down_bias, out_.as<float>());
   if (sharded_) ReduceRowParallel(tokens, lw.down_bias);
 }

@@ -34,6 +34,9 @@ class TensorSource {
   virtual StatusOr<Weight> Matrix(const std::string& name, int rows, int cols,
                                   const MatrixSlice& slice) = 0;
   virtual StatusOr<std::vector<float>> Vector(const std::string& name, int size, float fill) = 0;
+  // Gemma's RMSNorm weights: true when the file stores the effective 1 + w (GGUF), false when
+  // it stores w (Hugging Face).
+  virtual bool norms_include_one() const { return false; }
   // Tensors of the file no Matrix/Vector call asked for that the model cannot explain.
   virtual std::vector<std::string> Unexpected() const { return {}; }
 };
