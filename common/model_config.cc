@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kSupported =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-    "GemmaForCausalLM, Gemma2ForCausalLM";
+    "GemmaForCausalLM, Gemma2ForCausalLM, Phi3ForCausalLM";
 
 // Upper bounds on the sizes a config.json may declare: far above any released model, low enough
 // that no derived size (a layer list, a dummy weight tensor's element count) overflows.
@@ -144,6 +144,8 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
     c->arch = ModelArch::kGemma;
   } else if (c->architecture == "Gemma2ForCausalLM") {
     c->arch = ModelArch::kGemma2;
+  } else if (c->architecture == "Phi3ForCausalLM") {
+    c->arch = ModelArch::kPhi3;
   } else {
     return Unimplemented(source + ": architecture '" + c->architecture +
                          "' is not supported (supported: " + kSupported + ")");
@@ -178,7 +180,7 @@ Status ReadSlidingWindow(const json& j, const std::string& source, ModelConfig* 
                     j["sliding_window"].get<int64_t>() == 0;  // some configs say 0 for none
   if (!zero) LLM_RETURN_IF_ERROR(ReadInt(j, source, "sliding_window", false, 0, &window));
   if (window <= 0) return Status::Ok();
-  if (c->arch == ModelArch::kMistral) {
+  if (c->arch == ModelArch::kMistral || c->arch == ModelArch::kPhi3) {
     c->layer_sliding_window.assign(c->num_layers, window);
   } else if (c->arch == ModelArch::kGemma2) {
     // transformers Gemma2: layers 0, 2, 4, ... slide, the others attend globally.
@@ -246,6 +248,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     c.norm_weight_plus_one = true;
     c.embedding_scale = std::sqrt(static_cast<float>(c.hidden_size));
   }
+  c.fused_qkv = c.fused_gate_up = c.arch == ModelArch::kPhi3;
   if (c.arch == ModelArch::kGemma2) {
     c.sandwich_norms = true;
     LLM_RETURN_IF_ERROR(

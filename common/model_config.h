@@ -21,7 +21,7 @@ enum class LoadFormat { kSafetensors, kGguf, kDummy };
 StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what);
 const char* LoadFormatName(LoadFormat f);
 
-enum class ModelArch { kLlama, kMistral, kQwen2, kQwen3, kGemma, kGemma2 };
+enum class ModelArch { kLlama, kMistral, kQwen2, kQwen3, kGemma, kGemma2, kPhi3 };
 
 // The MLP's activation: silu(gate) * up, or Gemma's gelu_pytorch_tanh(gate) * up.
 enum class Activation { kSilu, kGeluTanh };
@@ -68,6 +68,10 @@ struct ModelConfig {
   double attn_logit_softcap = 0.0;
   double final_logit_softcap = 0.0;
   bool sandwich_norms = false;
+  // Phi-3: q, k and v in one qkv_proj (rows [q; k; v]) and gate and up in one gate_up_proj
+  // (rows [gate; up]); split into the usual matrices when the weights load.
+  bool fused_qkv = false;
+  bool fused_gate_up = false;
   // Per layer: 0 = full attention, otherwise the sliding window in tokens.
   std::vector<int> layer_sliding_window;
   std::vector<int32_t> bos_token_ids;

@@ -97,9 +97,13 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
   } else if (*arch == "gemma2") {
     c->arch = ModelArch::kGemma2;
     c->architecture = "Gemma2ForCausalLM";
+  } else if (*arch == "phi3") {
+    c->arch = ModelArch::kPhi3;
+    c->architecture = "Phi3ForCausalLM";
   } else {
     return Unimplemented(f.path() + ": general.architecture '" + *arch +
-                         "' is not supported (supported: llama, qwen2, qwen3, gemma, gemma2)");
+                         "' is not supported (supported: llama, qwen2, qwen3, gemma, gemma2, "
+                         "phi3)");
   }
   const std::string experts = *arch + ".expert_count";
   if (f.Find(experts)) {
@@ -261,6 +265,10 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   if (window > 0 && c.arch == ModelArch::kLlama) {
     c.arch = ModelArch::kMistral;
     c.architecture = "MistralForCausalLM";
+    c.layer_sliding_window.assign(c.num_layers, static_cast<int>(window));
+  }
+  if (c.arch == ModelArch::kPhi3) {  // llama.cpp's phi3: fused attn_qkv and ffn_up [gate; up]
+    c.fused_qkv = c.fused_gate_up = true;
     c.layer_sliding_window.assign(c.num_layers, static_cast<int>(window));
   }
   LLM_RETURN_IF_ERROR(ReadGemma(f, r, static_cast<int>(window), &c));

@@ -144,7 +144,6 @@ TEST(LlamaGguf, Q8_0MatchesLlamaCppAndStaysNearF32) {
 
 TEST(FamiliesGguf, UnsupportedArchitecturesAreNamed) {
   const std::pair<const char*, const char*> cases[] = {
-      {"phi3", "general.architecture 'phi3' is not supported"},
       {"mixtral", "mixture-of-experts models (llama.expert_count = 4)"},
       {"qwen2moe", "general.architecture 'qwen2moe' is not supported"}};
   for (const auto& [family, message] : cases) {

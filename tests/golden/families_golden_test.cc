@@ -81,8 +81,8 @@ TEST_P(FamilyGolden, F32GgufMatchesNumpy) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGolden,
-                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma",
-                                           "gemma2"));
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
+                                           "phi3"));
 
 }  // namespace
 }  // namespace llm::testing

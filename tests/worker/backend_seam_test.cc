@@ -235,8 +235,8 @@ TEST_P(BackendSeam, DeviceBackendTouchesOnlyItsMemoryAndMatchesCpuBitwise) {
 
 // Llama (tied, GQA), Mistral (sliding window), Qwen2 (q/k/v biases), Qwen3 (q/k norms).
 INSTANTIATE_TEST_SUITE_P(Families, BackendSeam,
-                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma",
-                                           "gemma2"));
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
+                                           "phi3"));
 
 TEST(BackendSeamErrors, UnplacedWeightsLimitsAndFormatsAreClearErrors) {
   const std::string dir = FamilyDir("llama");

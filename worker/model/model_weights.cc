@@ -244,12 +244,22 @@ Status LoadAttention(TensorSource& src, ModelWeights& w, const std::string& p, L
   const int h = c.hidden_size, hd = c.head_dim;
   const ShardRange q_rows{w.shard.heads.begin * hd, w.shard.heads.end * hd};
   const ShardRange kv_rows{w.shard.kv_heads.begin * hd, w.shard.kv_heads.end * hd};
-  LLM_ASSIGN_OR_RETURN(
-      lw->q, src.Matrix(p + "self_attn.q_proj.weight", c.q_dim(), h, RowSlice(q_rows, h)));
-  LLM_ASSIGN_OR_RETURN(
-      lw->k, src.Matrix(p + "self_attn.k_proj.weight", c.kv_dim(), h, RowSlice(kv_rows, h)));
-  LLM_ASSIGN_OR_RETURN(
-      lw->v, src.Matrix(p + "self_attn.v_proj.weight", c.kv_dim(), h, RowSlice(kv_rows, h)));
+  if (c.fused_qkv) {  // rows [q; k; v] of one matrix: each shard takes its rows of each
+    const std::string name = p + "self_attn.qkv_proj.weight";
+    const int rows = c.q_dim() + 2 * c.kv_dim(), k0 = c.q_dim(), v0 = c.q_dim() + c.kv_dim();
+    LLM_ASSIGN_OR_RETURN(lw->q, src.Matrix(name, rows, h, RowSlice(q_rows, h)));
+    LLM_ASSIGN_OR_RETURN(
+        lw->k, src.Matrix(name, rows, h, RowSlice({k0 + kv_rows.begin, k0 + kv_rows.end}, h)));
+    LLM_ASSIGN_OR_RETURN(
+        lw->v, src.Matrix(name, rows, h, RowSlice({v0 + kv_rows.begin, v0 + kv_rows.end}, h)));
+  } else {
+    LLM_ASSIGN_OR_RETURN(
+        lw->q, src.Matrix(p + "self_attn.q_proj.weight", c.q_dim(), h, RowSlice(q_rows, h)));
+    LLM_ASSIGN_OR_RETURN(
+        lw->k, src.Matrix(p + "self_attn.k_proj.weight", c.kv_dim(), h, RowSlice(kv_rows, h)));
+    LLM_ASSIGN_OR_RETURN(
+        lw->v, src.Matrix(p + "self_attn.v_proj.weight", c.kv_dim(), h, RowSlice(kv_rows, h)));
+  }
   LLM_ASSIGN_OR_RETURN(
       lw->o, src.Matrix(p + "self_attn.o_proj.weight", h, c.q_dim(), ColSlice(h, q_rows)));
   if (c.qkv_bias) {
@@ -292,9 +302,16 @@ Status LoadLayer(TensorSource& src, ModelWeights& w, int l, LayerWeights* lw) {
     lw->post_ffw_norm = Own(w, std::move(post_ffw));
   }
   LLM_RETURN_IF_ERROR(LoadAttention(src, w, p, lw));
-  LLM_ASSIGN_OR_RETURN(lw->gate,
-                       src.Matrix(p + "mlp.gate_proj.weight", inter, h, RowSlice(mine, h)));
-  LLM_ASSIGN_OR_RETURN(lw->up, src.Matrix(p + "mlp.up_proj.weight", inter, h, RowSlice(mine, h)));
+  if (c.fused_gate_up) {  // rows [gate; up]
+    const std::string name = p + "mlp.gate_up_proj.weight";
+    LLM_ASSIGN_OR_RETURN(lw->gate, src.Matrix(name, 2 * inter, h, RowSlice(mine, h)));
+    LLM_ASSIGN_OR_RETURN(lw->up, src.Matrix(name, 2 * inter, h,
+                                            RowSlice({inter + mine.begin, inter + mine.end}, h)));
+  } else {
+    LLM_ASSIGN_OR_RETURN(lw->gate,
+                         src.Matrix(p + "mlp.gate_proj.weight", inter, h, RowSlice(mine, h)));
+    LLM_ASSIGN_OR_RETURN(lw->up, src.Matrix(p + "mlp.up_proj.weight", inter, h, RowSlice(mine, h)));
+  }
   LLM_ASSIGN_OR_RETURN(lw->down,
                        src.Matrix(p + "mlp.down_proj.weight", h, inter, ColSlice(h, mine)));
   if (c.mlp_bias) {
