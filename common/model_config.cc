@@ -17,7 +17,8 @@ namespace {
 
 constexpr const char* kSupported =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-    "GemmaForCausalLM, Gemma2ForCausalLM, Phi3ForCausalLM";
+    "GemmaForCausalLM, Gemma2ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
+    "Qwen2MoeForCausalLM";
 
 // Upper bounds on the sizes a config.json may declare: far above any released model, low enough
 // that no derived size (a layer list, a dummy weight tensor's element count) overflows.
@@ -146,6 +147,10 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
     c->arch = ModelArch::kGemma2;
   } else if (c->architecture == "Phi3ForCausalLM") {
     c->arch = ModelArch::kPhi3;
+  } else if (c->architecture == "MixtralForCausalLM") {
+    c->arch = ModelArch::kMixtral;
+  } else if (c->architecture == "Qwen2MoeForCausalLM") {
+    c->arch = ModelArch::kQwen2Moe;
   } else {
     return Unimplemented(source + ": architecture '" + c->architecture +
                          "' is not supported (supported: " + kSupported + ")");
@@ -180,17 +185,58 @@ Status ReadSlidingWindow(const json& j, const std::string& source, ModelConfig* 
                     j["sliding_window"].get<int64_t>() == 0;  // some configs say 0 for none
   if (!zero) LLM_RETURN_IF_ERROR(ReadInt(j, source, "sliding_window", false, 0, &window));
   if (window <= 0) return Status::Ok();
-  if (c->arch == ModelArch::kMistral || c->arch == ModelArch::kPhi3) {
+  if (c->arch == ModelArch::kMistral || c->arch == ModelArch::kPhi3 ||
+      c->arch == ModelArch::kMixtral) {
     c->layer_sliding_window.assign(c->num_layers, window);
   } else if (c->arch == ModelArch::kGemma2) {
     // transformers Gemma2: layers 0, 2, 4, ... slide, the others attend globally.
     for (int l = 0; l < c->num_layers; l += 2) c->layer_sliding_window[l] = window;
-  } else if (c->arch == ModelArch::kQwen2 || c->arch == ModelArch::kQwen3) {
+  } else if (c->arch == ModelArch::kQwen2 || c->arch == ModelArch::kQwen3 ||
+             c->arch == ModelArch::kQwen2Moe) {
     if (!ReadBool(j, "use_sliding_window", false)) return Status::Ok();
     int first = c->num_layers;
     LLM_RETURN_IF_ERROR(
         ReadInt(j, source, "max_window_layers", false, c->num_layers, &first, kMaxLayers));
     for (int l = first; l < c->num_layers; ++l) c->layer_sliding_window[l] = window;
+  }
+  return Status::Ok();
+}
+
+// Mixtral: num_local_experts experts of intermediate_size, renormalized top-k. Qwen2-MoE:
+// num_experts of moe_intermediate_size, norm_topk_prob, a shared expert; only the layout with
+// every layer sparse (decoder_sparse_step 1, no mlp_only_layers) is supported.
+Status ReadMoe(const json& j, const std::string& source, ModelConfig* c) {
+  if (c->arch != ModelArch::kMixtral && c->arch != ModelArch::kQwen2Moe) return Status::Ok();
+  constexpr int kMaxExperts = 1024;
+  const bool mixtral = c->arch == ModelArch::kMixtral;
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, mixtral ? "num_local_experts" : "num_experts", true, 0,
+                              &c->num_experts, kMaxExperts));
+  LLM_RETURN_IF_ERROR(
+      ReadInt(j, source, "num_experts_per_tok", true, 0, &c->experts_per_token, kMaxExperts));
+  if (c->num_experts <= 0 || c->experts_per_token <= 0 || c->experts_per_token > c->num_experts) {
+    return InvalidArgument(source + ": num_experts_per_tok must be in [1, number of experts]");
+  }
+  if (mixtral) {
+    c->moe_intermediate_size = c->intermediate_size;
+    c->norm_topk_prob = true;
+    return Status::Ok();
+  }
+  LLM_RETURN_IF_ERROR(
+      ReadInt(j, source, "moe_intermediate_size", true, 0, &c->moe_intermediate_size, kMaxWidth));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "shared_expert_intermediate_size", false, 0,
+                              &c->shared_expert_intermediate_size, kMaxWidth));
+  c->norm_topk_prob = ReadBool(j, "norm_topk_prob", false);
+  int step = 1;
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "decoder_sparse_step", false, 1, &step, kMaxLayers));
+  const bool dense_layers = j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() &&
+                            !j["mlp_only_layers"].empty();
+  if (step != 1 || dense_layers) {
+    return Unimplemented(source +
+                         ": decoder_sparse_step other than 1 and mlp_only_layers (dense layers "
+                         "among the sparse ones) are not supported");
+  }
+  if (c->moe_intermediate_size <= 0) {
+    return InvalidArgument(source + ": moe_intermediate_size must be positive");
   }
   return Status::Ok();
 }
@@ -238,8 +284,9 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rope_theta", 10000.0, &c.rope_theta));
   LLM_RETURN_IF_ERROR(ReadRopeScaling(j, source, &c.rope_scaling));
   const bool attention_bias = ReadBool(j, "attention_bias", false);
-  c.qkv_bias = c.arch == ModelArch::kQwen2 || attention_bias;
-  c.o_bias = c.arch != ModelArch::kQwen2 && attention_bias;
+  const bool qwen2 = c.arch == ModelArch::kQwen2 || c.arch == ModelArch::kQwen2Moe;
+  c.qkv_bias = qwen2 || attention_bias;
+  c.o_bias = !qwen2 && attention_bias;
   c.mlp_bias = ReadBool(j, "mlp_bias", false);
   c.qk_norm = c.arch == ModelArch::kQwen3;
   const bool gemma = c.arch == ModelArch::kGemma || c.arch == ModelArch::kGemma2;
@@ -249,6 +296,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     c.embedding_scale = std::sqrt(static_cast<float>(c.hidden_size));
   }
   c.fused_qkv = c.fused_gate_up = c.arch == ModelArch::kPhi3;
+  LLM_RETURN_IF_ERROR(ReadMoe(j, source, &c));
   if (c.arch == ModelArch::kGemma2) {
     c.sandwich_norms = true;
     LLM_RETURN_IF_ERROR(

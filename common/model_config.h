@@ -21,7 +21,17 @@ enum class LoadFormat { kSafetensors, kGguf, kDummy };
 StatusOr<LoadFormat> ParseLoadFormat(const std::string& text, const std::string& what);
 const char* LoadFormatName(LoadFormat f);
 
-enum class ModelArch { kLlama, kMistral, kQwen2, kQwen3, kGemma, kGemma2, kPhi3 };
+enum class ModelArch {
+  kLlama,
+  kMistral,
+  kQwen2,
+  kQwen3,
+  kGemma,
+  kGemma2,
+  kPhi3,
+  kMixtral,
+  kQwen2Moe
+};
 
 // The MLP's activation: silu(gate) * up, or Gemma's gelu_pytorch_tanh(gate) * up.
 enum class Activation { kSilu, kGeluTanh };
@@ -72,6 +82,15 @@ struct ModelConfig {
   // (rows [gate; up]); split into the usual matrices when the weights load.
   bool fused_qkv = false;
   bool fused_gate_up = false;
+  // Sparse mixture of experts on every layer (Mixtral, Qwen2-MoE): a router picks
+  // experts_per_token of num_experts per token (softmax, top-k, renormalized when
+  // norm_topk_prob); each expert is a SwiGLU MLP of moe_intermediate_size. Qwen2-MoE adds a
+  // shared expert (shared_expert_intermediate_size) scaled by sigmoid(shared_expert_gate(x)).
+  int num_experts = 0;  // 0: dense MLP
+  int experts_per_token = 0;
+  int moe_intermediate_size = 0;
+  int shared_expert_intermediate_size = 0;  // 0: none
+  bool norm_topk_prob = true;
   // Per layer: 0 = full attention, otherwise the sliding window in tokens.
   std::vector<int> layer_sliding_window;
   std::vector<int32_t> bos_token_ids;

@@ -100,17 +100,20 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
   } else if (*arch == "phi3") {
     c->arch = ModelArch::kPhi3;
     c->architecture = "Phi3ForCausalLM";
+  } else if (*arch == "qwen2moe") {
+    c->arch = ModelArch::kQwen2Moe;
+    c->architecture = "Qwen2MoeForCausalLM";
   } else {
     return Unimplemented(f.path() + ": general.architecture '" + *arch +
                          "' is not supported (supported: llama, qwen2, qwen3, gemma, gemma2, "
-                         "phi3)");
+                         "phi3, qwen2moe)");
   }
-  const std::string experts = *arch + ".expert_count";
-  if (f.Find(experts)) {
-    LLM_ASSIGN_OR_RETURN(int64_t n, f.GetInt(experts));
+  // llama with experts is Mixtral (ReadMoe reads the expert keys).
+  if (*arch == "llama" && f.Find("llama.expert_count")) {
+    LLM_ASSIGN_OR_RETURN(int64_t n, f.GetInt("llama.expert_count"));
     if (n > 0) {
-      return Unimplemented(f.path() + ": mixture-of-experts models (" + experts + " = " +
-                           std::to_string(n) + ") are not supported");
+      c->arch = ModelArch::kMixtral;
+      c->architecture = "MixtralForCausalLM";
     }
   }
   if (f.FindTensor("rope_freqs.weight")) {
@@ -163,6 +166,34 @@ Status ReadTokenIds(const GgufFile& f, ModelConfig* c) {
     LLM_RETURN_IF_ERROR(id(key, &c->eos_token_ids));
   }
   return Status::Ok();
+}
+
+// Mixtral (llama + expert_count) and Qwen2-MoE as llama.cpp stores them: expert_count,
+// expert_used_count, the experts' width (Mixtral: feed_forward_length; Qwen2-MoE:
+// expert_feed_forward_length and expert_shared_feed_forward_length), expert_weights_norm
+// (absent: Mixtral renormalizes, Qwen2-MoE does not).
+Status ReadMoe(const GgufFile& f, const Reader& r, ModelConfig* c) {
+  if (c->arch != ModelArch::kMixtral && c->arch != ModelArch::kQwen2Moe) return Status::Ok();
+  constexpr int kMaxExperts = 1024;
+  LLM_RETURN_IF_ERROR(r.Int("expert_count", true, 0, kMaxExperts, &c->num_experts));
+  LLM_RETURN_IF_ERROR(r.Int("expert_used_count", true, 0, kMaxExperts, &c->experts_per_token));
+  if (c->num_experts <= 0 || c->experts_per_token <= 0 || c->experts_per_token > c->num_experts) {
+    return InvalidArgument(f.path() + ": " + r.Key("expert_used_count") +
+                           " must be in [1, expert_count]");
+  }
+  const bool mixtral = c->arch == ModelArch::kMixtral;
+  c->norm_topk_prob = mixtral;
+  if (f.Find(r.Key("expert_weights_norm"))) {
+    LLM_ASSIGN_OR_RETURN(c->norm_topk_prob, f.GetBool(r.Key("expert_weights_norm")));
+  }
+  if (mixtral) {
+    c->moe_intermediate_size = c->intermediate_size;
+    return Status::Ok();
+  }
+  LLM_RETURN_IF_ERROR(
+      r.Int("expert_feed_forward_length", true, 0, kMaxWidth, &c->moe_intermediate_size));
+  return r.Int("expert_shared_feed_forward_length", false, 0, kMaxWidth,
+               &c->shared_expert_intermediate_size);
 }
 
 // Gemma and Gemma 2 as llama.cpp runs them: GELU-tanh, embeddings × sqrt(hidden), norms stored
@@ -267,11 +298,15 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
     c.architecture = "MistralForCausalLM";
     c.layer_sliding_window.assign(c.num_layers, static_cast<int>(window));
   }
+  if (window > 0 && c.arch == ModelArch::kMixtral) {
+    c.layer_sliding_window.assign(c.num_layers, static_cast<int>(window));
+  }
   if (c.arch == ModelArch::kPhi3) {  // llama.cpp's phi3: fused attn_qkv and ffn_up [gate; up]
     c.fused_qkv = c.fused_gate_up = true;
     c.layer_sliding_window.assign(c.num_layers, static_cast<int>(window));
   }
   LLM_RETURN_IF_ERROR(ReadGemma(f, r, static_cast<int>(window), &c));
+  LLM_RETURN_IF_ERROR(ReadMoe(f, r, &c));
   LLM_RETURN_IF_ERROR(ReadTokenIds(f, &c));
   c.torch_dtype = DType::kF32;
   if (embd != nullptr && embd->type == static_cast<uint32_t>(GgmlType::kF16)) {

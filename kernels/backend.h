@@ -129,6 +129,10 @@ class Backend {
   virtual void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out) = 0;
   // x *= s (Gemma's embedding scale; final-logit soft-capping is on the host)
   virtual void Scale(float* x, float s, int64_t count) = 0;
+  // dst[rows[i], :] += scale[i] * src[i, :] for i < count; rows are distinct within one call
+  // (mixture of experts: an expert's outputs weighted back into the tokens' rows)
+  virtual void ScatterAddRows(const float* src, const int32_t* rows, const float* scale, int count,
+                              int cols, float* dst) = 0;
   // x[i] += y[i].
   virtual void Add(float* x, const float* y, int64_t count) = 0;
   // x[r, :] += bias[:] for every row r < rows.

@@ -72,6 +72,8 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out);
 // out = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * up
 void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out);
 void Scale(float* x, float s, int64_t count);
+void ScatterAddRows(const float* src, const int32_t* rows, const float* scale, int count, int cols,
+                    float* dst);
 // x[i] += y[i] (residual connections).
 void Add(float* x, const float* y, int64_t count);
 // x[r, :] += bias[:] for r < rows.

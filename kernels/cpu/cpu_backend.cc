@@ -96,6 +96,10 @@ class CpuBackendImpl final : public Backend {
     kernels::GeluTanhMul(gate, up, count, out);
   }
   void Scale(float* x, float s, int64_t count) override { kernels::Scale(x, s, count); }
+  void ScatterAddRows(const float* src, const int32_t* rows, const float* scale, int count,
+                      int cols, float* dst) override {
+    kernels::ScatterAddRows(src, rows, scale, count, cols, dst);
+  }
   void Add(float* x, const float* y, int64_t count) override { kernels::Add(x, y, count); }
   void AddBias(float* x, const float* bias, int rows, int cols) override {
     kernels::AddBias(x, bias, rows, cols);

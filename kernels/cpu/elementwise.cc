@@ -37,6 +37,17 @@ void Scale(float* x, float s, int64_t count) {
   for (int64_t i = 0; i < count; ++i) x[i] *= s;
 }
 
+void ScatterAddRows(const float* src, const int32_t* rows, const float* scale, int count, int cols,
+                    float* dst) {
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(count) * cols > \
+                                              kMinParallelElems)
+  for (int i = 0; i < count; ++i) {
+    float* d = dst + static_cast<int64_t>(rows[i]) * cols;
+    const float* s = src + static_cast<int64_t>(i) * cols;
+    for (int c = 0; c < cols; ++c) d[c] += scale[i] * s[c];
+  }
+}
+
 void Add(float* x, const float* y, int64_t count) {
 #pragma omp parallel for schedule(static) if (count > kMinParallelElems)
   for (int64_t i = 0; i < count; ++i) x[i] += y[i];

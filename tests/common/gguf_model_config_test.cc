@@ -85,9 +85,9 @@ TEST(GgufModelConfig, DefaultsAndErrors) {
       {[](GgufWriter&) {}, false, "m.gguf: missing key 'general.architecture'"},
       {[](GgufWriter& w) { w.Str("general.architecture", "gpt2"); }, false,
        "general.architecture 'gpt2' is not supported (supported: llama, qwen2, qwen3, gemma, "
-       "gemma2, phi3)"},
+       "gemma2, phi3, qwen2moe)"},
       {[](GgufWriter& w) { w.U32("llama.expert_count", 8); }, true,
-       "mixture-of-experts models (llama.expert_count = 8)"},
+       "missing key 'llama.expert_used_count'"},
       {[](GgufWriter& w) { w.U32("llama.rope.dimension_count", 8); }, true,
        "key 'llama.rope.dimension_count' = 8 rotates part of each head"},
       {[](GgufWriter& w) { w.Str("llama.rope.scaling.type", "yarn"); }, true,

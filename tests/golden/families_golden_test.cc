@@ -82,7 +82,7 @@ TEST_P(FamilyGolden, F32GgufMatchesNumpy) {
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGolden,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
-                                           "phi3"));
+                                           "phi3", "mixtral", "qwen2moe"));
 
 }  // namespace
 }  // namespace llm::testing

@@ -164,7 +164,8 @@ TEST_F(TpTest, Stories260KGreedyIdsOn1To8Ranks) {
 
 TEST_F(TpTest, FamiliesGreedyIdsOn1To4Ranks) {
   LLM_REQUIRE_MPIRUN();
-  for (const char* family : {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}) {
+  for (const char* family :
+       {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "mixtral", "qwen2moe"}) {
     const std::string rel = std::string("golden/families/") + family;
     if (!fs::exists(SharedPath(rel + "/reference.json"))) {
       GTEST_SKIP() << "missing shared test data: " << SharedPath(rel);
@@ -181,7 +182,8 @@ TEST_F(TpTest, FamiliesGreedyIdsOn1To4Ranks) {
 // along whole heads and whole blocks.
 TEST_F(TpTest, FamiliesGgufGreedyIdsOn1And2Ranks) {
   LLM_REQUIRE_MPIRUN();
-  for (const char* family : {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}) {
+  for (const char* family :
+       {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "mixtral", "qwen2moe"}) {
     const std::string rel = std::string("golden/families/") + family;
     if (!fs::exists(SharedPath(rel + "/" + family + ".gguf"))) {
       GTEST_SKIP() << "missing shared test data: " << SharedPath(rel + "/" + family + ".gguf");

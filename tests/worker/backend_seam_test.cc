@@ -103,6 +103,14 @@ class CheckedBackend final : public kernels::Backend {
     Check(x, "Scale x");
     cpu().Scale(x, s, count);
   }
+  void ScatterAddRows(const float* src, const int32_t* rows, const float* scale, int count,
+                      int cols, float* dst) override {
+    Check(src, "ScatterAddRows src");
+    Check(rows, "ScatterAddRows rows");
+    Check(scale, "ScatterAddRows scale");
+    Check(dst, "ScatterAddRows dst");
+    cpu().ScatterAddRows(src, rows, scale, count, cols, dst);
+  }
   void Add(float* x, const float* y, int64_t count) override {
     Check(x, "Add x");
     Check(y, "Add y");
@@ -236,7 +244,7 @@ TEST_P(BackendSeam, DeviceBackendTouchesOnlyItsMemoryAndMatchesCpuBitwise) {
 // Llama (tied, GQA), Mistral (sliding window), Qwen2 (q/k/v biases), Qwen3 (q/k norms).
 INSTANTIATE_TEST_SUITE_P(Families, BackendSeam,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
-                                           "phi3"));
+                                           "phi3", "mixtral", "qwen2moe"));
 
 TEST(BackendSeamErrors, UnplacedWeightsLimitsAndFormatsAreClearErrors) {
   const std::string dir = FamilyDir("llama");

@@ -9,12 +9,37 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/model/weight_source.h"
 
 namespace llm::weights_internal {
 namespace {
+
+// One expert's matrix in llama.cpp's stacked [experts, rows, cols] tensor: (the GGUF name,
+// the expert), or ("", -1) when `hf` names no expert matrix. Mixtral: experts.E.w1/w3/w2;
+// Qwen2-MoE: experts.E.gate_proj/up_proj/down_proj.
+std::pair<std::string, int> ExpertOf(const std::string& hf) {
+  static const std::map<std::string, std::string> kParts = {
+      {"w1.weight", "ffn_gate_exps.weight"},    {"w3.weight", "ffn_up_exps.weight"},
+      {"w2.weight", "ffn_down_exps.weight"},    {"gate_proj.weight", "ffn_gate_exps.weight"},
+      {"up_proj.weight", "ffn_up_exps.weight"}, {"down_proj.weight", "ffn_down_exps.weight"}};
+  const std::string prefix = "model.layers.";
+  const size_t experts = hf.find(".experts.");
+  if (hf.compare(0, prefix.size(), prefix) != 0 || experts == std::string::npos) return {"", -1};
+  const size_t layer_end = hf.find('.', prefix.size());
+  const size_t e_begin = experts + 9, e_end = hf.find('.', e_begin);
+  if (e_end == std::string::npos || e_end == e_begin || e_end - e_begin > 6) return {"", -1};
+  const auto part = kParts.find(hf.substr(e_end + 1));
+  if (part == kParts.end()) return {"", -1};
+  int e = 0;
+  for (size_t i = e_begin; i < e_end; ++i) {
+    if (hf[i] < '0' || hf[i] > '9') return {"", -1};
+    e = e * 10 + (hf[i] - '0');
+  }
+  return {"blk." + hf.substr(prefix.size(), layer_end - prefix.size()) + "." + part->second, e};
+}
 
 // Hugging Face name -> llama.cpp name ("" when there is none). With Gemma 2's sandwich norms
 // llama.cpp names the attention output's norm post_attention_norm and the MLP input's
@@ -34,6 +59,12 @@ std::string GgufName(const std::string& hf, bool sandwich_norms) {
       {"self_attn.q_proj.weight", "attn_q.weight"},
       {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
       {"mlp.gate_up_proj.weight", "ffn_up.weight"},
+      {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
       {"self_attn.k_proj.weight", "attn_k.weight"},
       {"self_attn.v_proj.weight", "attn_v.weight"},
       {"self_attn.o_proj.weight", "attn_output.weight"},
@@ -50,6 +81,7 @@ std::string GgufName(const std::string& hf, bool sandwich_norms) {
       {"mlp.up_proj.bias", "ffn_up.bias"},
       {"mlp.down_proj.bias", "ffn_down.bias"}};
   if (const auto it = kTop.find(hf); it != kTop.end()) return it->second;
+  if (ExpertOf(hf).second >= 0) return ExpertOf(hf).first;
   const std::string prefix = "model.layers.";
   if (hf.compare(0, prefix.size(), prefix) != 0) return "";
   const size_t dot = hf.find('.', prefix.size());
@@ -84,7 +116,22 @@ class GgufSource : public TensorSource {
   StatusOr<Weight> Matrix(const std::string& name, int rows, int cols,
                           const MatrixSlice& slice) override {
     LLM_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Take(name));
-    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+    if (const int expert = ExpertOf(name).second; expert >= 0) {
+      // Rows [expert * rows, (expert + 1) * rows) of the stacked tensor seen as 2-D.
+      if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] <= expert) {
+        return InvalidArgument(f_.path() + ": tensor '" + t->name + "' has shape " +
+                               t->ShapeString() + ", expected [" + std::to_string(cols) + ", " +
+                               std::to_string(rows) + ", > " + std::to_string(expert) +
+                               "] (GGML order) from the metadata");
+      }
+      LLM_ASSIGN_OR_RETURN(DType format, Format(*t, true));
+      MatrixSlice shifted = slice;
+      shifted.rows = {expert * rows + slice.rows.begin, expert * rows + slice.rows.end};
+      return SliceMatrix(*w_, t->data, format, cols, shifted, t->name);
+    }
+    // Qwen2-MoE's shared-expert gate [1, hidden] is stored as a vector.
+    const bool row_vector = rows == 1 && t->dims.size() == 1 && t->dims[0] == cols;
+    if (!row_vector && (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)) {
       return InvalidArgument(f_.path() + ": tensor '" + t->name + "' has shape " +
                              t->ShapeString() + ", expected [" + std::to_string(cols) + ", " +
                              std::to_string(rows) + "] (GGML order) from the metadata");

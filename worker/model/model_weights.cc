@@ -283,6 +283,49 @@ Status LoadAttention(TensorSource& src, ModelWeights& w, const std::string& p, L
   return Status::Ok();
 }
 
+// A SwiGLU MLP's three matrices under `gate`, `up`, `down` (full names), this rank's columns.
+StatusOr<ExpertWeights> LoadSwiGlu(TensorSource& src, const ModelConfig& c, const std::string& gate,
+                                   const std::string& up, const std::string& down, int inter,
+                                   ShardRange mine) {
+  const int h = c.hidden_size;
+  ExpertWeights e;
+  LLM_ASSIGN_OR_RETURN(e.gate, src.Matrix(gate, inter, h, RowSlice(mine, h)));
+  LLM_ASSIGN_OR_RETURN(e.up, src.Matrix(up, inter, h, RowSlice(mine, h)));
+  LLM_ASSIGN_OR_RETURN(e.down, src.Matrix(down, h, inter, ColSlice(h, mine)));
+  return e;
+}
+
+// Mixtral (block_sparse_moe.gate, experts.E.w1/w3/w2) and Qwen2-MoE (mlp.gate,
+// mlp.experts.E.gate_proj/up_proj/down_proj, mlp.shared_expert.*, mlp.shared_expert_gate).
+Status LoadMoe(TensorSource& src, ModelWeights& w, const std::string& p, LayerWeights* lw) {
+  const ModelConfig& c = w.config;
+  const int h = c.hidden_size, n = c.num_experts;
+  const bool mixtral = c.arch == ModelArch::kMixtral;
+  const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
+  LLM_ASSIGN_OR_RETURN(lw->router, src.Matrix(moe + "gate.weight", n, h, RowSlice({0, n}, h)));
+  lw->experts.resize(n);
+  for (int e = 0; e < n; ++e) {
+    const std::string x = moe + "experts." + std::to_string(e) + ".";
+    LLM_ASSIGN_OR_RETURN(lw->experts[e],
+                         mixtral
+                             ? LoadSwiGlu(src, c, x + "w1.weight", x + "w3.weight", x + "w2.weight",
+                                          c.moe_intermediate_size, w.shard.moe_intermediate)
+                             : LoadSwiGlu(src, c, x + "gate_proj.weight", x + "up_proj.weight",
+                                          x + "down_proj.weight", c.moe_intermediate_size,
+                                          w.shard.moe_intermediate));
+  }
+  if (c.shared_expert_intermediate_size > 0) {
+    const std::string x = moe + "shared_expert.";
+    LLM_ASSIGN_OR_RETURN(
+        lw->shared_expert,
+        LoadSwiGlu(src, c, x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight",
+                   c.shared_expert_intermediate_size, w.shard.shared_intermediate));
+    LLM_ASSIGN_OR_RETURN(lw->shared_expert_gate,
+                         src.Matrix(moe + "shared_expert_gate.weight", 1, h, RowSlice({0, 1}, h)));
+  }
+  return Status::Ok();
+}
+
 Status LoadLayer(TensorSource& src, ModelWeights& w, int l, LayerWeights* lw) {
   const ModelConfig& c = w.config;
   const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -302,6 +345,7 @@ Status LoadLayer(TensorSource& src, ModelWeights& w, int l, LayerWeights* lw) {
     lw->post_ffw_norm = Own(w, std::move(post_ffw));
   }
   LLM_RETURN_IF_ERROR(LoadAttention(src, w, p, lw));
+  if (c.num_experts > 0) return LoadMoe(src, w, p, lw);
   if (c.fused_gate_up) {  // rows [gate; up]
     const std::string name = p + "mlp.gate_up_proj.weight";
     LLM_ASSIGN_OR_RETURN(lw->gate, src.Matrix(name, 2 * inter, h, RowSlice(mine, h)));
@@ -380,6 +424,8 @@ Status PlanShard(const std::string& source, TensorParallel tp, ModelWeights* w) 
     w->shard.kv_heads = ShardRange{kv, kv + 1};
   }
   w->shard.intermediate = SplitRange(c.intermediate_size, tp.size, tp.rank);
+  w->shard.moe_intermediate = SplitRange(c.moe_intermediate_size, tp.size, tp.rank);
+  w->shard.shared_intermediate = SplitRange(c.shared_expert_intermediate_size, tp.size, tp.rank);
   w->shard.vocab = SplitRange(c.vocab_size, tp.size, tp.rank);
   w->shard.vocab_chunk = (c.vocab_size + tp.size - 1) / tp.size;
   return Status::Ok();
@@ -390,6 +436,11 @@ size_t MatrixBytes(const ModelWeights& w) {
   size_t total = bytes(w.embed) + (w.lm_head.data == w.embed.data ? 0 : bytes(w.lm_head));
   for (const auto& l : w.layers) {
     for (const auto* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) total += bytes(*m);
+    for (const auto* e : {&l.shared_expert}) {
+      total += bytes(e->gate) + bytes(e->up) + bytes(e->down);
+    }
+    for (const auto& e : l.experts) total += bytes(e.gate) + bytes(e.up) + bytes(e.down);
+    total += bytes(l.router) + bytes(l.shared_expert_gate);
   }
   return total;
 }
@@ -481,6 +532,19 @@ void ModelWeights::ForEachWeight(const std::function<void(const std::string&, We
         {"down_proj.bias", &lw.down_bias}};
     for (auto [name, weight] : named) {
       if (!weight->empty()) fn(p + name, *weight);
+    }
+    if (!lw.router.empty()) fn(p + "router", lw.router);
+    for (size_t e = 0; e < lw.experts.size(); ++e) {
+      const std::string x = p + "experts." + std::to_string(e) + ".";
+      fn(x + "gate", lw.experts[e].gate);
+      fn(x + "up", lw.experts[e].up);
+      fn(x + "down", lw.experts[e].down);
+    }
+    if (!lw.shared_expert.gate.empty()) {
+      fn(p + "shared_expert.gate", lw.shared_expert.gate);
+      fn(p + "shared_expert.up", lw.shared_expert.up);
+      fn(p + "shared_expert.down", lw.shared_expert.down);
+      fn(p + "shared_expert_gate", lw.shared_expert_gate);
     }
   }
   fn("norm", final_norm);

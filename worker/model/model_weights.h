@@ -24,6 +24,11 @@ namespace llm {
 // into a backend's memory when that is not host memory.
 using kernels::Weight;
 
+// One SwiGLU expert: this rank's columns of its intermediate dimension, like the dense MLP.
+struct ExpertWeights {
+  Weight gate, up, down;
+};
+
 struct LayerWeights {
   Weight input_norm, post_attention_norm;  // F32 [hidden]
   // Gemma 2's sandwich norms (post_attention_norm then normalizes the attention output).
@@ -32,6 +37,13 @@ struct LayerWeights {
   Weight q, k, v, o, gate, up, down;
   Weight q_bias, k_bias, v_bias, o_bias;  // F32; empty when the model has none
   Weight gate_bias, up_bias, down_bias;
+  // Mixture of experts (config.num_experts > 0; gate/up/down above are then empty): the router
+  // [num_experts, hidden] on every rank, the experts, and Qwen2-MoE's shared expert with its
+  // gate [1, hidden].
+  Weight router;
+  std::vector<ExpertWeights> experts;
+  ExpertWeights shared_expert;
+  Weight shared_expert_gate;
 };
 
 // LoadFormat and ParseLoadFormat: common/model_config.h.
@@ -57,11 +69,13 @@ struct TensorParallel {
 };
 
 struct ShardDims {
-  ShardRange heads;         // query heads of this rank
-  ShardRange kv_heads;      // KV heads of this rank
-  ShardRange intermediate;  // MLP columns of this rank
-  ShardRange vocab;         // embedding / lm_head rows of this rank
-  int vocab_chunk = 0;      // ceil(vocab / size): the padded per-rank width of gathered logits
+  ShardRange heads;                // query heads of this rank
+  ShardRange kv_heads;             // KV heads of this rank
+  ShardRange intermediate;         // MLP columns of this rank
+  ShardRange moe_intermediate;     // each expert's columns of this rank
+  ShardRange shared_intermediate;  // the shared expert's columns of this rank
+  ShardRange vocab;                // embedding / lm_head rows of this rank
+  int vocab_chunk = 0;  // ceil(vocab / size): the padded per-rank width of gathered logits
 };
 
 struct ModelWeights {

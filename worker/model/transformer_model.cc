@@ -59,7 +59,8 @@ TransformerModel::TransformerModel(const ModelWeights& weights, kernels::Backend
       sharded_(weights.tp.size > 1),
       heads_(weights.shard.heads.size()),
       kv_heads_(weights.shard.kv_heads.size()),
-      inter_(weights.shard.intermediate.size()) {}
+      inter_(std::max({weights.shard.intermediate.size(), weights.shard.moe_intermediate.size(),
+                       weights.shard.shared_intermediate.size()})) {}
 
 KvCacheShape TransformerModel::CacheShape(int num_blocks, int block_size) const {
   return KvCacheShape{w_.config.num_layers, num_blocks, block_size, kv_heads_, w_.config.head_dim};
@@ -78,6 +79,12 @@ Status TransformerModel::Reserve(const ForwardBatch& batch) {
   for (auto* buf : {&k_, &v_}) LLM_RETURN_IF_ERROR(Grow<float>(b, *buf, t * kv_dim));
   for (auto* buf : {&gate_, &up_, &act_}) LLM_RETURN_IF_ERROR(Grow<float>(b, *buf, t * inter_));
   LLM_RETURN_IF_ERROR(Grow<float>(b, last_, rows * c.hidden_size));
+  if (c.num_experts > 0) {
+    LLM_RETURN_IF_ERROR(Grow<float>(b, router_, t * c.num_experts));
+    for (auto* buf : {&xe_, &ye_}) LLM_RETURN_IF_ERROR(Grow<float>(b, *buf, t * c.hidden_size));
+    LLM_RETURN_IF_ERROR(Grow<int32_t>(b, route_rows_, t));
+    LLM_RETURN_IF_ERROR(Grow<float>(b, route_weights_, t));
+  }
   LLM_RETURN_IF_ERROR(Grow<float>(b, logits_, rows * vocab_cols));
   if (sharded_ && comm_->rank() == 0) {
     LLM_RETURN_IF_ERROR(Grow<float>(b, gathered_, rows * vocab_cols * w_.tp.size));
@@ -285,6 +292,7 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
 }
 
 void TransformerModel::Mlp(int layer, int tokens) {
+  if (w_.config.num_experts > 0) return Moe(layer, tokens);
   const LayerWeights& lw = w_.layers[layer];
   const float* h = h_.as<float>();
   Linear(h, tokens, lw.gate, lw.gate_bias, gate_.as<float>());
@@ -297,6 +305,93 @@ void TransformerModel::Mlp(int layer, int tokens) {
   }
   Linear(act_.as<float>(), tokens, lw.down, sharded_ ? Weight{} : lw.down_bias, out_.as<float>());
   if (sharded_) ReduceRowParallel(tokens, lw.down_bias);
+}
+
+void TransformerModel::SwiGlu(const float* x, int tokens, const Weight& gate, const Weight& up,
+                              const Weight& down, float* y) {
+  Linear(x, tokens, gate, Weight{}, gate_.as<float>());
+  Linear(x, tokens, up, Weight{}, up_.as<float>());
+  backend_.SiluMul(gate_.as<float>(), up_.as<float>(), static_cast<int64_t>(tokens) * gate.rows,
+                   act_.as<float>());
+  Linear(act_.as<float>(), tokens, down, Weight{}, y);
+}
+
+const float* TransformerModel::HostView(const float* device, size_t count,
+                                        std::vector<float>* copy) {
+  if (host_memory_) return device;
+  copy->resize(count);
+  backend_.CopyToHost(copy->data(), device, sizeof(float) * count);
+  return copy->data();
+}
+
+void TransformerModel::Moe(int layer, int tokens) {
+  const ModelConfig& c = w_.config;
+  const LayerWeights& lw = w_.layers[layer];
+  const int n = c.num_experts, k = c.experts_per_token, hidden = c.hidden_size;
+  const float* h = h_.as<float>();
+  float* out = out_.as<float>();
+  backend_.Zero(out, sizeof(float) * static_cast<size_t>(tokens) * hidden);
+  // Routing on the host (every rank computes the same: the router is replicated): softmax over
+  // all experts, the top k (ties: the lower index), renormalized to sum 1 when norm_topk_prob.
+  Linear(h, tokens, lw.router, Weight{}, router_.as<float>());
+  const float* logits =
+      HostView(router_.as<float>(), static_cast<size_t>(tokens) * n, &host_router_);
+  routed_.assign(n, {});
+  std::vector<double> p(n);
+  std::vector<int> order(n);
+  for (int t = 0; t < tokens; ++t) {
+    const float* l = logits + static_cast<size_t>(t) * n;
+    const double mx = *std::max_element(l, l + n);
+    double sum = 0;
+    for (int e = 0; e < n; ++e) sum += (p[e] = std::exp(static_cast<double>(l[e]) - mx));
+    for (int e = 0; e < n; ++e) p[e] /= sum;
+    for (int e = 0; e < n; ++e) order[e] = e;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    double top = 0;
+    for (int i = 0; i < k; ++i) top += p[order[i]];
+    for (int i = 0; i < k; ++i) {
+      const double wgt = c.norm_topk_prob ? p[order[i]] / top : p[order[i]];
+      routed_[order[i]].push_back({t, static_cast<float>(wgt)});
+    }
+  }
+  std::vector<int32_t> rows;
+  std::vector<float> weights;
+  for (int e = 0; e < n; ++e) {
+    const auto& mine = routed_[e];
+    if (mine.empty()) continue;  // every rank skips the same experts
+    const int m = static_cast<int>(mine.size());
+    rows.resize(m);
+    weights.resize(m);
+    for (int i = 0; i < m; ++i) {
+      rows[i] = mine[i].first;
+      weights[i] = mine[i].second;
+    }
+    backend_.CopyToDevice(route_rows_.data(), rows.data(), sizeof(int32_t) * m);
+    backend_.CopyToDevice(route_weights_.data(), weights.data(), sizeof(float) * m);
+    backend_.GatherRows(h, route_rows_.as<int32_t>(), m, hidden, xe_.as<float>());
+    const ExpertWeights& ew = lw.experts[e];
+    SwiGlu(xe_.as<float>(), m, ew.gate, ew.up, ew.down, ye_.as<float>());
+    backend_.ScatterAddRows(ye_.as<float>(), route_rows_.as<int32_t>(), route_weights_.as<float>(),
+                            m, hidden, out);
+  }
+  if (!lw.shared_expert.down.empty()) {  // Qwen2-MoE: + sigmoid(shared_expert_gate(h)) * MLP(h)
+    SwiGlu(h, tokens, lw.shared_expert.gate, lw.shared_expert.up, lw.shared_expert.down,
+           ye_.as<float>());
+    Linear(h, tokens, lw.shared_expert_gate, Weight{}, router_.as<float>());
+    const float* g = HostView(router_.as<float>(), tokens, &host_gate_);
+    rows.resize(tokens);
+    weights.resize(tokens);
+    for (int t = 0; t < tokens; ++t) {
+      rows[t] = t;
+      weights[t] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(g[t]))));
+    }
+    backend_.CopyToDevice(route_rows_.data(), rows.data(), sizeof(int32_t) * tokens);
+    backend_.CopyToDevice(route_weights_.data(), weights.data(), sizeof(float) * tokens);
+    backend_.ScatterAddRows(ye_.as<float>(), route_rows_.as<int32_t>(), route_weights_.as<float>(),
+                            tokens, hidden, out);
+  }
+  if (sharded_) ReduceRowParallel(tokens, Weight{});
 }
 
 }  // namespace llm

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -54,6 +55,14 @@ class TransformerModel {
   void Embed(const DeviceBatch& db, int tokens);
   void Attention(int layer, const ForwardBatch& batch, const DeviceBatch& db, KvCache& cache);
   void Mlp(int layer, int tokens);
+  // Mixture of experts: routes each token to its top-k experts on the host, runs every expert
+  // on its tokens, and sums the weighted outputs (and the gated shared expert) into out_.
+  void Moe(int layer, int tokens);
+  // gate_/up_ → act_ → `down` of one SwiGLU MLP on x [tokens, hidden] into y (partial per rank).
+  void SwiGlu(const float* x, int tokens, const Weight& gate, const Weight& up, const Weight& down,
+              float* y);
+  // A [rows, cols] backend buffer as host floats (a view for host memory, else a copy).
+  const float* HostView(const float* device, size_t count, std::vector<float>* copy);
   void Linear(const float* x, int m, const Weight& w, const Weight& bias, float* y);
   // out_ holds this rank's partial [tokens, hidden]: sum it over ranks and add `bias` once.
   void ReduceRowParallel(int tokens, const Weight& bias);
@@ -70,6 +79,11 @@ class TransformerModel {
   // Workspace in backend memory, [tokens, ...] each.
   kernels::Buffer x_, h_, q_, k_, v_, attn_, gate_, up_, act_, out_, last_, logits_, gathered_;
   kernels::Buffer ids_;  // the batch's index arrays, back to back (device backends only)
+  // Mixture of experts: router logits, the gathered rows of one expert and its output, and the
+  // routing (rows, weights) uploaded per expert.
+  kernels::Buffer router_, xe_, ye_, route_rows_, route_weights_;
+  std::vector<float> host_router_, host_gate_;
+  std::vector<std::vector<std::pair<int32_t, float>>> routed_;  // per expert: (token, weight)
   std::vector<int32_t> packed_ids_;
   std::vector<float> host_logits_, host_gathered_;  // device backends, and TP reassembly
 };
