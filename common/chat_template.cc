@@ -1,8 +1,12 @@
-// Chat template engine: the public API (common/chat_template.h). The engine is split by stage:
-// chat_template_lex.cc (segments, whitespace control, tokens), chat_template_parse.cc (grammar),
-// chat_template_eval.cc (statements, scopes, macros, operators), chat_template_filters.cc
-// (filters and tests), chat_template_methods.cc (attributes, items, str/dict methods, `%`) and
-// chat_template_value.cc (values, str/repr/tojson, comparisons, the work budget).
+// Chat template engine: the public API (common/chat_template.h). The engine, by stage:
+//   chat_template_lex.cc          segments, whitespace control, tokens
+//   chat_template_parse.cc        statements       chat_template_expr_parser.cc  expressions
+//   chat_template_eval.cc         rendering: statements, scopes, macros, expressions
+//   chat_template_operators.cc    Python operators  chat_template_globals.cc     range() & co.
+//   chat_template_filters.cc      filters and tests chat_template_methods.cc     attributes,
+//                                                   items, str/dict methods, % formatting
+//   chat_template_value.cc        values, equality, order, the work budget
+//   chat_template_strings.cc      str(), repr(), tojson, case mapping, strip
 #include "common/chat_template.h"
 
 #include <stdexcept>

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -147,7 +148,7 @@ std::vector<Token> Tokenize(std::string_view s, int line);
 bool IsKnownFilter(const std::string& name);
 bool IsKnownTest(const std::string& name);
 Value ApplyFilter(const std::string& name, const Value& v, const CallArgs& args, Budget& budget);
-bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args);
+bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args, Budget& budget);
 // `self.name(args)` for the methods of str, dict and the loop; nullopt-like: `found` false when
 // `self` has no such method.
 Value CallMethod(const Value& self, const std::string& name, const CallArgs& args, Budget& budget,
@@ -159,6 +160,24 @@ std::string ReplaceAll(const std::string& s, const std::string& from, const std:
                        int64_t count, Budget& budget);
 // `s % args` (printf-style formatting).
 std::string PercentFormat(const std::string& format, const Value& args);
+
+// ---- operators (chat_template_operators.cc) --------------------------------------------------
+
+// `a op b` for + - * / // % ** (op "%" on a string formats it).
+Value Arithmetic(const std::string& op, const Value& a, const Value& b, Budget& budget);
+// `a op b` for == != < > <= >= in, "not in".
+bool Compare(const std::string& op, const Value& a, const Value& b);
+bool Contains(const Value& container, const Value& item);
+// base[start:stop:step] of a list, tuple or string (by code points).
+Value Slice(const Value& base, std::optional<int64_t> start, std::optional<int64_t> stop,
+            std::optional<int64_t> step, Budget& budget);
+
+// ---- globals (chat_template_globals.cc) ------------------------------------------------------
+
+// range, namespace, dict, raise_exception, strftime_now. Namespaces made are recorded in
+// `namespaces` (the renderer empties them at the end: a namespace may hold itself).
+void AddGlobals(DictData* globals, Budget* budget,
+                std::vector<std::weak_ptr<DictData>>* namespaces);
 
 // Jinja2's getattr / getitem: `obj.name` and `obj[key]`.
 Value GetAttr(const Value& obj, const std::string& name);

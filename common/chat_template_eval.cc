@@ -33,35 +33,15 @@ class MacroCallable : public Callable {
   mutable std::vector<Frame> scopes_;
 };
 
-class Builtin : public Callable {
- public:
-  using Fn = std::function<Value(const CallArgs&)>;
-  Builtin(std::string name, Fn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
-  Value Call(CallArgs args) const override { return fn_(args); }
-  std::string Name() const override { return name_; }
-
- private:
-  std::string name_;
-  Fn fn_;
-};
-
-std::string StrFTimeNow(const std::string& format) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  for (size_t size = 256; size <= 65536; size *= 4) {
-    std::string buf(size, '\0');
-    const size_t n = std::strftime(buf.data(), buf.size(), format.c_str(), &tm);
-    if (n > 0 || format.empty()) return buf.substr(0, n);
-  }
-  return "";
+[[noreturn]] void NotCallable(const Value& f) {
+  Fail(Quote(f.TypeName()) + " object is not callable");
 }
 
 class Renderer {
  public:
   explicit Renderer(const Value& context) {
     frames_.push_back(std::make_shared<DictData>(context.is_dict() ? context.dict() : DictData()));
-    AddGlobals();
+    AddGlobals(&globals_, &budget_, &namespaces_);
   }
   ~Renderer() {
     // Macros and namespaces may (indirectly) hold themselves; empty them so that they go.
@@ -138,14 +118,13 @@ class Renderer {
     }
   }
   void Assign(const Target& t, const Value& v, DictData& frame);
-  void AddGlobals();
 
   Value Lookup(const std::string& name) const {
     for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
       if (const Value* v = (*it)->Find(name)) return *v;
     }
     if (const Value* v = globals_.Find(name)) return *v;
-    return Value::Undefined("'" + name + "' is undefined");
+    return Value::Undefined(Quote(name) + " is undefined");
   }
 
   Value Eval(const Expr& e);
@@ -159,6 +138,11 @@ class Renderer {
       Value v = Eval(*e.args[i]);
       if (e.arg_names[i].empty()) {
         args.positional.push_back(std::move(v));
+      } else if (e.arg_names[i] == "*") {
+        for (Value& x : Iterate(v, budget_)) args.positional.push_back(std::move(x));
+      } else if (e.arg_names[i] == "**") {
+        if (!v.is_dict()) Fail("argument after ** must be a mapping, not " + v.TypeName());
+        for (const auto& [k, x] : v.dict().items) args.keyword.emplace_back(k, x);
       } else {
         args.keyword.emplace_back(e.arg_names[i], std::move(v));
       }
@@ -182,68 +166,12 @@ Value MacroCallable::Call(CallArgs args) const {
   return renderer_->CallMacro(*this, std::move(args));
 }
 
-void Renderer::AddGlobals() {
-  auto add = [this](const std::string& name, Builtin::Fn fn) {
-    globals_.Set(name, Value::Function(std::make_shared<Builtin>(name, std::move(fn))));
-  };
-  add("raise_exception", [](const CallArgs& a) -> Value {
-    Fail(a.positional.empty() ? std::string("raise_exception()") : ToStr(a.positional[0]));
-  });
-  add("strftime_now", [](const CallArgs& a) {
-    const auto args = a.Bind("strftime_now", {"format"});
-    if (!args[0].is_string()) Fail("strftime_now() needs a format string");
-    return Value::Str(StrFTimeNow(args[0].str()));
-  });
-  add("range", [this](const CallArgs& a) {
-    if (!a.keyword.empty() || a.positional.empty() || a.positional.size() > 3) {
-      Fail("range() takes 1 to 3 positional arguments");
-    }
-    for (const Value& v : a.positional) {
-      if (!v.is_int()) Fail("'" + v.TypeName() + "' object cannot be interpreted as an integer");
-    }
-    const size_t n = a.positional.size();
-    const int64_t start = n == 1 ? 0 : a.positional[0].int_value();
-    const int64_t stop = n == 1 ? a.positional[0].int_value() : a.positional[1].int_value();
-    const int64_t step = n == 3 ? a.positional[2].int_value() : 1;
-    if (step == 0) Fail("range() arg 3 must not be zero");
-    // jinja2's sandbox refuses ranges longer than MAX_RANGE.
-    constexpr int64_t kMaxRange = 100000;
-    const long double count = step > 0
-                                  ? std::ceil((static_cast<long double>(stop) - start) / step)
-                                  : std::ceil((static_cast<long double>(start) - stop) / -step);
-    if (count > kMaxRange) {
-      Fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-    }
-    std::vector<Value> items;
-    for (int64_t i = 0; i < static_cast<int64_t>(std::max<long double>(count, 0)); ++i) {
-      items.push_back(Value::Int(start + i * step));
-    }
-    budget_.Step(static_cast<int64_t>(items.size()));
-    return Value::List(std::move(items));
-  });
-  auto kwargs_dict = [](const CallArgs& a, const char* fn) {
-    DictData d;
-    for (const Value& p : a.positional) {
-      if (!p.is_dict()) Fail(std::string(fn) + "() takes a dict or keyword arguments");
-      for (const auto& [k, v] : p.dict().items) d.Set(k, v);
-    }
-    for (const auto& [k, v] : a.keyword) d.Set(k, v);
-    return d;
-  };
-  add("namespace", [this, kwargs_dict](const CallArgs& a) {
-    auto ns = std::make_shared<DictData>(kwargs_dict(a, "namespace"));
-    namespaces_.push_back(ns);
-    return Value::Namespace(std::move(ns));
-  });
-  add("dict", [kwargs_dict](const CallArgs& a) { return Value::Dict(kwargs_dict(a, "dict")); });
-}
-
 void Renderer::Assign(const Target& t, const Value& v, DictData& frame) {
   if (!t.tuple) {
     frame.Set(t.names[0], v);
     return;
   }
-  const std::vector<Value> items = Iterate(v);
+  const std::vector<Value> items = Iterate(v, budget_);
   if (items.size() != t.names.size()) {
     Fail(std::string(items.size() > t.names.size() ? "too many" : "not enough") +
          " values to unpack (expected " + std::to_string(t.names.size()) + ", got " +
@@ -341,7 +269,7 @@ Renderer::Flow Renderer::RenderNodeUnchecked(const Node& n) {
 }
 
 Renderer::Flow Renderer::RenderFor(const Node& n) {
-  std::vector<Value> items = Iterate(Eval(*n.expr));
+  std::vector<Value> items = Iterate(Eval(*n.expr), budget_);
   if (n.filter) {
     std::vector<Value> kept;
     for (Value& item : items) {
@@ -420,7 +348,7 @@ Value Renderer::CallMacro(const MacroCallable& m, CallArgs args) {
                                               : Value::Undefined("parameter '" + def.params[i] +
                                                                  "' was not provided"));
   }
-  frame->Set("varargs", Value::List(std::move(varargs)));
+  frame->Set("varargs", Value::List(std::move(varargs), /*tuple=*/true));
   frame->Set("kwargs", Value::Dict(std::move(kwargs)));
   std::string buf;
   std::string* saved_out = out_;
@@ -450,6 +378,7 @@ Value Renderer::Eval(const Expr& e) {
       return GetAttr(Eval(*e.args[0]), e.name);
     case Expr::Kind::kItem: {
       const Value obj = Eval(*e.args[0]);
+      if (obj.is_string()) budget_.Step(static_cast<int64_t>(obj.str().size() / 64));
       return GetItem(obj, Eval(*e.args[1]));
     }
     case Expr::Kind::kSlice:
@@ -476,7 +405,7 @@ Value Renderer::Eval(const Expr& e) {
     }
     case Expr::Kind::kTest: {
       const Value v = Eval(*e.args[0]);
-      const bool r = ApplyTest(e.name, v, EvalArgs(e, 1));
+      const bool r = ApplyTest(e.name, v, EvalArgs(e, 1), budget_);
       return Value::Bool(e.op == "is" ? r : !r);
     }
     case Expr::Kind::kCall:
@@ -516,162 +445,25 @@ Value Renderer::EvalCall(const Expr& e, const Value* caller) {
     const Value f = GetAttr(self, callee.name);
     if (f.kind() == Value::Kind::kCallable) return f.callable().Call(std::move(args));
     if (f.is_undefined()) Fail(f.str());
-    Fail("'" + f.TypeName() + "' object is not callable");
+    NotCallable(f);
   }
   const Value f = Eval(callee);
   CallArgs args = EvalArgs(e, 1);
   if (caller) args.keyword.emplace_back("caller", *caller);
   if (f.kind() == Value::Kind::kCallable) return f.callable().Call(std::move(args));
   if (f.is_undefined()) Fail(f.str());
-  Fail("'" + f.TypeName() + "' object is not callable");
-}
-
-bool Contains(const Value& container, const Value& item) {
-  switch (container.kind()) {
-    case Value::Kind::kUndefined:
-      return false;
-    case Value::Kind::kString:
-      if (!item.is_string()) {
-        Fail("'in <string>' requires string as left operand, not " + item.TypeName());
-      }
-      return container.str().find(item.str()) != std::string::npos;
-    case Value::Kind::kList:
-      for (const Value& x : container.list().items) {
-        if (Equal(x, item)) return true;
-      }
-      return false;
-    case Value::Kind::kDict:
-      return item.is_string() && container.dict().Find(item.str()) != nullptr;
-    default:
-      Fail("argument of type '" + container.TypeName() + "' is not iterable");
-  }
+  NotCallable(f);
 }
 
 Value Renderer::EvalCompare(const Expr& e) {
   Value left = Eval(*e.args[0]);
   for (size_t i = 0; i < e.ops.size(); ++i) {
     Value right = Eval(*e.args[i + 1]);
-    const std::string& op = e.ops[i];
-    bool r = false;
-    if (op == "==") {
-      r = Equal(left, right);
-    } else if (op == "!=") {
-      r = !Equal(left, right);
-    } else if (op == "<") {
-      r = Less(left, right);
-    } else if (op == ">") {
-      r = Less(right, left);
-    } else if (op == "<=") {
-      r = Less(left, right) || Equal(left, right);
-    } else if (op == ">=") {
-      r = Less(right, left) || Equal(left, right);
-    } else if (op == "in") {
-      r = Contains(right, left);
-    } else {
-      r = !Contains(right, left);
-    }
+    const bool r = Compare(e.ops[i], left, right);
     if (!r) return Value::Bool(false);
     left = std::move(right);
   }
   return Value::Bool(true);
-}
-
-Value Repeat(const Value& seq, int64_t n, Budget& budget) {
-  n = std::max<int64_t>(n, 0);
-  if (seq.is_string()) {
-    const size_t size = seq.str().size();
-    if (size && static_cast<uint64_t>(n) > kMaxChatTemplateOutputBytes / size + 1) {
-      budget.Built(kMaxChatTemplateOutputBytes + 1);
-    }
-    budget.Built(size * static_cast<size_t>(n));
-    std::string out;
-    out.reserve(size * static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) out += seq.str();
-    return Value::Str(std::move(out));
-  }
-  const auto& items = seq.list().items;
-  if (!items.empty() && n > kMaxChatTemplateSteps) budget.Step(n);
-  budget.Step(static_cast<int64_t>(items.size()) * n);
-  std::vector<Value> out;
-  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
-  return Value::List(std::move(out), seq.list().tuple);
-}
-
-Value Arithmetic(const std::string& op, const Value& a, const Value& b, Budget& budget) {
-  if (a.is_undefined() || b.is_undefined()) Fail(a.is_undefined() ? a.str() : b.str());
-  if (op == "+" && a.is_string() && b.is_string()) {
-    budget.Built(a.str().size() + b.str().size());
-    return Value::Str(a.str() + b.str());
-  }
-  if (op == "+" && a.is_list() && b.is_list() && a.list().tuple == b.list().tuple) {
-    std::vector<Value> items = a.list().items;
-    items.insert(items.end(), b.list().items.begin(), b.list().items.end());
-    budget.Step(static_cast<int64_t>(items.size()));
-    return Value::List(std::move(items), a.list().tuple);
-  }
-  if (op == "*" && (a.is_string() || a.is_list()) && b.is_int()) {
-    return Repeat(a, b.int_value(), budget);
-  }
-  if (op == "*" && (b.is_string() || b.is_list()) && a.is_int()) {
-    return Repeat(b, a.int_value(), budget);
-  }
-  if (op == "%" && a.is_string()) {
-    std::string s = PercentFormat(a.str(), b);
-    budget.Built(s.size());
-    return Value::Str(std::move(s));
-  }
-  if (!a.is_number() || !b.is_number()) {
-    Fail("unsupported operand type(s) for " + op + ": '" + a.TypeName() + "' and '" + b.TypeName() +
-         "'");
-  }
-  if (a.is_int() && b.is_int() && op != "/") {
-    const int64_t x = a.int_value();
-    const int64_t y = b.int_value();
-    int64_t r = 0;
-    if (op == "+" || op == "-" || op == "*") {
-      const bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
-                            : op == "-" ? __builtin_sub_overflow(x, y, &r)
-                                        : __builtin_mul_overflow(x, y, &r);
-      if (overflow) Fail("integer overflow in '" + op + "'");
-      return Value::Int(r);
-    }
-    if (op == "**") {
-      if (y < 0) return Value::Float(std::pow(static_cast<double>(x), static_cast<double>(y)));
-      int64_t result = 1;
-      for (int64_t i = 0; i < y && result != 0; ++i) {
-        if (__builtin_mul_overflow(result, x, &result)) Fail("integer overflow in '**'");
-        if (result == 1 && x == 1) break;
-        if (x == -1) {
-          result = (y % 2) ? -1 : 1;
-          break;
-        }
-      }
-      return Value::Int(result);
-    }
-    if (y == 0) Fail(op == "%" ? "integer modulo by zero" : "integer division by zero");
-    if (y == -1) {
-      if (op == "%") return Value::Int(0);
-      if (x == std::numeric_limits<int64_t>::min()) Fail("integer overflow in '//'");
-      return Value::Int(-x);
-    }
-    const int64_t q = x / y;
-    const int64_t m = x % y;
-    const bool adjust = m != 0 && ((m < 0) != (y < 0));  // Python floors
-    if (op == "//") return Value::Int(adjust ? q - 1 : q);
-    return Value::Int(adjust ? m + y : m);
-  }
-  const double x = a.float_value();
-  const double y = b.float_value();
-  if (op == "+") return Value::Float(x + y);
-  if (op == "-") return Value::Float(x - y);
-  if (op == "*") return Value::Float(x * y);
-  if (op == "**") return Value::Float(std::pow(x, y));
-  if (y == 0.0) Fail("float division by zero");
-  if (op == "/") return Value::Float(x / y);
-  if (op == "//") return Value::Float(std::floor(x / y));
-  double m = std::fmod(x, y);
-  if (m != 0 && ((m < 0) != (y < 0))) m += y;
-  return Value::Float(m);
 }
 
 Value Renderer::EvalBinary(const Expr& e) {
@@ -692,7 +484,7 @@ Value Renderer::EvalSlice(const Expr& e) {
   const Value base = Eval(*e.args[0]);
   if (base.is_undefined()) Fail(base.str());
   if (!base.is_list() && !base.is_string()) {
-    Fail("'" + base.TypeName() + "' object is not subscriptable");
+    Fail(Quote(base.TypeName()) + " object is not subscriptable");
   }
   auto bound = [&](const std::unique_ptr<Expr>& x) -> std::optional<int64_t> {
     if (!x) return std::nullopt;
@@ -703,37 +495,8 @@ Value Renderer::EvalSlice(const Expr& e) {
   };
   const std::optional<int64_t> start_arg = bound(e.args[1]);
   const std::optional<int64_t> stop_arg = bound(e.args[2]);
-  const int64_t step = bound(e.args[3]).value_or(1);
-  if (step == 0) Fail("slice step cannot be zero");
-  std::vector<std::string> chars;
-  if (base.is_string()) chars = Chars(base.str());
-  const int64_t n = base.is_string() ? static_cast<int64_t>(chars.size())
-                                     : static_cast<int64_t>(base.list().items.size());
-  auto adjust = [&](std::optional<int64_t> x, int64_t fallback) {
-    if (!x) return fallback;
-    int64_t i = *x;
-    if (i < 0) {
-      i += n;
-      if (i < 0) i = step < 0 ? -1 : 0;
-    } else if (i >= n) {
-      i = step < 0 ? n - 1 : n;
-    }
-    return i;
-  };
-  const int64_t start = adjust(start_arg, step < 0 ? n - 1 : 0);
-  const int64_t stop = adjust(stop_arg, step < 0 ? -1 : n);
-  std::string s;
-  std::vector<Value> items;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (base.is_string()) {
-      s += chars[static_cast<size_t>(i)];
-    } else {
-      items.push_back(base.list().items[static_cast<size_t>(i)]);
-    }
-  }
-  budget_.Step(static_cast<int64_t>(items.size()));
-  if (base.is_string()) return Value::Str(std::move(s));
-  return Value::List(std::move(items), base.list().tuple);
+  const std::optional<int64_t> step = bound(e.args[3]);
+  return Slice(base, start_arg, stop_arg, step, budget_);
 }
 
 }  // namespace

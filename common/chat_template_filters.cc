@@ -57,8 +57,11 @@ Value AttrPath(const Value& v, const Value& path) {
 }
 
 // The sort key of jinja2's case-insensitive filters: strings lower-cased.
-Value SortKey(const Value& v, bool case_sensitive) {
-  if (!case_sensitive && v.is_string()) return Value::Str(Lower(v.str()));
+Value SortKey(const Value& v, bool case_sensitive, Budget& budget) {
+  if (!case_sensitive && v.is_string()) {
+    budget.Built(v.str().size());
+    return Value::Str(Lower(v.str()));
+  }
   return v;
 }
 
@@ -96,24 +99,9 @@ std::string HtmlEscape(const std::string& s) {
   return out;
 }
 
-// jinja2's title filter: upper-case the first character of each word (words start after
-// whitespace, '-', '(', '{', '[' and '<'), lower-case the rest.
-std::string JinjaTitle(const std::string& s) {
-  std::string out = s;
-  bool start = true;
-  for (char& c : out) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (std::isspace(u) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<') {
-      start = true;
-      continue;
-    }
-    c = static_cast<char>(start ? std::toupper(u) : std::tolower(u));
-    start = false;
-  }
-  return out;
-}
-
-std::string Indent(const std::string& s, const Value& width, bool first, bool blank) {
+std::string Indent(const std::string& s, const Value& width, bool first, bool blank,
+                   Budget& budget) {
+  if (width.is_int()) budget.Built(static_cast<size_t>(std::max<int64_t>(0, width.int_value())));
   const std::string pad =
       width.is_string()
           ? width.str()
@@ -133,6 +121,7 @@ std::string Indent(const std::string& s, const Value& width, bool first, bool bl
     out += "\n";
     if (blank || !lines[i].empty()) out += pad;
     out += lines[i];
+    Budget::CheckSize(out.size());
   }
   return first ? pad + out : out;
 }
@@ -199,46 +188,66 @@ Value Round(const Value& v, const Value& precision_arg, const Value& method_arg)
   return Value::Float(r / scale);
 }
 
-Value SortFilter(const Value& v, const CallArgs& args, bool unique) {
+// `items` in the order of `keys` (stable; reversed comparisons when `reverse`, like Python).
+Value SortedByKey(const std::vector<Value>& items, const std::vector<Value>& keys, bool reverse,
+                  Budget& budget) {
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  budget.Step(static_cast<int64_t>(items.size()) * 20);  // ~n log n comparisons
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return reverse ? Less(keys[y], keys[x]) : Less(keys[x], keys[y]);
+  });
+  std::vector<Value> out;
+  out.reserve(items.size());
+  for (size_t i : order) out.push_back(items[i]);
+  return Value::List(std::move(out));
+}
+
+Value SortFilter(const Value& v, const CallArgs& args, bool unique, Budget& budget) {
   const auto a = unique ? args.Bind("unique", {"case_sensitive", "attribute"})
                         : args.Bind("sort", {"reverse", "case_sensitive", "attribute"});
   const bool reverse = unique ? false : IsTrue(a[0], false);
   const bool case_sensitive = IsTrue(a[unique ? 0 : 1], false);
   const Value& attribute = a[unique ? 1 : 2];
-  std::vector<Value> items = Iterate(v);
+  std::vector<Value> items = Iterate(v, budget);
   auto key = [&](const Value& x) {
-    return SortKey(attribute.is_undefined() ? x : AttrPath(x, attribute), case_sensitive);
+    return SortKey(attribute.is_undefined() ? x : AttrPath(x, attribute), case_sensitive, budget);
   };
+  std::vector<Value> keys;
+  keys.reserve(items.size());
+  for (const Value& x : items) keys.push_back(key(x));
   if (unique) {
     std::vector<Value> out;
     std::vector<Value> seen;
-    for (const Value& x : items) {
-      const Value k = key(x);
-      if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Equal(s, k); })) {
-        seen.push_back(k);
-        out.push_back(x);
+    for (size_t i = 0; i < items.size(); ++i) {
+      budget.Step(static_cast<int64_t>(seen.size()));
+      if (std::none_of(seen.begin(), seen.end(),
+                       [&](const Value& k) { return Equal(k, keys[i]); })) {
+        seen.push_back(keys[i]);
+        out.push_back(items[i]);
       }
     }
     return Value::List(std::move(out));
   }
-  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-    return reverse ? Less(key(y), key(x)) : Less(key(x), key(y));
-  });
-  return Value::List(std::move(items));
+  return SortedByKey(items, keys, reverse, budget);
 }
 
-Value MinMax(const Value& v, const CallArgs& args, bool max) {
+Value MinMax(const Value& v, const CallArgs& args, bool max, Budget& budget) {
   const auto a = args.Bind(max ? "max" : "min", {"case_sensitive", "attribute"});
-  const std::vector<Value> items = Iterate(v);
+  const std::vector<Value> items = Iterate(v, budget);
   if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
   const bool case_sensitive = IsTrue(a[0], false);
   auto key = [&](const Value& x) {
-    return SortKey(a[1].is_undefined() ? x : AttrPath(x, a[1]), case_sensitive);
+    return SortKey(a[1].is_undefined() ? x : AttrPath(x, a[1]), case_sensitive, budget);
   };
   size_t best = 0;
+  Value best_key = key(items[0]);
   for (size_t i = 1; i < items.size(); ++i) {
-    if (max ? Less(key(items[best]), key(items[i])) : Less(key(items[i]), key(items[best])))
+    Value k = key(items[i]);
+    if (max ? Less(best_key, k) : Less(k, best_key)) {
       best = i;
+      best_key = std::move(k);
+    }
   }
   return items[best];
 }
@@ -277,7 +286,7 @@ Value Join(const Value& v, const CallArgs& args, Budget& budget) {
   const auto a = args.Bind("join", {"d", "attribute"});
   const std::string sep = a[0].is_undefined() ? "" : ToStr(a[0]);
   std::string out;
-  const std::vector<Value> items = Iterate(v);
+  const std::vector<Value> items = Iterate(v, budget);
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string s = ToStr(a[1].is_undefined() ? items[i] : AttrPath(items[i], a[1]));
     if (i) out += sep;
@@ -288,7 +297,7 @@ Value Join(const Value& v, const CallArgs& args, Budget& budget) {
 }
 
 Value Map(const Value& v, const CallArgs& args, Budget& budget) {
-  const std::vector<Value> items = Iterate(v);
+  const std::vector<Value> items = Iterate(v, budget);
   std::vector<Value> out;
   out.reserve(items.size());
   const Value* attribute = nullptr;
@@ -315,7 +324,7 @@ Value Map(const Value& v, const CallArgs& args, Budget& budget) {
 }
 
 Value Select(const Value& v, const CallArgs& args, bool attr, bool keep, Budget& budget) {
-  const std::vector<Value> items = Iterate(v);
+  const std::vector<Value> items = Iterate(v, budget);
   size_t at = 0;
   Value attribute;
   if (attr) {
@@ -333,7 +342,7 @@ Value Select(const Value& v, const CallArgs& args, bool attr, bool keep, Budget&
   for (const Value& x : items) {
     budget.Step();
     const Value subject = attr ? AttrPath(x, attribute) : x;
-    const bool pass = test.empty() ? Truthy(subject) : ApplyTest(test, subject, rest);
+    const bool pass = test.empty() ? Truthy(subject) : ApplyTest(test, subject, rest, budget);
     if (pass == keep) out.push_back(x);
   }
   return Value::List(std::move(out));
@@ -347,29 +356,29 @@ Value Items(const Value& v) {
   return Value::List(std::move(out));
 }
 
-Value DictSort(const Value& v, const CallArgs& args) {
+Value DictSort(const Value& v, const CallArgs& args, Budget& budget) {
   const auto a = args.Bind("dictsort", {"case_sensitive", "by", "reverse"});
   if (!v.is_dict()) Fail("dictsort needs a mapping");
   const bool by_value = a[1].is_string() && a[1].str() == "value";
   const bool case_sensitive = IsTrue(a[0], false);
   const bool reverse = IsTrue(a[2], false);
-  std::vector<Value> pairs = Items(v).list().items;
-  std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
-    const Value kx = SortKey(x.list().items[by_value ? 1 : 0], case_sensitive);
-    const Value ky = SortKey(y.list().items[by_value ? 1 : 0], case_sensitive);
-    return reverse ? Less(ky, kx) : Less(kx, ky);
-  });
-  return Value::List(std::move(pairs));
+  const std::vector<Value> pairs = Items(v).list().items;
+  std::vector<Value> keys;
+  keys.reserve(pairs.size());
+  for (const Value& p : pairs)
+    keys.push_back(SortKey(p.list().items[by_value ? 1 : 0], case_sensitive, budget));
+  return SortedByKey(pairs, keys, reverse, budget);
 }
 
-Value Reverse(const Value& v) {
+Value Reverse(const Value& v, Budget& budget) {
   if (v.is_string()) {
+    budget.Items(v.str().size());
     std::vector<std::string> chars = Chars(v.str());
     std::string out;
     for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
     return Value::Str(std::move(out));
   }
-  std::vector<Value> items = Iterate(v);
+  std::vector<Value> items = Iterate(v, budget);
   std::reverse(items.begin(), items.end());
   return Value::List(std::move(items));
 }
@@ -377,7 +386,7 @@ Value Reverse(const Value& v) {
 Value Sum(const Value& v, const CallArgs& args, Budget& budget) {
   const auto a = args.Bind("sum", {"attribute", "start"});
   Value total = a[1].is_undefined() ? Value::Int(0) : a[1];
-  for (const Value& x : Iterate(v)) {
+  for (const Value& x : Iterate(v, budget)) {
     const Value item = a[0].is_undefined() ? x : AttrPath(x, a[0]);
     if (!total.is_number() || !item.is_number()) {
       Fail("unsupported operand type(s) for +: '" + total.TypeName() + "' and '" + item.TypeName() +
@@ -427,8 +436,8 @@ Value ApplyFilter(const std::string& name, const Value& v, const CallArgs& args,
   }
   if (name == "join") return Join(v, args, budget);
   if (name == "list") {
-    std::vector<Value> items = Iterate(v);
-    budget.Step(static_cast<int64_t>(items.size()));
+    std::vector<Value> items = Iterate(v, budget);
+    budget.Items(items.size());
     return Value::List(std::move(items));
   }
   if (name == "map") return Map(v, args, budget);
@@ -441,7 +450,7 @@ Value ApplyFilter(const std::string& name, const Value& v, const CallArgs& args,
       return v.list().items.empty() ? Value::Undefined("No first item, sequence was empty.")
                                     : v.list().items.front();
     }
-    std::vector<Value> items = Iterate(v);
+    std::vector<Value> items = Iterate(v, budget);
     return items.empty() ? Value::Undefined("No first item, sequence was empty.") : items.front();
   }
   if (name == "last") {
@@ -449,16 +458,12 @@ Value ApplyFilter(const std::string& name, const Value& v, const CallArgs& args,
       return v.list().items.empty() ? Value::Undefined("No last item, sequence was empty.")
                                     : v.list().items.back();
     }
-    std::vector<Value> items = Iterate(v);
+    std::vector<Value> items = Iterate(v, budget);
     return items.empty() ? Value::Undefined("No last item, sequence was empty.") : items.back();
   }
   if (name == "upper") return str(Upper(ToStr(v)));
   if (name == "lower") return str(Lower(ToStr(v)));
-  if (name == "capitalize") {
-    std::string s = Lower(ToStr(v));
-    if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
-    return str(s);
-  }
+  if (name == "capitalize") return str(PyCapitalize(ToStr(v)));
   if (name == "title") return str(JinjaTitle(ToStr(v)));
   if (name == "replace") {
     const auto a = args.Bind("replace", {"old", "new", "count"});
@@ -472,12 +477,12 @@ Value ApplyFilter(const std::string& name, const Value& v, const CallArgs& args,
   if (name == "float") return ToFloat(v, args.Bind("float", {"default"})[0]);
   if (name == "string" || name == "safe") return v.is_string() ? v : str(ToStr(v));
   if (name == "items") return Items(v);
-  if (name == "dictsort") return DictSort(v, args);
+  if (name == "dictsort") return DictSort(v, args, budget);
   if (name == "unique" || name == "sort") {
     budget.Step(Length(v));
-    return SortFilter(v, args, name == "unique");
+    return SortFilter(v, args, name == "unique", budget);
   }
-  if (name == "min" || name == "max") return MinMax(v, args, name == "max");
+  if (name == "min" || name == "max") return MinMax(v, args, name == "max", budget);
   if (name == "sum") return Sum(v, args, budget);
   if (name == "abs") {
     if (v.kind() == Value::Kind::kFloat) return Value::Float(std::fabs(v.float_value()));
@@ -490,11 +495,17 @@ Value ApplyFilter(const std::string& name, const Value& v, const CallArgs& args,
     return Round(v, a[0], a[1]);
   }
   if (name == "wordcount") return Value::Int(WordCount(ToStr(v)));
-  if (name == "reverse") return Reverse(v);
-  if (name == "attr") return GetAttr(v, ToStr(args.Bind("attr", {"name"})[0]));
+  if (name == "reverse") return Reverse(v, budget);
+  if (name == "attr") {  // getattr only: the keys of a dict are not its attributes
+    const std::string attr = ToStr(args.Bind("attr", {"name"})[0]);
+    if (v.is_dict() && !HasMethod(v, attr)) {
+      return Value::Undefined("'dict object' has no attribute '" + attr + "'");
+    }
+    return GetAttr(v, attr);
+  }
   if (name == "indent") {
     const auto a = args.Bind("indent", {"width", "first", "blank"});
-    return str(Indent(ToStr(v), a[0], IsTrue(a[1], false), IsTrue(a[2], false)));
+    return str(Indent(ToStr(v), a[0], IsTrue(a[1], false), IsTrue(a[2], false), budget));
   }
   if (name == "escape" || name == "e") return str(HtmlEscape(ToStr(v)));
   if (name == "format") {
@@ -508,7 +519,7 @@ Value ApplyFilter(const std::string& name, const Value& v, const CallArgs& args,
   Fail("No filter named '" + name + "'");
 }
 
-bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args) {
+bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args, Budget& budget) {
   auto arg = [&]() -> Value {
     const auto a = args.Bind(name, {"other"});
     return a[0];
@@ -528,20 +539,15 @@ bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args) {
   // jinja2's Undefined iterates (as empty) and has a length.
   if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
   if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
-  if (name == "callable") return v.kind() == K::kCallable;
+  if (name == "callable")
+    return v.kind() == K::kCallable || v.is_undefined();  // Undefined has __call__
   if (name == "escaped") return false;
   if (name == "filter") return v.is_string() && IsKnownFilter(v.str());
   if (name == "test") return v.is_string() && IsKnownTest(v.str());
-  if (name == "lower") {
-    const std::string s = ToStr(v);
-    return Lower(s) == s && Upper(s) != s;
-  }
-  if (name == "upper") {
-    const std::string s = ToStr(v);
-    return Upper(s) == s && Lower(s) != s;
-  }
+  if (name == "lower") return CaseOf(ToStr(v)) < 0;
+  if (name == "upper") return CaseOf(ToStr(v)) > 0;
   if (name == "odd" || name == "even") {
-    if (!v.is_int()) Fail("'" + name + "' test needs an integer, not " + v.TypeName());
+    if (!v.is_int()) Fail(Quote(name) + " test needs an integer, not " + v.TypeName());
     return (v.int_value() % 2 != 0) == (name == "odd");
   }
   if (name == "divisibleby") {
@@ -563,7 +569,7 @@ bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args) {
     const Value seq = arg();
     if (seq.is_string()) return v.is_string() && seq.str().find(v.str()) != std::string::npos;
     if (seq.is_dict()) return v.is_string() && seq.dict().Find(v.str()) != nullptr;
-    for (const Value& x : Iterate(seq)) {
+    for (const Value& x : Iterate(seq, budget)) {
       if (Equal(x, v)) return true;
     }
     return false;

@@ -94,7 +94,6 @@ size_t FindEndRaw(std::string_view src, size_t pos, Segment* seg) {
       --inner_end;
     }
     if (TrimAscii(src.substr(i, inner_end - i)) == "endraw") {
-      s.plus_left = true;  // no lstrip_blocks inside raw
       s.text = std::string(src.substr(at, close + 2 - at));
       *seg = std::move(s);
       return at;

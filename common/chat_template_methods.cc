@@ -122,18 +122,25 @@ Value GetItem(const Value& obj, const Value& key) {
       }
       break;
     case Value::Kind::kList:
+      if (key.is_int()) {
+        const auto& items = obj.list().items;
+        const int64_t n = static_cast<int64_t>(items.size());
+        const int64_t i = key.int_value() < 0 ? key.int_value() + n : key.int_value();
+        if (i >= 0 && i < n) return items[static_cast<size_t>(i)];
+        return Value::Undefined(ObjectRepr(obj) + " has no element " + ToStr(key));
+      }
+      break;
     case Value::Kind::kString:
       if (key.is_int()) {
-        const bool is_str = obj.is_string();
-        std::vector<std::string> chars;
-        if (is_str) chars = Chars(obj.str());
-        const int64_t n = is_str ? static_cast<int64_t>(chars.size())
-                                 : static_cast<int64_t>(obj.list().items.size());
-        int64_t i = key.int_value();
-        if (i < 0) i += n;
+        const std::string& s = obj.str();
+        const int64_t n = static_cast<int64_t>(utf8::CountChars(s));
+        const int64_t i = key.int_value() < 0 ? key.int_value() + n : key.int_value();
         if (i >= 0 && i < n) {
-          return is_str ? Value::Str(chars[static_cast<size_t>(i)])
-                        : obj.list().items[static_cast<size_t>(i)];
+          size_t pos = 0;
+          for (int64_t k = 0; k < i; ++k) utf8::Next(s, &pos);
+          const size_t from = pos;
+          utf8::Next(s, &pos);
+          return Value::Str(s.substr(from, pos - from));
         }
         return Value::Undefined(ObjectRepr(obj) + " has no element " + ToStr(key));
       }
@@ -156,7 +163,8 @@ const std::string* OptionalChars(const Value& v, const char* method) {
 }
 
 // str.split(sep=None, maxsplit=-1) and rsplit.
-std::vector<Value> Split(const std::string& s, const Value& sep, int64_t maxsplit, bool right) {
+std::vector<Value> Split(const std::string& s, const Value& sep, int64_t maxsplit, bool right,
+                         Budget& budget) {
   std::vector<std::string> parts;
   if (sep.is_undefined() || sep.is_none()) {
     // Runs of whitespace; no empty strings.
@@ -174,6 +182,7 @@ std::vector<Value> Split(const std::string& s, const Value& sep, int64_t maxspli
         if (IsPySpace(utf8::Next(s, &next))) break;
         pos = next;
       }
+      budget.Items(1);
       words.emplace_back(from, pos);
     }
     const size_t n = words.size();
@@ -201,6 +210,7 @@ std::vector<Value> Split(const std::string& s, const Value& sep, int64_t maxspli
       while (maxsplit < 0 || splits < maxsplit) {
         const size_t at = s.find(d, pos);
         if (at == std::string::npos) break;
+        budget.Items(1);
         parts.push_back(s.substr(pos, at - pos));
         pos = at + d.size();
         ++splits;
@@ -214,6 +224,7 @@ std::vector<Value> Split(const std::string& s, const Value& sep, int64_t maxspli
         if (end < d.size()) break;
         const size_t at = s.rfind(d, end - d.size());
         if (at == std::string::npos) break;
+        budget.Items(1);
         rev.push_back(s.substr(at + d.size(), end - at - d.size()));
         end = at;
         ++splits;
@@ -234,25 +245,6 @@ bool AllChars(const std::string& s, bool (*pred)(char32_t)) {
     if (!pred(utf8::Next(s, &pos))) return false;
   }
   return true;
-}
-
-// Python's str.title(): the first cased character of each run of letters is upper-cased.
-std::string TitleCase(const std::string& s) {
-  std::string out = s;
-  bool prev_letter = false;
-  for (char& c : out) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    const bool letter = std::isalpha(u) || u >= 0x80;
-    if (std::isalpha(u)) c = static_cast<char>(prev_letter ? std::tolower(u) : std::toupper(u));
-    prev_letter = letter;
-  }
-  return out;
-}
-
-std::string Capitalize(const std::string& s) {
-  std::string out = Lower(s);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
 }
 
 bool MatchesAffix(const std::string& s, const Value& affix, bool prefix, const char* method) {
@@ -325,8 +317,7 @@ Value StrMethod(const std::string& s, const std::string& name, const CallArgs& a
   if (name == "split" || name == "rsplit") {
     const auto a = args.Bind(name, {"sep", "maxsplit"});
     const int64_t maxsplit = a[1].is_int() ? a[1].int_value() : -1;
-    std::vector<Value> parts = Split(s, a[0], maxsplit, name == "rsplit");
-    budget.Step(static_cast<int64_t>(parts.size()));
+    std::vector<Value> parts = Split(s, a[0], maxsplit, name == "rsplit", budget);
     return Value::List(std::move(parts));
   }
   if (name == "startswith" || name == "endswith") {
@@ -341,20 +332,13 @@ Value StrMethod(const std::string& s, const std::string& name, const CallArgs& a
   }
   if (name == "upper") return str(Upper(s));
   if (name == "lower") return str(Lower(s));
-  if (name == "title") return str(TitleCase(s));
-  if (name == "capitalize") return str(Capitalize(s));
-  if (name == "swapcase") {
-    std::string out = s;
-    for (char& c : out) {
-      const unsigned char u = static_cast<unsigned char>(c);
-      c = static_cast<char>(std::isupper(u) ? std::tolower(u) : std::toupper(u));
-    }
-    return str(out);
-  }
+  if (name == "title") return str(PyTitle(s));
+  if (name == "capitalize") return str(PyCapitalize(s));
+  if (name == "swapcase") return str(SwapCase(s));
   if (name == "join") {
     const auto a = args.Bind(name, {"iterable"});
     std::string out;
-    const std::vector<Value> items = Iterate(a[0]);
+    const std::vector<Value> items = Iterate(a[0], budget);
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string()) {
         Fail("sequence item " + std::to_string(i) + ": expected str instance, " +
@@ -387,24 +371,11 @@ Value StrMethod(const std::string& s, const std::string& name, const CallArgs& a
   }
   if (name == "isdigit")
     return Value::Bool(AllChars(s, [](char32_t c) { return c >= '0' && c <= '9'; }));
-  if (name == "isalpha") {
-    return Value::Bool(
-        AllChars(s, [](char32_t c) { return c >= 0x80 || std::isalpha(static_cast<int>(c)); }));
-  }
-  if (name == "isalnum") {
-    return Value::Bool(
-        AllChars(s, [](char32_t c) { return c >= 0x80 || std::isalnum(static_cast<int>(c)); }));
-  }
+  if (name == "isalpha") return Value::Bool(AllChars(s, IsAlphaCp));
+  if (name == "isalnum") return Value::Bool(AllChars(s, IsAlnumCp));
   if (name == "isspace") return Value::Bool(AllChars(s, IsPySpace));
-  if (name == "islower" || name == "isupper") {
-    bool cased = false;
-    for (char c : s) {
-      const unsigned char u = static_cast<unsigned char>(c);
-      if (name == "islower" ? std::isupper(u) : std::islower(u)) return Value::Bool(false);
-      cased = cased || std::isalpha(u);
-    }
-    return Value::Bool(cased);
-  }
+  if (name == "islower") return Value::Bool(CaseOf(s) < 0);
+  if (name == "isupper") return Value::Bool(CaseOf(s) > 0);
   if (name == "splitlines") {
     std::vector<Value> lines;
     size_t from = 0;
@@ -415,7 +386,7 @@ Value StrMethod(const std::string& s, const std::string& name, const CallArgs& a
       from = i + 1;
     }
     if (from < s.size()) lines.push_back(Value::Str(s.substr(from)));
-    budget.Step(static_cast<int64_t>(lines.size()));
+    budget.Items(lines.size());
     return Value::List(std::move(lines));
   }
   if (name == "format") return str(StrFormat(s, args));
@@ -424,7 +395,7 @@ Value StrMethod(const std::string& s, const std::string& name, const CallArgs& a
 
 Value DictMethod(const Value& self, const std::string& name, const CallArgs& args, Budget& budget) {
   const DictData& d = self.dict();
-  budget.Step(static_cast<int64_t>(d.items.size()));
+  budget.Items(d.items.size());
   if (name == "get") {
     const auto a = args.Bind("get", {"key", "default"});
     const Value* v = a[0].is_string() ? d.Find(a[0].str()) : nullptr;

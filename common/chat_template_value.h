@@ -22,6 +22,9 @@ struct RenderError {
   int line = 0;
 };
 [[noreturn]] void Fail(std::string message);
+// "'" + s + "'" for messages (appended piecewise: GCC 12's -Wrestrict misfires on
+// "'" + std::string&&).
+std::string Quote(std::string_view s);
 
 // Lists, tuples and dicts nest at most this deep: printing, tojson, comparison and destruction
 // recurse over them.
@@ -164,8 +167,10 @@ bool Equal(const Value& a, const Value& b);
 bool Less(const Value& a, const Value& b);
 // len(v); throws for values without a length.
 int64_t Length(const Value& v);
-// The items of iter(v): list items, dict keys, string characters; undefined is empty.
-std::vector<Value> Iterate(const Value& v);
+class Budget;
+// The items of iter(v): list items, dict keys, string characters; undefined is empty. Each item
+// is a step of `budget`, charged before the items are made.
+std::vector<Value> Iterate(const Value& v, Budget& budget);
 
 // ---- strings ---------------------------------------------------------------------------------
 
@@ -174,8 +179,18 @@ std::vector<std::string> Chars(std::string_view s);
 bool IsPySpace(char32_t c);
 // str.strip([chars]) / lstrip / rstrip; `chars` null: Unicode whitespace.
 std::string Strip(std::string_view s, const std::string* chars, bool left, bool right);
+// Python's str.upper(), lower(), swapcase(), title(), capitalize() (simple Unicode case
+// mappings), jinja2's title filter (words start after spaces and -([{<), and the case of a
+// string for isupper()/islower(): 1 all cased characters upper, -1 all lower, 0 mixed or none.
 std::string Upper(std::string_view s);
 std::string Lower(std::string_view s);
+std::string SwapCase(std::string_view s);
+std::string PyTitle(std::string_view s);
+std::string PyCapitalize(std::string_view s);
+std::string JinjaTitle(std::string_view s);
+int CaseOf(std::string_view s);
+bool IsAlphaCp(char32_t c);
+bool IsAlnumCp(char32_t c);
 
 // ---- work budget -----------------------------------------------------------------------------
 
@@ -186,6 +201,11 @@ class Budget {
   void Iteration();  // a for-loop iteration or macro call
   // Accounts for a string of `bytes` built by the template.
   void Built(size_t bytes);
+  // Accounts for `n` items of a list being made (each a step and kItemBytes of memory).
+  void Items(size_t n);
+  static constexpr size_t kItemBytes = 128;
+  // Fails when a string being built has grown past kMaxChatTemplateOutputBytes.
+  static void CheckSize(size_t bytes);
 
  private:
   int64_t steps_ = 0;
