@@ -531,8 +531,8 @@ bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args, Bu
   if (name == "boolean") return v.kind() == K::kBool;
   if (name == "true") return v.kind() == K::kBool && v.bool_value();
   if (name == "false") return v.kind() == K::kBool && !v.bool_value();
-  if (name == "integer") return v.kind() == K::kInt;
-  if (name == "float") return v.kind() == K::kFloat;
+  if (name == "integer") return v.kind() == K::kInt || v.big_int_digits();
+  if (name == "float") return v.kind() == K::kFloat && !v.big_int_digits();
   if (name == "number") return v.is_number();
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();

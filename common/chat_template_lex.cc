@@ -28,9 +28,11 @@ int CountLines(std::string_view s) {
   return n;
 }
 
-// Position of `close` at or after `pos`, skipping quoted strings for expression tags.
+// Position of `close` at or after `pos`; in expression and statement tags, not inside quoted
+// strings or brackets.
 size_t FindClose(std::string_view src, size_t pos, std::string_view close, bool quotes) {
   char quote = 0;
+  int depth = 0;  // open brackets
   for (size_t i = pos; i < src.size(); ++i) {
     const char c = src[i];
     if (quote) {
@@ -45,7 +47,10 @@ size_t FindClose(std::string_view src, size_t pos, std::string_view close, bool 
       quote = c;
       continue;
     }
-    if (src.compare(i, close.size(), close) == 0) return i;
+    // Like jinja2's lexer, a tag ends only outside brackets: `{{ {'a': {'b': 1}} }}`.
+    if (depth == 0 && src.compare(i, close.size(), close) == 0) return i;
+    if (quotes && (c == '(' || c == '[' || c == '{')) ++depth;
+    if (quotes && (c == ')' || c == ']' || c == '}') && depth > 0) --depth;
   }
   return std::string_view::npos;
 }

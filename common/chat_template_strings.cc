@@ -121,7 +121,7 @@ std::string ToStr(const Value& v) {
     case Value::Kind::kInt:
       return std::to_string(v.int_value());
     case Value::Kind::kFloat:
-      return FloatRepr(v.float_value());
+      return v.big_int_digits() ? *v.big_int_digits() : FloatRepr(v.float_value());
     case Value::Kind::kString:
       return v.str();
     case Value::Kind::kList: {
@@ -225,7 +225,9 @@ void JsonValue(const Value& v, const JsonOptions& o, int level, std::string* out
       return;
     case Value::Kind::kFloat: {
       const double d = v.float_value();
-      if (std::isnan(d)) {
+      if (v.big_int_digits()) {
+        *out += *v.big_int_digits();
+      } else if (std::isnan(d)) {
         *out += "NaN";
       } else if (std::isinf(d)) {
         *out += d < 0 ? "-Infinity" : "Infinity";

@@ -53,6 +53,12 @@ Value Value::Float(double f) {
   v.f_ = f;
   return v;
 }
+Value Value::BigInt(double approx, std::string digits) {
+  Value v = Float(approx);
+  v.p_ = std::make_shared<const std::string>(std::move(digits));
+  return v;
+}
+
 Value Value::Str(std::string s) {
   Value v;
   v.kind_ = Kind::kString;
@@ -144,7 +150,7 @@ std::string Value::TypeName() const {
     case Kind::kInt:
       return "int";
     case Kind::kFloat:
-      return "float";
+      return big_int_digits() ? "int" : "float";
     case Kind::kString:
       return "str";
     case Kind::kList:
@@ -230,7 +236,7 @@ Value FromJsonAt(const Json& j, int depth) {
       if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         return Value::Int(static_cast<int64_t>(u));
       }
-      return Value::Float(static_cast<double>(u));
+      return Value::BigInt(static_cast<double>(u), std::to_string(u));
     }
     case nlohmann::json::value_t::number_float:
       return Value::Float(j.template get<double>());

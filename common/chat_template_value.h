@@ -58,6 +58,8 @@ class Value {
   static Value Bool(bool b);
   static Value Int(int64_t i);
   static Value Float(double f);
+  // An integer beyond int64 from JSON: computes as a float, prints with its exact digits.
+  static Value BigInt(double approx, std::string digits);
   static Value Str(std::string s);
   static Value List(std::vector<Value> items, bool tuple = false);
   static Value Dict(DictData d);
@@ -88,6 +90,10 @@ class Value {
   const LoopData& loop() const;
   const Callable& callable() const;
   const void* identity() const { return p_.get(); }
+  // The digits of a BigInt, else null.
+  const std::string* big_int_digits() const {
+    return kind_ == Kind::kFloat && p_ ? static_cast<const std::string*>(p_.get()) : nullptr;
+  }
 
   // Python's type name ("str", "int", "list", "dict", "NoneType", ...) for error messages.
   std::string TypeName() const;

@@ -414,6 +414,16 @@ TEST(ChatTemplateFeatures, ErrorsNameTheProblemLikeJinja2) {
       "not a namespace()");  // jinja2: TemplateRuntimeError: cannot assign attribute on non-namespa
 }
 
+// A tag ends only outside brackets (jinja2's lexer), and integers beyond int64 keep their
+// digits (Python ints are unbounded).
+TEST(ChatTemplateFeatures, BracketsInTagsAndBigIntegers) {
+  EXPECT_EQ(
+      Render("{{ {'a': {'b': 1}}['a'].b }}{% set d = {'k': [1, {'x': 2}]} %}{{ d.k[1].x }}", "{}"),
+      "12");
+  EXPECT_EQ(Render("{{ n }} {{ n | tojson }} {{ n is integer }}", R"({"n": 12345678901234567890})"),
+            "12345678901234567890 12345678901234567890 True");
+}
+
 // transformers' strftime_now(format) is datetime.now().strftime(format).
 TEST(ChatTemplateFeatures, StrftimeNow) {
   const std::time_t now = std::time(nullptr);
