@@ -1,433 +1,516 @@
-// Chat template engine, part 2: evaluating a parsed Program over JSON values.
+// Chat template engine: rendering a parsed Program (statements, scopes, macros, expressions).
 #include <algorithm>
-#include <cctype>
 #include <cmath>
+#include <ctime>
+#include <functional>
 #include <limits>
-#include <map>
 
+#include "common/chat_template.h"
 #include "common/chat_template_ast.h"
-#include "common/utf8.h"
 
 namespace llm::chat_template_internal {
 namespace {
 
-using nlohmann::json;
+using Frame = std::shared_ptr<DictData>;
 
-// Thrown inside the evaluator only; converted to a Status by RenderProgram.
-struct RenderError {
-  std::string message;
+class Renderer;
+
+// A macro or a call block's `caller`: its definition and the scopes it was defined in.
+class MacroCallable : public Callable {
+ public:
+  MacroCallable(Renderer* r, const MacroDef* def, std::vector<Frame> scopes)
+      : renderer_(r), def_(def), scopes_(std::move(scopes)) {}
+  Value Call(CallArgs args) const override;
+  std::string Name() const override { return def_->name; }
+  const MacroDef& def() const { return *def_; }
+  const std::vector<Frame>& scopes() const { return scopes_; }
+  // Breaks the reference cycle (a macro stored in a scope it captured) once rendering ends.
+  void Release() const { scopes_.clear(); }
+
+ private:
+  Renderer* renderer_;
+  const MacroDef* def_;
+  mutable std::vector<Frame> scopes_;
 };
 
-[[noreturn]] void Fail(int line, const std::string& what) {
-  throw RenderError{"chat template line " + std::to_string(line) + ": " + what};
+[[noreturn]] void NotCallable(const Value& f) {
+  Fail(Quote(f.TypeName()) + " object is not callable");
 }
-
-json Undefined() {
-  return json(json::value_t::discarded);
-}
-bool IsUndefined(const json& v) {
-  return v.is_discarded();
-}
-
-bool Truthy(const json& v) {
-  if (v.is_discarded() || v.is_null()) return false;
-  if (v.is_boolean()) return v.get<bool>();
-  if (v.is_number_integer()) return v.get<int64_t>() != 0;
-  if (v.is_number()) return v.get<double>() != 0.0;
-  if (v.is_string()) return !v.get_ref<const std::string&>().empty();
-  return !v.empty();
-}
-
-std::string Str(const json& v) {
-  if (v.is_discarded()) return "";
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_null()) return "None";
-  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
-  return v.dump();
-}
-
-// Python's str.isspace() for one code point.
-bool IsPySpace(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
-}
-
-// Python's str.strip() / Jinja's trim: Unicode whitespace at either end.
-std::string Trim(const std::string& s, bool left, bool right) {
-  size_t b = 0;
-  size_t e = s.size();
-  if (left) {
-    while (b < e) {
-      size_t next = b;
-      if (!IsPySpace(utf8::Next(s, &next))) break;
-      b = next;
-    }
-  }
-  if (right) {
-    while (e > b) {
-      size_t start = e - 1;  // back up to the first byte of the last character
-      while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
-      size_t pos = start;
-      if (!IsPySpace(utf8::Next(s, &pos)) || pos != e) break;
-      e = start;
-    }
-  }
-  return s.substr(b, e - b);
-}
-
-std::string ChangeCase(std::string s, bool upper) {
-  for (char& c : s) {
-    c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c))
-                                : std::tolower(static_cast<unsigned char>(c)));
-  }
-  return s;
-}
-
-int64_t Length(const json& v, int line) {
-  if (v.is_string()) {
-    int64_t n = 0;  // code points, like Python's len()
-    for (unsigned char c : v.get_ref<const std::string&>()) n += (c & 0xC0) != 0x80;
-    return n;
-  }
-  if (v.is_array() || v.is_object()) return static_cast<int64_t>(v.size());
-  Fail(line, "length of a value that is not a string, list or mapping");
-}
-
-// Python-style index normalisation for items and slices.
-int64_t Normalize(int64_t i, int64_t n) {
-  return i < 0 ? std::max<int64_t>(0, i + n) : i;
-}
-
-// Work bounds of one render: a template (from the operator's files) or a request (its messages
-// and kwargs drive the loops) must not hang the router or grow its output without end.
-constexpr int64_t kMaxRenderSteps = 1'000'000;  // nodes rendered + expressions evaluated (~1 s)
-constexpr size_t kMaxRenderOutputBytes = 64u << 20;  // 64 MiB of text
 
 class Renderer {
  public:
-  explicit Renderer(const json& context) { scopes_.push_back(context); }
-
-  void RenderNodes(const std::vector<Node>& nodes) {
-    for (const Node& n : nodes) RenderNode(n);
+  explicit Renderer(const Value& context) {
+    frames_.push_back(std::make_shared<DictData>(context.is_dict() ? context.dict() : DictData()));
+    AddGlobals(&globals_, &budget_, &namespaces_);
   }
-  std::string TakeOutput() { return std::move(out_); }
+  ~Renderer() {
+    // Macros and namespaces may (indirectly) hold themselves; empty them so that they go.
+    for (auto& m : macros_) {
+      if (auto p = m.lock()) p->Release();
+    }
+    for (auto& n : namespaces_) {
+      if (auto p = n.lock()) p->items.clear();
+    }
+  }
+
+  void RenderTop(const std::vector<Node>& nodes) {
+    std::string out;
+    out_ = &out;
+    RenderNodes(nodes);
+    output_ = std::move(out);
+  }
+  std::string TakeOutput() { return std::move(output_); }
+
+  Value CallMacro(const MacroCallable& m, CallArgs args);
 
  private:
-  void RenderNode(const Node& n);
-  void RenderFor(const Node& n);
-  json Eval(const Expr& e, int line);
-  json EvalItem(const Expr& e, int line);
-  json EvalSlice(const Expr& e, int line);
-  json EvalTest(const Expr& e, int line);
-  json EvalBinary(const Expr& e, int line);
-  json EvalCall(const Expr& e, int line);
-  json Lookup(const std::string& name) const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      if (it->is_object() && it->contains(name)) return (*it)[name];
+  enum class Flow { kNormal, kBreak, kContinue };
+
+  // Blocks and expressions are at most kMaxTemplateNesting deep each, but macro calls stack them:
+  // the recursion of one render is bounded as a whole so that it stays well inside a thread's
+  // stack.
+  static constexpr int kMaxRenderDepth = 1024;
+  struct DepthGuard {
+    explicit DepthGuard(Renderer* renderer) : r(renderer) {
+      if (++r->depth_ > kMaxRenderDepth) {
+        Fail("blocks, expressions and macro calls nested deeper than " +
+             std::to_string(kMaxRenderDepth) + " levels in all");
+      }
     }
-    return Undefined();
+    ~DepthGuard() { --r->depth_; }
+    Renderer* r;
+  };
+  Flow RenderNodes(const std::vector<Node>& nodes) {
+    DepthGuard guard(this);
+    for (const Node& n : nodes) {
+      const Flow f = RenderNode(n);
+      if (f != Flow::kNormal) return f;
+    }
+    return Flow::kNormal;
+  }
+  Flow RenderNode(const Node& n) {
+    try {
+      return RenderNodeUnchecked(n);
+    } catch (RenderError& e) {
+      if (e.line == 0) e.line = n.line;
+      throw;
+    }
+  }
+  Flow RenderNodeUnchecked(const Node& n);
+  Flow RenderFor(const Node& n);
+  // Renders `body` in a new scope into a string.
+  std::string Capture(const std::vector<Node>& body) {
+    std::string buf;
+    std::string* saved = out_;
+    out_ = &buf;
+    frames_.push_back(std::make_shared<DictData>());
+    RenderNodes(body);
+    frames_.pop_back();
+    out_ = saved;
+    budget_.Built(buf.size());
+    return buf;
+  }
+  void Append(const std::string& s) {
+    out_->append(s);
+    if (out_->size() > kMaxChatTemplateOutputBytes) {
+      Fail("the rendered text exceeds " + std::to_string(kMaxChatTemplateOutputBytes >> 20) +
+           " MiB (kMaxChatTemplateOutputBytes)");
+    }
+  }
+  void Assign(const Target& t, const Value& v, DictData& frame);
+
+  Value Lookup(const std::string& name) const {
+    for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
+      if (const Value* v = (*it)->Find(name)) return *v;
+    }
+    if (const Value* v = globals_.Find(name)) return *v;
+    return Value::Undefined(Quote(name) + " is undefined");
   }
 
-  void Step(int line) {
-    if (++steps_ > kMaxRenderSteps) {
-      Fail(line, "rendering takes more than " + std::to_string(kMaxRenderSteps) +
-                     " steps (loops nested over long lists?)");
+  Value Eval(const Expr& e);
+  Value EvalBinary(const Expr& e);
+  Value EvalCompare(const Expr& e);
+  Value EvalSlice(const Expr& e);
+  Value EvalCall(const Expr& e, const Value* caller);
+  CallArgs EvalArgs(const Expr& e, size_t from) {
+    CallArgs args;
+    for (size_t i = from; i < e.args.size(); ++i) {
+      Value v = Eval(*e.args[i]);
+      if (e.arg_names[i].empty()) {
+        args.positional.push_back(std::move(v));
+      } else if (e.arg_names[i] == "*") {
+        for (Value& x : Iterate(v, budget_)) args.positional.push_back(std::move(x));
+      } else if (e.arg_names[i] == "**") {
+        if (!v.is_dict()) Fail("argument after ** must be a mapping, not " + v.TypeName());
+        for (const auto& [k, x] : v.dict().items) args.keyword.emplace_back(k, x);
+      } else {
+        args.keyword.emplace_back(e.arg_names[i], std::move(v));
+      }
     }
-    if (out_.size() > kMaxRenderOutputBytes) {
-      Fail(line,
-           "the rendered text exceeds " + std::to_string(kMaxRenderOutputBytes >> 20) + " MiB");
-    }
+    return args;
   }
 
-  std::vector<json> scopes_;
-  std::string out_;
-  int64_t steps_ = 0;
+  std::vector<Frame> frames_;
+  DictData globals_;
+  std::string* out_ = nullptr;
+  std::string output_;
+  Value block_input_;
+  int macro_depth_ = 0;
+  int depth_ = 0;  // DepthGuard
+  Budget budget_;
+  std::vector<std::weak_ptr<const MacroCallable>> macros_;
+  std::vector<std::weak_ptr<DictData>> namespaces_;
 };
 
-void Renderer::RenderNode(const Node& n) {
-  Step(n.line);
-  switch (n.kind) {
-    case Node::Kind::kText:
-      out_ += n.text;
-      break;
-    case Node::Kind::kOutput:
-      out_ += Str(Eval(*n.expr, n.line));
-      break;
-    case Node::Kind::kSet:
-      scopes_.back()[n.var] = Eval(*n.expr, n.line);
-      break;
-    case Node::Kind::kIf:
-      for (const Node::Branch& b : n.branches) {
-        if (Truthy(Eval(*b.condition, n.line))) {
-          RenderNodes(b.body);
-          return;
-        }
-      }
-      RenderNodes(n.else_body);
-      break;
-    case Node::Kind::kFor:
-      RenderFor(n);
-      break;
-  }
+Value MacroCallable::Call(CallArgs args) const {
+  return renderer_->CallMacro(*this, std::move(args));
 }
 
-void Renderer::RenderFor(const Node& n) {
-  json list = Eval(*n.expr, n.line);
-  if (IsUndefined(list) || list.is_null()) list = json::array();
-  if (list.is_string()) {
-    json chars = json::array();
-    const std::string& str = list.get_ref<const std::string&>();
-    for (size_t pos = 0; pos < str.size();) {
-      const size_t from = pos;
-      utf8::Next(str, &pos);
-      chars.push_back(str.substr(from, pos - from));
-    }
-    list = std::move(chars);
-  } else if (list.is_object()) {
-    json keys = json::array();
-    for (auto it = list.begin(); it != list.end(); ++it) keys.push_back(it.key());
-    list = std::move(keys);
-  } else if (!list.is_array()) {
-    Fail(n.line, "for loop over a value that is not a list");
-  }
-  if (list.empty()) {
-    RenderNodes(n.else_body);
+void Renderer::Assign(const Target& t, const Value& v, DictData& frame) {
+  if (!t.tuple) {
+    frame.Set(t.names[0], v);
     return;
   }
-  const int64_t size = static_cast<int64_t>(list.size());
-  for (int64_t i = 0; i < size; ++i) {
-    json scope = json::object();
-    scope[n.var] = list[static_cast<size_t>(i)];
-    scope["loop"] = {{"index0", i},
-                     {"index", i + 1},
-                     {"first", i == 0},
-                     {"last", i + 1 == size},
-                     {"length", size},
-                     {"revindex", size - i},
-                     {"revindex0", size - i - 1}};
-    scopes_.push_back(std::move(scope));
-    RenderNodes(n.body);
-    scopes_.pop_back();
+  const std::vector<Value> items = Iterate(v, budget_);
+  if (items.size() != t.names.size()) {
+    Fail(std::string(items.size() > t.names.size() ? "too many" : "not enough") +
+         " values to unpack (expected " + std::to_string(t.names.size()) + ", got " +
+         std::to_string(items.size()) + ")");
   }
+  for (size_t i = 0; i < items.size(); ++i) frame.Set(t.names[i], items[i]);
 }
 
-json Renderer::Eval(const Expr& e, int line) {
-  Step(line);
+Renderer::Flow Renderer::RenderNodeUnchecked(const Node& n) {
+  budget_.Step();
+  switch (n.kind) {
+    case Node::Kind::kText:
+      Append(n.text);
+      break;
+    case Node::Kind::kOutput: {
+      const Value v = Eval(*n.expr);
+      if (v.is_string()) {
+        Append(v.str());
+      } else {
+        const std::string s = ToStr(v);
+        budget_.Built(s.size());
+        Append(s);
+      }
+      break;
+    }
+    case Node::Kind::kIf:
+      for (const Node::Branch& b : n.branches) {
+        if (Truthy(Eval(*b.condition))) return RenderNodes(b.body);
+      }
+      return RenderNodes(n.else_body);
+    case Node::Kind::kFor:
+      return RenderFor(n);
+    case Node::Kind::kBreak:
+      return Flow::kBreak;
+    case Node::Kind::kContinue:
+      return Flow::kContinue;
+    case Node::Kind::kSet: {
+      const Value v = Eval(*n.expr);
+      if (n.target.attr.empty()) {
+        Assign(n.target, v, *frames_.back());
+        break;
+      }
+      const Value ns = Lookup(n.target.names[0]);
+      if (ns.kind() != Value::Kind::kNamespace) {
+        Fail("cannot assign attribute '" + n.target.attr + "' on '" + n.target.names[0] +
+             "': not a namespace()");
+      }
+      ns.mutable_namespace().Set(n.target.attr, v);
+      break;
+    }
+    case Node::Kind::kSetBlock: {
+      Value v = Value::Str(Capture(n.body));
+      if (n.expr) {
+        const Value saved = std::exchange(block_input_, v);
+        v = Eval(*n.expr);
+        block_input_ = saved;
+      }
+      Assign(n.target, v, *frames_.back());
+      break;
+    }
+    case Node::Kind::kFilterBlock: {
+      const Value saved = std::exchange(block_input_, Value::Str(Capture(n.body)));
+      const Value v = Eval(*n.expr);
+      block_input_ = saved;
+      Append(ToStr(v));
+      break;
+    }
+    case Node::Kind::kMacro: {
+      auto m = std::make_shared<const MacroCallable>(this, n.macro.get(), frames_);
+      macros_.push_back(m);
+      frames_.back()->Set(n.macro->name, Value::Function(std::move(m)));
+      break;
+    }
+    case Node::Kind::kCallBlock: {
+      auto caller = std::make_shared<const MacroCallable>(this, n.macro.get(), frames_);
+      macros_.push_back(caller);
+      const Value caller_value = Value::Function(std::move(caller));
+      Append(ToStr(EvalCall(*n.expr, &caller_value)));
+      break;
+    }
+    case Node::Kind::kWith: {
+      std::vector<Value> values;
+      for (const auto& e : n.with_values) values.push_back(Eval(*e));
+      auto frame = std::make_shared<DictData>();
+      for (size_t i = 0; i < values.size(); ++i) Assign(n.with_targets[i], values[i], *frame);
+      frames_.push_back(std::move(frame));
+      const Flow f = RenderNodes(n.body);
+      frames_.pop_back();
+      return f;
+    }
+    case Node::Kind::kGeneration:
+      return RenderNodes(n.body);
+  }
+  return Flow::kNormal;
+}
+
+Renderer::Flow Renderer::RenderFor(const Node& n) {
+  std::vector<Value> items = Iterate(Eval(*n.expr), budget_);
+  if (n.filter) {
+    std::vector<Value> kept;
+    for (Value& item : items) {
+      auto frame = std::make_shared<DictData>();
+      Assign(n.target, item, *frame);
+      frames_.push_back(std::move(frame));
+      const bool keep = Truthy(Eval(*n.filter));
+      frames_.pop_back();
+      if (keep) kept.push_back(std::move(item));
+    }
+    items = std::move(kept);
+  }
+  if (items.empty()) {
+    frames_.push_back(std::make_shared<DictData>());
+    const Flow f = RenderNodes(n.else_body);
+    frames_.pop_back();
+    return f;
+  }
+  auto shared = std::make_shared<const std::vector<Value>>(std::move(items));
+  for (size_t i = 0; i < shared->size(); ++i) {
+    budget_.Iteration();
+    auto frame = std::make_shared<DictData>();
+    Assign(n.target, (*shared)[i], *frame);
+    auto loop = std::make_shared<LoopData>();
+    loop->items = shared;
+    loop->index0 = static_cast<int64_t>(i);
+    frame->Set("loop", Value::Loop(std::move(loop)));
+    frames_.push_back(std::move(frame));
+    const Flow f = RenderNodes(n.body);
+    frames_.pop_back();
+    if (f == Flow::kBreak) break;
+  }
+  return Flow::kNormal;
+}
+
+Value Renderer::CallMacro(const MacroCallable& m, CallArgs args) {
+  const MacroDef& def = m.def();
+  if (macro_depth_ >= kMaxChatTemplateMacroDepth) {
+    Fail("macro calls nested deeper than " + std::to_string(kMaxChatTemplateMacroDepth) +
+         " (kMaxChatTemplateMacroDepth; a recursive macro?)");
+  }
+  budget_.Iteration();
+  auto frame = std::make_shared<DictData>();
+  std::vector<bool> given(def.params.size(), false);
+  std::vector<Value> varargs;
+  for (size_t i = 0; i < args.positional.size(); ++i) {
+    if (i < def.params.size()) {
+      frame->Set(def.params[i], args.positional[i]);
+      given[i] = true;
+    } else {
+      varargs.push_back(args.positional[i]);
+    }
+  }
+  DictData kwargs;
+  for (auto& [name, value] : args.keyword) {
+    auto it = std::find(def.params.begin(), def.params.end(), name);
+    if (it == def.params.end()) {
+      if (name == "caller") {
+        frame->Set("caller", value);
+      } else {
+        kwargs.Set(name, value);
+      }
+      continue;
+    }
+    const size_t i = static_cast<size_t>(it - def.params.begin());
+    if (given[i]) Fail("macro '" + def.name + "' got multiple values for argument '" + name + "'");
+    frame->Set(name, value);
+    given[i] = true;
+  }
+  std::vector<Frame> saved = std::move(frames_);
+  frames_ = m.scopes();
+  frames_.push_back(frame);
+  for (size_t i = 0; i < def.params.size(); ++i) {
+    if (given[i]) continue;
+    frame->Set(def.params[i], def.defaults[i] ? Eval(*def.defaults[i])
+                                              : Value::Undefined("parameter '" + def.params[i] +
+                                                                 "' was not provided"));
+  }
+  frame->Set("varargs", Value::List(std::move(varargs), /*tuple=*/true));
+  frame->Set("kwargs", Value::Dict(std::move(kwargs)));
+  std::string buf;
+  std::string* saved_out = out_;
+  out_ = &buf;
+  ++macro_depth_;
+  RenderNodes(def.body);
+  --macro_depth_;
+  out_ = saved_out;
+  frames_ = std::move(saved);
+  budget_.Built(buf.size());
+  return Value::Str(std::move(buf));
+}
+
+// ---- expressions -----------------------------------------------------------------------------
+
+Value Renderer::Eval(const Expr& e) {
+  DepthGuard guard(this);
+  budget_.Step();
   switch (e.kind) {
     case Expr::Kind::kLiteral:
       return e.value;
     case Expr::Kind::kVariable:
       return Lookup(e.name);
-    case Expr::Kind::kList: {
-      json list = json::array();
-      for (const auto& a : e.args) list.push_back(Eval(*a, line));
-      return list;
-    }
+    case Expr::Kind::kBlockInput:
+      return block_input_;
     case Expr::Kind::kAttribute:
-    case Expr::Kind::kItem:
-      return EvalItem(e, line);
+      return GetAttr(Eval(*e.args[0]), e.name);
+    case Expr::Kind::kItem: {
+      const Value obj = Eval(*e.args[0]);
+      if (obj.is_string()) budget_.Step(static_cast<int64_t>(obj.str().size() / 64));
+      return GetItem(obj, Eval(*e.args[1]));
+    }
     case Expr::Kind::kSlice:
-      return EvalSlice(e, line);
+      return EvalSlice(e);
     case Expr::Kind::kUnary: {
-      const json v = Eval(*e.args[0], line);
-      if (e.op == "not") return !Truthy(v);
-      if (v.is_number_integer()) {
-        const int64_t x = v.get<int64_t>();
-        if (x == std::numeric_limits<int64_t>::min()) Fail(line, "integer overflow in '-'");
-        return -x;
+      const Value v = Eval(*e.args[0]);
+      if (e.op == "not") return Value::Bool(!Truthy(v));
+      if (v.is_undefined()) Fail(v.str());
+      if (!v.is_number()) {
+        Fail("bad operand type for unary " + e.op + ": '" + v.TypeName() + "'");
       }
-      if (v.is_number()) return -v.get<double>();
-      Fail(line, "unary '-' on a value that is not a number");
+      if (e.op == "+") return v.is_int() ? Value::Int(v.int_value()) : v;
+      if (!v.is_int()) return Value::Float(-v.float_value());
+      if (v.int_value() == std::numeric_limits<int64_t>::min()) Fail("integer overflow in '-'");
+      return Value::Int(-v.int_value());
     }
     case Expr::Kind::kBinary:
-      return EvalBinary(e, line);
+      return EvalBinary(e);
+    case Expr::Kind::kCompare:
+      return EvalCompare(e);
     case Expr::Kind::kFilter: {
-      const json v = Eval(*e.args[0], line);
-      if (e.name == "trim") return Trim(Str(v), true, true);
-      if (e.name == "length" || e.name == "count") return Length(v, line);
-      if (e.name == "lower") return ChangeCase(Str(v), false);
-      if (e.name == "upper") return ChangeCase(Str(v), true);
-      return Str(v);  // "string"
+      const Value v = Eval(*e.args[0]);
+      return ApplyFilter(e.name, v, EvalArgs(e, 1), budget_);
     }
-    case Expr::Kind::kTest:
-      return EvalTest(e, line);
+    case Expr::Kind::kTest: {
+      const Value v = Eval(*e.args[0]);
+      const bool r = ApplyTest(e.name, v, EvalArgs(e, 1), budget_);
+      return Value::Bool(e.op == "is" ? r : !r);
+    }
     case Expr::Kind::kCall:
-      return EvalCall(e, line);
+      return EvalCall(e, nullptr);
+    case Expr::Kind::kList:
+    case Expr::Kind::kTuple: {
+      std::vector<Value> items;
+      items.reserve(e.args.size());
+      for (const auto& a : e.args) items.push_back(Eval(*a));
+      return Value::List(std::move(items), e.kind == Expr::Kind::kTuple);
+    }
+    case Expr::Kind::kDict: {
+      DictData d;
+      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+        const Value key = Eval(*e.args[i]);
+        if (!key.is_string()) Fail("dict keys must be strings here, got '" + key.TypeName() + "'");
+        d.Set(key.str(), Eval(*e.args[i + 1]));
+      }
+      return Value::Dict(std::move(d));
+    }
     case Expr::Kind::kCondition:
-      if (Truthy(Eval(*e.args[0], line))) return Eval(*e.args[1], line);
-      return e.args[2] ? Eval(*e.args[2], line) : Undefined();
+      if (Truthy(Eval(*e.args[0]))) return Eval(*e.args[1]);
+      return e.args[2] ? Eval(*e.args[2]) : Value::Undefined("the condition was false");
   }
-  Fail(line, "unknown expression");
+  Fail("unknown expression");
 }
 
-json Renderer::EvalItem(const Expr& e, int line) {
-  const json base = Eval(*e.args[0], line);
-  const json key = e.kind == Expr::Kind::kAttribute ? json(e.name) : Eval(*e.args[1], line);
-  if (IsUndefined(base)) Fail(line, "'" + Str(key) + "' of an undefined value");
-  if (base.is_object() && key.is_string()) {
-    auto it = base.find(key.get<std::string>());
-    return it == base.end() ? Undefined() : *it;
-  }
-  if ((base.is_array() || base.is_string()) && key.is_number_integer()) {
-    const int64_t n = base.is_array() ? static_cast<int64_t>(base.size())
-                                      : static_cast<int64_t>(base.get<std::string>().size());
-    int64_t i = key.get<int64_t>();
-    if (i < 0) i += n;
-    if (i < 0 || i >= n) return Undefined();
-    if (base.is_array()) return base[static_cast<size_t>(i)];
-    return std::string(1, base.get<std::string>()[static_cast<size_t>(i)]);
-  }
-  return Undefined();
-}
-
-json Renderer::EvalSlice(const Expr& e, int line) {
-  const json base = Eval(*e.args[0], line);
-  if (!base.is_array() && !base.is_string()) Fail(line, "slice of a value that is not a list");
-  const int64_t n = base.is_array() ? static_cast<int64_t>(base.size())
-                                    : static_cast<int64_t>(base.get<std::string>().size());
-  auto bound = [&](const std::unique_ptr<Expr>& x, int64_t fallback) {
-    if (!x) return fallback;
-    const json v = Eval(*x, line);
-    if (!v.is_number_integer()) Fail(line, "slice bounds must be integers");
-    return std::min(Normalize(v.get<int64_t>(), n), n);
-  };
-  const int64_t b = bound(e.args[1], 0);
-  const int64_t end = std::max(b, bound(e.args[2], n));
-  if (base.is_string()) return base.get<std::string>().substr(b, end - b);
-  return json(base.begin() + b, base.begin() + end);
-}
-
-json Renderer::EvalTest(const Expr& e, int line) {
-  const json v = Eval(*e.args[0], line);
-  bool r = false;
-  if (e.name == "defined") {
-    r = !IsUndefined(v);
-  } else if (e.name == "undefined") {
-    r = IsUndefined(v);
-  } else if (e.name == "none") {
-    r = v.is_null();
-  } else if (e.name == "string") {
-    r = v.is_string();
-  } else if (e.name == "number") {
-    r = v.is_number();
-  } else if (e.name == "mapping") {
-    r = v.is_object();
-  } else if (e.name == "boolean") {
-    r = v.is_boolean();
-  } else if (e.name == "iterable" || e.name == "sequence") {
-    r = v.is_array() || v.is_string() || (e.name == "iterable" && v.is_object());
-  } else {
-    Fail(line, "unsupported test '" + e.name + "'");
-  }
-  return e.op == "is" ? r : !r;
-}
-
-bool Equal(const json& a, const json& b) {
-  if (IsUndefined(a) || IsUndefined(b)) return IsUndefined(a) && IsUndefined(b);
-  return a == b;
-}
-
-json Renderer::EvalBinary(const Expr& e, int line) {
-  const std::string& op = e.op;
-  const json a = Eval(*e.args[0], line);
-  if (op == "and") return Truthy(a) ? Eval(*e.args[1], line) : a;
-  if (op == "or") return Truthy(a) ? a : Eval(*e.args[1], line);
-  const json b = Eval(*e.args[1], line);
-  if (op == "==") return Equal(a, b);
-  if (op == "!=") return !Equal(a, b);
-  if (op == "~") return Str(a) + Str(b);
-  if (op == "in" || op == "not in") {
+Value Renderer::EvalCall(const Expr& e, const Value* caller) {
+  const Expr& callee = *e.args[0];
+  if (callee.kind == Expr::Kind::kAttribute) {
+    const Value self = Eval(*callee.args[0]);
+    CallArgs args = EvalArgs(e, 1);
+    if (caller) args.keyword.emplace_back("caller", *caller);
     bool found = false;
-    if (b.is_string() && a.is_string()) {
-      found = b.get<std::string>().find(a.get<std::string>()) != std::string::npos;
-    } else if (b.is_array()) {
-      found = std::any_of(b.begin(), b.end(), [&](const json& x) { return Equal(x, a); });
-    } else if (b.is_object() && a.is_string()) {
-      found = b.contains(a.get<std::string>());
-    } else if (!IsUndefined(b) && !b.is_null()) {
-      Fail(line, "'in' needs a string, list or mapping on the right");
-    }
-    return op == "in" ? found : !found;
+    Value r = CallMethod(self, callee.name, args, budget_, &found);
+    if (found) return r;
+    const Value f = GetAttr(self, callee.name);
+    if (f.kind() == Value::Kind::kCallable) return f.callable().Call(std::move(args));
+    if (f.is_undefined()) Fail(f.str());
+    NotCallable(f);
   }
-  if (op == "<" || op == ">" || op == "<=" || op == ">=") {
-    const bool comparable = (a.is_number() && b.is_number()) || (a.is_string() && b.is_string());
-    if (!comparable) Fail(line, "'" + op + "' between values of different types");
-    if (op == "<") return a < b;
-    if (op == ">") return b < a;
-    if (op == "<=") return !(b < a);
-    return !(a < b);
-  }
-  if (op == "+" && a.is_string() && b.is_string())
-    return a.get<std::string>() + b.get<std::string>();
-  if (op == "+" && a.is_array() && b.is_array()) {
-    json r = a;
-    for (const json& x : b) r.push_back(x);
-    return r;
-  }
-  if (!a.is_number() || !b.is_number()) Fail(line, "'" + op + "' needs two numbers");
-  if (a.is_number_integer() && b.is_number_integer() && op != "/") {
-    const int64_t x = a.get<int64_t>();
-    const int64_t y = b.get<int64_t>();
-    int64_t r = 0;
-    if (op == "+" || op == "-" || op == "*") {
-      const bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
-                            : op == "-" ? __builtin_sub_overflow(x, y, &r)
-                                        : __builtin_mul_overflow(x, y, &r);
-      if (overflow) Fail(line, "integer overflow in '" + op + "'");
-      return r;
-    }
-    if (y == 0) Fail(line, "modulo by zero");
-    if (y == -1) return int64_t{0};  // INT64_MIN % -1 overflows
-    r = x % y;                       // Python's sign: that of y
-    return r != 0 && (r < 0) != (y < 0) ? r + y : r;
-  }
-  const double x = a.get<double>();
-  const double y = b.get<double>();
-  if (op == "+") return x + y;
-  if (op == "-") return x - y;
-  if (op == "*") return x * y;
-  if (y == 0.0) Fail(line, "division by zero");
-  return op == "/" ? x / y : std::fmod(x, y);
+  const Value f = Eval(callee);
+  CallArgs args = EvalArgs(e, 1);
+  if (caller) args.keyword.emplace_back("caller", *caller);
+  if (f.kind() == Value::Kind::kCallable) return f.callable().Call(std::move(args));
+  if (f.is_undefined()) Fail(f.str());
+  NotCallable(f);
 }
 
-json Renderer::EvalCall(const Expr& e, int line) {
-  std::vector<json> args;
-  for (const auto& a : e.args) args.push_back(Eval(*a, line));
-  if (e.op != "method") {
-    if (e.name == "raise_exception") {
-      Fail(line, args.empty() ? std::string("raise_exception()") : Str(args[0]));
-    }
-    Fail(line, "unsupported function '" + e.name + "'");
+Value Renderer::EvalCompare(const Expr& e) {
+  Value left = Eval(*e.args[0]);
+  for (size_t i = 0; i < e.ops.size(); ++i) {
+    Value right = Eval(*e.args[i + 1]);
+    const bool r = Compare(e.ops[i], left, right);
+    if (!r) return Value::Bool(false);
+    left = std::move(right);
   }
-  const json& self = args[0];
-  if (!self.is_string()) Fail(line, "unsupported method '" + e.name + "' on a non-string");
-  const std::string s = self.get<std::string>();
-  const bool one_arg = args.size() == 2 && args[1].is_string();
-  if (args.size() == 1) {
-    if (e.name == "strip") return Trim(s, true, true);
-    if (e.name == "lstrip") return Trim(s, true, false);
-    if (e.name == "rstrip") return Trim(s, false, true);
-    if (e.name == "lower") return ChangeCase(s, false);
-    if (e.name == "upper") return ChangeCase(s, true);
-  } else if (one_arg && e.name == "startswith") {
-    return s.rfind(args[1].get<std::string>(), 0) == 0;
-  } else if (one_arg && e.name == "endswith") {
-    const std::string& t = args[1].get_ref<const std::string&>();
-    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  return Value::Bool(true);
+}
+
+Value Renderer::EvalBinary(const Expr& e) {
+  const std::string& op = e.op;
+  Value a = Eval(*e.args[0]);
+  if (op == "and") return Truthy(a) ? Eval(*e.args[1]) : a;
+  if (op == "or") return Truthy(a) ? a : Eval(*e.args[1]);
+  const Value b = Eval(*e.args[1]);
+  if (op == "~") {
+    std::string s = ToStr(a) + ToStr(b);
+    budget_.Built(s.size());
+    return Value::Str(std::move(s));
   }
-  Fail(line, "unsupported string method '" + e.name + "'");
+  return Arithmetic(op, a, b, budget_);
+}
+
+Value Renderer::EvalSlice(const Expr& e) {
+  const Value base = Eval(*e.args[0]);
+  if (base.is_undefined()) Fail(base.str());
+  if (!base.is_list() && !base.is_string()) {
+    Fail(Quote(base.TypeName()) + " object is not subscriptable");
+  }
+  auto bound = [&](const std::unique_ptr<Expr>& x) -> std::optional<int64_t> {
+    if (!x) return std::nullopt;
+    const Value v = Eval(*x);
+    if (v.is_none()) return std::nullopt;
+    if (!v.is_int()) Fail("slice indices must be integers or None");
+    return v.int_value();
+  };
+  const std::optional<int64_t> start_arg = bound(e.args[1]);
+  const std::optional<int64_t> stop_arg = bound(e.args[2]);
+  const std::optional<int64_t> step = bound(e.args[3]);
+  return Slice(base, start_arg, stop_arg, step, budget_);
 }
 
 }  // namespace
 
-StatusOr<std::string> RenderProgram(const Program& program, const nlohmann::json& context) {
+StatusOr<std::string> RenderProgram(const Program& program, Value context) {
   try {
     Renderer r(context);
-    r.RenderNodes(program.nodes);
+    r.RenderTop(program.nodes);
     return r.TakeOutput();
   } catch (const RenderError& e) {
-    return InvalidArgument(e.message);
+    if (e.line == 0) return InvalidArgument("chat template: " + e.message);
+    return InvalidArgument("chat template line " + std::to_string(e.line) + ": " + e.message);
+  } catch (const std::bad_alloc&) {
+    return InvalidArgument("chat template: out of memory while rendering");
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("chat template: ") + e.what());
   }

@@ -72,8 +72,8 @@ TEST(ChatTemplateArithmetic, IntegerOverflowIsAnErrorNotUndefinedBehaviour) {
             "2,-2,1,-1,0");
 }
 
-// Loops nested over long lists (found as a 23 s input by the fuzzer) stop at a step budget with
-// an error instead of running for minutes.
+// Loops nested over long lists (found as a 23 s input by the fuzzer) stop at the loop-iteration
+// budget with an error instead of running for minutes.
 TEST(ChatTemplateBudget, NestedLoopsOverLongListsStopWithAnError) {
   auto t = ChatTemplate::Parse(
       "{% for a in messages %}{% for b in messages %}{% for c in messages %}x"
@@ -83,7 +83,7 @@ TEST(ChatTemplateBudget, NestedLoopsOverLongListsStopWithAnError) {
   for (int i = 0; i < 1000; ++i) context["messages"].push_back(i);
   const auto rendered = t->Render(context);
   ASSERT_FALSE(rendered.ok());
-  EXPECT_NE(rendered.status().message().find("steps"), std::string::npos)
+  EXPECT_NE(rendered.status().message().find("loop iterations"), std::string::npos)
       << rendered.status().ToString();
   // A realistic conversation stays far below the budget.
   auto small = ChatTemplate::Parse("{% for m in messages %}[{{ m }}]{% endfor %}");

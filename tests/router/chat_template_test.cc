@@ -1,11 +1,15 @@
 // Chat template engine (common/chat_template.h): expected strings written by hand, plus the
-// rendered prompts of ../shared/tokenizers/chat_cases.jsonl for the templates in the subset.
+// rendered prompts of ../shared/tokenizers/chat_cases.jsonl for every tokenizer there.
 #include "common/chat_template.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <set>
+
+#include "common/tokenizer.h"
 
 namespace llm::router {
 namespace {
@@ -110,14 +114,16 @@ TEST(ChatTemplate, ExpressionsAndSet) {
 }
 
 TEST(ChatTemplate, Errors) {
-  auto unsupported = ChatTemplate::Parse("{% macro m() %}x{% endmacro %}");
+  auto unsupported = ChatTemplate::Parse("{% include 'other.jinja' %}");
   ASSERT_FALSE(unsupported.ok());
   EXPECT_EQ(unsupported.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(unsupported.status().message().find("macro"), std::string::npos);
+  EXPECT_NE(unsupported.status().message().find("include"), std::string::npos);
 
-  auto filter = ChatTemplate::Parse("{{ x | tojson }}");
+  auto filter = ChatTemplate::Parse("\n{{ x | no_such_filter }}");
   ASSERT_FALSE(filter.ok());
-  EXPECT_NE(filter.status().message().find("tojson"), std::string::npos);
+  EXPECT_EQ(filter.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(filter.status().message().find("no_such_filter"), std::string::npos);
+  EXPECT_NE(filter.status().message().find("line 2"), std::string::npos);
 
   EXPECT_FALSE(ChatTemplate::Parse("{% for x in y %}").ok());     // never closed
   EXPECT_FALSE(ChatTemplate::Parse("{{ x ").ok());                // tag never closed
@@ -135,40 +141,87 @@ TEST(ChatTemplate, Errors) {
   EXPECT_FALSE(type_error->Render(json::object()).ok());
 }
 
-// The templates of ../shared/tokenizers that fit the subset render exactly like Python Jinja.
-TEST(ChatTemplate, SharedChatCases) {
+// The rendered prompts of ../shared/tokenizers/chat_cases.jsonl, for every tokenizer with a chat
+// template, with the variables transformers' apply_chat_template passed when the cases were made
+// (messages, tools or none, documents=none, add_generation_prompt, the special tokens of
+// tokenizer_config.json and the case's `extra` kwargs): the text is the golden one, it encodes
+// (add_special_tokens=false) to the golden ids, and a case with "error" fails with its message.
+class SharedChatCases : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SharedChatCases, RenderAndEncodeLikeTransformers) {
+  using ojson = nlohmann::ordered_json;  // tojson keeps the key order of the request
+  const std::string name = GetParam();
   const std::filesystem::path dir = std::filesystem::path(LLM_SHARED_DIR) / "tokenizers";
   std::ifstream cases(dir / "chat_cases.jsonl");
   if (!cases) GTEST_SKIP() << "missing " << (dir / "chat_cases.jsonl");
+  std::ifstream cfg_file(dir / name / "tokenizer_config.json");
+  if (!cfg_file) GTEST_SKIP() << "missing " << (dir / name / "tokenizer_config.json");
+  const ojson cfg = ojson::parse(cfg_file);
+  auto tpl = ChatTemplate::Parse(cfg["chat_template"].get<std::string>());
+  ASSERT_TRUE(tpl.ok()) << name << ": " << tpl.status().ToString();
+  auto tok = Tokenizer::FromDir((dir / name).string());
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+
+  ojson base = ojson::object();
+  for (const auto& [key, value] : cfg.items()) {
+    if (key.size() < 6 || key.compare(key.size() - 6, 6, "_token") != 0) continue;
+    if (value.is_object() && value.contains("content")) {
+      base[key] = value["content"];
+    } else if (value.is_string() || value.is_null()) {
+      base[key] = value;
+    }
+  }
   int checked = 0;
   for (std::string line; std::getline(cases, line);) {
-    const json c = json::parse(line);
-    const std::string name = c["tokenizer"];
-    if (name != "llama3" && name != "gemma3") continue;
-    std::ifstream cfg_file(dir / name / "tokenizer_config.json");
-    const json cfg = json::parse(cfg_file);
-    auto tpl = ChatTemplate::Parse(cfg["chat_template"].get<std::string>());
-    ASSERT_TRUE(tpl.ok()) << name << ": " << tpl.status().ToString();
-    auto token = [&](const char* key) {
-      const json& t = cfg[key];
-      return t.is_object() ? t["content"].get<std::string>() : t.get<std::string>();
-    };
-    json ctx = {{"messages", c["messages"]},
-                {"add_generation_prompt", c["add_generation_prompt"]},
-                {"bos_token", token("bos_token")},
-                {"eos_token", token("eos_token")}};
+    if (line.empty()) continue;
+    const ojson c = ojson::parse(line);
+    if (c["tokenizer"] != name) continue;
+    ojson ctx = base;
+    ctx["messages"] = c["messages"];
+    ctx["tools"] = c.contains("tools") ? c["tools"] : ojson(nullptr);
+    ctx["documents"] = nullptr;
+    ctx["add_generation_prompt"] = c["add_generation_prompt"];
+    if (c.contains("extra") && c["extra"].is_object()) {
+      for (const auto& [key, value] : c["extra"].items()) ctx[key] = value;
+    }
+    const std::string id = c["id"];
     auto out = tpl->Render(ctx);
+    ++checked;
     if (c.contains("error") && c["error"].is_string()) {
-      ASSERT_FALSE(out.ok()) << c["id"];
-      EXPECT_NE(out.status().message().find(c["error"].get<std::string>()), std::string::npos);
-      ++checked;
+      ASSERT_FALSE(out.ok()) << id;
+      EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << id;
+      EXPECT_NE(out.status().message().find(c["error"].get<std::string>()), std::string::npos)
+          << id << ": " << out.status().message();
       continue;
     }
-    ASSERT_TRUE(out.ok()) << c["id"] << ": " << out.status().ToString();
-    EXPECT_EQ(*out, c["rendered"].get<std::string>()) << c["id"];
-    ++checked;
+    ASSERT_TRUE(out.ok()) << id << ": " << out.status().ToString();
+    EXPECT_EQ(*out, c["rendered"].get<std::string>()) << id;
+    EXPECT_EQ((*tok)->Encode(*out, /*add_special_tokens=*/false),
+              c["ids"].get<std::vector<int32_t>>())
+        << id;
   }
-  EXPECT_GE(checked, 30);
+  std::cout << "[chat " << name << "] " << checked << " cases\n";
+  EXPECT_GE(checked, 15);
+}
+
+INSTANTIATE_TEST_SUITE_P(ChatTemplate, SharedChatCases,
+                         ::testing::Values("llama3", "gemma3", "qwen3", "deepseek_v3"),
+                         [](const auto& param_info) { return param_info.param; });
+
+// mistral's tokenizer_config.json has no chat template, and so no chat cases.
+TEST(ChatTemplate, SharedChatCasesCoverEveryTemplate) {
+  const std::filesystem::path dir = std::filesystem::path(LLM_SHARED_DIR) / "tokenizers";
+  std::ifstream cases(dir / "chat_cases.jsonl");
+  if (!cases) GTEST_SKIP() << "missing " << (dir / "chat_cases.jsonl");
+  std::set<std::string> names;
+  for (std::string line; std::getline(cases, line);) {
+    if (!line.empty()) names.insert(json::parse(line)["tokenizer"].get<std::string>());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"deepseek_v3", "gemma3", "llama3", "qwen3"}));
+  std::ifstream mistral(dir / "mistral" / "tokenizer_config.json");
+  if (mistral) {
+    EXPECT_FALSE(json::parse(mistral).contains("chat_template"));
+  }
 }
 
 }  // namespace
