@@ -269,6 +269,15 @@ const std::vector<KeySpec>& Schema() {
       BoolKey("router.special_tokens_in_messages", LLM_FIELD(router.special_tokens_in_messages),
               "special-token text in chat message content becomes control tokens (vLLM's "
               "behaviour); default false: it is tokenized as plain text"),
+      StringKey("router.tool_call_parser", LLM_FIELD(router.tool_call_parser),
+                {"auto", "none", "hermes", "llama3_json", "mistral", "deepseek_v3"},
+                "how tool calls are found in chat output when a request has tools; auto: from "
+                "the chat template (<tool_call> hermes, <|python_tag|> llama3_json, "
+                "[TOOL_CALLS] mistral, DeepSeek-V3's tool-call tokens deepseek_v3)"),
+      StringKey("router.reasoning_parser", LLM_FIELD(router.reasoning_parser),
+                {"none", "deepseek_r1", "qwen3"},
+                "text inside <think>...</think> goes to reasoning_content (deepseek_r1: the "
+                "opening tag may be missing); none: all text is content"),
       IntKey("router.health_check_interval_ms", LLM_FIELD(router.health_check_interval_ms), 50,
              600000,
              "how often each upstream is asked for Admin.Health (unhealthy: no new requests)"),

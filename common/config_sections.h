@@ -113,6 +113,11 @@ struct RouterSection {
   // special-token text in chat message content becomes control tokens (vLLM) or, by default,
   // stays text
   bool special_tokens_in_messages = false;
+  // How tool calls are found in chat output when a request has tools: "auto" (from the chat
+  // template), "none", "hermes", "llama3_json", "mistral", "deepseek_v3".
+  std::string tool_call_parser = "auto";
+  // <think>...</think> → reasoning_content: "none", "deepseek_r1", "qwen3".
+  std::string reasoning_parser = "none";
   int health_check_interval_ms = 1000;  // how often each upstream is asked for Admin.Health
   // How requests are spread over the upstreams: "prefix_affinity" (requests whose prompts
   // start with the same affinity_prefix_tokens tokens go to the same coordinator, for its prefix

@@ -103,6 +103,37 @@ StatusOr<ChatPrompt> RenderChatPrompt(const ChatTemplate& chat_template, const T
   return located;
 }
 
+void ToolCallArgumentsAsMappings(json& messages) {
+  if (!messages.is_array()) return;
+  for (json& m : messages) {
+    auto calls = m.is_object() ? m.find("tool_calls") : m.end();
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (json& c : *calls) {
+      auto f = c.is_object() ? c.find("function") : c.end();
+      if (f == c.end() || !f->is_object()) continue;
+      auto args = f->find("arguments");
+      if (args == f->end() || !args->is_string()) continue;
+      json parsed =
+          json::parse(args->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+    }
+  }
+}
+
+void EmptyCallContentAsNull(json& messages) {
+  if (!messages.is_array()) return;
+  for (json& m : messages) {
+    if (!m.is_object() || m.value("role", "") != "assistant") continue;
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array() || calls->empty()) continue;
+    auto content = m.find("content");
+    if (content == m.end() ||
+        (content->is_string() && content->get_ref<const std::string&>().empty())) {
+      m["content"] = nullptr;
+    }
+  }
+}
+
 std::vector<int32_t> EncodeChatPrompt(const Tokenizer& tokenizer, const ChatPrompt& prompt,
                                       bool add_special_tokens) {
   if (prompt.contents.empty()) return tokenizer.Encode(prompt.text, add_special_tokens);

@@ -15,6 +15,8 @@ struct GenerationJob::Choice {
   std::shared_ptr<GenerateStream> call;
   std::unique_ptr<IncrementalDecoder> decoder;
   std::unique_ptr<StopMatcher> matcher;
+  std::unique_ptr<ReasoningStreamer> reasoning;  // stream with parsers
+  std::unique_ptr<ToolCallStreamer> tools;
   std::string text;  // non-stream: everything emitted so far (after the echo)
   std::vector<TokenLogprob> logprobs;
   int64_t text_offset = 0;  // completions: offset of the next token's text
@@ -44,6 +46,24 @@ const char* FinishName(v1::FinishReason r) {
 }
 
 }  // namespace
+
+void ApplyChatParsers(ToolParserKind tools, ReasoningParserKind reasoning, ChoiceOutput* out) {
+  if (reasoning != ReasoningParserKind::kNone) {
+    ReasoningSplit split = SplitReasoning(reasoning, out->text);
+    out->has_reasoning = split.has_reasoning;
+    out->reasoning = std::move(split.reasoning);
+    out->text = std::move(split.content);
+  }
+  if (tools == ToolParserKind::kNone) return;
+  ToolParseResult parsed = ParseToolCalls(tools, out->text);
+  if (parsed.calls.empty()) return;
+  out->text = std::move(parsed.content);
+  out->tool_calls = json::array();
+  for (const ParsedToolCall& call : parsed.calls) {
+    out->tool_calls.push_back(ToolCallJson(MakeToolCallId(), call.name, call.arguments));
+  }
+  out->finish_reason = "tool_calls";
+}
 
 const std::string& JobChoiceSpec::echo() const {
   static const std::string kNone;
@@ -97,6 +117,10 @@ GenerationJob::GenerationJob(JobSpec spec, std::shared_ptr<const Tokenizer> toke
     c->prev_token = n ? prompt.back() : -1;
     c->matcher = std::make_unique<StopMatcher>(stops, spec_.options.include_stop_str_in_output);
     c->text_offset = static_cast<int64_t>(c->spec.echo().size());
+    if (parsing() && spec_.options.stream) {
+      c->reasoning = std::make_unique<ReasoningStreamer>(spec_.reasoning_parser);
+      c->tools = std::make_unique<ToolCallStreamer>(spec_.tool_parser);
+    }
     choices_.push_back(std::move(c));
   }
 }
@@ -230,10 +254,10 @@ void GenerationJob::OnMessage(size_t i, const v1::GenerateResponse& r) {
   if (final && r.has_timings() && spec_.metrics) spec_.metrics->ObserveEngineTimings(r.timings());
   Emit(c, out, std::move(logprobs));
   if (c.finished && spec_.options.stream) {
-    json chunk =
-        spec_.chat
-            ? ChatChunkJson(spec_.meta, c.spec.index, json::object(), nullptr, c.finish_reason)
-            : CompletionChunkJson(spec_.meta, c.spec.index, "", nullptr, c.finish_reason);
+    const std::string finish = c.reasoning ? FlushParsers(c) : c.finish_reason;
+    json chunk = spec_.chat
+                     ? ChatChunkJson(spec_.meta, c.spec.index, json::object(), nullptr, finish)
+                     : CompletionChunkJson(spec_.meta, c.spec.index, "", nullptr, c.finish_reason);
     if (spec_.options.include_usage) chunk["usage"] = nullptr;
     sink_->StreamWrite(SseData(chunk));
   }
@@ -259,7 +283,20 @@ void GenerationJob::Emit(Choice& c, const std::string& text, std::vector<TokenLo
   json chunk;
   const bool with_logprobs = spec_.options.sampling.logprobs >= 0;
   if (spec_.chat) {
-    chunk = ChatChunkJson(spec_.meta, c.spec.index, {{"content", text}},
+    json delta = {{"content", text}};
+    if (c.reasoning) {
+      std::string reasoning;
+      std::string content;
+      c.reasoning->Push(text, &reasoning, &content);
+      content = c.tools->Push(content);
+      delta = json::object();
+      if (!reasoning.empty()) delta["reasoning_content"] = std::move(reasoning);
+      if (!content.empty() || (reasoning.empty() && !logprobs.empty())) {
+        delta["content"] = std::move(content);
+      }
+      if (delta.empty()) return;
+    }
+    chunk = ChatChunkJson(spec_.meta, c.spec.index, std::move(delta),
                           with_logprobs ? ChatLogprobsJson(logprobs) : json(nullptr), "");
   } else {
     chunk = CompletionChunkJson(
@@ -269,6 +306,31 @@ void GenerationJob::Emit(Choice& c, const std::string& text, std::vector<TokenLo
   }
   if (spec_.options.include_usage) chunk["usage"] = nullptr;
   sink_->StreamWrite(SseData(chunk));
+}
+
+std::string GenerationJob::FlushParsers(Choice& c) {
+  std::string reasoning;
+  std::string content;
+  c.reasoning->Finish(&reasoning, &content);
+  content = c.tools->Push(content);
+  ToolParseResult parsed = c.tools->Finish();
+  content += parsed.content;
+  auto write = [&](json delta) {
+    json chunk = ChatChunkJson(spec_.meta, c.spec.index, std::move(delta), nullptr, "");
+    if (spec_.options.include_usage) chunk["usage"] = nullptr;
+    sink_->StreamWrite(SseData(chunk));
+  };
+  if (!reasoning.empty()) write({{"reasoning_content", std::move(reasoning)}});
+  if (!content.empty()) write({{"content", std::move(content)}});
+  for (size_t k = 0; k < parsed.calls.size(); ++k) {
+    const int index = static_cast<int>(k);
+    write({{"tool_calls",
+            json::array({ToolCallJson(MakeToolCallId(), parsed.calls[k].name, "", index)})}});
+    write({{"tool_calls",
+            json::array(
+                {{{"index", index}, {"function", {{"arguments", parsed.calls[k].arguments}}}}})}});
+  }
+  return parsed.calls.empty() ? c.finish_reason : "tool_calls";
 }
 
 void GenerationJob::OnDone(size_t i, const std::optional<ApiError>& error) {
@@ -349,6 +411,7 @@ void GenerationJob::Finish() {
     o.with_logprobs = spec_.options.sampling.logprobs >= 0;
     o.logprobs = std::move(c->logprobs);
     o.text_offset = static_cast<int64_t>(c->spec.echo().size());
+    if (parsing()) ApplyChatParsers(spec_.tool_parser, spec_.reasoning_parser, &o);
     outputs.push_back(std::move(o));
   }
   std::sort(outputs.begin(), outputs.end(),

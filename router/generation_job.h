@@ -17,6 +17,8 @@
 #include "router/metrics.h"
 #include "router/openai_format.h"
 #include "router/openai_request.h"
+#include "router/reasoning_parser.h"
+#include "router/tool_parser.h"
 #include "router/upstream_pool.h"
 
 namespace llm::router {
@@ -37,6 +39,9 @@ struct JobSpec {
   std::string request_id;  // the HTTP request's id (X-Request-Id): names the upstream calls
   ResponseMeta meta;
   GenerationOptions options;  // max_tokens resolved
+  // Chat: how tool calls (kNone: the request has no tools) and reasoning are found in the text.
+  ToolParserKind tool_parser = ToolParserKind::kNone;
+  ReasoningParserKind reasoning_parser = ReasoningParserKind::kNone;
   std::vector<JobChoiceSpec> choices;
   int64_t prompt_tokens = 0;  // for usage: each prompt counted once
   std::chrono::seconds timeout{600};
@@ -44,6 +49,10 @@ struct JobSpec {
   // Filled with what the finished request did, for the request's log line; null: not kept.
   std::shared_ptr<RequestRecord> outcome;
 };
+
+// The message of a finished chat choice: reasoning split off, then tool calls parsed (their
+// ids made here); finish_reason becomes "tool_calls" when there are calls.
+void ApplyChatParsers(ToolParserKind tools, ReasoningParserKind reasoning, ChoiceOutput* out);
 
 // Builds the Generate request of one choice. Its request_id is the HTTP request's id, with
 // "-<choice index>" appended when the request has several choices.
@@ -68,6 +77,12 @@ class GenerationJob : public PendingExchange, public std::enable_shared_from_thi
   void Fail(const ApiError& error);
   void EnsureStreamStarted();
   void Emit(Choice& c, const std::string& text, std::vector<TokenLogprob> logprobs);
+  // Stream: what the parsers still hold, then the tool-call deltas; returns the finish reason.
+  std::string FlushParsers(Choice& c);
+  bool parsing() const {
+    return spec_.chat && (spec_.tool_parser != ToolParserKind::kNone ||
+                          spec_.reasoning_parser != ReasoningParserKind::kNone);
+  }
   void Finish();
   TokenLogprob MakeLogprob(int32_t prev, const v1::GenerateResponse& r, int k) const;
   std::string TokenText(int32_t prev, int32_t id) const;

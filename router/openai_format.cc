@@ -1,5 +1,7 @@
 #include "router/openai_format.h"
 
+#include <random>
+
 namespace llm::router {
 
 using nlohmann::json;
@@ -22,6 +24,24 @@ json Header(const ResponseMeta& meta, const char* object) {
 }
 
 }  // namespace
+
+std::string MakeToolCallId() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char* kChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kChars[rng() % 62];
+  return id;
+}
+
+json ToolCallJson(const std::string& id, const std::string& name, const std::string& arguments,
+                  int index) {
+  json call;
+  if (index >= 0) call["index"] = index;
+  call["id"] = id;
+  call["type"] = "function";
+  call["function"] = {{"name", name}, {"arguments", arguments}};
+  return call;
+}
 
 std::string JsonText(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -105,9 +125,15 @@ json ChatResponseJson(const ResponseMeta& meta, const std::vector<ChoiceOutput>&
   json out = Header(meta, "chat.completion");
   out["choices"] = json::array();
   for (const ChoiceOutput& c : choices) {
+    json message = {{"role", "assistant"}, {"content", c.text}};
+    if (c.has_reasoning) message["reasoning_content"] = c.reasoning;
+    if (c.tool_calls.is_array() && !c.tool_calls.empty()) {
+      if (c.text.empty()) message["content"] = nullptr;
+      message["tool_calls"] = c.tool_calls;
+    }
     out["choices"].push_back(
         {{"index", c.index},
-         {"message", {{"role", "assistant"}, {"content", c.text}}},
+         {"message", std::move(message)},
          {"logprobs", c.with_logprobs ? ChatLogprobsJson(c.logprobs) : json(nullptr)},
          {"finish_reason", FinishJson(c.finish_reason)}});
   }

@@ -36,7 +36,19 @@ struct ChoiceOutput {
   bool with_logprobs = false;
   std::vector<TokenLogprob> logprobs;
   int64_t text_offset = 0;  // completions: offset of the first token's text (echo length)
+  // Chat with a reasoning parser / tools: message.reasoning_content and message.tool_calls (an
+  // array of ToolCallJson; null: none). With tool calls, an empty text is content null.
+  bool has_reasoning = false;
+  std::string reasoning;
+  nlohmann::json tool_calls;
 };
+
+// "call_" and 24 random letters and digits.
+std::string MakeToolCallId();
+// {"id", "type": "function", "function": {"name", "arguments"}}; with index (>= 0) for a
+// stream delta.
+nlohmann::json ToolCallJson(const std::string& id, const std::string& name,
+                            const std::string& arguments, int index = -1);
 
 // Serialises with invalid UTF-8 replaced (never throws).
 std::string JsonText(const nlohmann::json& j);

@@ -175,15 +175,15 @@ void RejectUnsupported(FieldReader& r) {
                          "output)");
     }
   }
-  for (const char* key : {"tools", "functions"}) {
-    if (const json* v = r.Get(key); v && !(v->is_array() && v->empty())) {
-      return unsupported(key, std::string("'") + key + "' (tool and function calling)");
-    }
+  // The deprecated function-calling fields; `tools` / `tool_choice` replace them.
+  if (const json* v = r.Get("functions"); v && !(v->is_array() && v->empty())) {
+    return unsupported("functions", "'functions' (deprecated; use 'tools')");
   }
-  for (const char* key : {"tool_choice", "function_call"}) {
-    if (const json* v = r.Get(key); v && *v != "none") {
-      return unsupported(key, std::string("'") + key + "' (tool and function calling)");
-    }
+  if (const json* v = r.Get("function_call"); v && *v != "none") {
+    return unsupported("function_call", "'function_call' (deprecated; use 'tool_choice')");
+  }
+  if (const json* v = r.Get("parallel_tool_calls"); v && !v->is_boolean()) {
+    return r.Fail("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
   }
 }
 
@@ -282,6 +282,27 @@ void ReadMessages(FieldReader& r, const char* key, json* out) {
                                          ".role' must be one of system, user, assistant, tool, "
                                          "developer");
     }
+    auto calls = m.find("tool_calls");
+    if (calls != m.end() && !calls->is_null()) {
+      if (*role != "assistant" || !calls->is_array()) {
+        return r.Fail(where + ".tool_calls",
+                      "'" + where + ".tool_calls' must be a list, on an assistant message");
+      }
+      for (size_t k = 0; k < calls->size(); ++k) {
+        const json& c = (*calls)[k];
+        const std::string cw = where + ".tool_calls[" + std::to_string(k) + "]";
+        auto f = c.is_object() ? c.find("function") : c.end();
+        const bool ok = f != c.end() && f->is_object() && f->contains("name") &&
+                        (*f)["name"].is_string() &&
+                        (!f->contains("arguments") || (*f)["arguments"].is_string() ||
+                         (*f)["arguments"].is_object());
+        if (!ok) {
+          return r.Fail(cw, "'" + cw +
+                                "' must be {\"id\": ..., \"type\": \"function\", "
+                                "\"function\": {\"name\": ..., \"arguments\": \"<JSON>\"}}");
+        }
+      }
+    }
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
       m["content"] = "";
@@ -305,6 +326,86 @@ void ReadMessages(FieldReader& r, const char* key, json* out) {
     }
     out->push_back(std::move(m));
   }
+}
+
+// tools: a list of {"type":"function","function":{"name", "description"?, "parameters"?}}.
+void ReadTools(FieldReader& r, json* out) {
+  json* v = r.Get("tools");
+  if (!v) return;
+  if (!v->is_array()) return r.Fail("tools", "'tools' must be a list of tools");
+  if (v->size() > kMaxTools) {
+    return r.Fail("tools", "'tools' has " + std::to_string(v->size()) + " tools; at most " +
+                               std::to_string(kMaxTools) + " are allowed");
+  }
+  if (v->empty()) return;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& t = (*v)[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    const char* kShape = "' must be {\"type\": \"function\", \"function\": {\"name\": ...}}";
+    if (!t.is_object() || t.value("type", json()) != "function") {
+      return r.Fail(where, "'" + where + kShape);
+    }
+    auto f = t.find("function");
+    if (f == t.end() || !f->is_object()) return r.Fail(where + ".function", "'" + where + kShape);
+    auto name = f->find("name");
+    if (name == f->end() || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+      return r.Fail(where + ".function.name",
+                    "'" + where + ".function.name' must be a non-empty string");
+    }
+    auto desc = f->find("description");
+    if (desc != f->end() && !desc->is_null() && !desc->is_string()) {
+      return r.Fail(where + ".function.description",
+                    "'" + where + ".function.description' must be a string");
+    }
+    auto params = f->find("parameters");
+    if (params != f->end() && !params->is_null() && !params->is_object()) {
+      return r.Fail(where + ".function.parameters",
+                    "'" + where + ".function.parameters' must be a JSON Schema object");
+    }
+  }
+  const size_t bytes = v->dump().size();
+  if (bytes > kMaxToolsBytes) {
+    return r.Fail("tools", "'tools' is " + std::to_string(bytes) + " bytes of JSON; at most " +
+                               std::to_string(kMaxToolsBytes) + " are allowed");
+  }
+  *out = std::move(*v);
+}
+
+// tool_choice: "auto" (default), "none", "required" or {"type":"function","function":{"name"}}
+// naming a declared tool.
+void ReadToolChoice(FieldReader& r, const json& tools, std::string* choice, std::string* name) {
+  const json* v = r.Get("tool_choice");
+  if (!v || r.error) return;
+  const char* kShape =
+      "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+      "\"function\": {\"name\": ...}}";
+  if (v->is_string()) {
+    const std::string s = v->get<std::string>();
+    if (s != "auto" && s != "none" && s != "required") return r.Fail("tool_choice", kShape);
+    if (s == "required" && tools.is_null()) {
+      return r.Fail("tool_choice", "'tool_choice' \"required\" needs 'tools'");
+    }
+    *choice = s;
+    return;
+  }
+  if (!v->is_object() || v->value("type", json()) != "function") {
+    return r.Fail("tool_choice", kShape);
+  }
+  auto f = v->find("function");
+  if (f == v->end() || !f->is_object()) return r.Fail("tool_choice", kShape);
+  auto n = f->find("name");
+  if (n == f->end() || !n->is_string()) return r.Fail("tool_choice", kShape);
+  if (tools.is_array()) {
+    for (const json& t : tools) {
+      if (t["function"]["name"] == *n) {
+        *choice = "function";
+        *name = n->get<std::string>();
+        return;
+      }
+    }
+  }
+  r.Fail("tool_choice", "'tool_choice' names the function '" + n->get<std::string>() +
+                            "', which is not in 'tools'");
 }
 
 void ReadTemplateKwargs(FieldReader& r, bool* add_generation_prompt, json* kwargs) {
@@ -381,6 +482,8 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
   CheckChoices(r, limits, 1, out->options.n);
   ReadMaxTokens(r, /*chat=*/true, &out->options);
   ReadTemplateKwargs(r, &out->add_generation_prompt, &out->template_kwargs);
+  ReadTools(r, &out->tools);
+  ReadToolChoice(r, out->tools, &out->tool_choice, &out->tool_choice_name);
   bool logprobs = false;
   int top_logprobs = -1;
   r.Bool("logprobs", &logprobs);
@@ -404,6 +507,11 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
   ReadGenerationOptions(r, limits, &out->options);
   CheckChoices(r, limits, out->prompts.size(), out->options.n);
   ReadMaxTokens(r, /*chat=*/false, &out->options);
+  for (const char* key : {"tools", "tool_choice"}) {
+    if (const json* v = r.Get(key); v && !(v->is_array() && v->empty()) && *v != "none") {
+      r.Fail(key, std::string("'") + key + "' is not supported by /v1/completions (use chat)");
+    }
+  }
   r.Bool("echo", &out->echo);
   r.IntAs("logprobs", &out->options.sampling.logprobs, 0, kMaxLogprobs);
   if (!r.error && r.Get("suffix")) r.Fail("suffix", "'suffix' is not supported");
@@ -422,6 +530,7 @@ std::optional<ApiError> ParseTokenizeRequest(std::string_view body, const Reques
     out->add_special_tokens = false;
     ReadMessages(r, "messages", &out->messages);
     ReadTemplateKwargs(r, &out->add_generation_prompt, &out->template_kwargs);
+    ReadTools(r, &out->tools);
   } else if (r.Get("prompt")) {
     r.String("prompt", &out->prompt);
   } else {

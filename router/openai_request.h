@@ -52,9 +52,18 @@ struct GenerationOptions {
   int priority = 0;  // 0 unless RequestLimits::allow_priority
 };
 
+// Tool calling: at most kMaxTools tools whose JSON totals kMaxToolsBytes.
+inline constexpr size_t kMaxTools = 128;
+inline constexpr size_t kMaxToolsBytes = 1 << 20;
+
 struct ChatRequest {
   std::string model;
   nlohmann::json messages;  // normalised: every content is a string
+  // The request's `tools` (a list of {"type":"function","function":{name, description,
+  // parameters}}); null when absent or empty.
+  nlohmann::json tools;
+  std::string tool_choice = "auto";  // "auto", "none", "required" or "function"
+  std::string tool_choice_name;      // tool_choice "function": the named tool
   bool add_generation_prompt = true;
   nlohmann::json template_kwargs = nlohmann::json::object();
   GenerationOptions options;
@@ -79,6 +88,7 @@ struct TokenizeRequest {
   bool has_messages = false;
   std::string prompt;
   nlohmann::json messages;
+  nlohmann::json tools;            // as ChatRequest::tools
   bool add_special_tokens = true;  // default: true for a prompt, false for messages
   bool add_generation_prompt = true;
   nlohmann::json template_kwargs = nlohmann::json::object();

@@ -161,6 +161,16 @@ OpenAiService::OpenAiService(ServiceOptions options, std::shared_ptr<const Token
   started_at_ = static_cast<int64_t>(std::time(nullptr));
   const std::string& source =
       options_.chat_template.empty() ? tokenizer_->chat_template() : options_.chat_template;
+  tool_parser_ =
+      options_.tool_call_parser == "auto"
+          ? DetectToolParser(source)
+          : ToolParserFromName(options_.tool_call_parser).value_or(ToolParserKind::kNone);
+  reasoning_parser_ =
+      ReasoningParserFromName(options_.reasoning_parser).value_or(ReasoningParserKind::kNone);
+  null_content_for_calls_ = source.find("['content'] is none") != std::string::npos ||
+                            source.find("content is none") != std::string::npos;
+  arguments_as_mapping_ = source.find("arguments | tojson") != std::string::npos ||
+                          source.find("arguments|tojson") != std::string::npos;
   if (source.empty()) {
     template_status_ = FailedPrecondition(
         "this model has no chat template (tokenizer_config.json has no chat_template); use "
@@ -332,9 +342,14 @@ int64_t OpenAiService::VocabSize(const ModelLimits& limits) const {
 
 StatusOr<std::vector<int32_t>> OpenAiService::ChatPromptIds(json messages,
                                                             bool add_generation_prompt, json kwargs,
+                                                            json tools,
                                                             bool add_special_tokens) const {
   if (!template_) return InvalidArgument(template_status_.message());
   json context = kwargs.is_object() ? std::move(kwargs) : json::object();
+  if (!tools.is_null()) context["tools"] = std::move(tools);
+  // OpenAI sends tool-call arguments as a JSON string; such templates want the object.
+  if (arguments_as_mapping_) ToolCallArgumentsAsMappings(messages);
+  if (null_content_for_calls_) EmptyCallContentAsNull(messages);
   context["messages"] = std::move(messages);
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = tokenizer_->bos_token();
@@ -350,8 +365,9 @@ HttpResponse OpenAiService::Tokenize(const std::string& body) const {
   if (auto e = ParseTokenizeRequest(body, limits_, &req)) return ErrorResponse(*e);
   std::vector<int32_t> ids;
   if (req.has_messages) {
-    auto chat_ids = ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
-                                  std::move(req.template_kwargs), req.add_special_tokens);
+    auto chat_ids =
+        ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
+                      std::move(req.template_kwargs), std::move(req.tools), req.add_special_tokens);
     if (!chat_ids.ok()) return ErrorResponse(ToApiError(chat_ids.status(), "messages"));
     ids = std::move(chat_ids).value();
   } else {
@@ -379,8 +395,13 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   if (auto e = ParseChatRequest(body, limits_, &req)) return Answer(sink, ErrorResponse(*e));
   auto limits = pool_.Limits();
   if (!limits.ok()) return Answer(sink, ErrorResponse(ToApiError(limits.status())));
-  auto prompt_ids = ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
-                                  std::move(req.template_kwargs), /*add_special_tokens=*/false);
+  // tool_choice "none": the template gets no tools and no calls are parsed. "required" and a
+  // named function are not enforced (no constrained decoding): the tools go to the template.
+  const bool use_tools = !req.tools.is_null() && req.tool_choice != "none";
+  auto prompt_ids =
+      ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
+                    std::move(req.template_kwargs), use_tools ? std::move(req.tools) : json(),
+                    /*add_special_tokens=*/false);
   if (!prompt_ids.ok()) {
     return Answer(sink, ErrorResponse(ToApiError(prompt_ids.status(), "messages")));
   }
@@ -398,6 +419,8 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   }
   JobSpec spec;
   spec.chat = true;
+  spec.tool_parser = use_tools ? tool_parser_ : ToolParserKind::kNone;
+  spec.reasoning_parser = reasoning_parser_;
   spec.meta = {"chatcmpl-" + context.request_id, static_cast<int64_t>(std::time(nullptr)),
                limits_.served_model_name};
   spec.request_id = context.request_id;

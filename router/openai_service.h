@@ -14,6 +14,8 @@
 #include "router/http_exchange.h"
 #include "router/metrics.h"
 #include "router/openai_request.h"
+#include "router/reasoning_parser.h"
+#include "router/tool_parser.h"
 #include "router/upstream_pool.h"
 
 namespace llm::router {
@@ -31,6 +33,11 @@ struct ServiceOptions {
   bool special_tokens_in_messages = false;
   // The chat template's source (model.chat_template); "": the tokenizer's.
   std::string chat_template;
+  // router.tool_call_parser: "auto" (from the chat template's text), "none", "hermes",
+  // "llama3_json", "mistral", "deepseek_v3" (router/tool_parser.h).
+  std::string tool_call_parser = "auto";
+  // router.reasoning_parser: "none", "deepseek_r1", "qwen3" (router/reasoning_parser.h).
+  std::string reasoning_parser = "none";
 };
 
 // What a generation request carries besides its body: its id (X-Request-Id) and the record its
@@ -77,8 +84,9 @@ class OpenAiService final : public RequestHandler {
   // Renders the chat template and tokenizes the result (message contents as text unless
   // special_tokens_in_messages). Takes the request's messages and kwargs by value: callers
   // move them in (no deep copy).
+  // `tools` (null: none) goes to the template as `tools`.
   StatusOr<std::vector<int32_t>> ChatPromptIds(nlohmann::json messages, bool add_generation_prompt,
-                                               nlohmann::json kwargs,
+                                               nlohmann::json kwargs, nlohmann::json tools,
                                                bool add_special_tokens) const;
   int64_t VocabSize(const ModelLimits& limits) const;
 
@@ -88,6 +96,13 @@ class OpenAiService final : public RequestHandler {
   UpstreamPool& pool_;
   std::optional<ChatTemplate> template_;
   Status template_status_;
+  // The template applies tojson to tool-call arguments (Qwen3, Llama 3.1): they go to it as
+  // mappings; otherwise (DeepSeek-V3 concatenates them) as the JSON strings clients send.
+  bool arguments_as_mapping_ = false;
+  // The template tests the content of a message with tool calls for none (DeepSeek-V3).
+  bool null_content_for_calls_ = false;
+  ToolParserKind tool_parser_ = ToolParserKind::kNone;
+  ReasoningParserKind reasoning_parser_ = ReasoningParserKind::kNone;
   int64_t started_at_ = 0;
   std::shared_ptr<RouterMetrics> metrics_;
   std::function<std::pair<int, int>()> server_gauges_;

@@ -156,6 +156,8 @@ int Run(int argc, char** argv) {
     if (const char* env = std::getenv("LLM_ADMIN_TOKEN")) service_options.admin_token = env;
   }
   service_options.special_tokens_in_messages = config->router.special_tokens_in_messages;
+  service_options.tool_call_parser = config->router.tool_call_parser;
+  service_options.reasoning_parser = config->router.reasoning_parser;
   if (auto t = ReadChatTemplate(config->model.chat_template); !t.ok()) {
     spdlog::error("{}", t.status().ToString());
     return 2;

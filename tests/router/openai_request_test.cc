@@ -317,8 +317,6 @@ TEST(OpenAiRequest, UnsupportedFieldsAreRejected) {
       {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
       {{{"response_format", {{"type", "json_schema"}, {"json_schema", json::object()}}}},
        "response_format"},
-      {{{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}, "tools"},
-      {{{"tool_choice", "auto"}}, "tool_choice"},
       {{{"functions", {{{"name", "f"}}}}}, "functions"},
       {{{"function_call", "auto"}}, "function_call"},
       {{{"priority", -2147483648LL}}, "priority"},
