@@ -323,12 +323,10 @@ std::string GenerationJob::FlushParsers(Choice& c) {
   if (!reasoning.empty()) write({{"reasoning_content", std::move(reasoning)}});
   if (!content.empty()) write({{"content", std::move(content)}});
   for (size_t k = 0; k < parsed.calls.size(); ++k) {
-    const int index = static_cast<int>(k);
-    write({{"tool_calls",
-            json::array({ToolCallJson(MakeToolCallId(), parsed.calls[k].name, "", index)})}});
-    write({{"tool_calls",
-            json::array(
-                {{{"index", index}, {"function", {{"arguments", parsed.calls[k].arguments}}}}})}});
+    for (json& delta :
+         ToolCallDeltas(static_cast<int>(k), parsed.calls[k].name, parsed.calls[k].arguments)) {
+      write(std::move(delta));
+    }
   }
   return parsed.calls.empty() ? c.finish_reason : "tool_calls";
 }

@@ -43,6 +43,15 @@ json ToolCallJson(const std::string& id, const std::string& name, const std::str
   return call;
 }
 
+std::vector<json> ToolCallDeltas(int index, const std::string& name, const std::string& arguments) {
+  std::vector<json> deltas;
+  deltas.push_back(
+      {{"tool_calls", json::array({ToolCallJson(MakeToolCallId(), name, "", index)})}});
+  deltas.push_back({{"tool_calls",
+                     json::array({{{"index", index}, {"function", {{"arguments", arguments}}}}})}});
+  return deltas;
+}
+
 std::string JsonText(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -50,6 +50,11 @@ std::string MakeToolCallId();
 nlohmann::json ToolCallJson(const std::string& id, const std::string& name,
                             const std::string& arguments, int index = -1);
 
+// The stream deltas of tool call `index`: {"tool_calls": [{"index", "id", "type", "function":
+// {"name", "arguments": ""}}]}, then {"tool_calls": [{"index", "function": {"arguments"}}]}.
+std::vector<nlohmann::json> ToolCallDeltas(int index, const std::string& name,
+                                           const std::string& arguments);
+
 // Serialises with invalid UTF-8 replaced (never throws).
 std::string JsonText(const nlohmann::json& j);
 std::string SseData(const nlohmann::json& j);

@@ -105,8 +105,9 @@ TEST_F(RouterHardening, FieldsTheEngineCannotHonourGet400) {
       {"logit_bias", {{"1", 100}}},
       {"best_of", 3},
       {"response_format", {{"type", "json_object"}}},
-      {"tools", {{{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
-      {"tool_choice", "required"},
+      // Tools are accepted (tests/router/tool_parser_test.cc); malformed ones are not.
+      {"tools", "get_weather"},
+      {"tool_choice", "required"},  // without tools
       {"functions", {{{"name", "f"}}}},
       // Any client could jump the queue and get everyone else preempted.
       {"priority", -2147483648LL},

@@ -261,6 +261,18 @@ TEST(ToolParser, ChatMessageShape) {
   EXPECT_EQ(m2["finish_reason"], "length");
 }
 
+TEST(ToolParser, StreamDeltaShape) {
+  const std::vector<json> d = ToolCallDeltas(1, "f", "{\"a\":1}");
+  ASSERT_EQ(d.size(), 2u);
+  const json& head = d[0]["tool_calls"][0];
+  EXPECT_EQ(head["index"], 1);
+  EXPECT_EQ(head["type"], "function");
+  EXPECT_EQ(head["function"], json({{"name", "f"}, {"arguments", ""}}));
+  EXPECT_EQ(head["id"].get<std::string>().size(), 29u);  // call_ + 24
+  EXPECT_EQ(d[1],
+            json({{"tool_calls", {{{"index", 1}, {"function", {{"arguments", "{\"a\":1}"}}}}}}}));
+}
+
 json ToolsJson() {
   return json::array(
       {{{"type", "function"},
