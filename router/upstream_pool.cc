@@ -304,9 +304,10 @@ class PooledGenerate final : public GenerateStream,
                              public std::enable_shared_from_this<PooledGenerate> {
  public:
   PooledGenerate(std::shared_ptr<UpstreamPool::Impl> pool, v1::GenerateRequest request,
-                 std::chrono::seconds timeout, GenerateCallbacks owner)
+                 uint64_t affinity_key, std::chrono::seconds timeout, GenerateCallbacks owner)
       : pool_(std::move(pool)),
         request_(std::move(request)),
+        key_(affinity_key),
         timeout_(timeout),
         owner_(std::move(owner)) {}
 
@@ -348,13 +349,6 @@ class PooledGenerate final : public GenerateStream,
   }
 
  private:
-  uint64_t AffinityKey() const {
-    return PrefixAffinityKey(
-        std::span<const int32_t>(request_.prompt_token_ids().data(),
-                                 static_cast<size_t>(request_.prompt_token_ids().size())),
-        pool_->policy.prefix_tokens);
-  }
-
   std::shared_ptr<GenerateCall> Current() {
     std::lock_guard<std::mutex> lock(mu_);
     return current_;
@@ -367,7 +361,7 @@ class PooledGenerate final : public GenerateStream,
       cancelled = cancelled_;
     }
     if (error && retryable && !cancelled && !got_message_.load()) {
-      if (std::shared_ptr<Upstream> next = pool_->Pick(tried_, AffinityKey())) {
+      if (std::shared_ptr<Upstream> next = pool_->Pick(tried_, key_)) {
         LogEvent(LogLevel::kWarn, "upstream refused the request; retrying on another",
                  {{"request_id", request_.request_id()},
                   {"upstream", tried_.back()->address},
@@ -386,6 +380,7 @@ class PooledGenerate final : public GenerateStream,
 
   std::shared_ptr<UpstreamPool::Impl> pool_;
   const v1::GenerateRequest request_;
+  const uint64_t key_;  // prefix affinity (router/prefix_affinity.h)
   const std::chrono::seconds timeout_;
   GenerateCallbacks owner_;
   std::vector<std::shared_ptr<Upstream>> tried_;
@@ -515,13 +510,15 @@ std::vector<UpstreamStats> UpstreamPool::FetchStats(std::chrono::milliseconds ti
 
 StatusOr<std::shared_ptr<GenerateStream>> UpstreamPool::StartGenerate(
     const v1::GenerateRequest& request, std::chrono::seconds timeout, GenerateCallbacks callbacks) {
+  // Every attempt of the request (retries included) routes by the same key.
   const uint64_t key = PrefixAffinityKey(
       std::span<const int32_t>(request.prompt_token_ids().data(),
                                static_cast<size_t>(request.prompt_token_ids().size())),
       impl_->policy.prefix_tokens);
   std::shared_ptr<Upstream> first = impl_->Pick({}, key);
   if (!first) return Unavailable(impl_->NoneHealthy());
-  auto handle = std::make_shared<PooledGenerate>(impl_, request, timeout, std::move(callbacks));
+  auto handle =
+      std::make_shared<PooledGenerate>(impl_, request, key, timeout, std::move(callbacks));
   handle->Attempt(std::move(first));
   return std::shared_ptr<GenerateStream>(handle);
 }
