@@ -82,6 +82,39 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_to
   return out;
 }
 
+std::vector<std::string> Tokenizer::TokenBytes(bool sequence_start) const {
+  const Impl& m = *impl_;
+  const auto raw = [&m](std::initializer_list<const std::string*> tokens) {
+    DecodeSession session(m.decoders, /*clean_up=*/false, /*raw_bytes=*/true);
+    std::string out;
+    for (const std::string* t : tokens) out += session.Push(*t);
+    return out + session.Finish();
+  };
+  // After other text: decode "a" + token and cut the "a" off, so a decoder's first-token rules
+  // (Strip, Metaspace) see the token in the middle of a text.
+  const std::string* anchor = nullptr;
+  std::string anchor_text;
+  if (!sequence_start) {
+    const std::vector<int32_t> a = Encode("a", /*add_special_tokens=*/false);
+    if (a.size() == 1 && !IsSpecial(a[0])) anchor = m.TokenForDecode(a[0], false);
+    if (anchor != nullptr) anchor_text = raw({anchor});
+  }
+  std::vector<std::string> out(static_cast<size_t>(vocab_size()));
+  for (int32_t id = 0; id < vocab_size(); ++id) {
+    if (IsSpecial(id)) continue;
+    const std::string* token = m.TokenForDecode(id, false);
+    if (token == nullptr) continue;
+    std::string text = raw({token});
+    if (anchor != nullptr) {
+      std::string both = raw({anchor, token});
+      if (both.compare(0, anchor_text.size(), anchor_text) == 0)
+        text = both.substr(anchor_text.size());
+    }
+    out[static_cast<size_t>(id)] = std::move(text);
+  }
+  return out;
+}
+
 int32_t Tokenizer::vocab_size() const {
   return impl_->vocab_size;
 }

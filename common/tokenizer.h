@@ -67,6 +67,12 @@ class Tokenizer {
   bool ContainsSpecialTokenText(std::string_view text) const;
   std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
+  // What each token adds to the decoded text, byte-exact: bytes that are part of a UTF-8
+  // character stay bytes (no U+FFFD), no clean-up of spaces. sequence_start: as the first token
+  // of a text (where the decoder strips a leading space), else after other text. Special tokens
+  // and ids without a token give "". One entry per id, for structured output's token masks.
+  std::vector<std::string> TokenBytes(bool sequence_start) const;
+
   int32_t vocab_size() const;  // including added tokens (max id + 1)
   std::optional<int32_t> bos_id() const;
   std::optional<int32_t> eos_id() const;

@@ -28,10 +28,11 @@ std::string CleanUpTokenization(std::string_view text) {
   return s;
 }
 
-DecodeSession::DecodeSession(const std::vector<std::unique_ptr<DecoderSpec>>& specs, bool clean_up)
+DecodeSession::DecodeSession(const std::vector<std::unique_ptr<DecoderSpec>>& specs, bool clean_up,
+                             bool raw_bytes)
     : clean_up_(clean_up) {
   stages_.reserve(specs.size());
-  for (const auto& spec : specs) stages_.push_back(spec->NewStage());
+  for (const auto& spec : specs) stages_.push_back(spec->NewStage(raw_bytes));
 }
 
 std::string DecodeSession::Push(std::string_view token) {

@@ -35,7 +35,9 @@ class DecodeStage {
 class DecoderSpec {
  public:
   virtual ~DecoderSpec() = default;
-  virtual std::unique_ptr<DecodeStage> NewStage() const = 0;
+  // raw_bytes: bytes that are not valid UTF-8 (a byte token, a piece of a character) pass
+  // through as they are instead of becoming U+FFFD (what a token adds to the text, byte-exact).
+  virtual std::unique_ptr<DecodeStage> NewStage(bool raw_bytes) const = 0;
 };
 
 // Flattens the "decoder" value (Sequence included) into specs; null gives the join-with-space
@@ -49,7 +51,8 @@ std::string CleanUpTokenization(std::string_view text);
 // One decoding run: token strings in, final text out.
 class DecodeSession {
  public:
-  DecodeSession(const std::vector<std::unique_ptr<DecoderSpec>>& specs, bool clean_up);
+  DecodeSession(const std::vector<std::unique_ptr<DecoderSpec>>& specs, bool clean_up,
+                bool raw_bytes = false);
   // Feeds one token string; returns the text that became final.
   std::string Push(std::string_view token);
   // Ends the run; returns the rest of the text.

@@ -1,4 +1,6 @@
 // The streaming decoder stages (see tokenizer_decoder.h).
+#include <type_traits>
+
 #include <nlohmann/json.hpp>
 
 #include "common/tokenizer_decoder.h"
@@ -82,9 +84,10 @@ class ReplaceStage : public DecodeStage {
 };
 
 // decoders::ByteFallback: a run of <0xNN> tokens becomes its UTF-8 text when valid, else one
-// U+FFFD per byte.
+// U+FFFD per byte (raw_bytes: the bytes as they are).
 class ByteFallbackStage : public DecodeStage {
  public:
+  explicit ByteFallbackStage(bool raw_bytes) : raw_bytes_(raw_bytes) {}
   void Push(DecodePiece piece, std::vector<DecodePiece>* out) override {
     int byte = -1;
     if (piece.new_token) byte = ParseByteToken(piece.text);
@@ -114,13 +117,14 @@ class ByteFallbackStage : public DecodeStage {
   }
   void FlushRun(std::vector<DecodePiece>* out) {
     if (run_.empty()) return;
-    if (utf8::IsValid(run_)) {
+    if (raw_bytes_ || utf8::IsValid(run_)) {
       out->push_back({run_, true});
     } else {
       for (size_t i = 0; i < run_.size(); ++i) out->push_back({utf8::Encode(0xFFFD), true});
     }
     run_.clear();
   }
+  bool raw_bytes_;
   std::string run_;
 };
 
@@ -203,9 +207,11 @@ class MetaspaceStage : public DecodeStage {
 };
 
 // decoders::ByteLevel: characters back to bytes (tokens with a character outside the alphabet
-// keep their own UTF-8 bytes), all joined, decoded lossily. An unfinished character is held.
+// keep their own UTF-8 bytes), all joined, decoded lossily (raw_bytes: passed on as they are).
+// An unfinished character is held.
 class ByteLevelStage : public DecodeStage {
  public:
+  explicit ByteLevelStage(bool raw_bytes) : raw_bytes_(raw_bytes) {}
   void Push(DecodePiece piece, std::vector<DecodePiece>* out) override {
     std::string bytes;
     bool all_mapped = true;
@@ -215,6 +221,11 @@ class ByteLevelStage : public DecodeStage {
       bytes.push_back(static_cast<char>(b));
     }
     buf_ += all_mapped ? bytes : piece.text;
+    if (raw_bytes_) {
+      Emit(std::move(buf_), out);
+      buf_.clear();
+      return;
+    }
     const size_t n = utf8::StablePrefixLen(buf_);
     std::string text = utf8::DecodeLossy(std::string_view(buf_).substr(0, n));
     buf_.erase(0, n);
@@ -231,6 +242,7 @@ class ByteLevelStage : public DecodeStage {
     out->push_back({std::move(text), first_});
     first_ = false;
   }
+  bool raw_bytes_;
   std::string buf_;
   bool first_ = true;
 };
@@ -252,14 +264,20 @@ class JoinSpaceStage : public DecodeStage {
 template <typename Stage>
 class SimpleSpec : public DecoderSpec {
  public:
-  std::unique_ptr<DecodeStage> NewStage() const override { return std::make_unique<Stage>(); }
+  std::unique_ptr<DecodeStage> NewStage(bool raw_bytes) const override {
+    if constexpr (std::is_constructible_v<Stage, bool>) {
+      return std::make_unique<Stage>(raw_bytes);
+    } else {
+      return std::make_unique<Stage>();
+    }
+  }
 };
 
 class ReplaceSpec : public DecoderSpec {
  public:
   ReplaceSpec(std::string literal, std::unique_ptr<TokRegex> regex, std::string content)
       : literal_(std::move(literal)), regex_(std::move(regex)), content_(std::move(content)) {}
-  std::unique_ptr<DecodeStage> NewStage() const override {
+  std::unique_ptr<DecodeStage> NewStage(bool) const override {
     return std::make_unique<ReplaceStage>(literal_, regex_.get(), content_);
   }
 
@@ -273,7 +291,7 @@ class StripSpec : public DecoderSpec {
  public:
   StripSpec(std::string content, size_t start, size_t stop)
       : content_(std::move(content)), start_(start), stop_(stop) {}
-  std::unique_ptr<DecodeStage> NewStage() const override {
+  std::unique_ptr<DecodeStage> NewStage(bool) const override {
     return std::make_unique<StripStage>(content_, start_, stop_);
   }
 
@@ -286,7 +304,7 @@ class MetaspaceSpec : public DecoderSpec {
  public:
   MetaspaceSpec(std::string replacement, bool strip_first)
       : replacement_(std::move(replacement)), strip_first_(strip_first) {}
-  std::unique_ptr<DecodeStage> NewStage() const override {
+  std::unique_ptr<DecodeStage> NewStage(bool) const override {
     return std::make_unique<MetaspaceStage>(replacement_, strip_first_);
   }
 

@@ -1,0 +1,40 @@
+// JSON and JSON Schema as byte grammars (common/grammar.h), for response_format and forced tool
+// calls. What the output looks like:
+//  - JSON text without a BOM and with nothing after the top value; whitespace between tokens is
+//    bounded (none, one space, or a newline and up to 20 spaces/tabs, as llama.cpp's converter),
+//    so a model cannot pad forever;
+//  - numbers have at most 16 integer digits, 16 fraction digits and 2 exponent digits (so every
+//    parser reads them as a finite double); strings are valid UTF-8 with JSON's escapes
+//    (control characters only escaped; no \u escape of a UTF-16 surrogate);
+//  - object properties come in the schema's order (optional ones may be left out), no others.
+// The schema subset: type (a name or a list), properties, required, additionalProperties (a
+// schema for the values of an object without properties; otherwise no extra properties are
+// generated), items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf (as
+// anyOf), allOf with one entry, $ref to the same document ("#", "#/$defs/X", any JSON pointer;
+// recursion allowed), the empty schema / true. Annotations (title, description, default,
+// examples, format, $schema, $id, $comment, deprecated, readOnly, writeOnly, strict, ...) are
+// ignored. Any other validation keyword (pattern, minimum, multipleOf, uniqueItems, not, ...)
+// is an InvalidArgument naming it and where it is, rather than output that silently breaks it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "common/grammar.h"
+#include "common/status.h"
+
+namespace llm {
+
+// Bounds on what a schema may ask for.
+constexpr int kMaxSchemaDepth = 64;            // nesting of subschemas
+constexpr int kMaxSchemaLength = 4096;         // maxLength / minLength honoured up to this
+constexpr int kMaxSchemaItems = 1024;          // maxItems / minItems honoured up to this
+constexpr size_t kMaxSchemaEnumValues = 4096;  // entries of one enum
+constexpr size_t kMaxSchemaProperties = 1024;  // properties of one object
+
+// Any JSON object (response_format {"type": "json_object"}).
+StatusOr<Grammar> JsonObjectGrammar();
+// Values valid against `schema` (response_format json_schema, tool arguments). Errors are
+// InvalidArgument "... (at #/properties/x)" naming the keyword and its place in the schema.
+StatusOr<Grammar> JsonSchemaGrammar(const nlohmann::ordered_json& schema);
+
+}  // namespace llm
