@@ -1,5 +1,7 @@
 #include "common/json_schema_grammar.h"
 
+#include "common/grammar_matcher.h"
+
 #include <map>
 #include <optional>
 #include <set>
@@ -431,7 +433,12 @@ StatusOr<Grammar> JsonObjectGrammar() {
 StatusOr<Grammar> JsonSchemaGrammar(const ojson& schema) {
   SchemaCompiler c(schema);
   LLM_ASSIGN_OR_RETURN(uint32_t root, c.Compile(schema, "#", 0));
-  return c.b().Build(root);
+  LLM_ASSIGN_OR_RETURN(Grammar g, c.b().Build(root));
+  // A schema can be well-formed and still admit nothing the grammar can spell (a $ref loop).
+  GrammarMatcher m(std::make_shared<Grammar>(g));
+  if (m.state() == GrammarMatcher::kDead)
+    return InvalidArgument("the schema accepts no value (at #)");
+  return g;
 }
 
 }  // namespace llm

@@ -93,6 +93,11 @@ v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec
   req.mutable_stop_token_ids()->Add(o.stop_token_ids.begin(), o.stop_token_ids.end());
   req.set_priority(o.priority);
   req.set_min_tokens(static_cast<int32_t>(o.min_tokens));
+  if (o.structured == StructuredOutput::kJsonObject) {
+    req.mutable_structured_output()->set_json_object(true);
+  } else if (o.structured == StructuredOutput::kJsonSchema) {
+    req.mutable_structured_output()->set_json_schema(o.json_schema);
+  }
   return req;
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "common/json_schema_grammar.h"
 #include "common/sampling_params.h"
 #include "router/json_body.h"
 
@@ -167,14 +168,6 @@ void RejectUnsupported(FieldReader& r) {
     }
     if (v->get<int64_t>() > 1) return unsupported("best_of", "'best_of' greater than 1");
   }
-  if (const json* v = r.Get("response_format")) {
-    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
-    if (!text) {
-      return unsupported("response_format",
-                         "'response_format' other than {\"type\": \"text\"} (structured "
-                         "output)");
-    }
-  }
   // The deprecated function-calling fields; `tools` / `tool_choice` replace them.
   if (const json* v = r.Get("functions"); v && !(v->is_array() && v->empty())) {
     return unsupported("functions", "'functions' (deprecated; use 'tools')");
@@ -326,6 +319,90 @@ void ReadMessages(FieldReader& r, const char* key, json* out) {
     }
     out->push_back(std::move(m));
   }
+}
+
+using ojson = nlohmann::ordered_json;
+
+// A schema as the coordinator gets it, once the router has compiled it (so a schema it cannot
+// enforce is a 400 here, naming `where`).
+void CheckedSchema(FieldReader& r, const ojson& schema, const std::string& param,
+                   const std::string& where, GenerationOptions* o) {
+  StatusOr<Grammar> g = JsonSchemaGrammar(schema);
+  if (!g.ok()) return r.Fail(param, "'" + where + "': " + g.status().message());
+  o->structured = StructuredOutput::kJsonSchema;
+  o->json_schema = schema.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+// The request again with its objects' keys in the order sent (nlohmann::json sorts them), for
+// the schemas whose property order becomes the output's. Only parsed when one is used.
+ojson OrderedBody(std::string_view body) {
+  return ojson::parse(body, nullptr, /*allow_exceptions=*/false);
+}
+
+// response_format: {"type": "text"} | {"type": "json_object"} |
+// {"type": "json_schema", "json_schema": {"name"?, "schema", "strict"?, "description"?}}.
+void ReadResponseFormat(FieldReader& r, std::string_view body, GenerationOptions* o) {
+  const json* v = r.Get("response_format");
+  if (!v || r.error) return;
+  const char* kShape =
+      "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+      "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}";
+  if (!v->is_object()) return r.Fail("response_format", kShape);
+  const json type = v->value("type", json());
+  if (type == "text") return;
+  if (type == "json_object") {
+    o->structured = StructuredOutput::kJsonObject;
+    return;
+  }
+  if (type != "json_schema") return r.Fail("response_format", kShape);
+  auto js = v->find("json_schema");
+  if (js == v->end() || !js->is_object()) return r.Fail("response_format", kShape);
+  auto schema = js->find("schema");
+  if (schema == js->end() || !(schema->is_object() || schema->is_boolean())) {
+    return r.Fail("response_format",
+                  "'response_format.json_schema.schema' must be a JSON Schema object");
+  }
+  const ojson ordered = OrderedBody(body);
+  CheckedSchema(r, ordered["response_format"]["json_schema"]["schema"], "response_format",
+                "response_format.json_schema.schema", o);
+}
+
+// tool_choice "required" / a named function: the calls as a JSON array that structured output
+// enforces, [{"name": <a declared tool>, "parameters": <its parameters schema>}, ...] (one call
+// when a function is named or parallel_tool_calls is false).
+void ForceToolCalls(FieldReader& r, std::string_view body, ChatRequest* out) {
+  if (r.error || (out->tool_choice != "required" && out->tool_choice != "function")) return;
+  if (out->options.structured != StructuredOutput::kNone) {
+    return r.Fail("response_format",
+                  "'response_format' cannot be combined with tool_choice \"required\" or a "
+                  "named function");
+  }
+  const ojson ordered = OrderedBody(body);
+  const bool parallel =
+      !(ordered.contains("parallel_tool_calls") && ordered["parallel_tool_calls"].is_boolean() &&
+        !ordered["parallel_tool_calls"].get<bool>());
+  ojson alternatives = ojson::array();
+  const ojson& tools = ordered["tools"];
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& f = tools[i]["function"];
+    const std::string name = f["name"].get<std::string>();
+    if (out->tool_choice == "function" && name != out->tool_choice_name) continue;
+    ojson params = f.contains("parameters") && f["parameters"].is_object()
+                       ? f["parameters"]
+                       : ojson{{"type", "object"}};
+    if (auto g = JsonSchemaGrammar(params); !g.ok()) {
+      const std::string where = "tools[" + std::to_string(i) + "].function.parameters";
+      return r.Fail(where, "'" + where + "': " + g.status().message());
+    }
+    alternatives.push_back({{"type", "object"},
+                            {"properties", {{"name", {{"const", name}}}, {"parameters", params}}},
+                            {"required", {"name", "parameters"}}});
+  }
+  ojson schema = {{"type", "array"}, {"minItems", 1}};
+  if (out->tool_choice == "function" || !parallel) schema["maxItems"] = 1;
+  schema["items"] = {{"anyOf", alternatives}};
+  CheckedSchema(r, schema, "tool_choice", "tools", &out->options);
+  out->forced_tool_calls = !r.error;
 }
 
 // tools: a list of {"type":"function","function":{"name", "description"?, "parameters"?}}.
@@ -484,6 +561,8 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
   ReadTemplateKwargs(r, &out->add_generation_prompt, &out->template_kwargs);
   ReadTools(r, &out->tools);
   ReadToolChoice(r, out->tools, &out->tool_choice, &out->tool_choice_name);
+  ReadResponseFormat(r, body, &out->options);
+  ForceToolCalls(r, body, out);
   bool logprobs = false;
   int top_logprobs = -1;
   r.Bool("logprobs", &logprobs);
@@ -507,6 +586,7 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
   ReadGenerationOptions(r, limits, &out->options);
   CheckChoices(r, limits, out->prompts.size(), out->options.n);
   ReadMaxTokens(r, /*chat=*/false, &out->options);
+  ReadResponseFormat(r, body, &out->options);
   for (const char* key : {"tools", "tool_choice"}) {
     if (const json* v = r.Get(key); v && !(v->is_array() && v->empty()) && *v != "none") {
       r.Fail(key, std::string("'") + key + "' is not supported by /v1/completions (use chat)");

@@ -33,6 +33,9 @@ struct RequestLimits : RequestCaps {
 // those. A value of the wrong type or out of range is an error naming the file and key.
 StatusOr<SamplingParams> SamplingDefaultsFromModel(const std::string& model_path);
 
+// response_format: free text, any JSON object, or JSON valid against a schema.
+enum class StructuredOutput { kNone, kJsonObject, kJsonSchema };
+
 // What every generation request shares (chat and completions).
 struct GenerationOptions {
   // temperature, top_p, top_k (-1 is accepted and mapped to 0 = off), min_p, the penalties,
@@ -50,6 +53,10 @@ struct GenerationOptions {
   bool stream = false;
   bool include_usage = false;
   int priority = 0;  // 0 unless RequestLimits::allow_priority
+  // Enforced by the coordinator while decoding (common/json_schema_grammar.h); the router has
+  // already checked that the schema compiles. json_schema: JSON text, property order kept.
+  StructuredOutput structured = StructuredOutput::kNone;
+  std::string json_schema;
 };
 
 // Tool calling: at most kMaxTools tools whose JSON totals kMaxToolsBytes.
@@ -64,6 +71,10 @@ struct ChatRequest {
   nlohmann::json tools;
   std::string tool_choice = "auto";  // "auto", "none", "required" or "function"
   std::string tool_choice_name;      // tool_choice "function": the named tool
+  // tool_choice "required" or a named function: options.json_schema makes the model write
+  // [{"name": ..., "parameters": {...}}, ...] with a declared tool's name and arguments that
+  // follow its parameters schema (the json_array tool parser reads it back).
+  bool forced_tool_calls = false;
   bool add_generation_prompt = true;
   nlohmann::json template_kwargs = nlohmann::json::object();
   GenerationOptions options;

@@ -396,7 +396,8 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   auto limits = pool_.Limits();
   if (!limits.ok()) return Answer(sink, ErrorResponse(ToApiError(limits.status())));
   // tool_choice "none": the template gets no tools and no calls are parsed. "required" and a
-  // named function are not enforced (no constrained decoding): the tools go to the template.
+  // named function: the tools go to the template, and structured output makes the model write
+  // the calls as a JSON array (ForceToolCalls), read back by the json_array parser.
   const bool use_tools = !req.tools.is_null() && req.tool_choice != "none";
   auto prompt_ids =
       ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
@@ -419,7 +420,9 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   }
   JobSpec spec;
   spec.chat = true;
-  spec.tool_parser = use_tools ? tool_parser_ : ToolParserKind::kNone;
+  spec.tool_parser = req.forced_tool_calls ? ToolParserKind::kJsonArray
+                     : use_tools           ? tool_parser_
+                                           : ToolParserKind::kNone;
   spec.reasoning_parser = reasoning_parser_;
   spec.meta = {"chatcmpl-" + context.request_id, static_cast<int64_t>(std::time(nullptr)),
                limits_.served_model_name};

@@ -109,6 +109,11 @@ size_t FindStart(ToolParserKind kind, std::string_view text) {
       if (first < text.size() && text[first] == '{') return first;
       return text.find(kPythonTag);
     }
+    case ToolParserKind::kJsonArray: {
+      const size_t first = SkipSpace(text, 0);
+      if (first < text.size() && text[first] == '[') return first;
+      break;
+    }
     case ToolParserKind::kNone:
       break;
   }
@@ -132,6 +137,8 @@ size_t HeldBack(ToolParserKind kind, std::string_view text) {
       if (SkipSpace(text, 0) == text.size()) return text.size();  // a '{' may follow
       marker = kPythonTag;
       break;
+    case ToolParserKind::kJsonArray:
+      return SkipSpace(text, 0) == text.size() ? text.size() : 0;  // a '[' may follow
     case ToolParserKind::kNone:
       return 0;
   }
@@ -176,6 +183,20 @@ bool ParseLlama3(std::string_view s, std::vector<ParsedToolCall>* calls) {
     pos = SkipSpace(s, pos + 1);
     if (pos == s.size()) return true;
   }
+}
+
+// [{...}, ...] and nothing but space after it.
+bool ParseJsonArray(std::string_view s, std::vector<ParsedToolCall>* calls) {
+  const size_t end = JsonValueEnd(s, 0);
+  if (end == std::string_view::npos || SkipSpace(s, end) != s.size()) return false;
+  auto j = ParseJson(s.substr(0, end));
+  if (!j || !j->is_array() || j->empty()) return false;
+  for (const ojson& o : *j) {
+    auto call = CallFromObject(o);
+    if (!call) return false;
+    calls->push_back(std::move(*call));
+  }
+  return true;
 }
 
 bool ParseMistral(std::string_view s, std::vector<ParsedToolCall>* calls) {
@@ -245,6 +266,7 @@ std::optional<ToolParserKind> ToolParserFromName(std::string_view name) {
   if (name == "llama3_json") return ToolParserKind::kLlama3Json;
   if (name == "mistral") return ToolParserKind::kMistral;
   if (name == "deepseek_v3") return ToolParserKind::kDeepSeekV3;
+  if (name == "json_array") return ToolParserKind::kJsonArray;
   return std::nullopt;
 }
 
@@ -258,6 +280,8 @@ const char* ToolParserName(ToolParserKind kind) {
       return "mistral";
     case ToolParserKind::kDeepSeekV3:
       return "deepseek_v3";
+    case ToolParserKind::kJsonArray:
+      return "json_array";
     case ToolParserKind::kNone:
       break;
   }
@@ -293,6 +317,9 @@ ToolParseResult ParseToolCalls(ToolParserKind kind, std::string_view text) {
         break;
       case ToolParserKind::kDeepSeekV3:
         ok = ParseDeepSeekV3(rest, &r.calls);
+        break;
+      case ToolParserKind::kJsonArray:
+        ok = ParseJsonArray(rest, &r.calls);
         break;
       case ToolParserKind::kNone:
         break;

@@ -7,6 +7,8 @@
 //   mistral      [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
 //   deepseek_v3  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n
 //                {...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+//   json_array   [{"name": ..., "parameters": {...}}, ...] as the whole text: what structured
+//                output makes a model write for tool_choice "required" or a named function
 #pragma once
 
 #include <optional>
@@ -16,10 +18,10 @@
 
 namespace llm::router {
 
-enum class ToolParserKind { kNone, kHermes, kLlama3Json, kMistral, kDeepSeekV3 };
+enum class ToolParserKind { kNone, kHermes, kLlama3Json, kMistral, kDeepSeekV3, kJsonArray };
 
-// "none", "hermes", "llama3_json", "mistral", "deepseek_v3"; nullopt for another name ("auto"
-// is resolved by DetectToolParser).
+// "none", "hermes", "llama3_json", "mistral", "deepseek_v3", "json_array"; nullopt for another
+// name ("auto" is resolved by DetectToolParser).
 std::optional<ToolParserKind> ToolParserFromName(std::string_view name);
 const char* ToolParserName(ToolParserKind kind);
 // From a chat template's text: <tool_call> → hermes; <|python_tag|> or Llama-3.1 style

@@ -104,7 +104,9 @@ TEST_F(RouterHardening, FieldsTheEngineCannotHonourGet400) {
   const std::vector<std::pair<std::string, json>> cases = {
       {"logit_bias", {{"1", 100}}},
       {"best_of", 3},
-      {"response_format", {{"type", "json_object"}}},
+      {"response_format",
+       {{"type", "json_schema"},
+        {"json_schema", {{"schema", {{"type", "integer"}, {"minimum", 3}}}}}}},
       // Tools are accepted (tests/router/tool_parser_test.cc); malformed ones are not.
       {"tools", "get_weather"},
       {"tool_choice", "required"},  // without tools

@@ -306,6 +306,102 @@ TEST(OpenAiRequest, FanOutCapsNameTheirKey) {
 namespace llm::router {
 namespace {
 
+TEST(OpenAiRequest, ResponseFormatBecomesStructuredOutput) {
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  ChatRequest req;
+  ASSERT_FALSE(ParseChatRequest(Chat({{"response_format", {{"type", "json_object"}}}}).dump(),
+                                limits, &req));
+  EXPECT_EQ(req.options.structured, StructuredOutput::kJsonObject);
+  // The schema reaches the coordinator with its properties in the order sent (the output's
+  // order), though nlohmann::json sorts keys.
+  const std::string body =
+      R"({"model":"stories260K","messages":[{"role":"user","content":"Hi"}],
+          "response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,
+          "schema":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},
+          "required":["zeta","alpha"]}}}})";
+  ChatRequest ordered;
+  ASSERT_FALSE(ParseChatRequest(body, limits, &ordered));
+  EXPECT_EQ(ordered.options.structured, StructuredOutput::kJsonSchema);
+  EXPECT_LT(ordered.options.json_schema.find("zeta"), ordered.options.json_schema.find("alpha"))
+      << ordered.options.json_schema;
+  CompletionRequest completion;
+  ASSERT_FALSE(ParseCompletionRequest(
+      Completion({{"response_format", {{"type", "json_object"}}}}).dump(), limits, &completion));
+  EXPECT_EQ(completion.options.structured, StructuredOutput::kJsonObject);
+  ChatRequest text;
+  ASSERT_FALSE(
+      ParseChatRequest(Chat({{"response_format", {{"type", "text"}}}}).dump(), limits, &text));
+  EXPECT_EQ(text.options.structured, StructuredOutput::kNone);
+  for (const json& bad :
+       {json{{"type", "xml"}}, json{{"type", "json_schema"}},
+        json{{"type", "json_schema"}, {"json_schema", {{"schema", 3}}}}, json("json_object")}) {
+    ChatRequest r;
+    auto e = ParseChatRequest(Chat({{"response_format", bad}}).dump(), limits, &r);
+    ASSERT_TRUE(e.has_value()) << bad.dump();
+    EXPECT_EQ(e->param, "response_format");
+  }
+}
+
+TEST(OpenAiRequest, RequiredAndNamedToolChoiceForceAJsonArrayOfCalls) {
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  const json tools = {{{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", {{"type", "string"}}}}},
+                           {"required", {"city"}}}}}}},
+                      {{"type", "function"}, {"function", {{"name", "now"}}}}};
+  ChatRequest req;
+  ASSERT_FALSE(
+      ParseChatRequest(Chat({{"tools", tools}, {"tool_choice", "required"}}).dump(), limits, &req));
+  EXPECT_TRUE(req.forced_tool_calls);
+  EXPECT_EQ(req.options.structured, StructuredOutput::kJsonSchema);
+  json schema = json::parse(req.options.json_schema);
+  EXPECT_EQ(schema["minItems"], 1);
+  EXPECT_FALSE(schema.contains("maxItems"));
+  EXPECT_EQ(schema["items"]["anyOf"].size(), 2u);
+  ChatRequest named;
+  ASSERT_FALSE(ParseChatRequest(
+      Chat({{"tools", tools},
+            {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}})
+          .dump(),
+      limits, &named));
+  schema = json::parse(named.options.json_schema);
+  EXPECT_EQ(schema["maxItems"], 1);
+  ASSERT_EQ(schema["items"]["anyOf"].size(), 1u);
+  EXPECT_EQ(schema["items"]["anyOf"][0]["properties"]["name"]["const"], "get_weather");
+  ChatRequest single;
+  ASSERT_FALSE(ParseChatRequest(
+      Chat({{"tools", tools}, {"tool_choice", "required"}, {"parallel_tool_calls", false}}).dump(),
+      limits, &single));
+  EXPECT_EQ(json::parse(single.options.json_schema)["maxItems"], 1);
+  ChatRequest autochoice;
+  ASSERT_FALSE(ParseChatRequest(Chat({{"tools", tools}}).dump(), limits, &autochoice));
+  EXPECT_FALSE(autochoice.forced_tool_calls);
+  EXPECT_EQ(autochoice.options.structured, StructuredOutput::kNone);
+  // Both at once, or parameters that cannot be enforced: 400 naming the field.
+  ChatRequest both;
+  auto e = ParseChatRequest(Chat({{"tools", tools},
+                                  {"tool_choice", "required"},
+                                  {"response_format", {{"type", "json_object"}}}})
+                                .dump(),
+                            limits, &both);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "response_format");
+  json bad_tools = tools;
+  bad_tools[0]["function"]["parameters"]["properties"]["city"]["pattern"] = "^[A-Z]";
+  ChatRequest bad;
+  e = ParseChatRequest(Chat({{"tools", bad_tools}, {"tool_choice", "required"}}).dump(), limits,
+                       &bad);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "tools[0].function.parameters");
+  EXPECT_NE(e->message.find("'pattern' is not supported (at #/properties/city)"), std::string::npos)
+      << e->message;
+}
+
 // Fields the engine cannot honour are a 400 naming them, never a silent 200 (issue 6).
 TEST(OpenAiRequest, UnsupportedFieldsAreRejected) {
   RequestLimits limits;
@@ -314,8 +410,10 @@ TEST(OpenAiRequest, UnsupportedFieldsAreRejected) {
       {{{"logit_bias", {{"50256", -100}}}}, "logit_bias"},
       {{{"best_of", 2}}, "best_of"},
       {{{"best_of", 0}}, "best_of"},
-      {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
-      {{{"response_format", {{"type", "json_schema"}, {"json_schema", json::object()}}}},
+      // A schema keyword structured output cannot enforce.
+      {{{"response_format",
+         {{"type", "json_schema"},
+          {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "a+"}}}}}}}},
        "response_format"},
       {{{"functions", {{{"name", "f"}}}}}, "functions"},
       {{{"function_call", "auto"}}, "function_call"},

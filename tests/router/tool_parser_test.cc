@@ -353,3 +353,32 @@ TEST(ToolRequests, ToolsAndToolChoiceAreValidated) {
 
 }  // namespace
 }  // namespace llm::router
+
+namespace llm::router {
+namespace {
+
+// What structured output makes a model write for tool_choice "required" / a named function.
+TEST(ToolParser, JsonArrayOfCalls) {
+  const std::string text =
+      R"([{"name": "get_weather", "parameters": {"city": "Paris", "unit": "C"}}, {"name": "now", "parameters": {}}])";
+  const ToolParseResult r = ParseToolCalls(ToolParserKind::kJsonArray, text);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments, R"({"city":"Paris","unit":"C"})");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+  EXPECT_EQ(r.content, "");
+  // Streaming holds everything back; the pieces give the same calls.
+  ToolCallStreamer s(ToolParserKind::kJsonArray);
+  std::string content;
+  for (char c : text) content += s.Push(std::string_view(&c, 1));
+  const ToolParseResult streamed = s.Finish();
+  EXPECT_EQ(content + streamed.content, "");
+  EXPECT_EQ(streamed.calls.size(), 2u);
+  // Unfinished (max_tokens) or trailing text: plain content.
+  EXPECT_TRUE(ParseToolCalls(ToolParserKind::kJsonArray, text.substr(0, 40)).calls.empty());
+  EXPECT_TRUE(ParseToolCalls(ToolParserKind::kJsonArray, text + " x").calls.empty());
+  EXPECT_EQ(ToolParserFromName("json_array"), ToolParserKind::kJsonArray);
+}
+
+}  // namespace
+}  // namespace llm::router

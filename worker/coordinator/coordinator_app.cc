@@ -16,7 +16,9 @@
 #include <sstream>
 #include <thread>
 
+#include "common/grammar_vocab.h"
 #include "common/systemd_notify.h"
+#include "common/tokenizer.h"
 #include "kernels/cpu_ops.h"
 #include "worker/coordinator/coordinator_service.h"
 #include "worker/coordinator/engine_loop.h"
@@ -135,6 +137,13 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
                        LoadWeights(c, TensorParallel{0, world}));
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(c, *weights, comm));
+  // Structured output masks tokens by their bytes, so the coordinator reads the tokenizer too;
+  // a model without one still serves everything else.
+  if (auto tokenizer = Tokenizer::FromDir(c.model.path); tokenizer.ok()) {
+    engine->SetGrammarVocabulary(GrammarVocabulary::FromTokenizer(**tokenizer));
+  } else {
+    spdlog::warn("structured output (response_format) is off: {}", tokenizer.status().ToString());
+  }
   CoordinatorInfo info;
   info.served_model_name = c.model.served_model_name;
   info.max_model_len = engine->max_model_len();

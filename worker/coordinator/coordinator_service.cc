@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/json_schema_grammar.h"
 #include "common/log.h"
 #include "proto/llm.grpc.pb.h"
 #include "proto/llm.pb.h"
@@ -84,9 +85,35 @@ pb::FinishReason ToProto(FinishReason r) {
   return pb::FINISH_REASON_UNSPECIFIED;
 }
 
+// The largest JSON Schema text a request may carry (the router's body limit is smaller).
+constexpr size_t kMaxSchemaBytes = 1 << 20;
+
+// The grammar a request's structured_output asks for (nullptr: none).
+StatusOr<std::shared_ptr<const Grammar>> GrammarOf(const pb::GenerateRequest& r) {
+  if (!r.has_structured_output()) return std::shared_ptr<const Grammar>();
+  const pb::StructuredOutput& so = r.structured_output();
+  StatusOr<Grammar> g = InvalidArgument("structured_output: set json_object or json_schema");
+  if (so.kind_case() == pb::StructuredOutput::kJsonObject) {
+    if (!so.json_object()) return std::shared_ptr<const Grammar>();
+    g = JsonObjectGrammar();
+  } else if (so.kind_case() == pb::StructuredOutput::kJsonSchema) {
+    if (so.json_schema().size() > kMaxSchemaBytes) {
+      return InvalidArgument("structured_output.json_schema: larger than 1 MiB");
+    }
+    const auto schema = nlohmann::ordered_json::parse(so.json_schema(), nullptr, false);
+    if (schema.is_discarded()) {
+      return InvalidArgument("structured_output.json_schema: not valid JSON");
+    }
+    g = JsonSchemaGrammar(schema);
+  }
+  if (!g.ok()) return InvalidArgument("structured_output.json_schema: " + g.status().message());
+  return std::shared_ptr<const Grammar>(std::make_shared<Grammar>(std::move(*g)));
+}
+
 // The wire request as the engine's. Proto3 zeros of top_p and repetition_penalty mean "unset".
-GenerateRequest FromProto(const pb::GenerateRequest& r) {
+StatusOr<GenerateRequest> FromProto(const pb::GenerateRequest& r) {
   GenerateRequest out;
+  LLM_ASSIGN_OR_RETURN(out.grammar, GrammarOf(r));
   out.prompt.assign(r.prompt_token_ids().begin(), r.prompt_token_ids().end());
   const pb::SamplingParams& s = r.sampling();
   out.sampling.temperature = s.temperature();
@@ -319,9 +346,13 @@ struct CoordinatorServer::Impl {
         return new RejectedStream(Unavailable("the cluster is not healthy: " + problem),
                                   request->request_id());
       }
+      StatusOr<GenerateRequest> engine_request = FromProto(*request);
+      if (!engine_request.ok()) {
+        return new RejectedStream(engine_request.status(), request->request_id());
+      }
       auto stream = std::make_shared<GenerateStream>(impl_->loop, request->sampling().logprobs(),
                                                      request->request_id());
-      GenerateStream::Start(stream, FromProto(*request));
+      GenerateStream::Start(stream, std::move(*engine_request));
       return stream.get();
     }
 

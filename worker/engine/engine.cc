@@ -131,8 +131,15 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
     return OutOfRange("request needs " + std::to_string(blocks_needed) +
                       " KV blocks but the cache has only " + std::to_string(blocks_.num_blocks()));
   }
+  if (request.grammar != nullptr && grammar_vocab_ == nullptr) {
+    return FailedPrecondition(
+        "structured output needs the model's tokenizer, which this engine has not loaded");
+  }
   const int64_t id = next_id_++;
   Request r;
+  if (request.grammar != nullptr) {
+    r.grammar = std::make_unique<GrammarTokenFilter>(request.grammar, grammar_vocab_);
+  }
   r.seed = request.sampling.seed ? *request.sampling.seed : seed_rng_();
   r.arrival = Clock::now();
   auto seq = std::make_unique<Sequence>();
@@ -160,8 +167,11 @@ void Engine::Remove(int64_t id) {
 
 FinishReason Engine::CheckFinish(const Sequence& s, const Request& r) const {
   const int32_t last = s.output.back();
-  const bool may_stop = static_cast<int>(s.output.size()) >= r.params.min_tokens;
-  if (may_stop && !r.params.ignore_eos) {
+  // A complete structured output ends at its end token whatever min_tokens and ignore_eos say
+  // (the mask allowed nothing else).
+  const bool grammar_done = r.grammar != nullptr && r.grammar->Accepting();
+  const bool may_stop = grammar_done || static_cast<int>(s.output.size()) >= r.params.min_tokens;
+  if (may_stop && (!r.params.ignore_eos || grammar_done)) {
     const auto& eos = executor_->config().eos_token_ids;
     if (std::find(eos.begin(), eos.end(), last) != eos.end()) return FinishReason::kEos;
   }
@@ -208,10 +218,13 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     ev.request_id = seq.id;
     ev.sample =
         sampler_.Sample(logits + static_cast<size_t>(row++) * vocab, r.params.sampling, seq.prompt,
-                        seq.output, r.seed, static_cast<int>(seq.output.size()));
+                        seq.output, r.seed, static_cast<int>(seq.output.size()), GrammarMask(r));
     seq.output.push_back(ev.sample.token);
     counters_.tokens_generated++;
     ev.finish = CheckFinish(seq, r);
+    // The grammar takes the token unless it ended the request (an end token is no text).
+    if (r.grammar != nullptr && ev.finish == FinishReason::kNone)
+      r.grammar->Accept(ev.sample.token);
     if (ev.finish != FinishReason::kNone) ev.timings = Timings(r, sampled_at);
     const int64_t id = seq.id;
     events->push_back(std::move(ev));
@@ -222,6 +235,30 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     }
   }
   return Status::Ok();
+}
+
+const uint64_t* Engine::GrammarMask(Request& r) {
+  if (r.grammar == nullptr) return nullptr;
+  const int vocab = executor_->config().vocab_size;
+  const size_t words = (static_cast<size_t>(vocab) + 63) / 64;
+  mask_.assign(words, 0);
+  // The tokenizer may count fewer tokens than the model has rows (padding rows stay masked),
+  // or more (ids past the model's rows cannot be sampled anyway).
+  const uint64_t* allowed = r.grammar->AllowedTokens();
+  const size_t copy = std::min(words, static_cast<size_t>(grammar_vocab_->mask_words()));
+  std::copy(allowed, allowed + copy, mask_.begin());
+  if (vocab % 64 != 0 && copy == words) mask_.back() &= (uint64_t{1} << (vocab % 64)) - 1;
+  const auto allow = [&](int32_t t) {
+    if (t >= 0 && t < vocab) mask_[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+  };
+  if (r.grammar->Accepting()) {
+    for (int32_t t : executor_->config().eos_token_ids) allow(t);
+    for (int32_t t : r.params.stop_token_ids) allow(t);
+  }
+  // Nothing allowed (a vocabulary that cannot spell what the grammar needs next, or no end
+  // token): sampling goes on unconstrained rather than from an empty distribution.
+  if (std::all_of(mask_.begin(), mask_.end(), [](uint64_t w) { return w == 0; })) return nullptr;
+  return mask_.data();
 }
 
 RequestTimings Engine::Timings(const Request& r, Clock::time_point last_token) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/grammar_vocab.h"
 #include "common/status.h"
 #include "kernels/backend.h"
 #include "worker/engine/block_manager.h"
@@ -43,6 +44,12 @@ struct GenerateRequest {
   std::vector<int32_t> stop_token_ids;
   int min_tokens = 0;  // eos and stop_token_ids do not end the request before this many tokens
   int priority = 0;
+  // Structured output: the output must be a sentence of this grammar (a JSON Schema, any JSON
+  // object, a forced tool call). Each step only tokens that keep the output inside it may be
+  // sampled, and the model's eos ids and the request's stop_token_ids only once it is complete;
+  // one of those ends the request as soon as it is complete (min_tokens and ignore_eos give
+  // way). Needs the engine's vocabulary (SetGrammarVocabulary).
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // Why a request ended (the coordinator sends it as proto FinishReason, the one wire list).
@@ -120,6 +127,11 @@ class Engine {
   int max_model_len() const { return max_model_len_; }
   // Sends the followers a Shutdown message (once); later Steps fail. No-op with one rank.
   void StopFollowers();
+  // The token bytes structured output masks with (from the model's tokenizer). Without it,
+  // requests with a grammar are refused.
+  void SetGrammarVocabulary(std::shared_ptr<const GrammarVocabulary> vocab) {
+    grammar_vocab_ = std::move(vocab);
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -127,9 +139,12 @@ class Engine {
     GenerateRequest params;
     uint64_t seed = 0;
     Clock::time_point arrival;
-    Clock::time_point first_scheduled;  // epoch: not scheduled yet
-    Clock::time_point first_token;      // epoch: no token yet
+    Clock::time_point first_scheduled;            // epoch: not scheduled yet
+    Clock::time_point first_token;                // epoch: no token yet
+    std::unique_ptr<GrammarTokenFilter> grammar;  // structured output, when asked
   };
+  // The mask of the tokens request `r` may sample next (model vocabulary bits), or nullptr.
+  const uint64_t* GrammarMask(Request& r);
   static RequestTimings Timings(const Request& r, Clock::time_point last_token);
   Engine(std::unique_ptr<RankExecutor> executor, const EngineConfig& config, int num_blocks,
          Communicator* comm);
@@ -152,6 +167,8 @@ class Engine {
   Sampler sampler_;
   std::mt19937_64 seed_rng_;
   std::unordered_map<int64_t, Request> requests_;
+  std::shared_ptr<const GrammarVocabulary> grammar_vocab_;
+  std::vector<uint64_t> mask_;  // GrammarMask's buffer
   int64_t next_id_ = 1;
   EngineStats counters_;
 };

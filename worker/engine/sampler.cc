@@ -110,10 +110,15 @@ uint64_t Sampler::Key(int32_t t) const {
 
 SampleResult Sampler::Sample(const float* logits, const SamplingParams& p,
                              std::span<const int32_t> prompt, std::span<const int32_t> output,
-                             uint64_t rng_seed, int step) {
+                             uint64_t rng_seed, int step, const uint64_t* allowed) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int i = 0; i < vocab_size_; ++i) logits_[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
   ApplyPenalties(p, prompt, output);
+  if (allowed != nullptr) {
+    for (int i = 0; i < vocab_size_; ++i) {
+      if (!((allowed[i >> 6] >> (i & 63)) & 1)) logits_[i] = kNegInf;
+    }
+  }
 
   argmax_ = 0;
   max_logit_ = logits_[0];

@@ -81,9 +81,13 @@ class Sampler {
   // logits: vocab_size floats for this sequence, read only. prompt / output: the sequence's
   // tokens so far (ids outside [0, vocab_size) are ignored). rng_seed: the request's effective
   // seed. step: the index of the token being generated (0 for the first). `p` must have passed
-  // ValidateSamplingParams.
+  // ValidateSamplingParams. allowed: when set, a vocab_size-bit mask (bit t of word t / 64) of
+  // the tokens that may be chosen (structured output); the others get -inf after the
+  // penalties, so logprobs and every filter see the constrained distribution. At least one
+  // allowed token must have a finite logit.
   SampleResult Sample(const float* logits, const SamplingParams& p, std::span<const int32_t> prompt,
-                      std::span<const int32_t> output, uint64_t rng_seed, int step);
+                      std::span<const int32_t> output, uint64_t rng_seed, int step,
+                      const uint64_t* allowed = nullptr);
 
  private:
   // Ranking key of token t: larger = better, i.e. higher penalized logit, ties to the lower id
