@@ -7,17 +7,12 @@
 
 namespace llm {
 
-GrammarVocabulary::GrammarVocabulary(std::vector<std::string> first, std::vector<std::string> rest)
-    : first_(std::move(first)), rest_(std::move(rest)) {
-  same_ = first_ == rest_;
-  rest_trie_ = BuildTrie(rest_);
-  if (!same_) first_trie_ = BuildTrie(first_);
-}
+GrammarVocabulary::GrammarVocabulary(std::vector<std::string> bytes)
+    : bytes_(std::move(bytes)), trie_(BuildTrie(bytes_)) {}
 
 std::shared_ptr<const GrammarVocabulary> GrammarVocabulary::FromTokenizer(
     const Tokenizer& tokenizer) {
-  return std::make_shared<GrammarVocabulary>(tokenizer.TokenBytes(/*sequence_start=*/true),
-                                             tokenizer.TokenBytes(/*sequence_start=*/false));
+  return std::make_shared<GrammarVocabulary>(tokenizer.TokenBytes(/*sequence_start=*/false));
 }
 
 GrammarVocabulary::Trie GrammarVocabulary::BuildTrie(const std::vector<std::string>& bytes) {
@@ -60,7 +55,9 @@ GrammarVocabulary::Trie GrammarVocabulary::BuildTrie(const std::vector<std::stri
   return t;
 }
 
-void GrammarVocabulary::Walk(const Trie& t, GrammarMatcher& m, uint64_t* mask) const {
+void GrammarVocabulary::FillMask(GrammarMatcher& m, uint64_t* mask) const {
+  std::memset(mask, 0, sizeof(uint64_t) * static_cast<size_t>(mask_words()));
+  const Trie& t = trie_;
   std::vector<GrammarMatcher::State> states(t.max_depth + 1);
   states[0] = m.state();
   const size_t n = t.byte.size();
@@ -79,11 +76,6 @@ void GrammarVocabulary::Walk(const Trie& t, GrammarMatcher& m, uint64_t* mask) c
   }
 }
 
-void GrammarVocabulary::FillMask(GrammarMatcher& matcher, bool at_start, uint64_t* mask) const {
-  std::memset(mask, 0, sizeof(uint64_t) * static_cast<size_t>(mask_words()));
-  Walk(at_start && !same_ ? first_trie_ : rest_trie_, matcher, mask);
-}
-
 GrammarTokenFilter::GrammarTokenFilter(std::shared_ptr<const Grammar> grammar,
                                        std::shared_ptr<const GrammarVocabulary> vocab)
     : matcher_(std::move(grammar)), vocab_(std::move(vocab)) {}
@@ -93,19 +85,17 @@ const uint64_t* GrammarTokenFilter::AllowedTokens() {
     masks_.clear();
     cache_generation_ = matcher_.generation();
   }
-  const bool at_start = accepted_ == 0;
-  const uint64_t key = (static_cast<uint64_t>(matcher_.state()) << 1) | (at_start ? 1 : 0);
-  auto [it, inserted] = masks_.try_emplace(key);
+  auto [it, inserted] = masks_.try_emplace(matcher_.state());
   if (inserted) {
     it->second.resize(static_cast<size_t>(vocab_->mask_words()));
-    vocab_->FillMask(matcher_, at_start, it->second.data());
+    vocab_->FillMask(matcher_, it->second.data());
   }
   return it->second.data();
 }
 
 bool GrammarTokenFilter::Allows(int32_t token) {
   if (token < 0 || token >= vocab_->vocab_size()) return false;
-  const std::string_view bytes = vocab_->Bytes(token, accepted_ == 0);
+  const std::string_view bytes = vocab_->Bytes(token);
   if (bytes.empty()) return false;
   GrammarMatcher::State s = matcher_.state();
   for (char c : bytes) {
@@ -117,7 +107,7 @@ bool GrammarTokenFilter::Allows(int32_t token) {
 
 bool GrammarTokenFilter::Accept(int32_t token) {
   if (!Allows(token)) return false;
-  const bool ok = matcher_.Consume(vocab_->Bytes(token, accepted_ == 0));
+  const bool ok = matcher_.Consume(vocab_->Bytes(token));
   if (ok) {
     ++accepted_;
     matcher_.Trim();

@@ -26,19 +26,18 @@ class Tokenizer;
 
 class GrammarVocabulary {
  public:
-  // first[id]: token id's bytes as the first token of the output; rest[id]: after other text
-  // ("" = never allowed). Both have one entry per id.
-  GrammarVocabulary(std::vector<std::string> first, std::vector<std::string> rest);
+  // bytes[id]: what token id adds to the text ("" = never allowed), one entry per id. The
+  // bytes after other text even for the first output token: the router decodes the output
+  // primed with the end of the prompt (so a SentencePiece "▁{" is " {" there too).
+  explicit GrammarVocabulary(std::vector<std::string> bytes);
   static std::shared_ptr<const GrammarVocabulary> FromTokenizer(const Tokenizer& tokenizer);
 
-  int vocab_size() const { return static_cast<int>(rest_.size()); }
+  int vocab_size() const { return static_cast<int>(bytes_.size()); }
   int mask_words() const { return (vocab_size() + 63) / 64; }
-  std::string_view Bytes(int32_t id, bool at_start) const {
-    return at_start ? first_[static_cast<size_t>(id)] : rest_[static_cast<size_t>(id)];
-  }
+  std::string_view Bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   // Sets in `mask` (mask_words() words, cleared first) the tokens the matcher's committed state
   // can take whole.
-  void FillMask(GrammarMatcher& matcher, bool at_start, uint64_t* mask) const;
+  void FillMask(GrammarMatcher& matcher, uint64_t* mask) const;
 
  private:
   // A trie in depth-first order: node i's subtree is [i, skip[i]).
@@ -51,11 +50,9 @@ class GrammarVocabulary {
     size_t max_depth = 0;
   };
   static Trie BuildTrie(const std::vector<std::string>& bytes);
-  void Walk(const Trie& trie, GrammarMatcher& matcher, uint64_t* mask) const;
 
-  std::vector<std::string> first_, rest_;
-  Trie first_trie_, rest_trie_;
-  bool same_ = false;  // first_ == rest_: one trie serves both
+  std::vector<std::string> bytes_;
+  Trie trie_;
 };
 
 class GrammarTokenFilter {
@@ -79,7 +76,7 @@ class GrammarTokenFilter {
   std::shared_ptr<const GrammarVocabulary> vocab_;
   int accepted_ = 0;
   uint64_t cache_generation_ = 0;
-  // Masks by state (at_start folded into the key); all dropped when full or after a Trim.
+  // Masks by state; all dropped when full or after a Trim.
   std::unordered_map<uint64_t, std::vector<uint64_t>> masks_;
 };
 

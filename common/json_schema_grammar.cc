@@ -372,8 +372,12 @@ class SchemaCompiler {
         required.insert(name.get<std::string>());
       }
     }
-    if (props == s.end() || (props->is_object() && props->empty())) {
-      // No named properties: a free-form object whose values follow additionalProperties.
+    if (props != s.end() && props->is_object() && props->empty()) {
+      // "properties": {} names none, and no others are generated.
+      return b_.Rule({Cat({B("{"), Ref(space_), B("}")})});
+    }
+    if (props == s.end()) {
+      // No properties keyword: a free-form object whose values follow additionalProperties.
       const auto extra = s.find("additionalProperties");
       if (extra == s.end() || (extra->is_boolean() && extra->get<bool>())) return AnyObject();
       if (extra->is_boolean()) return b_.Rule({Cat({B("{"), Ref(space_), B("}")})});
@@ -423,6 +427,24 @@ class SchemaCompiler {
 };
 
 }  // namespace
+
+StatusOr<Grammar> ChoiceGrammar(const std::vector<std::string>& choices) {
+  if (choices.empty()) return InvalidArgument("the choice list is empty");
+  if (choices.size() > kMaxChoices) {
+    return InvalidArgument("more than " + std::to_string(kMaxChoices) + " choices");
+  }
+  size_t bytes = 0;
+  for (const std::string& c : choices) bytes += c.size();
+  if (bytes > kMaxChoiceBytes) {
+    return InvalidArgument("the choices are longer than " + std::to_string(kMaxChoiceBytes) +
+                           " bytes in all");
+  }
+  GrammarBuilder b;
+  std::vector<GrammarBuilder::Sequence> alts;
+  for (const std::string& c : choices) alts.push_back(b.Literal(c));
+  const uint32_t root = b.Rule(alts);
+  return b.Build(root);
+}
 
 StatusOr<Grammar> JsonObjectGrammar() {
   const ojson empty = ojson::object();

@@ -8,14 +8,18 @@
 //    (control characters only escaped; no \u escape of a UTF-16 surrogate);
 //  - object properties come in the schema's order (optional ones may be left out), no others.
 // The schema subset: type (a name or a list), properties, required, additionalProperties (a
-// schema for the values of an object without properties; otherwise no extra properties are
-// generated), items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf (as
-// anyOf), allOf with one entry, $ref to the same document ("#", "#/$defs/X", any JSON pointer;
-// recursion allowed), the empty schema / true. Annotations (title, description, default,
-// examples, format, $schema, $id, $comment, deprecated, readOnly, writeOnly, strict, ...) are
-// ignored. Any other validation keyword (pattern, minimum, multipleOf, uniqueItems, not, ...)
-// is an InvalidArgument naming it and where it is, rather than output that silently breaks it.
+// schema for the values of an object without a properties keyword; otherwise no properties
+// beyond those listed are generated, so "properties": {} gives {}), items, minItems, maxItems,
+// minLength, maxLength, enum, const, anyOf, oneOf (as anyOf), allOf with one entry, $ref to the
+// same document ("#", "#/$defs/X", any JSON pointer; recursion allowed), the empty schema / true.
+// Annotations (title, description, default, examples, format, $schema, $id, $comment, deprecated,
+// readOnly, writeOnly, strict, ...) are ignored. Any other validation keyword (pattern, minimum,
+// multipleOf, uniqueItems, not, ...) is an InvalidArgument naming it and where it is, rather than
+// output that silently breaks it.
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +34,13 @@ constexpr int kMaxSchemaLength = 4096;         // maxLength / minLength honoured
 constexpr int kMaxSchemaItems = 1024;          // maxItems / minItems honoured up to this
 constexpr size_t kMaxSchemaEnumValues = 4096;  // entries of one enum
 constexpr size_t kMaxSchemaProperties = 1024;  // properties of one object
+
+constexpr size_t kMaxChoices = 4096;         // strings of one choice list
+constexpr size_t kMaxChoiceBytes = 1 << 16;  // their total length
+
+// Exactly one of `choices` (vLLM's guided_choice / structured_outputs.choice): a
+// classification label, a fixed answer.
+StatusOr<Grammar> ChoiceGrammar(const std::vector<std::string>& choices);
 
 // Any JSON object (response_format {"type": "json_object"}).
 StatusOr<Grammar> JsonObjectGrammar();

@@ -1,6 +1,8 @@
 // llm::Tokenizer encode/decode and IncrementalDecoder (loading is in tokenizer_load.cc).
 #include "common/tokenizer.h"
 
+#include <algorithm>
+
 #include "common/tokenizer_impl.h"
 
 namespace llm {
@@ -169,7 +171,22 @@ std::string IncrementalDecoder::Add(int32_t id) {
   const Tokenizer::Impl& m = *tokenizer_.impl_;
   if (!session_) session_ = std::make_unique<DecodeSession>(m.decoders, m.clean_up_spaces);
   const std::string* token = m.TokenForDecode(id, skip_special_tokens_);
-  return token ? session_->Push(*token) : std::string();
+  std::string text = token ? session_->Push(*token) : std::string();
+  if (skip_ > 0) {
+    const size_t drop = std::min(skip_, text.size());
+    text.erase(0, drop);
+    skip_ -= drop;
+  }
+  return text;
+}
+
+void IncrementalDecoder::Prime(std::span<const int32_t> ids) {
+  size_t emitted = 0;
+  for (int32_t id : ids) emitted += Add(id).size();
+  // What the primed tokens decode to in full, less what already came out, is held inside the
+  // session and will lead Add's next output.
+  const size_t full = tokenizer_.Decode(ids, skip_special_tokens_).size();
+  skip_ += full > emitted ? full - emitted : 0;
 }
 
 std::string IncrementalDecoder::Flush() {

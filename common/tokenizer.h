@@ -115,10 +115,16 @@ class IncrementalDecoder {
   std::string Add(int32_t id);
   // Returns the held-back rest; after Flush() the decoder starts a new sequence.
   std::string Flush();
+  // Context for what follows (the end of a prompt, so the first generated token decodes as it
+  // does in the middle of a text, e.g. keeping a SentencePiece word's space, as vLLM does).
+  // Its own text never comes out of Add: not even the part a stage held back when it was fed
+  // (clean-up holds the last character until it sees the next).
+  void Prime(std::span<const int32_t> ids);
 
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
+  size_t skip_ = 0;  // bytes of primed text still to drop from Add's output
   std::unique_ptr<DecodeSession> session_;
 };
 

@@ -97,6 +97,9 @@ v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec
     req.mutable_structured_output()->set_json_object(true);
   } else if (o.structured == StructuredOutput::kJsonSchema) {
     req.mutable_structured_output()->set_json_schema(o.json_schema);
+  } else if (o.structured == StructuredOutput::kChoice) {
+    auto* values = req.mutable_structured_output()->mutable_choice()->mutable_values();
+    for (const std::string& c : o.choices) values->Add(std::string(c));
   }
   return req;
 }
@@ -118,7 +121,7 @@ GenerationJob::GenerationJob(JobSpec spec, std::shared_ptr<const Tokenizer> toke
     // (e.g. keeps the space a SentencePiece word starts with), as vLLM does.
     const std::vector<int32_t>& prompt = *c->spec.prompt_ids;
     const size_t n = prompt.size();
-    for (size_t k = n - std::min<size_t>(n, 4); k < n; ++k) c->decoder->Add(prompt[k]);
+    c->decoder->Prime(std::span<const int32_t>(prompt).subspan(n - std::min<size_t>(n, 4)));
     c->prev_token = n ? prompt.back() : -1;
     c->matcher = std::make_unique<StopMatcher>(stops, spec_.options.include_stop_str_in_output);
     c->text_offset = static_cast<int64_t>(c->spec.echo().size());

@@ -367,6 +367,70 @@ void ReadResponseFormat(FieldReader& r, std::string_view body, GenerationOptions
                 "response_format.json_schema.schema", o);
 }
 
+// vLLM's names for the same: guided_json (a schema, or its JSON text), guided_choice (a list
+// of strings), and structured_outputs {"json" | "choice" | "json_object"}. One way per request.
+void ReadGuidedDecoding(FieldReader& r, std::string_view body, GenerationOptions* o) {
+  if (r.error) return;
+  const json* guided_json = r.Get("guided_json");
+  const json* guided_choice = r.Get("guided_choice");
+  const json* so = r.Get("structured_outputs");
+  const int ways = (o->structured != StructuredOutput::kNone) + (guided_json != nullptr) +
+                   (guided_choice != nullptr) + (so != nullptr);
+  if (ways > 1) {
+    return r.Fail(guided_json     ? "guided_json"
+                  : guided_choice ? "guided_choice"
+                                  : "structured_outputs",
+                  "set only one of 'response_format', 'guided_json', 'guided_choice' and "
+                  "'structured_outputs'");
+  }
+  const char* param = guided_json     ? "guided_json"
+                      : guided_choice ? "guided_choice"
+                                      : "structured_outputs";
+  const json* choice = guided_choice;
+  bool json_object = false;
+  const ojson ordered = (guided_json || so) ? OrderedBody(body) : ojson();
+  const ojson* schema = guided_json ? &ordered["guided_json"] : nullptr;
+  if (so != nullptr) {
+    const char* kShape =
+        "'structured_outputs' must be {\"json\": <schema>}, {\"choice\": [<strings>]} or "
+        "{\"json_object\": true}";
+    if (!so->is_object() || so->size() != 1) return r.Fail(param, kShape);
+    if (so->contains("json")) {
+      schema = &ordered["structured_outputs"]["json"];
+    } else if (so->contains("choice")) {
+      choice = &(*so)["choice"];
+    } else if (so->contains("json_object") && (*so)["json_object"] == true) {
+      json_object = true;
+    } else {
+      return r.Fail(param, kShape);
+    }
+  }
+  if (json_object) {
+    o->structured = StructuredOutput::kJsonObject;
+  } else if (schema != nullptr) {
+    ojson parsed = *schema;
+    if (parsed.is_string()) parsed = ojson::parse(parsed.get<std::string>(), nullptr, false);
+    if (!(parsed.is_object() || parsed.is_boolean())) {
+      return r.Fail(param, std::string("'") + param + "' must be a JSON Schema");
+    }
+    CheckedSchema(r, parsed, param, param, o);
+  } else if (choice != nullptr) {
+    if (!choice->is_array())
+      return r.Fail(param, std::string("'") + param + "' must be a list of strings");
+    std::vector<std::string> values;
+    for (const json& c : *choice) {
+      if (!c.is_string())
+        return r.Fail(param, std::string("'") + param + "' must be a list of strings");
+      values.push_back(c.get<std::string>());
+    }
+    if (auto g = ChoiceGrammar(values); !g.ok()) {
+      return r.Fail(param, std::string("'") + param + "': " + g.status().message());
+    }
+    o->structured = StructuredOutput::kChoice;
+    o->choices = std::move(values);
+  }
+}
+
 // tool_choice "required" / a named function: the calls as a JSON array that structured output
 // enforces, [{"name": <a declared tool>, "parameters": <its parameters schema>}, ...] (one call
 // when a function is named or parallel_tool_calls is false).
@@ -374,7 +438,8 @@ void ForceToolCalls(FieldReader& r, std::string_view body, ChatRequest* out) {
   if (r.error || (out->tool_choice != "required" && out->tool_choice != "function")) return;
   if (out->options.structured != StructuredOutput::kNone) {
     return r.Fail("response_format",
-                  "'response_format' cannot be combined with tool_choice \"required\" or a "
+                  "structured output ('response_format', 'guided_json', 'guided_choice', "
+                  "'structured_outputs') cannot be combined with tool_choice \"required\" or a "
                   "named function");
   }
   const ojson ordered = OrderedBody(body);
@@ -389,7 +454,7 @@ void ForceToolCalls(FieldReader& r, std::string_view body, ChatRequest* out) {
     if (out->tool_choice == "function" && name != out->tool_choice_name) continue;
     ojson params = f.contains("parameters") && f["parameters"].is_object()
                        ? f["parameters"]
-                       : ojson{{"type", "object"}};
+                       : ojson{{"type", "object"}, {"properties", ojson::object()}};
     if (auto g = JsonSchemaGrammar(params); !g.ok()) {
       const std::string where = "tools[" + std::to_string(i) + "].function.parameters";
       return r.Fail(where, "'" + where + "': " + g.status().message());
@@ -562,6 +627,7 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
   ReadTools(r, &out->tools);
   ReadToolChoice(r, out->tools, &out->tool_choice, &out->tool_choice_name);
   ReadResponseFormat(r, body, &out->options);
+  ReadGuidedDecoding(r, body, &out->options);
   ForceToolCalls(r, body, out);
   bool logprobs = false;
   int top_logprobs = -1;
@@ -587,6 +653,7 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
   CheckChoices(r, limits, out->prompts.size(), out->options.n);
   ReadMaxTokens(r, /*chat=*/false, &out->options);
   ReadResponseFormat(r, body, &out->options);
+  ReadGuidedDecoding(r, body, &out->options);
   for (const char* key : {"tools", "tool_choice"}) {
     if (const json* v = r.Get(key); v && !(v->is_array() && v->empty()) && *v != "none") {
       r.Fail(key, std::string("'") + key + "' is not supported by /v1/completions (use chat)");

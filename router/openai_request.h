@@ -34,7 +34,7 @@ struct RequestLimits : RequestCaps {
 StatusOr<SamplingParams> SamplingDefaultsFromModel(const std::string& model_path);
 
 // response_format: free text, any JSON object, or JSON valid against a schema.
-enum class StructuredOutput { kNone, kJsonObject, kJsonSchema };
+enum class StructuredOutput { kNone, kJsonObject, kJsonSchema, kChoice };
 
 // What every generation request shares (chat and completions).
 struct GenerationOptions {
@@ -57,6 +57,7 @@ struct GenerationOptions {
   // already checked that the schema compiles. json_schema: JSON text, property order kept.
   StructuredOutput structured = StructuredOutput::kNone;
   std::string json_schema;
+  std::vector<std::string> choices;  // kChoice
 };
 
 // Tool calling: at most kMaxTools tools whose JSON totals kMaxToolsBytes.

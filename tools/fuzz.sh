@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=(openai_request http tokenizer chat_template safetensors gguf model_config cluster_config
-         step_plan)
+         step_plan json_schema)
 build=build-fuzz
 jobs=$(nproc)
 

@@ -158,6 +158,9 @@ TEST(JsonSchemaGrammar, FreeFormObjectsFollowAdditionalProperties) {
   const Grammar g = SchemaGrammar(R"({"type":"object","additionalProperties":{"type":"number"}})");
   EXPECT_TRUE(GrammarAccepts(g, R"({"x":1,"y":2.5})"));
   EXPECT_FALSE(GrammarAccepts(g, R"({"x":"1"})"));
+  const Grammar listed = SchemaGrammar(R"({"type":"object","properties":{}})");
+  EXPECT_TRUE(GrammarAccepts(listed, "{ }"));
+  EXPECT_FALSE(GrammarAccepts(listed, R"({"x":1})"));
   const Grammar none = SchemaGrammar(R"({"type":"object","additionalProperties":false})");
   EXPECT_TRUE(GrammarAccepts(none, "{}"));
   EXPECT_FALSE(GrammarAccepts(none, R"({"x":1})"));

@@ -235,3 +235,35 @@ TEST_F(GenerateTest, TooSmallKvCacheStillCompletesEveryRequestExactly) {
 
 }  // namespace
 }  // namespace llm::testing
+
+namespace llm::testing {
+namespace {
+
+// Structured output over the public gRPC API: schemas the coordinator cannot enforce (or
+// that are not JSON) are INVALID_ARGUMENT naming the field, and a valid one gives JSON that
+// ends with the model's end token.
+TEST(GenerateStructuredOutput, BadSchemasAreInvalidArgumentGoodOnesEndAtTheEndToken) {
+  LLM_REQUIRE_SHARED(kModel);
+  WorkerProcess worker(StoriesFlags());
+  ASSERT_TRUE(worker.WaitHealthy()) << worker.Log();
+  for (const std::string& schema :
+       {std::string("{not json"), std::string(R"({"type":"string","pattern":"x"})"),
+        std::string(R"({"$ref":"#/nowhere"})"), std::string(2 << 20, ' ')}) {
+    pb::GenerateRequest req = MakeRequest({1, 403}, 20);
+    req.mutable_structured_output()->set_json_schema(schema);
+    const StreamResult r = RunStream(worker.generation(), req);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << schema.substr(0, 40);
+    EXPECT_NE(r.status.error_message().find("structured_output.json_schema"), std::string::npos)
+        << r.status.error_message();
+  }
+  pb::GenerateRequest req = MakeRequest({1, 403}, 50);
+  req.mutable_structured_output()->set_json_schema(R"({"enum":["yes","no"]})");
+  const StreamResult r = RunStream(worker.generation(), req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.finish, pb::FINISH_REASON_EOS);
+  EXPECT_LE(r.tokens.size(), 6u);  // "yes"/"no" in a few tokens, then the end token
+  EXPECT_TRUE(AllBlocksFree(WaitStats(worker, AllBlocksFree)));
+}
+
+}  // namespace
+}  // namespace llm::testing

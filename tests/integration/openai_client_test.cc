@@ -15,34 +15,63 @@ int Shell(const std::string& cmd) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-TEST(OpenAiNodeClient, ChatAndStream) {
-  LLM_E2E_REQUIRE_SHARED();
-  if (Shell("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
-  const std::string dir = std::string(LLM_SOURCE_DIR) + "/tests/integration";
-  if (!std::filesystem::exists(dir + "/node_modules/openai/package.json")) {
-    if (Shell("command -v npm >/dev/null 2>&1") != 0) GTEST_SKIP() << "npm is not installed";
-    const std::string install = "cd '" + dir +
+const std::string kDir = std::string(LLM_SOURCE_DIR) + "/tests/integration";
+
+// Empty when node and the openai package are there (installed on first use), else why not.
+std::string NodeClientMissing() {
+  if (Shell("command -v node >/dev/null 2>&1") != 0) return "node is not installed";
+  if (!std::filesystem::exists(kDir + "/node_modules/openai/package.json")) {
+    if (Shell("command -v npm >/dev/null 2>&1") != 0) return "npm is not installed";
+    const std::string install = "cd '" + kDir +
                                 "' && timeout 300 npm install --no-audit --no-fund "
                                 "--loglevel=error >/dev/null 2>&1";
     if (Shell(install) != 0) {
-      GTEST_SKIP() << "could not install the openai npm package (offline?): " << install;
+      return "could not install the openai npm package (offline?): " + install;
     }
   }
-  Cluster cluster;
-  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  return "";
+}
+
+// Runs `script` against the cluster's router; its output must end with `ok_line`.
+void RunNodeScript(Cluster& cluster, const std::string& script, const std::string& ok_line) {
   const std::string log = (std::filesystem::temp_directory_path() /
                            ("openai_client_" + std::to_string(getpid()) + ".log"))
                               .string();
-  const std::string run = "cd '" + dir +
+  const std::string run = "cd '" + kDir +
                           "' && ROUTER_URL=http://127.0.0.1:" + std::to_string(cluster.port()) +
-                          "/v1 timeout 120 node openai_client.mjs >'" + log + "' 2>&1";
+                          "/v1 timeout 120 node " + script + " >'" + log + "' 2>&1";
   const int rc = Shell(run);
   std::ifstream f(log);
   std::stringstream out;
   out << f.rdbuf();
   EXPECT_EQ(rc, 0) << out.str() << cluster.Logs();
-  EXPECT_NE(out.str().find("openai client ok"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(ok_line), std::string::npos) << out.str();
   std::filesystem::remove(log);
+}
+
+TEST(OpenAiNodeClient, ChatAndStream) {
+  LLM_E2E_REQUIRE_SHARED();
+  if (const std::string missing = NodeClientMissing(); !missing.empty()) GTEST_SKIP() << missing;
+  Cluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  RunNodeScript(cluster, "openai_client.mjs", "openai client ok");
+}
+
+// Tool calls (forced and parsed from the model's own Hermes format), reasoning and structured
+// output through the npm client, on a random-weight Llama whose output structured output
+// drives (tests/integration/openai_client_tools.mjs).
+TEST(OpenAiNodeClient, ToolCallsReasoningAndStructuredOutput) {
+  const std::string model = SharedPath("golden/families/llama/hf");
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "missing " << model;
+  if (const std::string missing = NodeClientMissing(); !missing.empty()) GTEST_SKIP() << missing;
+  const std::string tmpl =
+      "{% if tools %}{% for t in tools %}{{ t.function.name }} {% endfor %}{% endif %}"
+      "{{ messages[-1]['content'] }}";
+  Cluster cluster({"--model.path", model, "--engine.kv_cache_mib", "64"},
+                  {"--model.path", model, "--chat-template", tmpl, "--router.tool_call_parser",
+                   "hermes", "--router.reasoning_parser", "qwen3"});
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  RunNodeScript(cluster, "openai_client_tools.mjs", "openai client tools ok");
 }
 
 }  // namespace

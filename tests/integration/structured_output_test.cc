@@ -6,6 +6,7 @@
 // the tool's parameters, streaming too; a schema the coordinator cannot enforce is a 400.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -63,12 +64,9 @@ TEST_F(StructuredOutput, TwoHundredSampledGenerationsFollowTheSchema) {
                               {"json_schema", {{"name", "person"}, {"schema", schema}}}};
   int checked = 0;
   for (int request = 0; request < 20; ++request) {
-    const test::ojson body = {{"prompt", "Once upon a time"},
-                              {"max_tokens", 400},
-                              {"n", 10},
-                              {"temperature", 1.0},
-                              {"seed", 1000 + request * 10},
-                              {"response_format", format}};
+    const test::ojson body = {
+        {"prompt", "Once upon a time"}, {"max_tokens", 400},           {"n", 10},
+        {"temperature", 1.0},           {"seed", 1000 + request * 10}, {"response_format", format}};
     const HttpResult r = Http(port(), "POST", "/v1/completions", body.dump());
     ASSERT_EQ(r.status, 200) << r.body;
     const json response = r.Json();
@@ -212,6 +210,24 @@ TEST_F(StructuredOutput, RequiredAndNamedToolChoiceGiveValidToolCalls) {
   const json args = json::parse(arguments, nullptr, false);
   ASSERT_FALSE(args.is_discarded()) << arguments;
   EXPECT_TRUE(args["zone"].is_number_integer()) << arguments;
+}
+
+TEST_F(StructuredOutput, GuidedChoiceGivesOneOfTheStrings) {
+  const std::vector<std::string> labels = {"positive", "negative", "neutral \xF0\x9F\x98\x90"};
+  for (int seed = 0; seed < 10; ++seed) {
+    const HttpResult r = Post(port(), "/v1/completions",
+                              {{"prompt", "The review was"},
+                               {"max_tokens", 50},
+                               {"temperature", 1.0},
+                               {"seed", seed},
+                               {"guided_choice", labels}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json choice = r.Json()["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "stop");
+    EXPECT_NE(std::find(labels.begin(), labels.end(), choice["text"].get<std::string>()),
+              labels.end())
+        << choice["text"];
+  }
 }
 
 TEST_F(StructuredOutput, SchemasThatCannotBeEnforcedAre400) {

@@ -343,6 +343,42 @@ TEST(OpenAiRequest, ResponseFormatBecomesStructuredOutput) {
   }
 }
 
+TEST(OpenAiRequest, VllmGuidedDecodingFields) {
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  ChatRequest choice;
+  ASSERT_FALSE(ParseChatRequest(Chat({{"guided_choice", {"yes", "no"}}}).dump(), limits, &choice));
+  EXPECT_EQ(choice.options.structured, StructuredOutput::kChoice);
+  EXPECT_EQ(choice.options.choices, (std::vector<std::string>{"yes", "no"}));
+  CompletionRequest so;
+  ASSERT_FALSE(ParseCompletionRequest(
+      Completion({{"structured_outputs", {{"choice", {"a"}}}}}).dump(), limits, &so));
+  EXPECT_EQ(so.options.structured, StructuredOutput::kChoice);
+  ChatRequest schema;
+  ASSERT_FALSE(ParseChatRequest(
+      Chat({{"guided_json", R"({"type":"object","properties":{"b":{},"a":{}}})"}}).dump(), limits,
+      &schema));
+  EXPECT_EQ(schema.options.structured, StructuredOutput::kJsonSchema);
+  EXPECT_LT(schema.options.json_schema.find("\"b\""), schema.options.json_schema.find("\"a\""));
+  ChatRequest object;
+  ASSERT_FALSE(ParseChatRequest(Chat({{"structured_outputs", {{"json_object", true}}}}).dump(),
+                                limits, &object));
+  EXPECT_EQ(object.options.structured, StructuredOutput::kJsonObject);
+  const std::vector<std::pair<json, std::string>> bad = {
+      {{{"guided_choice", {"a"}}, {"response_format", {{"type", "json_object"}}}}, "guided_choice"},
+      {{{"guided_choice", json::array()}}, "guided_choice"},
+      {{{"guided_choice", {1, 2}}}, "guided_choice"},
+      {{{"guided_json", 5}}, "guided_json"},
+      {{{"structured_outputs", {{"regex", "a+"}}}}, "structured_outputs"},
+  };
+  for (const auto& [extra, param] : bad) {
+    ChatRequest r;
+    auto e = ParseChatRequest(Chat(extra).dump(), limits, &r);
+    ASSERT_TRUE(e.has_value()) << extra.dump();
+    EXPECT_EQ(e->param, param) << e->message;
+  }
+}
+
 TEST(OpenAiRequest, RequiredAndNamedToolChoiceForceAJsonArrayOfCalls) {
   RequestLimits limits;
   limits.served_model_name = "stories260K";

@@ -44,15 +44,41 @@ TEST_P(GrammarVocabTest, TokenBytesConcatenateToTheDecodedText) {
         "\n\n  {\n\t\"a\":null}"}) {
     const std::vector<int32_t> ids = tok_->Encode(text, /*add_special_tokens=*/false);
     ASSERT_FALSE(ids.empty());
-    std::string joined;
-    for (size_t i = 0; i < ids.size(); ++i) joined += vocab_->Bytes(ids[i], i == 0);
-    EXPECT_EQ(joined, tok_->Decode(ids, /*skip_special_tokens=*/true)) << text;
+    // As the router shows generated text: a decoder primed with the prompt's last tokens.
+    const std::vector<int32_t> prompt = tok_->Encode("Once upon a time", false);
+    IncrementalDecoder decoder(*tok_, /*skip_special_tokens=*/true);
+    decoder.Prime(prompt);
+    std::string shown, joined;
+    for (int32_t id : ids) {
+      shown += decoder.Add(id);
+      joined += vocab_->Bytes(id);
+    }
+    shown += decoder.Flush();
+    EXPECT_EQ(joined, shown) << text;
   }
   // Special tokens are never part of a grammar's text.
   if (auto eos = tok_->eos_id(); eos && tok_->IsSpecial(*eos)) {
-    EXPECT_TRUE(vocab_->Bytes(*eos, true).empty());
-    EXPECT_TRUE(vocab_->Bytes(*eos, false).empty());
+    EXPECT_TRUE(vocab_->Bytes(*eos).empty());
   }
+}
+
+// The router primes its detokenizer with the prompt's end: none of the prompt's text may come
+// out with the generated text (a clean-up stage holds the prompt's last character back).
+TEST_P(GrammarVocabTest, PrimedDecoderShowsOnlyTheNewText) {
+  IncrementalDecoder decoder(*tok_, /*skip_special_tokens=*/true);
+  decoder.Prime(tok_->Encode("Once upon a time", false));
+  const std::vector<int32_t> prompt = tok_->Encode("Once upon a time", false);
+  const std::vector<int32_t> more = tok_->Encode(" there was a cat.", false);
+  std::string shown;
+  for (int32_t id : more) shown += decoder.Add(id);
+  shown += decoder.Flush();
+  // The text the new tokens add to the prompt's in a full decode.
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), more.begin(), more.end());
+  const std::string whole = tok_->Decode(all, true), start = tok_->Decode(prompt, true);
+  ASSERT_EQ(whole.compare(0, start.size(), start), 0);
+  EXPECT_EQ(shown, whole.substr(start.size()));
+  EXPECT_NE(shown.find("there was a cat."), std::string::npos);
 }
 
 void ExpectMaskMatchesOneByOne(GrammarTokenFilter& f, int vocab_size, int words) {
@@ -76,17 +102,29 @@ TEST_P(GrammarVocabTest, MaskEqualsOneByOneCheckAlongAValidText) {
   GrammarTokenFilter f(std::make_shared<Grammar>(*g), vocab_);
   const std::string text =
       "{\"name\": \"Zo\xC3\xAB \\\"Z\\\"\", \"tags\": [\"b c\", \"a\"], \"n\": -12.5e3}";
-  const std::vector<int32_t> ids = tok_->Encode(text, /*add_special_tokens=*/false);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    // The full one-by-one comparison at a few positions (it costs a pass over the vocabulary).
-    if (i < 3 || i == ids.size() / 2 || i + 1 == ids.size()) {
+  // The text as a model would write it: at each step the longest allowed token that spells
+  // what comes next (the tokenizer's own split may open with a word-start "▁{", which is " {"
+  // after the prompt and so not the start of the JSON).
+  std::string_view rest = text;
+  for (int step = 0; !rest.empty(); ++step) {
+    ASSERT_LT(step, 200);
+    // The full one-by-one comparison at a few steps (it costs a pass over the vocabulary).
+    if (step < 3 || step == 10 || step == 20) {
       ExpectMaskMatchesOneByOne(f, vocab_->vocab_size(), vocab_->mask_words());
     }
     const uint64_t* mask = f.AllowedTokens();
-    ASSERT_TRUE((mask[static_cast<size_t>(ids[i]) >> 6] >> (ids[i] & 63)) & 1)
-        << "token " << i << " (" << tok_->IdToToken(ids[i]) << ") of the text not allowed";
-    ASSERT_TRUE(f.Accept(ids[i]));
-    EXPECT_EQ(f.Accepting(), i + 1 == ids.size());
+    int32_t best = -1;
+    for (int32_t id = 0; id < vocab_->vocab_size(); ++id) {
+      const std::string_view b = vocab_->Bytes(id);
+      if (!((mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1) || b.empty()) continue;
+      if (rest.substr(0, b.size()) == b && (best < 0 || b.size() > vocab_->Bytes(best).size())) {
+        best = id;
+      }
+    }
+    ASSERT_GE(best, 0) << "no allowed token spells the start of: " << rest;
+    ASSERT_TRUE(f.Accept(best));
+    rest.remove_prefix(vocab_->Bytes(best).size());
+    EXPECT_EQ(f.Accepting(), rest.empty()) << rest;
   }
   EXPECT_TRUE(f.Finished());
   // Rejected tokens change nothing.

@@ -105,6 +105,9 @@ StatusOr<std::shared_ptr<const Grammar>> GrammarOf(const pb::GenerateRequest& r)
       return InvalidArgument("structured_output.json_schema: not valid JSON");
     }
     g = JsonSchemaGrammar(schema);
+  } else if (so.kind_case() == pb::StructuredOutput::kChoice) {
+    g = ChoiceGrammar({so.choice().values().begin(), so.choice().values().end()});
+    if (!g.ok()) return InvalidArgument("structured_output.choice: " + g.status().message());
   }
   if (!g.ok()) return InvalidArgument("structured_output.json_schema: " + g.status().message());
   return std::shared_ptr<const Grammar>(std::make_shared<Grammar>(std::move(*g)));
