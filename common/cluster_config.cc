@@ -164,6 +164,33 @@ KeySpec ListKey(const char* name, Field field, const char* help) {
           }};
 }
 
+template <typename Field>
+KeySpec PortListKey(const char* name, Field field, const char* help) {
+  return {name,
+          "list",
+          "ports in [1, 65535]",
+          help,
+          [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+            std::vector<int> ports;
+            for (const std::string& item : v) {
+              char* end = nullptr;
+              errno = 0;
+              const long x = std::strtol(item.c_str(), &end, 10);
+              if (item.empty() || *end != '\0' || errno != 0 || x < 1 || x > 65535) {
+                return BadValue(name, item, "ports in [1, 65535]");
+              }
+              ports.push_back(static_cast<int>(x));
+            }
+            field(c) = std::move(ports);
+            return Status::Ok();
+          },
+          [=](const ClusterConfig& c) {
+            std::string s;
+            for (const int x : field(c)) s.append(s.empty() ? "" : ",").append(std::to_string(x));
+            return s;
+          }};
+}
+
 // A reference to one member of a ClusterConfig, const or not: LLM_FIELD(engine.block_size).
 #define LLM_FIELD(path)  \
   [](auto& c) -> auto& { \
@@ -227,6 +254,9 @@ const std::vector<KeySpec>& Schema() {
       StringKey("coordinator.host", LLM_FIELD(coordinator.host), {}, "gRPC bind address of rank 0"),
       IntKey("coordinator.port", LLM_FIELD(coordinator.port), 1, 65535,
              "gRPC port of rank 0; data-parallel group g's coordinator: coordinator.port + g"),
+      PortListKey("coordinator.ports", LLM_FIELD(coordinator.ports),
+                  "gRPC port of each data-parallel group's coordinator, one per group "
+                  "(engine.data_parallel_size); empty = coordinator.port + g"),
       StringKey("coordinator.admin_token", LLM_FIELD(coordinator.admin_token), {},
                 "token Drain/Resume need (Bearer); empty: LLM_ADMIN_TOKEN, else loopback only"),
       StringKey("coordinator.tls_cert_file", LLM_FIELD(coordinator.tls_cert_file), {},
@@ -404,7 +434,14 @@ Status Finish(ClusterConfig* c) {
         "neither: plain HTTP)");
   }
   const int dp = c->engine.data_parallel_size;
-  if (c->coordinator.port + dp - 1 > 65535) {
+  const size_t listed = c->coordinator.ports.size();
+  if (listed != 0 && listed != static_cast<size_t>(dp)) {
+    return InvalidArgument("coordinator.ports lists " + std::to_string(listed) +
+                           " port(s) but engine.data_parallel_size is " + std::to_string(dp) +
+                           ": give one port per data-parallel group, or none (coordinator.port "
+                           "+ g)");
+  }
+  if (listed == 0 && c->coordinator.port + dp - 1 > 65535) {
     return InvalidArgument("coordinator.port " + std::to_string(c->coordinator.port) + " + " +
                            "engine.data_parallel_size " + std::to_string(dp) +
                            " - 1 is past 65535: data-parallel group g serves on "

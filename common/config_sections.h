@@ -62,6 +62,8 @@ struct EngineSection {
 struct CoordinatorSection {
   std::string host = "127.0.0.1";
   int port = 50051;
+  // Data-parallel group g's coordinator port: ports[g], one per group; empty: port + g.
+  std::vector<int> ports;
   int shutdown_grace_s = 30;  // SIGTERM: running requests get this long to finish
   std::string admin_token;    // Drain/Resume need it; empty: LLM_ADMIN_TOKEN, else local only
   std::string tls_cert_file;  // PEM; with tls_key_file the gRPC port speaks TLS only

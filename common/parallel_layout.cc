@@ -42,6 +42,9 @@ StatusOr<ParallelLayout> ResolveParallelLayout(const EngineSection& engine, int 
 }
 
 int CoordinatorPortOf(const CoordinatorSection& coordinator, int group) {
+  if (group >= 0 && static_cast<size_t>(group) < coordinator.ports.size()) {
+    return coordinator.ports[static_cast<size_t>(group)];
+  }
   return coordinator.port + group;
 }
 

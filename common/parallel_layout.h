@@ -3,7 +3,7 @@
 // independent engine over its own communicator; consecutive world ranks form a group
 // (world ranks g*tp .. g*tp+tp-1 are group g), so mpirun's default by-slot mapping keeps a
 // tensor-parallel group inside a node when the node's slots are a multiple of tp. Group-rank 0
-// of group g is its coordinator, serving gRPC on coordinator.port + g.
+// of group g is its coordinator, serving gRPC on coordinator.port + g (or coordinator.ports[g]).
 //
 // Pure logic (no MPI): the worker resolves and prints it at start-up, the router derives its
 // default upstreams from the same rule.
@@ -34,11 +34,13 @@ struct ParallelLayout {
 // and the job size when they do not match; Unimplemented for pipeline_parallel_size > 1.
 StatusOr<ParallelLayout> ResolveParallelLayout(const EngineSection& engine, int world_size);
 
-// The gRPC port of data-parallel group `group`'s coordinator: coordinator.port + group.
+// The gRPC port of data-parallel group `group`'s coordinator: coordinator.ports[group] when
+// the list is set (ParseClusterConfig checks it has one per group), else coordinator.port +
+// group.
 int CoordinatorPortOf(const CoordinatorSection& coordinator, int group);
 
-// "host:port" of every group's coordinator (coordinator.host, coordinator.port + g), by group:
-// the router's default upstreams.
+// "host:port" of every group's coordinator (coordinator.host, CoordinatorPortOf), by group: the
+// router's default upstreams.
 std::vector<std::string> CoordinatorAddresses(const CoordinatorSection& coordinator,
                                               int data_parallel_size);
 

@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", layout.status().ToString());
     return 2;
   }
-  if (!mpi) return llm::RunCoordinator(*config, nullptr, 1);
-  return RunMpiRank(*config, *layout, *mpi);
+  if (mpi) return RunMpiRank(*config, *layout, *mpi);
+  llm::ClusterConfig single = *config;
+  single.coordinator.port = llm::CoordinatorPortOf(config->coordinator, 0);
+  return llm::RunCoordinator(single, nullptr, 1);
 }

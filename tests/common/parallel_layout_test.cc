@@ -89,6 +89,25 @@ TEST(ParallelLayout, RouterUpstreamsDefaultToEveryGroupsCoordinator) {
   c = ParseClusterConfig("", "t");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->router.upstreams, (std::vector<std::string>{"127.0.0.1:50051"}));
+  // An explicit port per group.
+  c = ParseClusterConfig("engine:\n  data_parallel_size: 2\ncoordinator:\n  ports: [9000, 7000]\n",
+                         "t");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->router.upstreams, (std::vector<std::string>{"127.0.0.1:9000", "127.0.0.1:7000"}));
+  EXPECT_EQ(CoordinatorPortOf(c->coordinator, 1), 7000);
+  c = ParseClusterConfig("", "t", {{"coordinator.ports", "9000"}});  // 1 group, 1 port
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->router.upstreams, (std::vector<std::string>{"127.0.0.1:9000"}));
+  c = ParseClusterConfig("", "t",
+                         {{"engine.data_parallel_size", "3"}, {"coordinator.ports", "1,2"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("coordinator.ports lists 2 port(s) but "
+                                      "engine.data_parallel_size is 3"),
+            std::string::npos)
+      << c.status().message();
+  EXPECT_FALSE(ParseClusterConfig("", "t", {{"coordinator.ports", "0"}}).ok());
+  EXPECT_FALSE(ParseClusterConfig("", "t", {{"coordinator.ports", "70000"}}).ok());
+  EXPECT_FALSE(ParseClusterConfig("", "t", {{"coordinator.ports", "x"}}).ok());
   // The last group's port must exist.
   c = ParseClusterConfig("", "t",
                          {{"engine.data_parallel_size", "4"}, {"coordinator.port", "65534"}});

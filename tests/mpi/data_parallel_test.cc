@@ -9,9 +9,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -96,11 +98,23 @@ std::chrono::system_clock::time_point In(double s) {
          std::chrono::milliseconds(static_cast<int64_t>(s * 1e3));
 }
 
-// A `mpirun -np dp*tp worker` job of stories260K engines and a gRPC client per coordinator.
+// A `mpirun -np dp*tp worker` job of stories260K engines and a gRPC client per coordinator:
+// ports coordinator.port + g, or with `listed_ports` free ports in no order given as
+// coordinator.ports.
 class DpJob {
  public:
-  DpJob(const std::string& mpirun, int dp, int tp) : dp_(dp) {
-    base_port_ = FreePortRange(dp);
+  DpJob(const std::string& mpirun, int dp, int tp, bool listed_ports = false) : dp_(dp) {
+    const int base = FreePortRange(dp);
+    std::string list;
+    for (int g = 0; g < dp; ++g) {
+      int port = base + g;
+      while (listed_ports && (port == 0 || std::count(ports_.begin(), ports_.end(), port) > 0)) {
+        port = FreePort();
+      }
+      ports_.push_back(base == 0 ? 0 : port);
+      list.append(list.empty() ? "" : ",").append(std::to_string(ports_.back()));
+    }
+    base_port_ = ports_[0];
     std::vector<std::string> argv = {mpirun,
                                      "--allow-run-as-root",
                                      "--oversubscribe",
@@ -131,6 +145,7 @@ class DpJob {
                                      "8",
                                      "--engine.log_stats_interval_s",
                                      "0"};
+    if (listed_ports) argv.insert(argv.end(), {"--coordinator.ports", list});
     job_ = std::make_unique<ChildProcess>(argv, "dp_job");
     for (int g = 0; g < dp; ++g) {
       auto channel = grpc::CreateChannel(Address(g), grpc::InsecureChannelCredentials());
@@ -139,14 +154,15 @@ class DpJob {
     }
   }
 
-  std::string Address(int group) const { return "127.0.0.1:" + std::to_string(base_port_ + group); }
+  std::string Address(int group) const { return "127.0.0.1:" + std::to_string(ports_[group]); }
+  // 0 when no free ports were found.
   int base_port() const { return base_port_; }
   ChildProcess& job() { return *job_; }
 
   bool Healthy(int g) {
     // A channel whose first connection was refused backs off for a second or more: ask gRPC
     // only once the port accepts connections.
-    if (!PortOpen(base_port_ + g)) return false;
+    if (!PortOpen(ports_[g])) return false;
     grpc::ClientContext ctx;
     ctx.set_deadline(In(1.0));
     ctx.set_wait_for_ready(true);
@@ -206,6 +222,7 @@ class DpJob {
  private:
   int dp_;
   int base_port_ = 0;
+  std::vector<int> ports_;  // by group
   std::unique_ptr<ChildProcess> job_;
   std::vector<std::unique_ptr<v1::Admin::Stub>> admin_;
   std::vector<std::unique_ptr<v1::Generation::Stub>> generation_;
@@ -253,9 +270,10 @@ double CpuSecondsOf(pid_t pid) {
 
 struct Layout {
   int dp, tp;
+  bool listed_ports = false;  // coordinator.ports instead of coordinator.port + g
 };
 void PrintTo(const Layout& l, std::ostream* os) {
-  *os << "DP" << l.dp << "xTP" << l.tp;
+  *os << "DP" << l.dp << "xTP" << l.tp << (l.listed_ports ? " with coordinator.ports" : "");
 }
 
 class DataParallelGolden : public ::testing::TestWithParam<Layout> {};
@@ -264,10 +282,10 @@ class DataParallelGolden : public ::testing::TestWithParam<Layout> {};
 // its own group (Stats) and saw only its own requests: the engines are independent.
 TEST_P(DataParallelGolden, EveryCoordinatorGivesTheGoldenIds) {
   LLM_DP_REQUIRE();
-  const auto [dp, tp] = GetParam();
+  const auto [dp, tp, listed_ports] = GetParam();
   const std::vector<GoldenCase> golden = ReadGolden();
   ASSERT_FALSE(golden.empty());
-  DpJob job(mpirun, dp, tp);
+  DpJob job(mpirun, dp, tp, listed_ports);
   ASSERT_NE(job.base_port(), 0) << "no " << dp << " consecutive free ports";
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(job.WaitHealthy(120.0)) << job.job().Log(6000);
@@ -305,6 +323,22 @@ TEST_P(DataParallelGolden, EveryCoordinatorGivesTheGoldenIds) {
       EXPECT_EQ(s.ranks(r).status(), "ok");
     }
   }
+  // llm-admin stats names the group and each rank's world rank.
+  {
+    const std::string cmd =
+        std::string(LLM_ADMIN_BIN) + " --coordinator " + job.Address(dp - 1) + " stats 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string text;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) text.append(buf, n);
+    EXPECT_EQ(pclose(p), 0) << text;
+    EXPECT_TRUE(
+        std::regex_search(text, std::regex("data-parallel group: +" + std::to_string(dp - 1) +
+                                           " of " + std::to_string(dp) + "\n")))
+        << text;
+    EXPECT_NE(text.find("world rank"), std::string::npos) << text;
+  }
   // An idle engine's follower sleeps on its group's communicator as on the world's.
   if (tp > 1) {
     std::map<int, pid_t> ranks;
@@ -340,10 +374,11 @@ TEST_P(DataParallelGolden, EveryCoordinatorGivesTheGoldenIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DataParallelGolden,
-                         ::testing::Values(Layout{2, 1}, Layout{2, 2}, Layout{4, 1}),
+                         ::testing::Values(Layout{2, 1}, Layout{2, 2, true}, Layout{4, 1}),
                          [](const ::testing::TestParamInfo<Layout>& p) {
                            return "DP" + std::to_string(p.param.dp) + "xTP" +
-                                  std::to_string(p.param.tp);
+                                  std::to_string(p.param.tp) +
+                                  (p.param.listed_ports ? "ListedPorts" : "");
                          });
 
 // A router given only engine.data_parallel_size and coordinator.port (router.upstreams left at
