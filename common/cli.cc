@@ -35,6 +35,8 @@ const std::vector<std::pair<std::string, std::string>>& VllmFlagAliases() {
       {"max-model-len", "model.max_model_len"},
       {"chat-template", "model.chat_template"},
       {"tensor-parallel-size", "engine.tensor_parallel_size"},
+      {"data-parallel-size", "engine.data_parallel_size"},
+      {"pipeline-parallel-size", "engine.pipeline_parallel_size"},
       {"max-num-seqs", "engine.max_num_seqs"},
       {"max-num-batched-tokens", "engine.max_num_batched_tokens"},
       {"block-size", "engine.block_size"},

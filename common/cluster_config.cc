@@ -18,6 +18,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "common/parallel_layout.h"
+
 namespace llm {
 
 namespace {
@@ -162,6 +164,33 @@ KeySpec ListKey(const char* name, Field field, const char* help) {
           }};
 }
 
+template <typename Field>
+KeySpec PortListKey(const char* name, Field field, const char* help) {
+  return {name,
+          "list",
+          "ports in [1, 65535]",
+          help,
+          [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+            std::vector<int> ports;
+            for (const std::string& item : v) {
+              char* end = nullptr;
+              errno = 0;
+              const long x = std::strtol(item.c_str(), &end, 10);
+              if (item.empty() || *end != '\0' || errno != 0 || x < 1 || x > 65535) {
+                return BadValue(name, item, "ports in [1, 65535]");
+              }
+              ports.push_back(static_cast<int>(x));
+            }
+            field(c) = std::move(ports);
+            return Status::Ok();
+          },
+          [=](const ClusterConfig& c) {
+            std::string s;
+            for (const int x : field(c)) s.append(s.empty() ? "" : ",").append(std::to_string(x));
+            return s;
+          }};
+}
+
 // A reference to one member of a ClusterConfig, const or not: LLM_FIELD(engine.block_size).
 #define LLM_FIELD(path)  \
   [](auto& c) -> auto& { \
@@ -181,7 +210,13 @@ const std::vector<KeySpec>& Schema() {
       StringKey("model.chat_template", LLM_FIELD(model.chat_template), {},
                 "chat template file (Jinja), or the template itself; empty = the model's"),
       IntKey("engine.tensor_parallel_size", LLM_FIELD(engine.tensor_parallel_size), 1, 1024,
-             "ranks the model is split over (the mpirun -np)"),
+             "ranks one engine's model is split over (tensor parallelism); the mpirun -np is "
+             "data_parallel_size x pipeline_parallel_size x tensor_parallel_size"),
+      IntKey("engine.data_parallel_size", LLM_FIELD(engine.data_parallel_size), 1, 1024,
+             "independent engines in one mpirun job, each of tensor_parallel_size consecutive "
+             "ranks; group g's coordinator serves on coordinator.port + g"),
+      IntKey("engine.pipeline_parallel_size", LLM_FIELD(engine.pipeline_parallel_size), 1, 1024,
+             "pipeline stages per engine; only 1 (pipeline parallelism is not implemented yet)"),
       IntKey("engine.block_size", LLM_FIELD(engine.block_size), 1, 1 << 16,
              "tokens per KV cache block (at most the backend's limit: cpu 256)"),
       IntKey("engine.kv_cache_mib", LLM_FIELD(engine.kv_cache_mib), 0, 1 << 30,
@@ -217,7 +252,11 @@ const std::vector<KeySpec>& Schema() {
              "every this many seconds rank 0 logs throughput, running/waiting, KV cache use "
              "(only when something changed); 0 = never"),
       StringKey("coordinator.host", LLM_FIELD(coordinator.host), {}, "gRPC bind address of rank 0"),
-      IntKey("coordinator.port", LLM_FIELD(coordinator.port), 1, 65535, "gRPC port of rank 0"),
+      IntKey("coordinator.port", LLM_FIELD(coordinator.port), 1, 65535,
+             "gRPC port of rank 0; data-parallel group g's coordinator: coordinator.port + g"),
+      PortListKey("coordinator.ports", LLM_FIELD(coordinator.ports),
+                  "gRPC port of each data-parallel group's coordinator, one per group "
+                  "(engine.data_parallel_size); empty = coordinator.port + g"),
       StringKey("coordinator.admin_token", LLM_FIELD(coordinator.admin_token), {},
                 "token Drain/Resume need (Bearer); empty: LLM_ADMIN_TOKEN, else loopback only"),
       StringKey("coordinator.tls_cert_file", LLM_FIELD(coordinator.tls_cert_file), {},
@@ -230,7 +269,8 @@ const std::vector<KeySpec>& Schema() {
                 "HTTP bind address; empty = 0.0.0.0 when an API key is set, else 127.0.0.1"),
       IntKey("router.port", LLM_FIELD(router.http.port), 1, 65535, "HTTP port"),
       ListKey("router.upstreams", LLM_FIELD(router.upstreams),
-              "coordinator host:port list; default: coordinator.host:port"),
+              "coordinator host:port list; default: coordinator.host:port, or with "
+              "engine.data_parallel_size N every group's coordinator.host:port+g, g < N"),
       StringKey("router.upstream_tls_ca_file", LLM_FIELD(router.upstream_tls_ca_file), {},
                 "PEM roots: connect to the coordinators with TLS (coordinator.tls_cert_file)"),
       IntKey("router.max_body_bytes", LLM_FIELD(router.http.max_body_bytes), 1024, int64_t{1} << 30,
@@ -393,9 +433,22 @@ Status Finish(ClusterConfig* c) {
         " is not set: router.tls_cert_file and router.tls_key_file go together (both: HTTPS; "
         "neither: plain HTTP)");
   }
-  if (c->router.upstreams.empty()) {
-    c->router.upstreams.push_back(c->coordinator.host + ":" + std::to_string(c->coordinator.port));
+  const int dp = c->engine.data_parallel_size;
+  const size_t listed = c->coordinator.ports.size();
+  if (listed != 0 && listed != static_cast<size_t>(dp)) {
+    return InvalidArgument("coordinator.ports lists " + std::to_string(listed) +
+                           " port(s) but engine.data_parallel_size is " + std::to_string(dp) +
+                           ": give one port per data-parallel group, or none (coordinator.port "
+                           "+ g)");
   }
+  if (listed == 0 && c->coordinator.port + dp - 1 > 65535) {
+    return InvalidArgument("coordinator.port " + std::to_string(c->coordinator.port) + " + " +
+                           "engine.data_parallel_size " + std::to_string(dp) +
+                           " - 1 is past 65535: data-parallel group g serves on "
+                           "coordinator.port + g; lower coordinator.port");
+  }
+  // Default: every data-parallel group's coordinator of the job this config describes.
+  if (c->router.upstreams.empty()) c->router.upstreams = CoordinatorAddresses(c->coordinator, dp);
   return Status::Ok();
 }
 

@@ -36,6 +36,10 @@ struct SchedulerConfig {
 // engine.*
 struct EngineSection {
   int tensor_parallel_size = 1;
+  // Independent engines (replicas) in one mpirun job, each tensor_parallel_size ranks with its
+  // own coordinator on coordinator.port + its group index (common/parallel_layout.h).
+  int data_parallel_size = 1;
+  int pipeline_parallel_size = 1;  // only 1 so far (pipeline parallelism is not implemented)
   int block_size = 16;
   int kv_cache_mib = 0;                    // > 0 wins over the fraction
   int kv_cache_blocks = 0;                 // > 0 wins over both sizes (tests, tuning)
@@ -58,6 +62,8 @@ struct EngineSection {
 struct CoordinatorSection {
   std::string host = "127.0.0.1";
   int port = 50051;
+  // Data-parallel group g's coordinator port: ports[g], one per group; empty: port + g.
+  std::vector<int> ports;
   int shutdown_grace_s = 30;  // SIGTERM: running requests get this long to finish
   std::string admin_token;    // Drain/Resume need it; empty: LLM_ADMIN_TOKEN, else local only
   std::string tls_cert_file;  // PEM; with tls_key_file the gRPC port speaks TLS only

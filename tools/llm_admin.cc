@@ -90,36 +90,48 @@ void PrintText(const pb::HealthResponse& h) {
 void PrintText(const pb::StatsResponse& s) {
   const int used = s.kv_blocks_total() - s.kv_blocks_free();
   const auto n = [](int64_t v) { return std::to_string(v); };
-  PrintFields({
+  std::vector<std::pair<std::string, std::string>> fields = {
       {"model", s.model()},
       {"uptime", llm::admin::Duration(s.uptime_s())},
       {"draining", YesNo(s.draining())},
       {"ranks", n(s.world_size())},
-      {"running sequences", n(s.running_sequences())},
-      {"waiting sequences", n(s.waiting_sequences())},
-      {"KV cache", n(used) + " / " + n(s.kv_blocks_total()) + " blocks used (" +
-                       llm::admin::Percent(used, s.kv_blocks_total()) + "), " +
-                       n(s.kv_block_size()) + " tokens per block"},
-      {"requests", n(s.requests_total())},
-      {"aborted", n(s.aborted_total())},
-      {"refused (queue full)", n(s.rejected_queue_full_total())},
-      {"queue timeouts", n(s.queue_timeouts_total())},
-      {"prompt tokens", n(s.prompt_tokens_total())},
-      {"prefill tokens computed", n(s.prefill_tokens_computed_total())},
-      {"generated tokens", n(s.generated_tokens_total())},
-      {"preemptions", n(s.preemptions_total())},
-      {"prefix cache hits",
-       n(s.prefix_cache_hit_tokens_total()) + " of " + n(s.prefix_cache_queried_tokens_total()) +
-           " tokens (" +
-           llm::admin::Percent(static_cast<double>(s.prefix_cache_hit_tokens_total()),
-                               static_cast<double>(s.prefix_cache_queried_tokens_total())) +
-           ")"},
-  });
+  };
+  const bool data_parallel = s.data_parallel_size() > 1;
+  if (data_parallel) {  // one of several engines of an mpirun job
+    fields.emplace_back("data-parallel group",
+                        n(s.data_parallel_rank()) + " of " + n(s.data_parallel_size()));
+  }
+  fields.insert(
+      fields.end(),
+      {
+          {"running sequences", n(s.running_sequences())},
+          {"waiting sequences", n(s.waiting_sequences())},
+          {"KV cache", n(used) + " / " + n(s.kv_blocks_total()) + " blocks used (" +
+                           llm::admin::Percent(used, s.kv_blocks_total()) + "), " +
+                           n(s.kv_block_size()) + " tokens per block"},
+          {"requests", n(s.requests_total())},
+          {"aborted", n(s.aborted_total())},
+          {"refused (queue full)", n(s.rejected_queue_full_total())},
+          {"queue timeouts", n(s.queue_timeouts_total())},
+          {"prompt tokens", n(s.prompt_tokens_total())},
+          {"prefill tokens computed", n(s.prefill_tokens_computed_total())},
+          {"generated tokens", n(s.generated_tokens_total())},
+          {"preemptions", n(s.preemptions_total())},
+          {"prefix cache hits",
+           n(s.prefix_cache_hit_tokens_total()) + " of " +
+               n(s.prefix_cache_queried_tokens_total()) + " tokens (" +
+               llm::admin::Percent(static_cast<double>(s.prefix_cache_hit_tokens_total()),
+                                   static_cast<double>(s.prefix_cache_queried_tokens_total())) +
+               ")"},
+      });
+  PrintFields(fields);
   if (s.ranks_size() == 0) return;
   std::vector<std::vector<std::string>> rows = {{"rank", "host", "status", "last seen"}};
+  if (data_parallel) rows[0].insert(rows[0].begin() + 1, "world rank");
   for (const pb::RankStatus& r : s.ranks()) {
     rows.push_back({n(r.rank()), r.host().empty() ? "-" : r.host(), r.status(),
                     r.has_last_seen_s() ? llm::admin::Duration(r.last_seen_s()) + " ago" : "-"});
+    if (data_parallel) rows.back().insert(rows.back().begin() + 1, n(r.world_rank()));
   }
   std::printf("\n%s", llm::admin::FormatTable(rows).c_str());
 }

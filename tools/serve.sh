@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Starts the whole cluster on this machine from what tools/setup.sh built (it never installs or
-# builds): `mpirun -np $RANKS worker` (rank 0 = the gRPC coordinator) and the OpenAI router on
-# port 2000.
+# builds): `mpirun -np $((DP * TP)) worker` (each data-parallel group's first rank = a gRPC
+# coordinator, on COORD_PORT + group) and the OpenAI router on port 2000, in front of all of them.
 #
 #   tools/setup.sh && tools/serve.sh                    # fresh machine: install, build, serve
 #   tools/serve.sh                                      # stories260K (real weights), 1 rank
-#   MODEL=/path/to/hf-folder RANKS=2 tools/serve.sh     # tensor parallel over 2 MPI ranks
+#   MODEL=/path/to/hf-folder TP=2 tools/serve.sh        # tensor parallel over 2 MPI ranks
+#   DP=2 TP=2 tools/serve.sh                            # 2 engines of 2 ranks each: 4 ranks
 #   MODEL=deploy/models/demo-llama tools/serve.sh       # sizing demo: dummy weights
 #
 # Environment: MODEL (default deploy/models/stories260K, Karpathy's TinyStories model),
-# LOAD_FORMAT (safetensors|dummy), RANKS (default 1), CONFIG (default deploy/cluster.yaml),
+# LOAD_FORMAT (safetensors|dummy), TP (tensor-parallel ranks per engine, default 1), DP
+# (data-parallel engines, default 1), RANKS (the job's size, DP * TP; without TP, TP = RANKS /
+# DP), CONFIG (default deploy/cluster.yaml),
 # PORT (router, default 2000), HOSTFILE (passed to mpirun), API_KEY (the router requires
 # `Authorization: Bearer $API_KEY` and, with a key, listens on every interface; without one it
 # listens on 127.0.0.1 only), GRACE_S (on Ctrl-C/SIGTERM requests in flight get this long to
@@ -31,12 +34,25 @@ if [ -z "${LOAD_FORMAT:-}" ]; then
     LOAD_FORMAT=dummy
   fi
 fi
-RANKS=${RANKS:-1}
+DP=${DP:-1}
+if [ -z "${TP:-}" ]; then
+  TP=$(( ${RANKS:-$DP} / DP ))
+fi
+if [ "$DP" -lt 1 ] || [ "$TP" -lt 1 ] || { [ -n "${RANKS:-}" ] && [ "$RANKS" -ne $((DP * TP)) ]; }; then
+  echo "serve.sh: RANKS=${RANKS:-} must be DP * TP (DP=$DP, TP=$TP)" >&2
+  exit 1
+fi
+RANKS=$((DP * TP))
 CONFIG=${CONFIG:-deploy/cluster.yaml}
 PORT=${PORT:-2000}
 COORD_PORT=${COORD_PORT:-50051}
+# The router gets every coordinator from engine.data_parallel_size (router.upstreams' default:
+# coordinator.host:COORD_PORT+g for each group g; all on this host without a HOSTFILE).
 overrides=(--model.path "$MODEL" --model.load_format "$LOAD_FORMAT"
-           --engine.tensor_parallel_size "$RANKS" --coordinator.port "$COORD_PORT")
+           --engine.tensor_parallel_size "$TP" --engine.data_parallel_size "$DP"
+           --coordinator.port "$COORD_PORT")
+coordinators=()
+for ((g = 0; g < DP; g++)); do coordinators+=("127.0.0.1:$((COORD_PORT + g))"); done
 
 # --bind-to none: mpirun binds each rank to one core by default, which would leave the rest of
 # the host idle; unbound ranks split the host's cores between them (engine.threads_per_rank).
@@ -55,8 +71,13 @@ stop() {
   set +e
   [ -n "${router_pid:-}" ] && kill -TERM "$router_pid" 2>/dev/null
   if kill -0 "$worker_pid" 2>/dev/null; then
-    build/tools/llm-admin --coordinator "127.0.0.1:$COORD_PORT" drain --wait \
-      --wait-timeout-s "${GRACE_S:-30}" >/dev/null 2>&1 || true
+    drains=()
+    for c in "${coordinators[@]}"; do  # in parallel: each waits for its own engine
+      build/tools/llm-admin --coordinator "$c" drain --wait \
+        --wait-timeout-s "${GRACE_S:-30}" >/dev/null 2>&1 &
+      drains+=($!)
+    done
+    wait "${drains[@]}" 2>/dev/null
   fi
   [ -n "${router_pid:-}" ] && wait "$router_pid" 2>/dev/null
   kill -TERM "$worker_pid" 2>/dev/null
@@ -65,10 +86,12 @@ stop() {
 }
 trap stop EXIT INT TERM
 
-for _ in $(seq 1 600); do  # model loading: up to 5 minutes
-  build/tools/llm-admin --coordinator "127.0.0.1:$COORD_PORT" health >/dev/null 2>&1 && break
-  kill -0 $worker_pid 2>/dev/null || { echo "serve.sh: the worker exited" >&2; exit 1; }
-  sleep 0.5
+for c in "${coordinators[@]}"; do
+  for _ in $(seq 1 600); do  # model loading: up to 5 minutes
+    build/tools/llm-admin --coordinator "$c" health >/dev/null 2>&1 && break
+    kill -0 $worker_pid 2>/dev/null || { echo "serve.sh: the worker exited" >&2; exit 1; }
+    sleep 0.5
+  done
 done
 # The key goes to the router through its environment (LLM_API_KEY), never on a command line
 # that `ps` shows.
@@ -90,7 +113,8 @@ auth_hint=""
 [ -n "${API_KEY:-}" ] && auth_hint=' -H "Authorization: Bearer $API_KEY"'
 cat <<MSG
 
-Serving '$name' on http://127.0.0.1:$PORT ($RANKS rank(s), load_format $LOAD_FORMAT). Try:
+Serving '$name' on http://127.0.0.1:$PORT ($RANKS rank(s): $DP engine(s) of $TP, coordinators
+${coordinators[*]}; load_format $LOAD_FORMAT). Try:
 
   curl http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json'$auth_hint \\
     -d '{"model": "$name", "prompt": "Once upon a time", "max_tokens": 32}'

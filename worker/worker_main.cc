@@ -1,6 +1,8 @@
 // worker: one rank of the inference engine; rank 0 adds the coordinator role (gRPC).
 //   worker --config cluster.yaml [--section.key value ...]
 //   mpirun -np N worker --config cluster.yaml        (ranks != 0 follow rank 0: worker/follower.h)
+//   N = engine.data_parallel_size × engine.tensor_parallel_size: data-parallel group g (world
+//   ranks g*tp ..) is an independent engine whose first rank serves on coordinator.port + g.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -10,6 +12,7 @@
 
 #include "common/cli.h"
 #include "common/log.h"
+#include "common/parallel_layout.h"
 #include "worker/comm/mpi_communicator.h"
 #include "worker/coordinator/coordinator_app.h"
 #include "worker/engine/follower.h"
@@ -21,6 +24,45 @@ namespace {
 bool UnderMpiLauncher() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||
          std::getenv("PMI_RANK") != nullptr;
+}
+
+// One rank of an mpirun job: world rank 0 logs the layout; each data-parallel group is one
+// engine on its own communicator, whose group-rank 0 is the coordinator on coordinator.port +
+// the group index and the others follow it. Returns the exit code (after the world's final
+// barrier, in the caller's MpiCommunicator destructor); a failing rank ends the whole job.
+int RunMpiRank(const llm::ClusterConfig& config, const llm::ParallelLayout& layout,
+               llm::MpiCommunicator& world) {
+  world.set_timeout_s(config.engine.rank_timeout_s);
+  if (world.rank() == 0) {
+    for (const std::string& line : FormatLayoutTable(layout, world.HostNames(), config.coordinator))
+      spdlog::info("layout: {}", line);
+  }
+  std::unique_ptr<llm::MpiCommunicator> group_comm;
+  llm::MpiCommunicator* comm = &world;
+  const int group = layout.GroupOf(world.rank());
+  llm::ClusterConfig group_config = config;
+  group_config.coordinator.port = llm::CoordinatorPortOf(config.coordinator, group);
+  if (layout.data_parallel_size > 1) {
+    auto split = world.Split(group, layout.GroupRankOf(world.rank()));
+    if (!split.ok()) {
+      spdlog::critical("rank {}: {}", world.rank(), split.status().ToString());
+      world.AbortJob(2);
+    }
+    group_comm = std::move(*split);
+    comm = group_comm.get();
+    spdlog::info("world rank {}: rank {} of data-parallel group {} (coordinator port {})",
+                 world.rank(), comm->rank(), group, group_config.coordinator.port);
+  }
+  int rc = 0;
+  if (comm->rank() != 0) {
+    rc = llm::RunFollowerRank(group_config, *comm, world.local_size());
+    if (rc != 0) world.AbortJob(rc);  // this group's rank 0 would wait for this rank forever
+  } else {
+    rc = llm::RunCoordinator(group_config, comm, world.local_size(), group);
+    // A start-up failure may leave this group's followers waiting for their first step message.
+    if (rc != 0 && world.world_size() > 1) world.AbortJob(rc);
+  }
+  return rc;  // group_comm is freed before the world's communicator (MPI_Finalize)
 }
 
 }  // namespace
@@ -57,22 +99,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int world = mpi ? mpi->world_size() : 1;
-  if (config->engine.tensor_parallel_size != world) {
-    // Every rank reads the same config and stops here alike, so nobody waits for anybody.
-    spdlog::critical(
-        "engine.tensor_parallel_size is {} but this job has {} rank(s): start it with "
-        "`mpirun -np {} worker ...` or set engine.tensor_parallel_size to {}",
-        config->engine.tensor_parallel_size, world, config->engine.tensor_parallel_size, world);
+  // Every rank reads the same config and stops here alike, so nobody waits for anybody.
+  const llm::StatusOr<llm::ParallelLayout> layout =
+      llm::ResolveParallelLayout(config->engine, world);
+  if (!layout.ok()) {
+    spdlog::critical("{}", layout.status().ToString());
     return 2;
   }
-  if (mpi) mpi->set_timeout_s(config->engine.rank_timeout_s);
-  if (mpi && mpi->rank() != 0) {
-    const int rc = llm::RunFollowerRank(*config, *mpi, mpi->local_size());
-    if (rc != 0) mpi->AbortJob(rc);  // rank 0 would wait for this rank forever
-    return 0;
-  }
-  const int rc = llm::RunCoordinator(*config, mpi.get(), mpi ? mpi->local_size() : 1);
-  // A start-up failure on rank 0 may leave followers waiting for their first step message.
-  if (rc != 0 && world > 1) mpi->AbortJob(rc);
-  return rc;
+  if (mpi) return RunMpiRank(*config, *layout, *mpi);
+  llm::ClusterConfig single = *config;
+  single.coordinator.port = llm::CoordinatorPortOf(config->coordinator, 0);
+  return llm::RunCoordinator(single, nullptr, 1);
 }

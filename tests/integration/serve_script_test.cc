@@ -30,9 +30,10 @@ TEST(ServeScript, DefaultModelServesRealStories) {
 
   const int port = FreePort();
   const int coord_port = FreePort();
-  ChildProcess serve({"/bin/bash", std::string(LLM_SOURCE_DIR) + "/tools/serve.sh"}, "serve_sh",
-                     {"PORT=" + std::to_string(port), "COORD_PORT=" + std::to_string(coord_port),
-                      "MODEL", "RANKS", "CONFIG", "API_KEY", "LOAD_FORMAT", "HOSTFILE"});
+  ChildProcess serve(
+      {"/bin/bash", std::string(LLM_SOURCE_DIR) + "/tools/serve.sh"}, "serve_sh",
+      {"PORT=" + std::to_string(port), "COORD_PORT=" + std::to_string(coord_port), "MODEL", "RANKS",
+       "DP", "TP", "CONFIG", "API_KEY", "LOAD_FORMAT", "HOSTFILE"});
   const bool up = WaitFor(
       [&] { return serve.Exited() || Http(port, "GET", "/health", "", 1.0).status == 200; }, 90.0);
   ASSERT_TRUE(up && !serve.Exited()) << serve.Log(4000);
@@ -72,6 +73,54 @@ TEST(ServeScript, DefaultModelServesRealStories) {
   client.join();
   EXPECT_EQ(in_flight.status, 200) << in_flight.body << serve.Log(4000);
   EXPECT_EQ(in_flight.Json()["usage"]["completion_tokens"], 2 * 16 * 450) << in_flight.body;
+  EXPECT_TRUE(WaitFor([&] { return Http(port, "GET", "/health", "", 0.5).status == 0; }, 10.0));
+}
+
+// DP=2 starts two engines in one mpirun job (coordinators on COORD_PORT and COORD_PORT + 1) and
+// gives the router both.
+TEST(ServeScript, DataParallelJobGivesTheRouterEveryCoordinator) {
+  const std::filesystem::path built = std::filesystem::path(LLM_SOURCE_DIR) / "build/worker/worker";
+  if (!std::filesystem::exists(built) ||
+      !std::filesystem::equivalent(built, std::filesystem::path(LLM_WORKER_BIN))) {
+    GTEST_SKIP() << "tools/serve.sh starts build/ of the source tree, and this build is "
+                 << LLM_WORKER_BIN;
+  }
+  LLM_E2E_REQUIRE_SHARED();
+  const int port = FreePort();
+  int coord_port = 0;
+  for (int i = 0; i < 50 && coord_port == 0; ++i) {
+    const int p = FreePort();
+    // the next port must be free too (a bind to it succeeds only then)
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(p + 1));
+    if (p < 65535 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0)
+      coord_port = p;
+    close(fd);
+  }
+  ASSERT_NE(coord_port, 0);
+  ChildProcess serve(
+      {"/bin/bash", std::string(LLM_SOURCE_DIR) + "/tools/serve.sh"}, "serve_sh_dp",
+      {"PORT=" + std::to_string(port), "COORD_PORT=" + std::to_string(coord_port), "DP=2", "MODEL",
+       "RANKS", "TP", "CONFIG", "API_KEY", "LOAD_FORMAT", "HOSTFILE"});
+  const bool up = WaitFor(
+      [&] { return serve.Exited() || Http(port, "GET", "/health", "", 1.0).status == 200; }, 90.0);
+  ASSERT_TRUE(up && !serve.Exited()) << serve.Log(4000);
+  const json ups = Http(port, "GET", "/upstreams", "", 5.0).Json();
+  ASSERT_TRUE(ups["data"].is_array()) << ups;
+  ASSERT_EQ(ups["data"].size(), 2u) << ups;
+  EXPECT_EQ(ups["data"][0]["address"], "127.0.0.1:" + std::to_string(coord_port));
+  EXPECT_EQ(ups["data"][1]["address"], "127.0.0.1:" + std::to_string(coord_port + 1));
+  EXPECT_TRUE(
+      WaitFor([&] { return serve.Log().find("2 engine(s) of 1") != std::string::npos; }, 10.0))
+      << serve.Log(4000);
+  const HttpResult r =
+      Post(port, "/v1/completions",
+           {{"model", "stories260K"}, {"prompt", "Once upon a time"}, {"max_tokens", 8}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  serve.Stop(SIGTERM, 60.0);
   EXPECT_TRUE(WaitFor([&] { return Http(port, "GET", "/health", "", 0.5).status == 0; }, 10.0));
 }
 

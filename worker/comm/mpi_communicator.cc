@@ -50,6 +50,15 @@ int64_t NowNs() {
 
 }  // namespace
 
+struct MpiCommunicator::Handle {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  bool split = false;  // from MPI_Comm_split: freed with the communicator
+};
+
+MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> comm, int world_rank, int local_size,
+                                 bool owns_mpi)
+    : comm_(std::move(comm)), world_rank_(world_rank), local_size_(local_size), owns_(owns_mpi) {}
+
 // Completes `req` without a blocking MPI call. The other ranks normally answer within a step's
 // compute, so it yield-spins 2 ms (progress + give the core away), then sleeps growing from
 // 50 us to 1 ms: a rank that stopped answering costs no CPU here. Past timeout_s the job ends.
@@ -74,7 +83,7 @@ void MpiCommunicator::Wait(void* mpi_request, const char* what) {
       std::fprintf(stderr,
                    "rank %d: the other ranks did not complete %s within engine.rank_timeout_s = "
                    "%.0f s (a rank is stopped, wedged or gone); ending the job\n",
-                   rank_, what, timeout_s_);
+                   world_rank_, what, timeout_s_);
       AbortJob(3);
     }
     std::this_thread::sleep_for(sleep);
@@ -112,36 +121,65 @@ StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, ch
   if (provided < MPI_THREAD_FUNNELED) {
     return FailedPrecondition("the MPI library does not provide MPI_THREAD_FUNNELED");
   }
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm host;
   int local_size = 1;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &host);
   MPI_Comm_size(host, &local_size);
   MPI_Comm_free(&host);
+  auto comm = std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(std::make_unique<Handle>(), world_rank, local_size, !initialized));
+  comm->Describe();
+  return comm;
+}
+
+StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Split(int color, int key) {
+  auto handle = std::make_unique<Handle>();
+  if (MPI_Comm_split(comm_->comm, color, key, &handle->comm) != MPI_SUCCESS) {
+    return Internal("MPI_Comm_split failed");
+  }
+  handle->split = true;
+  auto group = std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(std::move(handle), world_rank_, local_size_, false));
+  group->timeout_s_ = timeout_s_;
+  group->Describe();
+  return group;
+}
+
+void MpiCommunicator::Describe() {
+  MPI_Comm_rank(comm_->comm, &rank_);
+  MPI_Comm_size(comm_->comm, &size_);
   // Every rank's host name, once (the coordinator's Stats lists them per rank).
-  std::vector<char> names(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME, '\0');
-  char* mine = names.data() + static_cast<size_t>(rank) * MPI_MAX_PROCESSOR_NAME;
+  std::vector<char> names(static_cast<size_t>(size_) * MPI_MAX_PROCESSOR_NAME, '\0');
+  char* mine = names.data() + static_cast<size_t>(rank_) * MPI_MAX_PROCESSOR_NAME;
   int len = 0;
   MPI_Get_processor_name(mine, &len);
   MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                MPI_COMM_WORLD);
-  std::vector<std::string> hosts;
-  for (int r = 0; r < size; ++r) {
+                comm_->comm);
+  hosts_.clear();
+  for (int r = 0; r < size_; ++r) {
     const char* name = names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
-    hosts.emplace_back(name, strnlen(name, MPI_MAX_PROCESSOR_NAME - 1));
+    hosts_.emplace_back(name, strnlen(name, MPI_MAX_PROCESSOR_NAME - 1));
   }
-  auto comm = std::unique_ptr<MpiCommunicator>(
-      new MpiCommunicator(rank, size, local_size, !initialized, std::move(hosts)));
-  comm->MarkAllAnswered();  // the all-gather above
-  return comm;
+  MarkAllAnswered();  // the all-gather above
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (owns_ && !finalized) MPI_Finalize();
+  if (finalized) return;
+  if (comm_->split) {
+    MPI_Comm_free(&comm_->comm);
+    return;
+  }
+  if (!owns_) return;
+  // MPI_Finalize waits for every rank of the job; one whose data-parallel group stopped early
+  // waits here instead, asleep, for the groups still draining.
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  WaitIdle(&req);
+  MPI_Finalize();
 }
 
 void MpiCommunicator::AbortJob(int code) {
@@ -169,7 +207,7 @@ void MpiCommunicator::ReduceSegment(float* data, size_t count) {
             0.0f);
   const int n = static_cast<int>(chunk);
   MPI_Request req;
-  MPI_Ialltoall(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, MPI_COMM_WORLD, &req);
+  MPI_Ialltoall(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, comm_->comm, &req);
   Wait(&req, "an all-reduce");
   MarkAllAnswered();
   float* sum = send_.data();
@@ -179,8 +217,7 @@ void MpiCommunicator::ReduceSegment(float* data, size_t count) {
     for (size_t i = 0; i < chunk; ++i) sum[i] += part[i];
   }
   std::copy(sum, sum + chunk, recv_.begin() + static_cast<long>(rank_ * chunk));
-  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv_.data(), n, MPI_FLOAT, MPI_COMM_WORLD,
-                 &req);
+  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv_.data(), n, MPI_FLOAT, comm_->comm, &req);
   Wait(&req, "an all-reduce");
   std::copy(recv_.begin(), recv_.begin() + static_cast<long>(count), data);
 }
@@ -192,7 +229,7 @@ void MpiCommunicator::Gather(const float* send, size_t count, float* recv, int r
   }
   MPI_Request req;
   MPI_Igather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT,
-              root, MPI_COMM_WORLD, &req);
+              root, comm_->comm, &req);
   Wait(&req, "a gather");
   if (rank_ == root) MarkAllAnswered();
 }
@@ -205,19 +242,19 @@ void MpiCommunicator::Broadcast(std::vector<uint8_t>& bytes, int root) {
     std::vector<MPI_Request> sends(size_, MPI_REQUEST_NULL);
     for (int r = 0; r < size_; ++r) {
       if (r == root) continue;
-      MPI_Isend(&size, 1, MPI_UINT64_T, r, static_cast<int>(MpiTag::kBroadcastSize), MPI_COMM_WORLD,
+      MPI_Isend(&size, 1, MPI_UINT64_T, r, static_cast<int>(MpiTag::kBroadcastSize), comm_->comm,
                 &sends[r]);
     }
     for (auto& s : sends) Wait(&s, "a step message");
   } else {
-    MPI_Irecv(&size, 1, MPI_UINT64_T, root, static_cast<int>(MpiTag::kBroadcastSize),
-              MPI_COMM_WORLD, &req);
+    MPI_Irecv(&size, 1, MPI_UINT64_T, root, static_cast<int>(MpiTag::kBroadcastSize), comm_->comm,
+              &req);
     WaitIdle(&req);
     bytes.resize(size);
   }
   for (size_t off = 0; off < size; off += kMaxPiece) {
     const int n = static_cast<int>(std::min<size_t>(size - off, kMaxPiece));
-    MPI_Ibcast(bytes.data() + off, n, MPI_BYTE, root, MPI_COMM_WORLD, &req);
+    MPI_Ibcast(bytes.data() + off, n, MPI_BYTE, root, comm_->comm, &req);
     Wait(&req, "a step message");
   }
 }

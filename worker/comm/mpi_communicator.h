@@ -17,6 +17,13 @@
 // rank owning its chunk (all-to-all, local sum, all-gather), so all ranks get bitwise the same
 // result and the result does not depend on the message size (batch composition).
 // MPI errors are fatal (MPI_ERRORS_ARE_FATAL): a broken link ends the whole job.
+//
+// Data parallelism: Create gives the world (MPI_COMM_WORLD); Split gives each data-parallel
+// group its own communicator (MPI_Comm_split), so every collective of one engine, the step
+// message's point-to-point size message included, runs among its group only and groups never
+// wait for each other. The world communicator outlives the groups split from it; its
+// destructor waits for every rank of the job (a non-blocking barrier with the idle backoff,
+// so ranks whose group stopped first sleep) before MPI_Finalize.
 #pragma once
 
 #include <atomic>
@@ -35,12 +42,20 @@ class MpiCommunicator final : public Communicator {
   // Initializes MPI (unless already initialized) on MPI_COMM_WORLD. FailedPrecondition when
   // the MPI library cannot give MPI_THREAD_FUNNELED.
   static StatusOr<std::unique_ptr<MpiCommunicator>> Create(int* argc, char*** argv);
-  // Finalizes MPI if Create initialized it.
+  // The communicator of the ranks that pass the same `color` (ranks ordered by `key`): every
+  // rank of this communicator must call it (collective). Its rank() and world_size() are those
+  // inside the group, HostNames() the group's; local_size() stays the whole job's ranks on this
+  // host (they share its cores). Must be destroyed before the communicator it came from.
+  StatusOr<std::unique_ptr<MpiCommunicator>> Split(int color, int key);
+  // A group: frees its MPI communicator. The world: waits (sleeping) until every rank of the
+  // job got here, then finalizes MPI if Create initialized it.
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   int rank() const override { return rank_; }
+  // This rank in MPI_COMM_WORLD (for log lines; rank() is the rank inside this communicator).
+  int world_rank() const { return world_rank_; }
   int world_size() const override { return size_; }
   // Ranks of this job on this host (for sizing thread pools).
   int local_size() const { return local_size_; }
@@ -57,19 +72,18 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void AbortJob(int code);
 
  private:
-  MpiCommunicator(int rank, int size, int local_size, bool owns_mpi, std::vector<std::string> hosts)
-      : rank_(rank),
-        size_(size),
-        local_size_(local_size),
-        owns_(owns_mpi),
-        hosts_(std::move(hosts)) {}
+  struct Handle;  // the MPI_Comm (mpi.h stays in the .cc file)
+  MpiCommunicator(std::unique_ptr<Handle> comm, int world_rank, int local_size, bool owns_mpi);
+  // Learns rank, size and every rank's host name (collective over the communicator).
+  void Describe();
   // A collective completed: every rank took part.
   void MarkAllAnswered();
   void ReduceSegment(float* data, size_t count);
   // Completes an MPI_Request* (void* keeps mpi.h out of this header).
   void Wait(void* mpi_request, const char* what);
-  int rank_, size_, local_size_;
-  bool owns_;
+  std::unique_ptr<Handle> comm_;
+  int rank_ = 0, size_ = 1, world_rank_ = 0, local_size_ = 1;
+  bool owns_;  // MPI itself: finalize it in the destructor
   double timeout_s_ = 0;
   std::atomic<int64_t> wait_since_ns_{0};    // steady clock; 0 when no collective is pending
   std::atomic<int64_t> all_answered_ns_{0};  // steady clock of the last completed collective

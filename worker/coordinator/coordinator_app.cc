@@ -128,7 +128,8 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& 
   return text;
 }
 
-Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
+Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host,
+             int data_parallel_rank) {
   const auto started = std::chrono::steady_clock::now();
   const int world = comm != nullptr ? comm->world_size() : 1;
   ConfigureThreads(c, ranks_on_host);
@@ -149,6 +150,8 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   info.max_model_len = engine->max_model_len();
   info.vocab_size = engine->model_config().vocab_size;
   info.world_size = world;
+  info.data_parallel_rank = data_parallel_rank;
+  info.data_parallel_size = c.engine.data_parallel_size;
   info.started = started;
   QueueLimits queue;
   queue.max_waiting = c.engine.max_waiting_requests;
@@ -182,9 +185,17 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host) {
   LLM_ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorServer> server,
       CoordinatorServer::Start(c.coordinator.host, c.coordinator.port, info, &loop, health));
-  spdlog::info("coordinator serving '{}' on {}:{} (gRPC); max_model_len {}; {} rank(s)",
-               c.model.served_model_name, c.coordinator.host, c.coordinator.port,
-               info.max_model_len, world);
+  if (c.engine.data_parallel_size > 1) {
+    spdlog::info(
+        "coordinator of data-parallel group {} of {} serving '{}' on {}:{} (gRPC); "
+        "max_model_len {}; {} rank(s)",
+        data_parallel_rank, c.engine.data_parallel_size, c.model.served_model_name,
+        c.coordinator.host, c.coordinator.port, info.max_model_len, world);
+  } else {
+    spdlog::info("coordinator serving '{}' on {}:{} (gRPC); max_model_len {}; {} rank(s)",
+                 c.model.served_model_name, c.coordinator.host, c.coordinator.port,
+                 info.max_model_len, world);
+  }
   NotifySystemd("READY=1");  // Type=notify units (deploy/systemd/llm-worker.service)
 
   // The first SIGTERM/SIGINT drains: new requests are refused, running ones get
@@ -262,8 +273,9 @@ void BlockShutdownSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int RunCoordinator(const ClusterConfig& config, Communicator* comm, int ranks_on_host) {
-  const Status s = Serve(config, comm, ranks_on_host);
+int RunCoordinator(const ClusterConfig& config, Communicator* comm, int ranks_on_host,
+                   int data_parallel_rank) {
+  const Status s = Serve(config, comm, ranks_on_host, data_parallel_rank);
   if (!s.ok()) {
     spdlog::critical("worker: {}", s.ToString());
     return 1;

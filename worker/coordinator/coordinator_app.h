@@ -31,10 +31,12 @@ StatusOr<int> ServedMaxModelLen(const ClusterConfig& config, const ModelConfig& 
 void BlockShutdownSignals();
 
 // Runs the coordinator until SIGINT / SIGTERM. Returns the process exit code; start-up errors
-// are logged with the key at fault. With `comm` (rank 0 of a tensor-parallel job of
-// comm->world_size() ranks, `ranks_on_host` of them on this host) rank 0 loads its shard and
-// its Engine drives the followers; nullptr serves a single rank.
-int RunCoordinator(const ClusterConfig& config, Communicator* comm = nullptr,
-                   int ranks_on_host = 1);
+// are logged with the key at fault. With `comm` (rank 0 of a tensor-parallel engine of
+// comm->world_size() ranks, `ranks_on_host` ranks of the job on this host) rank 0 loads its
+// shard and its Engine drives the followers; nullptr serves a single rank. The engine is
+// data-parallel group `data_parallel_rank` of config.engine.data_parallel_size (Stats reports
+// both); it serves on config.coordinator.port as given (the caller adds the group index).
+int RunCoordinator(const ClusterConfig& config, Communicator* comm = nullptr, int ranks_on_host = 1,
+                   int data_parallel_rank = 0);
 
 }  // namespace llm

@@ -418,6 +418,8 @@ struct CoordinatorServer::Impl {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->info.started)
               .count());
       out->set_model(impl_->info.served_model_name);
+      out->set_data_parallel_rank(impl_->info.data_parallel_rank);
+      out->set_data_parallel_size(impl_->info.data_parallel_size);
       impl_->FillRanks(out);
       return Done(ctx);
     }
@@ -450,6 +452,7 @@ struct CoordinatorServer::Impl {
     for (int r = 0; r < info.world_size; ++r) {
       pb::RankStatus* rank = out->add_ranks();
       rank->set_rank(r);
+      rank->set_world_rank(info.data_parallel_rank * info.world_size + r);
       if (static_cast<size_t>(r) < hosts.size()) rank->set_host(hosts[r]);
       if (r == 0) {
         rank->set_status("ok");

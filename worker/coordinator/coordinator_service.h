@@ -21,7 +21,9 @@ struct CoordinatorInfo {
   std::string served_model_name;
   int max_model_len = 0;
   int vocab_size = 0;
-  int world_size = 1;
+  int world_size = 1;          // ranks of this engine
+  int data_parallel_rank = 0;  // this engine's group in the mpirun job (engine.data_parallel_size)
+  int data_parallel_size = 1;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();  // uptime
 };
 

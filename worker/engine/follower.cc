@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -96,9 +97,14 @@ void ShutdownFollowers(Communicator& comm) {
 
 namespace {
 
+// Set once this rank's following ended (rank 0 sent Shutdown).
+std::atomic<bool> following_ended{false};
+
 // SIGTERM/SIGINT on a follower (mpirun forwards them to every rank): rank 0 drains and then
 // tells the followers to stop, so keep following; if that has not happened within rank 0's
-// grace period (plus a margin), rank 0 is gone or stuck and this rank ends itself.
+// grace period (plus a margin), rank 0 is gone or stuck and this rank ends itself. A rank that
+// was told to stop in time waits at the job's end for the other data-parallel groups (asleep,
+// MpiCommunicator's destructor); those have their own limits.
 void WatchShutdownSignals(int rank, int grace_s) {
   std::thread([rank, grace_s] {
     sigset_t set;
@@ -111,6 +117,7 @@ void WatchShutdownSignals(int rank, int grace_s) {
     spdlog::info("rank {}: received {}; following rank 0 until it shuts down (at most {} s)", rank,
                  sig == SIGINT ? "SIGINT" : "SIGTERM", limit_s);
     std::this_thread::sleep_for(std::chrono::seconds(limit_s));
+    if (following_ended.load()) return;
     spdlog::critical("rank {}: rank 0 did not shut the job down within {} s of {}; exiting", rank,
                      limit_s, sig == SIGINT ? "SIGINT" : "SIGTERM");
     std::_Exit(1);
@@ -142,6 +149,7 @@ int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_hos
   EngineConfig ec;
   ec.block_size = c.engine.block_size;
   const Status s = RunFollower(**weights, ec, comm);
+  following_ended.store(true);
   if (!s.ok()) {
     spdlog::critical("rank {}: {}", tp.rank, s.ToString());
     return 1;
