@@ -6,10 +6,11 @@
 namespace llm {
 namespace {
 
-// Past these, Trim() starts over from the committed state (a few tens of MB at most).
-constexpr size_t kMaxNodes = 1 << 20;
-constexpr size_t kMaxTransitions = 1 << 21;
-constexpr size_t kMaxSetItems = 1 << 22;
+// Past these, Trim() starts over from the committed state: a sequence's tables stay around
+// 20 MB at worst between steps (a few KB for usual schemas).
+constexpr size_t kMaxNodes = 1 << 18;
+constexpr size_t kMaxTransitions = 1 << 19;
+constexpr size_t kMaxSetItems = 1 << 20;
 
 }  // namespace
 
@@ -143,8 +144,8 @@ bool GrammarMatcher::Consume(std::string_view bytes) {
   return true;
 }
 
-void GrammarMatcher::Trim() {
-  if (nodes_.size() <= kMaxNodes && transitions_.size() <= kMaxTransitions &&
+void GrammarMatcher::Trim(bool force) {
+  if (!force && nodes_.size() <= kMaxNodes && transitions_.size() <= kMaxTransitions &&
       set_items_.size() <= kMaxSetItems) {
     return;
   }

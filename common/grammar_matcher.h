@@ -44,8 +44,9 @@ class GrammarMatcher {
   bool Finished(State s) const;
   // Feeds bytes to the committed state; false (and the state unchanged) when they are rejected.
   bool Consume(std::string_view bytes);
-  // Drops memoized states when the tables outgrew their budget (call between steps).
-  void Trim();
+  // Drops memoized states when the tables outgrew their budget (call between steps); `force`:
+  // whatever their size (tests).
+  void Trim(bool force = false);
   // Changes whenever Trim dropped states: State values from before mean nothing after.
   uint64_t generation() const { return generation_; }
   size_t num_nodes() const { return nodes_.size(); }

@@ -71,7 +71,7 @@ class GrammarTokenFilter {
   int num_accepted() const { return accepted_; }
 
  private:
-  static constexpr size_t kMaxCachedMasks = 32;
+  static constexpr size_t kMaxCachedMasks = 8;  // vocab/8 bytes each
   GrammarMatcher matcher_;
   std::shared_ptr<const GrammarVocabulary> vocab_;
   int accepted_ = 0;

@@ -6,7 +6,9 @@ namespace llm::router {
 
 namespace {
 
-using nlohmann::json;
+// Ordered: tools and tool-call arguments render with their keys in the order the client sent
+// them, as Python's dicts keep them in transformers.
+using json = nlohmann::ordered_json;
 
 // What the template's trim removes at the ends of a placeholder's content is kept outside the
 // placeholder, so a template that trims content still renders the placeholder whole.

@@ -33,14 +33,14 @@ struct ChatPrompt {
 // never copied). With protect_contents, fills ChatPrompt::contents as described above;
 // kInvalidArgument when they cannot be located.
 StatusOr<ChatPrompt> RenderChatPrompt(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
-                                      nlohmann::json context, bool protect_contents);
+                                      nlohmann::ordered_json context, bool protect_contents);
 
 // Assistant tool_calls' arguments that are JSON strings holding an object (as OpenAI clients
 // send them) become that object, for templates that apply tojson to them (Qwen3, Llama 3.1).
-void ToolCallArgumentsAsMappings(nlohmann::json& messages);
+void ToolCallArgumentsAsMappings(nlohmann::ordered_json& messages);
 // Assistant messages with tool_calls and empty content get content null, for templates that
 // render the calls only then (DeepSeek-V3's tests `message['content'] is none`).
-void EmptyCallContentAsNull(nlohmann::json& messages);
+void EmptyCallContentAsNull(nlohmann::ordered_json& messages);
 
 std::vector<int32_t> EncodeChatPrompt(const Tokenizer& tokenizer, const ChatPrompt& prompt,
                                       bool add_special_tokens);

@@ -471,7 +471,7 @@ void ForceToolCalls(FieldReader& r, std::string_view body, ChatRequest* out) {
 }
 
 // tools: a list of {"type":"function","function":{"name", "description"?, "parameters"?}}.
-void ReadTools(FieldReader& r, json* out) {
+void ReadTools(FieldReader& r, std::string_view body, nlohmann::ordered_json* out) {
   json* v = r.Get("tools");
   if (!v) return;
   if (!v->is_array()) return r.Fail("tools", "'tools' must be a list of tools");
@@ -510,12 +510,14 @@ void ReadTools(FieldReader& r, json* out) {
     return r.Fail("tools", "'tools' is " + std::to_string(bytes) + " bytes of JSON; at most " +
                                std::to_string(kMaxToolsBytes) + " are allowed");
   }
-  *out = std::move(*v);
+  // Validated above; kept with its keys in the order sent.
+  *out = OrderedBody(body)["tools"];
 }
 
 // tool_choice: "auto" (default), "none", "required" or {"type":"function","function":{"name"}}
 // naming a declared tool.
-void ReadToolChoice(FieldReader& r, const json& tools, std::string* choice, std::string* name) {
+void ReadToolChoice(FieldReader& r, const nlohmann::ordered_json& tools, std::string* choice,
+                    std::string* name) {
   const json* v = r.Get("tool_choice");
   if (!v || r.error) return;
   const char* kShape =
@@ -538,8 +540,8 @@ void ReadToolChoice(FieldReader& r, const json& tools, std::string* choice, std:
   auto n = f->find("name");
   if (n == f->end() || !n->is_string()) return r.Fail("tool_choice", kShape);
   if (tools.is_array()) {
-    for (const json& t : tools) {
-      if (t["function"]["name"] == *n) {
+    for (const auto& t : tools) {
+      if (t["function"]["name"].get<std::string>() == n->get<std::string>()) {
         *choice = "function";
         *name = n->get<std::string>();
         return;
@@ -624,7 +626,7 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
   CheckChoices(r, limits, 1, out->options.n);
   ReadMaxTokens(r, /*chat=*/true, &out->options);
   ReadTemplateKwargs(r, &out->add_generation_prompt, &out->template_kwargs);
-  ReadTools(r, &out->tools);
+  ReadTools(r, body, &out->tools);
   ReadToolChoice(r, out->tools, &out->tool_choice, &out->tool_choice_name);
   ReadResponseFormat(r, body, &out->options);
   ReadGuidedDecoding(r, body, &out->options);
@@ -677,7 +679,7 @@ std::optional<ApiError> ParseTokenizeRequest(std::string_view body, const Reques
     out->add_special_tokens = false;
     ReadMessages(r, "messages", &out->messages);
     ReadTemplateKwargs(r, &out->add_generation_prompt, &out->template_kwargs);
-    ReadTools(r, &out->tools);
+    ReadTools(r, body, &out->tools);
   } else if (r.Get("prompt")) {
     r.String("prompt", &out->prompt);
   } else {

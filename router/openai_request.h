@@ -69,7 +69,8 @@ struct ChatRequest {
   nlohmann::json messages;  // normalised: every content is a string
   // The request's `tools` (a list of {"type":"function","function":{name, description,
   // parameters}}); null when absent or empty.
-  nlohmann::json tools;
+  // Keys in the order sent: the template renders them (tojson) as transformers would.
+  nlohmann::ordered_json tools;
   std::string tool_choice = "auto";  // "auto", "none", "required" or "function"
   std::string tool_choice_name;      // tool_choice "function": the named tool
   // tool_choice "required" or a named function: options.json_schema makes the model write
@@ -100,7 +101,7 @@ struct TokenizeRequest {
   bool has_messages = false;
   std::string prompt;
   nlohmann::json messages;
-  nlohmann::json tools;            // as ChatRequest::tools
+  nlohmann::ordered_json tools;    // as ChatRequest::tools
   bool add_special_tokens = true;  // default: true for a prompt, false for messages
   bool add_generation_prompt = true;
   nlohmann::json template_kwargs = nlohmann::json::object();

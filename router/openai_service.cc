@@ -340,12 +340,13 @@ int64_t OpenAiService::VocabSize(const ModelLimits& limits) const {
   return limits.vocab_size > 0 ? limits.vocab_size : tokenizer_->vocab_size();
 }
 
-StatusOr<std::vector<int32_t>> OpenAiService::ChatPromptIds(json messages,
+StatusOr<std::vector<int32_t>> OpenAiService::ChatPromptIds(nlohmann::ordered_json messages,
                                                             bool add_generation_prompt, json kwargs,
-                                                            json tools,
+                                                            nlohmann::ordered_json tools,
                                                             bool add_special_tokens) const {
   if (!template_) return InvalidArgument(template_status_.message());
-  json context = kwargs.is_object() ? std::move(kwargs) : json::object();
+  nlohmann::ordered_json context =
+      kwargs.is_object() ? nlohmann::ordered_json(kwargs) : nlohmann::ordered_json::object();
   if (!tools.is_null()) context["tools"] = std::move(tools);
   // OpenAI sends tool-call arguments as a JSON string; such templates want the object.
   if (arguments_as_mapping_) ToolCallArgumentsAsMappings(messages);
@@ -399,10 +400,10 @@ std::shared_ptr<PendingExchange> OpenAiService::Chat(const std::string& body,
   // named function: the tools go to the template, and structured output makes the model write
   // the calls as a JSON array (ForceToolCalls), read back by the json_array parser.
   const bool use_tools = !req.tools.is_null() && req.tool_choice != "none";
-  auto prompt_ids =
-      ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
-                    std::move(req.template_kwargs), use_tools ? std::move(req.tools) : json(),
-                    /*add_special_tokens=*/false);
+  auto prompt_ids = ChatPromptIds(std::move(req.messages), req.add_generation_prompt,
+                                  std::move(req.template_kwargs),
+                                  use_tools ? std::move(req.tools) : nlohmann::ordered_json(),
+                                  /*add_special_tokens=*/false);
   if (!prompt_ids.ok()) {
     return Answer(sink, ErrorResponse(ToApiError(prompt_ids.status(), "messages")));
   }

@@ -85,8 +85,9 @@ class OpenAiService final : public RequestHandler {
   // special_tokens_in_messages). Takes the request's messages and kwargs by value: callers
   // move them in (no deep copy).
   // `tools` (null: none) goes to the template as `tools`.
-  StatusOr<std::vector<int32_t>> ChatPromptIds(nlohmann::json messages, bool add_generation_prompt,
-                                               nlohmann::json kwargs, nlohmann::json tools,
+  StatusOr<std::vector<int32_t>> ChatPromptIds(nlohmann::ordered_json messages,
+                                               bool add_generation_prompt, nlohmann::json kwargs,
+                                               nlohmann::ordered_json tools,
                                                bool add_special_tokens) const;
   int64_t VocabSize(const ModelLimits& limits) const;
 

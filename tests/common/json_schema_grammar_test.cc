@@ -190,6 +190,28 @@ TEST(JsonSchemaGrammar, UnsupportedOrBrokenSchemasNameTheKeywordAndPlace) {
   EXPECT_NE(SchemaError(deep).find("nest deeper than 64"), std::string::npos);
 }
 
+// Trim keeps only the committed state: the parse goes on exactly as without it.
+TEST(GrammarMatcher, TrimKeepsTheCommittedParse) {
+  auto g = JsonSchemaGrammar(ojson::parse(
+      R"({"type":"array","items":{"type":"object","properties":{"a":{"type":"integer"},
+          "b":{"type":"array","items":{"type":"string"}}},"required":["a"]}})"));
+  ASSERT_TRUE(g.ok());
+  const std::string text = R"([{"a": 1, "b": ["x", "y"]}, {"a": -20}, {"a": 3, "b": []}])";
+  for (size_t cut = 0; cut <= text.size(); cut += 7) {
+    GrammarMatcher m(std::make_shared<Grammar>(*g));
+    ASSERT_TRUE(m.Consume(text.substr(0, cut)));
+    const uint64_t before = m.generation();
+    m.Trim(/*force=*/true);
+    EXPECT_EQ(m.generation(), before + 1);
+    EXPECT_TRUE(m.Consume(text.substr(cut))) << cut;
+    EXPECT_TRUE(m.Finished(m.state())) << cut;
+    GrammarMatcher bad(std::make_shared<Grammar>(*g));
+    ASSERT_TRUE(bad.Consume(text.substr(0, cut)));
+    bad.Trim(true);
+    EXPECT_FALSE(bad.Consume("}}}")) << cut;  // still rejects what it rejected
+  }
+}
+
 TEST(JsonSchemaGrammar, HugeBoundsAreCapsNotAllocations) {
   // maxLength / maxItems past the caps mean "unbounded": no million-rule grammar.
   const Grammar g = SchemaGrammar(

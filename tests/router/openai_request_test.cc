@@ -343,6 +343,22 @@ TEST(OpenAiRequest, ResponseFormatBecomesStructuredOutput) {
   }
 }
 
+// Tools reach the template with their keys in the order sent (transformers renders Python
+// dicts, which keep it), not sorted.
+TEST(OpenAiRequest, ToolsKeepTheirKeyOrder) {
+  RequestLimits limits;
+  limits.served_model_name = "stories260K";
+  const std::string body =
+      R"({"model":"stories260K","messages":[{"role":"user","content":"Hi"}],"tools":[{"type":
+      "function","function":{"name":"f","description":"d","parameters":{"type":"object",
+      "properties":{"zeta":{"type":"string"},"alpha":{"type":"string"}}}}}]})";
+  ChatRequest req;
+  ASSERT_FALSE(ParseChatRequest(body, limits, &req));
+  EXPECT_EQ(req.tools.dump(),
+            R"([{"type":"function","function":{"name":"f","description":"d","parameters":{"type":)"
+            R"("object","properties":{"zeta":{"type":"string"},"alpha":{"type":"string"}}}}}])");
+}
+
 TEST(OpenAiRequest, VllmGuidedDecodingFields) {
   RequestLimits limits;
   limits.served_model_name = "stories260K";

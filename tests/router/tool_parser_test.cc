@@ -47,11 +47,12 @@ std::string Render(const std::string& source, json messages, bool add_generation
   auto t = ChatTemplate::Parse(source);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   if (!t.ok()) return "";
-  if (as_mappings) ToolCallArgumentsAsMappings(messages);
-  json context = {{"messages", std::move(messages)},
-                  {"add_generation_prompt", add_generation_prompt},
-                  {"bos_token", ""},
-                  {"eos_token", ""}};
+  nlohmann::ordered_json ordered(messages);
+  if (as_mappings) ToolCallArgumentsAsMappings(ordered);
+  nlohmann::ordered_json context = {{"messages", std::move(ordered)},
+                                    {"add_generation_prompt", add_generation_prompt},
+                                    {"bos_token", ""},
+                                    {"eos_token", ""}};
   auto r = t->Render(context);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : "";
@@ -131,7 +132,7 @@ TEST(ToolParser, Qwen3RenderedCallsParseBack) {
 TEST(ToolParser, DeepSeekV3RenderedCallsParseBack) {
   const json calls = json::array(
       {Call("get_weather", R"({"city": "Paris"})"), Call("get_time", R"({"tz": "Europe/Rome"})")});
-  json messages = Messages(calls);
+  nlohmann::ordered_json messages(Messages(calls));
   EmptyCallContentAsNull(messages);  // the template renders calls only for content none
   const std::string text = ModelText("deepseek_v3", messages, false, "<｜end▁of▁sentence｜>");
   ASSERT_NE(text.find("<｜tool▁calls▁begin｜>"), std::string::npos) << text;
@@ -339,9 +340,10 @@ TEST(ToolRequests, ToolsAndToolChoiceAreValidated) {
   // ... and renders through the real Qwen3 template with the tools.
   auto t = ChatTemplate::Parse(TemplateSource("qwen3"));
   ASSERT_TRUE(t.ok());
-  ToolCallArgumentsAsMappings(conv.messages);
-  json context = {
-      {"messages", conv.messages}, {"tools", conv.tools}, {"add_generation_prompt", true}};
+  nlohmann::ordered_json messages_for_template(conv.messages);
+  ToolCallArgumentsAsMappings(messages_for_template);
+  nlohmann::ordered_json context = {
+      {"messages", messages_for_template}, {"tools", conv.tools}, {"add_generation_prompt", true}};
   auto text = t->Render(context);
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_NE(text->find("\"name\": \"get_weather\""), std::string::npos) << *text;
