@@ -428,6 +428,28 @@ class SchemaCompiler {
 
 }  // namespace
 
+bool JsonTextNestingAtMost(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth) return false;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return true;
+}
+
 StatusOr<Grammar> ChoiceGrammar(const std::vector<std::string>& choices) {
   if (choices.empty()) return InvalidArgument("the choice list is empty");
   if (choices.size() > kMaxChoices) {

@@ -38,6 +38,13 @@ constexpr size_t kMaxSchemaProperties = 1024;  // properties of one object
 constexpr size_t kMaxChoices = 4096;         // strings of one choice list
 constexpr size_t kMaxChoiceBytes = 1 << 16;  // their total length
 
+// Arrays and objects nest at most this deep in a schema's text (as the router's request bodies):
+// deeper ones are refused before parsing, since enum / const values are printed recursively.
+constexpr int kMaxSchemaTextDepth = 64;
+// Whether the JSON text's arrays and objects nest at most `max_depth` deep (brackets outside
+// strings; the text need not be valid JSON).
+bool JsonTextNestingAtMost(std::string_view text, int max_depth);
+
 // Exactly one of `choices` (vLLM's guided_choice / structured_outputs.choice): a
 // classification label, a fixed answer.
 StatusOr<Grammar> ChoiceGrammar(const std::vector<std::string>& choices);

@@ -212,6 +212,13 @@ TEST(GrammarMatcher, TrimKeepsTheCommittedParse) {
   }
 }
 
+TEST(JsonSchemaGrammar, TextNestingCheck) {
+  EXPECT_TRUE(JsonTextNestingAtMost(R"({"a":[{"b":"[[[[["}]})", 3));
+  EXPECT_FALSE(JsonTextNestingAtMost(R"({"a":[{"b":[]}]})", 3));
+  EXPECT_TRUE(JsonTextNestingAtMost(R"("\"[[[[")", 1));
+  EXPECT_FALSE(JsonTextNestingAtMost(std::string(65, '['), kMaxSchemaTextDepth));
+}
+
 TEST(JsonSchemaGrammar, HugeBoundsAreCapsNotAllocations) {
   // maxLength / maxItems past the caps mean "unbounded": no million-rule grammar.
   const Grammar g = SchemaGrammar(

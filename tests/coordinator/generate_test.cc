@@ -248,7 +248,8 @@ TEST(GenerateStructuredOutput, BadSchemasAreInvalidArgumentGoodOnesEndAtTheEndTo
   ASSERT_TRUE(worker.WaitHealthy()) << worker.Log();
   for (const std::string& schema :
        {std::string("{not json"), std::string(R"({"type":"string","pattern":"x"})"),
-        std::string(R"({"$ref":"#/nowhere"})"), std::string(2 << 20, ' ')}) {
+        std::string(R"({"$ref":"#/nowhere"})"), std::string(2 << 20, ' '),
+        R"({"enum":[)" + std::string(100000, '[') + std::string(100000, ']') + "]}"}) {
     pb::GenerateRequest req = MakeRequest({1, 403}, 20);
     req.mutable_structured_output()->set_json_schema(schema);
     const StreamResult r = RunStream(worker.generation(), req);

@@ -14,6 +14,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
+  // As the coordinator: deeper texts are refused before parsing.
+  if (!llm::JsonTextNestingAtMost(text, llm::kMaxSchemaTextDepth)) return 0;
   const auto schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto grammar = schema.is_discarded() ? llm::JsonObjectGrammar() : llm::JsonSchemaGrammar(schema);
   if (!grammar.ok()) return 0;

@@ -100,6 +100,10 @@ StatusOr<std::shared_ptr<const Grammar>> GrammarOf(const pb::GenerateRequest& r)
     if (so.json_schema().size() > kMaxSchemaBytes) {
       return InvalidArgument("structured_output.json_schema: larger than 1 MiB");
     }
+    if (!JsonTextNestingAtMost(so.json_schema(), kMaxSchemaTextDepth)) {
+      return InvalidArgument("structured_output.json_schema: nests deeper than " +
+                             std::to_string(kMaxSchemaTextDepth) + " levels");
+    }
     const auto schema = nlohmann::ordered_json::parse(so.json_schema(), nullptr, false);
     if (schema.is_discarded()) {
       return InvalidArgument("structured_output.json_schema: not valid JSON");
