@@ -148,15 +148,16 @@ TEST_F(GgufLoading, Bf16WeightsLoadAndStayNearF32) {
   EXPECT_LT(max_diff, 0.5);
 }
 
-// Types other than F32/F16/BF16/Q8_0 (here Q5_0, blocks of 32 like Q8_0, so the shape holds)
-// are named with the tensor; Q8_0 is for matrices only.
+// Types other than F32/F16/BF16 and the Q*_0/1 and Q*_K block formats (here IQ4_NL, blocks of
+// 32 like Q8_0, so the shape holds) are named with the tensor; block formats are for matrices
+// only.
 TEST_F(GgufLoading, UnsupportedTypesAreNamed) {
   Rewrite(path_, [](const std::string& name, Out* o) {
     if (name != "blk.0.ffn_gate.weight") return;
-    o->type = 6;  // Q5_0: 32 weights in 22 bytes
-    o->bytes.assign(192 * 2 * 22, '\0');
+    o->type = 20;  // IQ4_NL: 32 weights in 18 bytes
+    o->bytes.assign(192 * 2 * 18, '\0');
   });
-  ExpectError({"tensor 'blk.0.ffn_gate.weight' is Q5_0, which is not supported yet"});
+  ExpectError({"tensor 'blk.0.ffn_gate.weight' is IQ4_NL, which is not supported yet"});
   Rewrite(path_, [](const std::string& name, Out* o) {
     if (name != "output_norm.weight") return;
     o->type = 8;

@@ -19,7 +19,7 @@ char* OwnBytes(ModelWeights& w, DType format, size_t bytes) {
     case DType::kF16:
     case DType::kBF16:
       return reinterpret_cast<char*>(w.owned16.emplace_back((bytes + 1) / 2).data());
-    case DType::kQ8_0:
+    default:  // block formats
       break;
   }
   return reinterpret_cast<char*>(w.owned8.emplace_back(bytes).data());
@@ -34,15 +34,16 @@ StatusOr<Weight> SliceMatrix(ModelWeights& w, const void* base_v, DType format, 
     return Weight{base + static_cast<size_t>(slice.rows.begin) * row_bytes, format, out_rows,
                   out_cols};
   }
-  if (IsBlockFormat(format) &&
-      (slice.cols.begin % kQ8BlockSize != 0 || out_cols % kQ8BlockSize != 0)) {
-    return InvalidArgument("tensor '" + what + "' is " + DTypeName(format) +
-                           " (blocks of 32 columns) and this tensor-parallel shard keeps its "
-                           "columns [" +
-                           std::to_string(slice.cols.begin) + ", " +
-                           std::to_string(slice.cols.end) +
-                           "), which cut a block: use a tensor_parallel_size whose column shards "
-                           "are multiples of 32, or an F16/F32 model");
+  const int bs = BlockSize(format);
+  if (IsBlockFormat(format) && (slice.cols.begin % bs != 0 || out_cols % bs != 0)) {
+    return InvalidArgument(
+        "tensor '" + what + "' is " + DTypeName(format) + " (blocks of " + std::to_string(bs) +
+        " columns) and this tensor-parallel shard keeps its "
+        "columns [" +
+        std::to_string(slice.cols.begin) + ", " + std::to_string(slice.cols.end) +
+        "), which cut a block: use a tensor_parallel_size whose column shards "
+        "are multiples of " +
+        std::to_string(bs) + ", or an F16/F32 model");
   }
   // A column slice: copy each row's segment into owned memory.
   const size_t seg = RowBytes(format, out_cols), skip = RowBytes(format, slice.cols.begin);
@@ -101,7 +102,7 @@ class FileSource : public TensorSource {
           std::memcpy(&h, p + 2 * i, 2);
           out[i] = Bf16ToF32(h);
           break;
-        case DType::kQ8_0:  // safetensors has no Q8_0
+        default:  // safetensors has no block formats
           break;
       }
     }
