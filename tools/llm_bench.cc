@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -19,6 +20,7 @@ using Clock = std::chrono::steady_clock;
 struct BenchOptions {
   std::string model;
   std::string load_format = "safetensors";
+  std::string quantization = "none";
   int threads = 0;
   int prompt_len = 128;
   int decode_tokens = 32;
@@ -89,6 +91,10 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
                  "safetensors (a .gguf path is read as GGUF), gguf, or dummy = random weights")
       ->check(CLI::IsMember({"safetensors", "gguf", "dummy"}))
       ->capture_default_str();
+  app.add_option("--quantization", o->quantization,
+                 "quantize the linear weights at load (with dummy: random blocks) to q8_0, q4_0, "
+                 "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k; none keeps the file's format")
+      ->capture_default_str();
   app.add_option("--threads", o->threads, "compute threads (0: all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
@@ -111,22 +117,38 @@ Status Bench(const BenchOptions& o) {
   omp_set_num_threads(o.threads > 0 ? o.threads : omp_get_num_procs());
   LLM_ASSIGN_OR_RETURN(const llm::LoadFormat format,
                        llm::ParseLoadFormat(o.load_format, "--load-format"));
-  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format));
+  std::optional<llm::DType> quant;
+  if (o.quantization != "none") {
+    llm::DType t;
+    if (!llm::ParseQuantFormat(o.quantization, &t)) {
+      return llm::InvalidArgument("--quantization: unknown format '" + o.quantization + "'");
+    }
+    quant = t;
+  }
+  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format, 0, {}, quant));
   llm::EngineConfig cfg;
   cfg.kv_cache_bytes = static_cast<size_t>(o.kv_cache_mib) << 20;
   cfg.scheduler.max_num_batched_tokens = std::max(2048, o.prompt_len);
   LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, cfg));
   const auto& mc = weights->config;
-  std::printf("model %s (%s, %d layers, hidden %d), weights %.1f MiB %s, %d threads\n",
-              o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
-              weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
-              omp_get_max_threads());
+  // Bytes of weights one decode step reads: every matrix but an untied embedding (gathered).
+  const auto& emb = weights->embed;
+  const double streamed =
+      static_cast<double>(weights->matrix_bytes) -
+      (weights->lm_head.data != emb.data ? llm::RowBytes(emb.format, emb.cols) * emb.rows : 0.0);
+  std::printf(
+      "model %s (%s, %d layers, hidden %d), weights %.1f MiB %s (mlp %s), %.1f MiB read per "
+      "decode step, %d threads\n",
+      o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
+      weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
+      llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads());
   double tps = 0;
   LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));
   std::printf("prefill  %5d tokens         : %10.1f tokens/s\n", o.prompt_len, tps);
   for (int b : o.batches) {
     LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps));
-    std::printf("decode   batch %3d          : %10.1f tokens/s\n", b, tps);
+    std::printf("decode   batch %3d          : %10.1f tokens/s (%.1f GB/s of weights)\n", b, tps,
+                streamed * tps / b / 1e9);
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

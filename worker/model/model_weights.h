@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/config_sections.h"
 #include "common/gguf.h"
 #include "common/model_config.h"
 #include "common/safetensors.h"
@@ -96,7 +98,7 @@ struct ModelWeights {
   std::unique_ptr<GgufFile> gguf;
   std::vector<std::vector<uint16_t>> owned16;
   std::vector<std::vector<float>> owned32;
-  std::vector<std::vector<uint8_t>> owned8;     // Q8_0 copies
+  std::vector<std::vector<uint8_t>> owned8;     // block-format copies
   std::vector<kernels::Buffer> placed;          // backend copies (PlaceWeights)
   const kernels::Backend* placed_on = nullptr;  // nullptr: host memory
 
@@ -126,8 +128,14 @@ Status PlaceWeights(ModelWeights& w, kernels::Backend& backend);
 // same values as the matching part of the unsharded one.
 // `tp` selects the shard; a tp.size that does not divide num_attention_heads or
 // num_key_value_heads is an InvalidArgument naming both numbers.
-StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
-                                                         uint64_t dummy_seed = 0,
-                                                         TensorParallel tp = {});
+// `quantize` (model.quantization): the linear weights (attention and MLP projections) of an
+// F32/F16/BF16 model are quantized to that block format at load (worker/model/quantize_source.cc);
+// with kDummy they are random blocks of that format.
+// model.quantization as LoadModelWeights takes it (nullopt for "none").
+std::optional<DType> ModelQuantization(const ModelSection& m);
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(
+    const std::string& dir, LoadFormat format, uint64_t dummy_seed = 0, TensorParallel tp = {},
+    std::optional<DType> quantize = std::nullopt);
 
 }  // namespace llm
