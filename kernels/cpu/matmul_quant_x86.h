@@ -149,14 +149,26 @@ struct LegacyMicro {
   }
 };
 
-// K-quants: Header (d, dmin, integer scales and mins per 16 weights) and Chunk h (the 32
-// unsigned quants of elements 32h .. 32h + 31).
+// K-quants: Header gives d, dmin and the 16 integer scales and mins of the groups of 16
+// weights (sc[g], mn[g] of quant_blocks.h) as int16 lanes; Chunk h the 32 unsigned quants of
+// elements 32h .. 32h + 31.
+struct KHeader {
+  float d, dmin;
+  __m256i sc, mn;
+};
+
+// 16 int16 lanes from 8 bytes, each repeated (the formats with 32-weight sub-blocks).
+inline __m256i Repeat8(__m128i bytes8) {
+  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(bytes8, bytes8));
+}
+
 struct Q2_KF {
   using B = BlockQ2_K;
-  static void Header(const B& b, float* d, float* dmin, int16_t* sc, int16_t* mn) {
-    *d = _cvtsh_ss(b.d);
-    *dmin = _cvtsh_ss(b.dmin);
-    ::llm::kernels::internal::ScalesQ2K(b.scales, sc, mn);
+  static KHeader Header(const B& b) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m128i low = _mm_set1_epi8(0x0F);
+    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), _mm256_cvtepu8_epi16(_mm_and_si128(v, low)),
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), low))};
   }
   static __m256i Chunk(const B& b, int h) {
     return Bits(Load32(b.qs + 32 * (h >> 2)), 2 * (h & 3), 3);
@@ -164,21 +176,46 @@ struct Q2_KF {
 };
 struct Q3_KF {
   using B = BlockQ3_K;
-  static void Header(const B& b, float* d, float* dmin, int16_t* sc, int16_t* mn) {
-    *d = *dmin = _cvtsh_ss(b.d);
-    ::llm::kernels::internal::ScalesQ3K(b.scales, sc, mn);
+  static KHeader Header(const B& b) {
+    // The 16 6-bit scales: low 4 bits from scales[0..7] (low, then high nibbles), high 2 bits
+    // from scales[8..11] (bits 2 (g / 4) of byte 8 + g % 4).
+    uint32_t a[3];
+    std::memcpy(a, b.scales, 12);
+    const uint32_t m2 = 0x0f0f0f0f, m1 = 0x03030303;
+    const uint32_t s[4] = {(a[0] & m2) | ((a[2] & m1) << 4),
+                           (a[1] & m2) | (((a[2] >> 2) & m1) << 4),
+                           ((a[0] >> 4) & m2) | (((a[2] >> 4) & m1) << 4),
+                           ((a[1] >> 4) & m2) | (((a[2] >> 6) & m1) << 4)};
+    const __m256i sc =
+        _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s))),
+                         _mm256_set1_epi16(32));
+    const float d = _cvtsh_ss(b.d);
+    return {d, d, sc, _mm256_slli_epi16(sc, 2)};
   }
   static __m256i Chunk(const B& b, int h) {
     const __m256i lo = Bits(Load32(b.qs + 32 * (h >> 2)), 2 * (h & 3), 3);
     return _mm256_or_si256(lo, _mm256_slli_epi16(Bits(Load32(b.hmask), h, 1), 2));
   }
 };
+// The 8 6-bit scales and 8 mins of Q4_K / Q5_K (get_scale_min_k4) as bytes 0..7 and 8..15.
+inline __m128i ScalesMinsK4(const uint8_t* p) {
+  uint32_t u[4];
+  std::memcpy(u, p, 12);
+  const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
+  const uint32_t s1 = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);         // scales 4..7
+  const uint32_t n1 = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);  // mins 4..7
+  const uint32_t n0 = u[1] & m1;                                       // mins 0..3
+  u[0] &= m1;                                                          // scales 0..3
+  u[1] = s1;
+  u[2] = n0;
+  u[3] = n1;
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+}
 struct Q4_KF {
   using B = BlockQ4_K;
-  static void Header(const B& b, float* d, float* dmin, int16_t* sc, int16_t* mn) {
-    *d = _cvtsh_ss(b.d);
-    *dmin = _cvtsh_ss(b.dmin);
-    ::llm::kernels::internal::ScalesQ4K(b.scales, sc, mn);
+  static KHeader Header(const B& b) {
+    const __m128i sm = ScalesMinsK4(b.scales);
+    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Repeat8(sm), Repeat8(_mm_srli_si128(sm, 8))};
   }
   static __m256i Chunk(const B& b, int h) {
     return Bits(Load32(b.qs + 32 * (h >> 1)), 4 * (h & 1), 0x0F);
@@ -186,10 +223,9 @@ struct Q4_KF {
 };
 struct Q5_KF {
   using B = BlockQ5_K;
-  static void Header(const B& b, float* d, float* dmin, int16_t* sc, int16_t* mn) {
-    *d = _cvtsh_ss(b.d);
-    *dmin = _cvtsh_ss(b.dmin);
-    ::llm::kernels::internal::ScalesQ4K(b.scales, sc, mn);
+  static KHeader Header(const B& b) {
+    const __m128i sm = ScalesMinsK4(b.scales);
+    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Repeat8(sm), Repeat8(_mm_srli_si128(sm, 8))};
   }
   static __m256i Chunk(const B& b, int h) {
     const __m256i lo = Bits(Load32(b.qs + 32 * (h >> 1)), 4 * (h & 1), 0x0F);
@@ -198,9 +234,11 @@ struct Q5_KF {
 };
 struct Q6_KF {
   using B = BlockQ6_K;
-  static void Header(const B& b, float* d, float* dmin, int16_t* sc, int16_t* mn) {
-    *d = *dmin = _cvtsh_ss(b.d);
-    ::llm::kernels::internal::ScalesQ6K(b.scales, sc, mn);
+  static KHeader Header(const B& b) {
+    const __m256i sc =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    const float d = _cvtsh_ss(b.d);
+    return {d, d, sc, _mm256_slli_epi16(sc, 5)};
   }
   static __m256i Chunk(const B& b, int h) {
     const int n = h >> 2, k = h & 3;
@@ -210,12 +248,10 @@ struct Q6_KF {
 };
 
 // int16 lanes 0..7 = sc[2h], lanes 8..15 = sc[2h + 1]: the scales of chunk h's two groups.
-inline __m256i ScalePattern(const int16_t* sc, int h) {
-  int32_t pair;
-  std::memcpy(&pair, sc + 2 * h, 4);
-  return _mm256_shuffle_epi8(_mm256_set1_epi32(pair),
-                             _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
-                                               0x0100010001000100, 0x0100010001000100));
+inline __m256i ScalePattern(__m256i sc, int h) {
+  const __m256i pair = _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(h));
+  return _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
+                                                     0x0100010001000100, 0x0100010001000100));
 }
 
 template <class F, int kMRv, int kNRv>
@@ -234,18 +270,18 @@ struct KMicro {
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
     }
     for (int b = 0; b < nb; ++b) {
-      float dw[NR], dmw[NR];
-      alignas(32) int16_t sc[NR][16], mn[NR][16];
-      for (int j = 0; j < NR; ++j) F::Header(w[j * ldw + b], &dw[j], &dmw[j], sc[j], mn[j]);
+      KHeader hw[NR];
+      for (int j = 0; j < NR; ++j) hw[j] = F::Header(w[j * ldw + b]);
       __m256i isum[MR][NR];
       for (int i = 0; i < MR; ++i) {
         for (int j = 0; j < NR; ++j) isum[i][j] = _mm256_setzero_si256();
       }
+#pragma GCC unroll 8
       for (int h = 0; h < 8; ++h) {
         __m256i wq[NR], sp[NR];
         for (int j = 0; j < NR; ++j) {
           wq[j] = F::Chunk(w[j * ldw + b], h);
-          sp[j] = ScalePattern(sc[j], h);
+          sp[j] = ScalePattern(hw[j].sc, h);
         }
         for (int i = 0; i < MR; ++i) {
           const __m256i xv =
@@ -260,12 +296,11 @@ struct KMicro {
         const XBlock& xb = x[i * ldx + b];
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
         for (int j = 0; j < NR; ++j) {
-          const __m256i ms =
-              _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mn[j])), bs);
-          acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * xb.d), _mm256_cvtepi32_ps(isum[i][j]),
+          const __m256i ms = _mm256_madd_epi16(hw[j].mn, bs);
+          acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(hw[j].d * xb.d),
+                                      _mm256_cvtepi32_ps(isum[i][j]), acc[i][j]);
+          acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(-(hw[j].dmin * xb.d)), _mm256_cvtepi32_ps(ms),
                                       acc[i][j]);
-          acc[i][j] =
-              _mm256_fmadd_ps(_mm256_set1_ps(-(dmw[j] * xb.d)), _mm256_cvtepi32_ps(ms), acc[i][j]);
         }
       }
     }
