@@ -18,6 +18,9 @@ struct ModelSection {
   std::string path;               // model folder (or file)
   std::string served_model_name;  // default: the folder name
   LoadFormat load_format = LoadFormat::kSafetensors;
+  // "none", or a block format ("q8_0", "q4_0", "q4_k", ...) the linear weights of an
+  // F32/F16/BF16 model are quantized to at load (ParseQuantFormat in common/dtype.h).
+  std::string quantization = "none";
   int max_model_len = 0;  // 0: the model's max_position_embeddings
   // A Jinja chat template file, or the template itself (text with a '{'), instead of the
   // model's own (tokenizer_config.json); "": the model's.

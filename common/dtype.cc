@@ -1,5 +1,7 @@
 #include "common/dtype.h"
 
+#include <cstring>
+
 namespace llm {
 
 const char* DTypeName(DType t) {
@@ -12,6 +14,24 @@ const char* DTypeName(DType t) {
       return "BF16";
     case DType::kQ8_0:
       return "Q8_0";
+    case DType::kQ4_0:
+      return "Q4_0";
+    case DType::kQ4_1:
+      return "Q4_1";
+    case DType::kQ5_0:
+      return "Q5_0";
+    case DType::kQ5_1:
+      return "Q5_1";
+    case DType::kQ2_K:
+      return "Q2_K";
+    case DType::kQ3_K:
+      return "Q3_K";
+    case DType::kQ4_K:
+      return "Q4_K";
+    case DType::kQ5_K:
+      return "Q5_K";
+    case DType::kQ6_K:
+      return "Q6_K";
   }
   return "?";
 }
@@ -27,6 +47,23 @@ bool ParseDType(std::string_view s, DType* out) {
     return false;
   }
   return true;
+}
+
+bool ParseQuantFormat(std::string_view s, DType* out) {
+  for (int i = static_cast<int>(DType::kQ8_0); i < kNumDTypes; ++i) {
+    const char* name = DTypeName(static_cast<DType>(i));
+    if (s.size() != std::strlen(name)) continue;
+    bool same = true;
+    for (size_t c = 0; c < s.size(); ++c) {
+      const char a = s[c] >= 'a' && s[c] <= 'z' ? static_cast<char>(s[c] - 'a' + 'A') : s[c];
+      same = same && a == name[c];
+    }
+    if (same) {
+      *out = static_cast<DType>(i);
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace llm

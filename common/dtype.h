@@ -9,30 +9,63 @@
 
 namespace llm {
 
-// kQ8_0 is GGML's Q8_0 block format, a weight format only (GGUF files): each block of 32
-// consecutive weights of a row is an fp16 scale d followed by 32 int8 values q, weight = d * q.
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
+// The block formats are GGML's (GGUF files, or quantized at load): each row of a matrix is a
+// sequence of blocks of BlockSize(t) consecutive weights stored in BlockBytes(t) bytes, laid out
+// exactly as ggml's block_q8_0, block_q4_0, ..., block_q6_K (kernels/cpu/quant_blocks.h).
+// kQ8_0: per 32 weights an fp16 scale d and 32 int8 q, weight = d * q.
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+};
+constexpr int kNumDTypes = 13;
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
+constexpr int kQKLegacy = 32;         // weights per Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 block
+constexpr int kQK_K = 256;            // weights per K-quant super-block (Q2_K ... Q6_K)
 
-// Bytes per element of an element format (F32, F16, BF16); for Q8_0 (a block format) use
-// RowBytes.
+// Bytes per element of an element format (F32, F16, BF16); for a block format use RowBytes.
 inline size_t DTypeSize(DType t) {
   return t == DType::kF32 ? 4 : 2;
 }
-inline bool IsBlockFormat(DType t) {
-  return t == DType::kQ8_0;
+constexpr bool IsBlockFormat(DType t) {
+  return t >= DType::kQ8_0;
 }
-// Bytes of a row of `cols` elements (for Q8_0 `cols` is a multiple of kQ8BlockSize).
-inline size_t RowBytes(DType t, int64_t cols) {
-  if (t == DType::kQ8_0) return static_cast<size_t>(cols / kQ8BlockSize) * kQ8BlockBytes;
-  return static_cast<size_t>(cols) * DTypeSize(t);
+// The K-quants: super-blocks of 256 whose matmul runs on Q8_K activations.
+constexpr bool IsKQuant(DType t) {
+  return t >= DType::kQ2_K;
+}
+// Weights per block (1 for element formats).
+constexpr int BlockSize(DType t) {
+  return !IsBlockFormat(t) ? 1 : IsKQuant(t) ? kQK_K : kQKLegacy;
+}
+// Bytes per block (per element for element formats): ggml's type_size.
+constexpr size_t BlockBytes(DType t) {
+  constexpr size_t kBytes[kNumDTypes] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210};
+  return kBytes[static_cast<int>(t)];
+}
+// Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).
+constexpr size_t RowBytes(DType t, int64_t cols) {
+  return static_cast<size_t>(cols / BlockSize(t)) * BlockBytes(t);
 }
 const char* DTypeName(DType t);
 // Parses "F32"/"F16"/"BF16" (safetensors spelling) and "float32"/"float16"/"bfloat16" (config
 // spelling). Returns false for anything else.
 bool ParseDType(std::string_view s, DType* out);
+// Parses a model.quantization value: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
+// "q4_k", "q5_k", "q6_k" (any case). Returns false for anything else.
+bool ParseQuantFormat(std::string_view s, DType* out);
 
 inline float Bf16ToF32(uint16_t h) {
   uint32_t bits = static_cast<uint32_t>(h) << 16;

@@ -1,9 +1,10 @@
 // CPU compute kernels: the small set of ops a transformer forward pass needs.
 // Every op has a plain scalar reference in kernels/reference_ops.h that the tests compare with.
-// All activations are float32, row-major. Weights may be F32, F16, BF16 or Q8_0 (Matmul,
-// Embedding). The CPU backend (kernels/backend.h) is a thin layer over these functions.
-// Threading: ops that are worth it run on OpenMP threads (omp_set_num_threads decides how many);
-// none allocates memory on the heap, so a steady-state forward step allocates nothing.
+// All activations are float32, row-major. Weights may be F32, F16, BF16 or a block format
+// (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K; Matmul, Embedding). The CPU backend
+// (kernels/backend.h) is a thin layer over these functions. Threading: ops that are worth it run on
+// OpenMP threads (omp_set_num_threads decides how many); none allocates memory on the heap, so a
+// steady-state forward step allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +19,22 @@ namespace llm::kernels {
 
 // y[m, n] = x[m, k] · W[n, k]^T (+ bias[n] when bias != nullptr).
 // W is row-major [n, k] in `w_type` (the layout of a Hugging Face nn.Linear weight).
-// Accumulates in float32 (16-bit weights are widened exactly). Q8_0 weights (k % 32 == 0, each
-// row k / 32 blocks) are multiplied as ggml does: the rows of x are quantized to Q8_0 and the
-// blocks' int8 dot products are exact (kernels/cpu/q8_0.h); every ISA gives the same bits. Batch
+// Accumulates in float32 (16-bit weights are widened exactly). Block-format weights (k a multiple
+// of the block size, each row k / BlockSize blocks) are multiplied as ggml does: the rows of x
+// are quantized to Q8_0 (Q8_0 and the legacy formats) or Q8_K (K-quants) and the blocks' integer
+// dot products are exact (kernels/cpu/q8_0.h, quant_blocks.h); every ISA gives the same bits. Batch
 // invariant: a row of y is bitwise the same whatever m, the row's index in x and the number of
 // threads (k is never split). x and y must not overlap.
 void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,
             float* y);
+
+// Block formats (Q8_0, Q4_0 ... Q6_K; cols a multiple of BlockSize(t)), row by row:
+// QuantizeRows runs llama.cpp's reference quantizers on float rows (on OpenMP threads),
+// DequantizeRows ggml's dequantizers; FillRandomBlocks writes `blocks` blocks of random quants
+// with small scales (dummy weights of a quantized model; the same seed gives the same bytes).
+void QuantizeRows(DType t, const float* x, int64_t rows, int64_t cols, void* dst);
+void DequantizeRows(DType t, const void* src, int64_t rows, int64_t cols, float* dst);
+void FillRandomBlocks(DType t, uint64_t seed, void* dst, int64_t blocks);
 
 // out[t, :] = x[t, :] / sqrt(mean(x^2) + eps) * weight[:], for t < rows. In place is allowed.
 void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out);

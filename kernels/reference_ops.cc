@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/quant_blocks.h"
+
 namespace llm::kernels::ref {
 
 float LoadAsF32(const void* data, DType type, int64_t i) {
@@ -21,6 +23,13 @@ float LoadAsF32(const void* data, DType type, int64_t i) {
       uint16_t d;
       std::memcpy(&d, blk, 2);
       return static_cast<float>(static_cast<int8_t>(blk[2 + i % kQ8BlockSize])) * F16ToF32(d);
+    }
+    default: {  // the other block formats: dequantize the element's block
+      const int bs = BlockSize(type);
+      float block[kQK_K];
+      internal::DequantizeRow(type, static_cast<const uint8_t*>(data) + (i / bs) * BlockBytes(type),
+                              block, bs);
+      return block[i % bs];
     }
   }
   return 0.0f;

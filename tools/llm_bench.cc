@@ -4,9 +4,11 @@
 // token masks from --tokenizer) and prints what the mask costs per step.
 #include <omp.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -25,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 struct BenchOptions {
   std::string model;
   std::string load_format = "safetensors";
+  std::string quantization = "none";
   int threads = 0;
   int prompt_len = 128;
   int decode_tokens = 32;
@@ -40,9 +43,17 @@ std::vector<int32_t> RandomPrompt(std::mt19937& rng, int len, int vocab) {
   return p;
 }
 
+// CPU time of the whole process (all threads): on a machine shared with other work, tokens per
+// CPU-second at 1 thread measure the code rather than the share of the cores it got.
+double CpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
 // Seconds spent in steps whose work was only decoding, and the tokens they produced.
 Status RunDecode(llm::Engine& engine, int batch, const BenchOptions& o, double* tokens_per_s,
-                 std::shared_ptr<const llm::Grammar> grammar = nullptr) {
+                 double* tokens_per_cpu_s, std::shared_ptr<const llm::Grammar> grammar = nullptr) {
   std::mt19937 rng(batch);
   const int vocab = engine.model_config().vocab_size;
   for (int i = 0; i < batch; ++i) {
@@ -59,20 +70,23 @@ Status RunDecode(llm::Engine& engine, int batch, const BenchOptions& o, double* 
     (void)id;
   }
   std::vector<llm::TokenEvent> events;
-  double seconds = 0;
+  double seconds = 0, cpu = 0;
   long tokens = 0;
   while (!engine.idle()) {
     const long prefill_before = engine.stats().prompt_tokens_computed;
     events.clear();
     const auto t0 = Clock::now();
+    const double c0 = CpuSeconds();
     LLM_RETURN_IF_ERROR(engine.Step(&events));
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (engine.stats().prompt_tokens_computed == prefill_before) {
       seconds += dt;
+      cpu += CpuSeconds() - c0;
       tokens += static_cast<long>(events.size());
     }
   }
   *tokens_per_s = tokens / std::max(seconds, 1e-9);
+  *tokens_per_cpu_s = tokens / std::max(cpu, 1e-9);
   return Status::Ok();
 }
 
@@ -101,6 +115,10 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
   app.add_option("--load-format", o->load_format,
                  "safetensors (a .gguf path is read as GGUF), gguf, or dummy = random weights")
       ->check(CLI::IsMember({"safetensors", "gguf", "dummy"}))
+      ->capture_default_str();
+  app.add_option("--quantization", o->quantization,
+                 "quantize the linear weights at load (with dummy: random blocks) to q8_0, q4_0, "
+                 "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k; none keeps the file's format")
       ->capture_default_str();
   app.add_option("--threads", o->threads, "compute threads (0: all cores)")
       ->check(CLI::Range(0, 1024))
@@ -144,16 +162,31 @@ Status Bench(const BenchOptions& o) {
   omp_set_num_threads(o.threads > 0 ? o.threads : omp_get_num_procs());
   LLM_ASSIGN_OR_RETURN(const llm::LoadFormat format,
                        llm::ParseLoadFormat(o.load_format, "--load-format"));
-  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format));
+  std::optional<llm::DType> quant;
+  if (o.quantization != "none") {
+    llm::DType t;
+    if (!llm::ParseQuantFormat(o.quantization, &t)) {
+      return llm::InvalidArgument("--quantization: unknown format '" + o.quantization + "'");
+    }
+    quant = t;
+  }
+  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format, 0, {}, quant));
   llm::EngineConfig cfg;
   cfg.kv_cache_bytes = static_cast<size_t>(o.kv_cache_mib) << 20;
   cfg.scheduler.max_num_batched_tokens = std::max(2048, o.prompt_len);
   LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, cfg));
   const auto& mc = weights->config;
-  std::printf("model %s (%s, %d layers, hidden %d), weights %.1f MiB %s, %d threads\n",
-              o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
-              weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
-              omp_get_max_threads());
+  // Bytes of weights one decode step reads: every matrix but an untied embedding (gathered).
+  const auto& emb = weights->embed;
+  const double streamed =
+      static_cast<double>(weights->matrix_bytes) -
+      (weights->lm_head.data != emb.data ? llm::RowBytes(emb.format, emb.cols) * emb.rows : 0.0);
+  std::printf(
+      "model %s (%s, %d layers, hidden %d), weights %.1f MiB %s (mlp %s), %.1f MiB read per "
+      "decode step, %d threads\n",
+      o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
+      weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
+      llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads());
   double tps = 0;
   LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));
   std::printf("prefill  %5d tokens         : %10.1f tokens/s\n", o.prompt_len, tps);
@@ -165,17 +198,21 @@ Status Bench(const BenchOptions& o) {
     LLM_ASSIGN_OR_RETURN(grammar, LoadGrammar(o.structured));
   }
   for (int b : o.batches) {
+    double per_cpu_s = 0;
     if (!grammar) {
-      LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps));
-      std::printf("decode   batch %3d          : %10.1f tokens/s\n", b, tps);
+      LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps, &per_cpu_s));
+      std::printf(
+          "decode   batch %3d          : %10.1f tokens/s (%.1f GB/s of weights), %.1f tokens per "
+          "CPU-second\n",
+          b, tps, streamed * tps / b / 1e9, per_cpu_s);
       continue;
     }
     // Alternating runs (this machine is shared and noisy): plain, structured, x3.
     double plain = 0, masked = 0;
     for (int rep = 0; rep < 3; ++rep) {
-      LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps));
+      LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps, &per_cpu_s));
       plain += tps / 3;
-      LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps, grammar));
+      LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps, &per_cpu_s, grammar));
       masked += tps / 3;
     }
     // Per generated token; structured sequences may end early (a complete value ends them), so

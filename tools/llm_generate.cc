@@ -25,6 +25,7 @@ struct Options {
   llm::GenerateRequest request;
   llm::EngineConfig engine;
   std::string load_format = "safetensors";
+  std::string quantization = "none";
   int threads = 0;
   int kv_cache_mib = 256;
   std::optional<uint64_t> seed;
@@ -77,6 +78,12 @@ void AddFlags(CLI::App& app, Options* o) {
   app.add_option("--load-format", o->load_format,
                  "safetensors (a .gguf path is read as GGUF), gguf, or dummy = random weights")
       ->check(CLI::IsMember({"safetensors", "gguf", "dummy"}))
+      ->capture_default_str();
+  app.add_option("--quantization", o->quantization,
+                 "quantize the linear weights at load: q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
+                 "q4_k, q5_k, q6_k, or none")
+      ->check(CLI::IsMember(
+          {"none", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}))
       ->capture_default_str();
   app.add_flag("--ignore-eos", o->request.ignore_eos,
                "keep generating after the end-of-sequence token");
@@ -138,7 +145,10 @@ Status Generate(const Options& o) {
   LLM_ASSIGN_OR_RETURN(const llm::LoadFormat format,
                        llm::ParseLoadFormat(o.load_format, "--load-format"));
   LLM_ASSIGN_OR_RETURN(auto tokenizer, llm::Tokenizer::FromDir(o.model));
-  LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format));
+  llm::ModelSection ms;
+  ms.quantization = o.quantization;
+  LLM_ASSIGN_OR_RETURN(auto weights,
+                       llm::LoadModelWeights(o.model, format, 0, {}, llm::ModelQuantization(ms)));
   if (format == llm::LoadFormat::kDummy) {
     std::fprintf(stderr, "llm-generate: dummy (random) weights: the output is meaningless\n");
   }

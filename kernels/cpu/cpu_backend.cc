@@ -44,7 +44,7 @@ class CpuBackendImpl final : public Backend {
  public:
   CpuBackendImpl() {
     caps_.name = "cpu";
-    caps_.weight_formats = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0};
+    for (int t = 0; t < kNumDTypes; ++t) caps_.weight_formats.push_back(static_cast<DType>(t));
     caps_.max_head_dim = kMaxHeadDim;
     caps_.max_block_size = kMaxBlockSize;
     caps_.memory_bytes = 0;

@@ -1,8 +1,9 @@
 // Embedding lookup (of a whole table or of a vocab-parallel shard of it), widening F16/BF16 tables
-// to float32 and dequantizing Q8_0 ones.
+// to float32 and dequantizing block-format ones (Q8_0, Q4_0 ... Q6_K).
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
 
 namespace llm::kernels {
@@ -39,6 +40,10 @@ void GatherRow(const void* table, DType type, int64_t row, int dim, float* o) {
       }
       break;
     }
+    default:  // the other block formats (dim a multiple of the block size)
+      internal::DequantizeRow(type, static_cast<const uint8_t*>(table) + row * RowBytes(type, dim),
+                              o, dim);
+      break;
   }
 }
 

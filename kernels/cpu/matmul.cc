@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
 
 namespace llm::kernels {
@@ -57,6 +58,38 @@ void MatmulQ8_0(const MatmulKernels& ks, const float* x, int m, int k, const voi
   }
 }
 
+// The other block formats: the input rows are quantized to Q8_0 (legacy formats) or Q8_K
+// (K-quants) first, as ggml's vec_dot_type, then each panel runs on them.
+void MatmulBlocks(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType type,
+                  int n, const float* bias, float* y) {
+  static thread_local std::vector<BlockQ8_0> xq0;
+  static thread_local std::vector<BlockQ8_K> xqk;
+  const bool kquant = IsKQuant(type);
+  const int nb = k / BlockSize(type);
+  const size_t blocks = static_cast<size_t>(m) * nb;
+  std::vector<BlockQ8_0>& q0 = xq0;
+  std::vector<BlockQ8_K>& qk = xqk;
+  if (kquant && qk.size() < blocks) qk.resize(blocks);
+  if (!kquant && q0.size() < blocks) q0.resize(blocks);
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
+  for (int i = 0; i < m; ++i) {
+    const float* xr = x + static_cast<int64_t>(i) * k;
+    if (kquant) {
+      QuantizeRowQ8_K(xr, k, qk.data() + static_cast<int64_t>(i) * nb);
+    } else {
+      QuantizeRowQ8_0(xr, k, q0.data() + static_cast<int64_t>(i) * nb);
+    }
+  }
+  const void* xq = kquant ? static_cast<const void*>(qk.data()) : q0.data();
+  const MatmulBlockPanelFn fn = ks.quant->fn[static_cast<int>(type)];
+  const int panels = (n + kPanelRows - 1) / kPanelRows;
+  const bool parallel = static_cast<int64_t>(m) * n * k >= (1 << 18);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int p = 0; p < panels; ++p) {
+    fn(xq, m, k, w, p * kPanelRows, std::min(n, (p + 1) * kPanelRows), bias, y, n);
+  }
+}
+
 }  // namespace
 
 void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType w_type,
@@ -64,6 +97,10 @@ void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const voi
   if (m <= 0 || n <= 0) return;
   if (w_type == DType::kQ8_0) {
     MatmulQ8_0(ks, x, m, k, w, n, bias, y);
+    return;
+  }
+  if (IsBlockFormat(w_type)) {
+    MatmulBlocks(ks, x, m, k, w, w_type, n, bias, y);
     return;
   }
   const MatmulPanelFn fn = w_type == DType::kF32   ? ks.f32

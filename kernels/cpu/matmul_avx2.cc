@@ -91,9 +91,12 @@ struct Avx2Micro {
 }  // namespace
 
 const MatmulKernels& Avx2MatmulKernels() {
-  static const MatmulKernels kKernels = {
-      "avx2-fma", MatmulPanel<Avx2Micro<F32Load>>, MatmulPanel<Avx2Micro<F16Load>>,
-      MatmulPanel<Avx2Micro<Bf16Load>>, MatmulQ8Panel<Q8X86Micro<2, 4>>};
+  static const MatmulKernels kKernels = {"avx2-fma",
+                                         MatmulPanel<Avx2Micro<F32Load>>,
+                                         MatmulPanel<Avx2Micro<F16Load>>,
+                                         MatmulPanel<Avx2Micro<Bf16Load>>,
+                                         MatmulQ8Panel<Q8X86Micro<2, 4>>,
+                                         &Avx2QuantKernels()};
   return kKernels;
 }
 

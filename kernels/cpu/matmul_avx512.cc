@@ -101,9 +101,12 @@ struct Avx512Micro {
 }  // namespace
 
 const MatmulKernels& Avx512MatmulKernels() {
-  static const MatmulKernels kKernels = {
-      "avx512", MatmulPanel<Avx512Micro<F32Load>>, MatmulPanel<Avx512Micro<F16Load>>,
-      MatmulPanel<Avx512Micro<Bf16Load>>, MatmulQ8Panel<Q8X86Micro<4, 4>>};
+  static const MatmulKernels kKernels = {"avx512",
+                                         MatmulPanel<Avx512Micro<F32Load>>,
+                                         MatmulPanel<Avx512Micro<F16Load>>,
+                                         MatmulPanel<Avx512Micro<Bf16Load>>,
+                                         MatmulQ8Panel<Q8X86Micro<4, 4>>,
+                                         &Avx512QuantKernels()};
   return kKernels;
 }
 

@@ -26,12 +26,24 @@ using MatmulPanelFn = void (*)(const float* x, int m, int k, const void* w, int 
 using MatmulQ8PanelFn = void (*)(const BlockQ8_0* xq, int m, int k, const void* w, int n0, int n1,
                                  const float* bias, float* y, int ldy);
 
+// The other block formats (quant_blocks.h): xq holds the m input rows already quantized to Q8_0
+// (legacy formats) or Q8_K (K-quants), k / BlockSize blocks each.
+using MatmulBlockPanelFn = void (*)(const void* xq, int m, int k, const void* w, int n0, int n1,
+                                    const float* bias, float* y, int ldy);
+struct QuantMatmulKernels {
+  MatmulBlockPanelFn fn[kNumDTypes] = {};  // indexed by DType; null for the non-block formats
+};
+const QuantMatmulKernels& ScalarQuantKernels();  // matmul_quant_scalar.cc
+const QuantMatmulKernels& Avx2QuantKernels();    // matmul_quant_avx2.cc
+const QuantMatmulKernels& Avx512QuantKernels();  // matmul_quant_avx512.cc
+
 struct MatmulKernels {
   const char* isa;
   MatmulPanelFn f32;
   MatmulPanelFn f16;
   MatmulPanelFn bf16;
   MatmulQ8PanelFn q8_0;
+  const QuantMatmulKernels* quant;
 };
 
 const MatmulKernels& ScalarMatmulKernels();
@@ -126,6 +138,43 @@ void MatmulQ8Panel(const BlockQ8_0* xq, int m, int k, const void* wv, int n0, in
         const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
         Q8Tiles<Micro>::kTable[mr - 1][nr - 1](
             xq + static_cast<int64_t>(i) * nb, nb, w + static_cast<int64_t>(j) * nb, nb, nb,
+            bias != nullptr ? bias + j : nullptr, y + static_cast<int64_t>(i) * ldy + j, ldy);
+      }
+    }
+  }
+}
+
+// Dispatches a tile of mr x nr (mr <= MR, nr <= NR) to Micro::Tile<mr, nr> (only the shapes up
+// to the micro-kernel's own are instantiated).
+template <class Micro, int MR, int NR>
+void BlockTile(int mr, int nr, const typename Micro::XBlock* x, int64_t ldx,
+               const typename Micro::WBlock* w, int64_t ldw, int nb, const float* bias, float* y,
+               int64_t ldy) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return BlockTile<Micro, MR - 1, NR>(mr, nr, x, ldx, w, ldw, nb, bias, y, ldy);
+  }
+  if constexpr (NR > 1) {
+    if (nr < NR) return BlockTile<Micro, MR, NR - 1>(mr, nr, x, ldx, w, ldw, nb, bias, y, ldy);
+  }
+  Micro::template Tile<MR, NR>(x, ldx, w, ldw, nb, bias, y, ldy);
+}
+
+// The block-format panel: MatmulQ8Panel's loop over a micro-kernel with block types XBlock
+// (activations) and WBlock (weights) of kBlock weights.
+template <class Micro>
+void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int n1,
+                      const float* bias, float* y, int ldy) {
+  const auto* xq = static_cast<const typename Micro::XBlock*>(xv);
+  const auto* w = static_cast<const typename Micro::WBlock*>(wv);
+  const int nb = k / Micro::kBlock;
+  for (int c0 = 0; c0 < m; c0 += kRowChunk) {
+    const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
+    for (int j = n0; j < n1; j += Micro::kNR) {
+      const int nr = n1 - j < Micro::kNR ? n1 - j : Micro::kNR;
+      for (int i = c0; i < c1; i += Micro::kMR) {
+        const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
+        BlockTile<Micro, Micro::kMR, Micro::kNR>(
+            mr, nr, xq + static_cast<int64_t>(i) * nb, nb, w + static_cast<int64_t>(j) * nb, nb, nb,
             bias != nullptr ? bias + j : nullptr, y + static_cast<int64_t>(i) * ldy + j, ldy);
       }
     }

@@ -109,9 +109,12 @@ struct ScalarQ8Micro {
 }  // namespace
 
 const MatmulKernels& ScalarMatmulKernels() {
-  static const MatmulKernels kKernels = {
-      "scalar", MatmulPanel<ScalarMicro<float>>, MatmulPanel<ScalarMicro<F16>>,
-      MatmulPanel<ScalarMicro<Bf16>>, MatmulQ8Panel<ScalarQ8Micro>};
+  static const MatmulKernels kKernels = {"scalar",
+                                         MatmulPanel<ScalarMicro<float>>,
+                                         MatmulPanel<ScalarMicro<F16>>,
+                                         MatmulPanel<ScalarMicro<Bf16>>,
+                                         MatmulQ8Panel<ScalarQ8Micro>,
+                                         &ScalarQuantKernels()};
   return kKernels;
 }
 

@@ -53,6 +53,7 @@ TEST(ClusterConfig, ErrorsNameTheKey) {
   ExpectError("engine: {block_size: sixteen}", "engine.block_size");
   ExpectError("engine: {kv_cache_memory_fraction: 2}", "engine.kv_cache_memory_fraction");
   ExpectError("model: {load_format: pickle}", "model.load_format");
+  ExpectError("model: {quantization: q3_m}", "model.quantization");
   ExpectError("router: {port: 70000}", "router.port");
   ExpectError("router: 5", "router");
   ExpectError("engine: [1, 2", "not valid YAML");
@@ -60,10 +61,24 @@ TEST(ClusterConfig, ErrorsNameTheKey) {
   ExpectError("", "engine.max_num_seqs", {{"engine.max_num_seqs", "-3"}});
 }
 
+TEST(ClusterConfig, ModelQuantization) {
+  auto c =
+      ParseClusterConfig("model: {quantization: q8_0}", "x.yaml", {{"model.quantization", "q4_k"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model.quantization, "q4_k");
+  DType t;
+  ASSERT_TRUE(ParseQuantFormat(c->model.quantization, &t));
+  EXPECT_EQ(t, DType::kQ4_K);
+  auto d = ParseClusterConfig("", "x.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->model.quantization, "none");
+  EXPECT_FALSE(ParseQuantFormat(d->model.quantization, &t));
+}
+
 TEST(ClusterConfig, HelpListsEveryKey) {
   const std::string help = ClusterConfigHelp();
-  for (const char* k :
-       {"model.path", "engine.block_size", "router.upstreams", "coordinator.port"}) {
+  for (const char* k : {"model.path", "model.quantization", "engine.block_size", "router.upstreams",
+                        "coordinator.port"}) {
     EXPECT_NE(help.find(k), std::string::npos) << k;
   }
 }

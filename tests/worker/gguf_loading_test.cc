@@ -148,21 +148,51 @@ TEST_F(GgufLoading, Bf16WeightsLoadAndStayNearF32) {
   EXPECT_LT(max_diff, 0.5);
 }
 
-// Types other than F32/F16/BF16/Q8_0 (here Q5_0, blocks of 32 like Q8_0, so the shape holds)
-// are named with the tensor; Q8_0 is for matrices only.
+// Types other than F32/F16/BF16 and the Q*_0/1 and Q*_K block formats (here IQ4_NL, blocks of
+// 32 like Q8_0, so the shape holds) are named with the tensor; block formats are for matrices
+// only.
 TEST_F(GgufLoading, UnsupportedTypesAreNamed) {
   Rewrite(path_, [](const std::string& name, Out* o) {
     if (name != "blk.0.ffn_gate.weight") return;
-    o->type = 6;  // Q5_0: 32 weights in 22 bytes
-    o->bytes.assign(192 * 2 * 22, '\0');
+    o->type = 20;  // IQ4_NL: 32 weights in 18 bytes
+    o->bytes.assign(192 * 2 * 18, '\0');
   });
-  ExpectError({"tensor 'blk.0.ffn_gate.weight' is Q5_0, which is not supported yet"});
+  ExpectError({"tensor 'blk.0.ffn_gate.weight' is IQ4_NL, which is not supported yet"});
   Rewrite(path_, [](const std::string& name, Out* o) {
     if (name != "output_norm.weight") return;
     o->type = 8;
     o->bytes.assign(2 * 34, '\0');
   });
   ExpectError({"tensor 'output_norm.weight' is Q8_0", "for vectors"});
+}
+
+// Block-format matrices load as views of the file; rows that are not whole blocks of the type
+// and data cut short are errors naming the tensor.
+TEST_F(GgufLoading, BlockFormatsLoadAndBadOnesAreNamed) {
+  Rewrite(path_, [](const std::string& name, Out* o) {
+    if (name == "blk.0.ffn_down.weight") {  // [192, 64]: 6 Q4_0 blocks per row
+      o->type = 2;
+      o->bytes.assign(64 * 6 * 18, '\0');
+    }
+  });
+  auto w = LoadModelWeights(path_, LoadFormat::kGguf);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ((*w)->layers[0].down.format, DType::kQ4_0);
+  EXPECT_EQ((*w)->layers[1].down.format, DType::kF32);
+  Rewrite(path_, [](const std::string& name, Out* o) {
+    if (name != "blk.0.attn_q.weight") return;
+    o->type = 12;  // Q4_K: rows of 64 are a quarter of a 256-weight super-block
+    o->bytes.assign(64 * 144, '\0');
+  });
+  ExpectError(
+      {"tensor 'blk.0.attn_q.weight' (Q4_K): row length 64 is not a multiple of the "
+       "block size 256"});
+  Rewrite(
+      path_, [](const std::string&, Out*) {},
+      [](GgufWriter& g) {  // the last tensor: 2 rows of 256 Q6_K weights, one block missing
+        g.Tensor("blk.0.zz.weight", {256, 2}, 14, std::string(210, '\0'));
+      });
+  ExpectError({"tensor 'blk.0.zz.weight' (Q6_K [256, 2], 420 bytes", "lies outside"});
 }
 
 TEST_F(GgufLoading, MissingExtraAndMisshapenTensorsAreNamed) {

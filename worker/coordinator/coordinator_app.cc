@@ -61,7 +61,8 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, Tens
   }
   const auto t0 = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<ModelWeights>> w =
-      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed), tp);
+      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed), tp,
+                       ModelQuantization(c.model));
   if (!w.ok()) return w.status().WithContext("model.path '" + c.model.path + "'");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& mc = (*w)->config;

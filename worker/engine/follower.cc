@@ -138,7 +138,8 @@ int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_hos
   }
   const TensorParallel tp{comm.rank(), comm.world_size()};
   auto weights =
-      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed), tp);
+      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed), tp,
+                       ModelQuantization(c.model));
   if (!weights.ok()) {
     spdlog::critical("rank {}: model.path '{}': {}", tp.rank, c.model.path,
                      weights.status().ToString());

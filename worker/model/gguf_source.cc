@@ -1,10 +1,10 @@
 // Tensors of a GGUF file for LoadModelWeights: llama.cpp's tensor names mapped to the Hugging
 // Face names the loader asks for, GGUF shapes (dims[0] is the row length, so [cols, rows])
-// checked against the config, F32/F16/BF16/Q8_0 data as views into the mapping, and the q/k
-// rows of the llama architecture un-permuted: convert_hf_to_gguf.py's LlamaModel.permute
-// interleaves the two halves of every head (llama.cpp runs llama with GPT-J-style RoPE), and
-// this engine's RoPE is rotate-half, so row 2b + a of a GGUF head is row a * head_dim / 2 + b of
-// the Hugging Face head (a in {0, 1}).
+// checked against the config, F32/F16/BF16 and block-format (Q8_0, Q4_0 ... Q6_K) data as views
+// into the mapping, and the q/k rows of the llama architecture un-permuted:
+// convert_hf_to_gguf.py's LlamaModel.permute interleaves the two halves of every head
+// (llama.cpp runs llama with GPT-J-style RoPE), and this engine's RoPE is rotate-half, so row 2b +
+// a of a GGUF head is row a * head_dim / 2 + b of the Hugging Face head (a in {0, 1}).
 #include <cstring>
 #include <map>
 #include <set>
@@ -204,24 +204,32 @@ class GgufSource : public TensorSource {
     return t;
   }
 
-  // The weight format of a tensor's GGML type; matrices may also be Q8_0.
+  // The weight format of a tensor's GGML type; matrices may also be in a block format (the
+  // reader has checked that rows are whole blocks and the data lie inside the file).
   StatusOr<DType> Format(const GgufTensorInfo& t, bool matrix) const {
-    switch (static_cast<GgmlType>(t.type)) {
-      case GgmlType::kF32:
-        return DType::kF32;
-      case GgmlType::kF16:
-        return DType::kF16;
-      case GgmlType::kBF16:
-        return DType::kBF16;
-      case GgmlType::kQ8_0:
-        if (matrix) return DType::kQ8_0;
-        break;
-      default:
-        break;
+    static constexpr std::pair<GgmlType, DType> kFormats[] = {
+        {GgmlType::kF32, DType::kF32},   {GgmlType::kF16, DType::kF16},
+        {GgmlType::kBF16, DType::kBF16}, {GgmlType::kQ8_0, DType::kQ8_0},
+        {GgmlType::kQ4_0, DType::kQ4_0}, {GgmlType::kQ4_1, DType::kQ4_1},
+        {GgmlType::kQ5_0, DType::kQ5_0}, {GgmlType::kQ5_1, DType::kQ5_1},
+        {GgmlType::kQ2_K, DType::kQ2_K}, {GgmlType::kQ3_K, DType::kQ3_K},
+        {GgmlType::kQ4_K, DType::kQ4_K}, {GgmlType::kQ5_K, DType::kQ5_K},
+        {GgmlType::kQ6_K, DType::kQ6_K}};
+    for (const auto& [ggml, dtype] : kFormats) {
+      if (static_cast<GgmlType>(t.type) != ggml || (!matrix && IsBlockFormat(dtype))) continue;
+      const size_t want = RowBytes(dtype, t.dims.empty() ? 0 : t.dims[0]) *
+                          static_cast<size_t>(t.dims.empty() ? 0 : t.numel() / t.dims[0]);
+      if (t.dims.empty() || t.dims[0] % BlockSize(dtype) != 0 || t.nbytes < want) {
+        return InvalidArgument(f_.path() + ": tensor '" + t.name + "' of type " + t.TypeName() +
+                               " and shape " + t.ShapeString() + " is not a whole number of " +
+                               std::to_string(BlockSize(dtype)) + "-weight blocks");
+      }
+      return dtype;
     }
     return Unimplemented(f_.path() + ": tensor '" + t.name + "' is " + t.TypeName() +
                          ", which is not supported yet (supported: F32, F16, BF16" +
-                         (matrix ? ", Q8_0)" : " for vectors)"));
+                         (matrix ? ", Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)"
+                                 : " for vectors)"));
   }
 
   const GgufFile& f_;

@@ -1,5 +1,6 @@
 #include "worker/model/model_weights.h"
 
+#include "kernels/cpu_ops.h"
 #include "worker/model/weight_source.h"
 
 #include <algorithm>
@@ -19,7 +20,7 @@ char* OwnBytes(ModelWeights& w, DType format, size_t bytes) {
     case DType::kF16:
     case DType::kBF16:
       return reinterpret_cast<char*>(w.owned16.emplace_back((bytes + 1) / 2).data());
-    case DType::kQ8_0:
+    default:  // block formats
       break;
   }
   return reinterpret_cast<char*>(w.owned8.emplace_back(bytes).data());
@@ -34,15 +35,16 @@ StatusOr<Weight> SliceMatrix(ModelWeights& w, const void* base_v, DType format, 
     return Weight{base + static_cast<size_t>(slice.rows.begin) * row_bytes, format, out_rows,
                   out_cols};
   }
-  if (IsBlockFormat(format) &&
-      (slice.cols.begin % kQ8BlockSize != 0 || out_cols % kQ8BlockSize != 0)) {
-    return InvalidArgument("tensor '" + what + "' is " + DTypeName(format) +
-                           " (blocks of 32 columns) and this tensor-parallel shard keeps its "
-                           "columns [" +
-                           std::to_string(slice.cols.begin) + ", " +
-                           std::to_string(slice.cols.end) +
-                           "), which cut a block: use a tensor_parallel_size whose column shards "
-                           "are multiples of 32, or an F16/F32 model");
+  const int bs = BlockSize(format);
+  if (IsBlockFormat(format) && (slice.cols.begin % bs != 0 || out_cols % bs != 0)) {
+    return InvalidArgument(
+        "tensor '" + what + "' is " + DTypeName(format) + " (blocks of " + std::to_string(bs) +
+        " columns) and this tensor-parallel shard keeps its "
+        "columns [" +
+        std::to_string(slice.cols.begin) + ", " + std::to_string(slice.cols.end) +
+        "), which cut a block: use a tensor_parallel_size whose column shards "
+        "are multiples of " +
+        std::to_string(bs) + ", or an F16/F32 model");
   }
   // A column slice: copy each row's segment into owned memory.
   const size_t seg = RowBytes(format, out_cols), skip = RowBytes(format, slice.cols.begin);
@@ -101,7 +103,7 @@ class FileSource : public TensorSource {
           std::memcpy(&h, p + 2 * i, 2);
           out[i] = Bf16ToF32(h);
           break;
-        case DType::kQ8_0:  // safetensors has no Q8_0
+        default:  // safetensors has no block formats
           break;
       }
     }
@@ -152,13 +154,25 @@ float DummyValue(uint64_t base, size_t i) {
 }
 
 // Random weights: uniform in [-0.05, 0.05] (std ~0.029), norms at `fill`.
+// With a quantization format the linear weights are random blocks of it instead.
 class DummySource : public TensorSource {
  public:
-  DummySource(ModelWeights* w, uint64_t seed) : w_(w), seed_(seed) {}
+  DummySource(ModelWeights* w, uint64_t seed, std::optional<DType> quantize)
+      : w_(w), seed_(seed), quantize_(quantize) {}
 
   StatusOr<Weight> Matrix(const std::string& name, int, int cols,
                           const MatrixSlice& slice) override {
     const int out_rows = slice.rows.size(), out_cols = slice.cols.size();
+    if (const auto q = quantize_ ? weights_internal::QuantizedFormat(name, *quantize_, out_cols)
+                                 : std::nullopt) {
+      const int64_t blocks = static_cast<int64_t>(out_rows) * (out_cols / BlockSize(*q));
+      char* dst = OwnBytes(*w_, *q, static_cast<size_t>(blocks) * BlockBytes(*q));
+      kernels::FillRandomBlocks(*q,
+                                Hash(name) + static_cast<uint64_t>(slice.rows.begin) * 7919 +
+                                    static_cast<uint64_t>(slice.cols.begin),
+                                dst, blocks);
+      return Weight{dst, *q, out_rows, out_cols};
+    }
     const size_t n = static_cast<size_t>(out_rows) * out_cols;
     // Output element j is element (row, col) of the full matrix.
     auto source_index = [&](size_t j) {
@@ -207,6 +221,7 @@ class DummySource : public TensorSource {
   }
   ModelWeights* w_;
   uint64_t seed_;
+  std::optional<DType> quantize_;
 };
 
 std::vector<float> Slice(const std::vector<float>& v, ShardRange r) {
@@ -455,7 +470,8 @@ ShardRange SplitRange(int n, int parts, int part) {
 namespace {
 
 StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& path, LoadFormat format,
-                                             uint64_t dummy_seed, TensorParallel tp) {
+                                             uint64_t dummy_seed, TensorParallel tp,
+                                             std::optional<DType> quantize) {
   auto w = std::make_unique<ModelWeights>();
   const bool gguf = IsGgufPath(path);
   if (format == LoadFormat::kGguf && !gguf) {
@@ -472,12 +488,15 @@ StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& path, LoadFormat
   }
   LLM_RETURN_IF_ERROR(PlanShard(source, tp, w.get()));
   if (format == LoadFormat::kDummy) {
-    src = std::make_unique<DummySource>(w.get(), dummy_seed);
+    src = std::make_unique<DummySource>(w.get(), dummy_seed, quantize);
   } else if (gguf) {
     src = weights_internal::MakeGgufSource(*w->gguf, w.get());
   } else {
     LLM_ASSIGN_OR_RETURN(w->files, ModelWeightFiles::Open(path));
     src = std::make_unique<FileSource>(w->files.get(), w.get());
+  }
+  if (quantize && format != LoadFormat::kDummy) {
+    src = weights_internal::MakeQuantizingSource(std::move(src), *quantize, w.get());
   }
   Status s = LoadAll(*src, w.get());
   if (!s.ok()) return s.WithContext(path);
@@ -491,12 +510,23 @@ StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& path, LoadFormat
 
 }  // namespace
 
+std::optional<DType> ModelQuantization(const ModelSection& m) {
+  DType t;
+  if (ParseQuantFormat(m.quantization, &t)) return t;
+  return std::nullopt;
+}
+
 StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
-                                                         uint64_t dummy_seed, TensorParallel tp) {
+                                                         uint64_t dummy_seed, TensorParallel tp,
+                                                         std::optional<DType> quantize) {
   // A config.json may declare sizes this host cannot hold (dummy weights are allocated, not
   // mapped): that is an error for the operator, never a crash.
   try {
-    return Load(dir, format, dummy_seed, tp);
+    if (quantize && !IsBlockFormat(*quantize)) {
+      return InvalidArgument(std::string("model.quantization: ") + DTypeName(*quantize) +
+                             " is not a block format");
+    }
+    return Load(dir, format, dummy_seed, tp, quantize);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted(dir + ": not enough memory for the weights config.json describes");
   } catch (const std::length_error&) {

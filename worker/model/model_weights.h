@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/config_sections.h"
 #include "common/gguf.h"
 #include "common/model_config.h"
 #include "common/safetensors.h"
@@ -96,7 +98,7 @@ struct ModelWeights {
   std::unique_ptr<GgufFile> gguf;
   std::vector<std::vector<uint16_t>> owned16;
   std::vector<std::vector<float>> owned32;
-  std::vector<std::vector<uint8_t>> owned8;     // Q8_0 copies
+  std::vector<std::vector<uint8_t>> owned8;     // block-format copies
   std::vector<kernels::Buffer> placed;          // backend copies (PlaceWeights)
   const kernels::Backend* placed_on = nullptr;  // nullptr: host memory
 
@@ -116,18 +118,22 @@ Status CheckWeightFormats(const ModelWeights& w, const kernels::BackendCaps& cap
 Status PlaceWeights(ModelWeights& w, kernels::Backend& backend);
 
 // Loads `dir` (config.json + safetensors), or a .gguf file (config from its metadata, weights
-// from its tensors: F32, F16, BF16 and Q8_0; llama.cpp's tensor names and layout, see
-// gguf_source.cc). Every mismatch (missing or unexpected tensor, wrong shape, unsupported
-// dtype, truncated file) is an error naming the file and tensor. A .gguf path is recognised
-// whatever `format` says, except kDummy (random weights of the file's shape); kGguf insists on
-// one.
-// kDummy needs only config.json: weights are random (uniform, seeded, deterministic), in the
-// config's torch_dtype, like vLLM's --load-format dummy; every shard of a dummy model holds the
-// same values as the matching part of the unsharded one.
-// `tp` selects the shard; a tp.size that does not divide num_attention_heads or
-// num_key_value_heads is an InvalidArgument naming both numbers.
-StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
-                                                         uint64_t dummy_seed = 0,
-                                                         TensorParallel tp = {});
+// from its tensors: F32, F16, BF16 and the block formats of common/dtype.h; llama.cpp's tensor
+// names and layout, see gguf_source.cc). Every mismatch (missing or unexpected tensor, wrong shape,
+// unsupported dtype, truncated file) is an error naming the file and tensor. A .gguf path is
+// recognised whatever `format` says, except kDummy (random weights of the file's shape); kGguf
+// insists on one. kDummy needs only config.json: weights are random (uniform, seeded,
+// deterministic), in the config's torch_dtype, like vLLM's --load-format dummy; every shard of a
+// dummy model holds the same values as the matching part of the unsharded one. `tp` selects the
+// shard; a tp.size that does not divide num_attention_heads or num_key_value_heads is an
+// InvalidArgument naming both numbers. `quantize` (model.quantization): the linear weights
+// (attention and MLP projections) of an F32/F16/BF16 model are quantized to that block format at
+// load (worker/model/quantize_source.cc); with kDummy they are random blocks of that format.
+// model.quantization as LoadModelWeights takes it (nullopt for "none").
+std::optional<DType> ModelQuantization(const ModelSection& m);
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(
+    const std::string& dir, LoadFormat format, uint64_t dummy_seed = 0, TensorParallel tp = {},
+    std::optional<DType> quantize = std::nullopt);
 
 }  // namespace llm

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,5 +54,15 @@ StatusOr<Weight> SliceMatrix(ModelWeights& w, const void* base, DType format, in
 // Tensors of a GGUF file, mapped to Hugging Face names (llama.cpp's tensor names; q/k rows of
 // the llama architecture un-permuted back to the rotate-half layout). `file` must outlive it.
 std::unique_ptr<TensorSource> MakeGgufSource(const GgufFile& file, ModelWeights* w);
+
+// The block format model.quantization `target` gives the weight `name` (an HF name) with rows of
+// `cols`: `target`, or llama-quantize's fallback when its blocks do not divide the rows; nullopt
+// when the weight stays as it is (not a linear projection, or no block fits).
+std::optional<DType> QuantizedFormat(const std::string& name, DType target, int cols);
+
+// `inner`'s tensors with the linear weights quantized to `target` (see QuantizedFormat) into
+// memory owned by `w`; prints progress and a summary on stderr.
+std::unique_ptr<TensorSource> MakeQuantizingSource(std::unique_ptr<TensorSource> inner,
+                                                   DType target, ModelWeights* w);
 
 }  // namespace llm::weights_internal

@@ -1,0 +1,316 @@
+// The x86 micro-kernels of the quantized block formats (Q4_0 ... Q6_K) on Q8 activations, for
+// the TUs compiled with AVX2 or AVX-512 flags: each includes this header inside its own anonymous
+// namespace (as matmul_q8_0_x86.h), so no code compiled for one ISA is shared with another TU.
+// The float operations are those quant_blocks.h defines, so every ISA gives the scalar bits.
+//
+// A weight block is decoded in registers, 32 unsigned quants (< 64) at a time, and multiplied
+// with the MR activation rows of the tile while it is there: per tile and block, each weight
+// block is read and decoded once for MR rows (and the panel of weight rows stays in cache while
+// the chunks of rows stream through it, matmul_internal.h). Products: maddubs(u, x) sums pairs
+// exactly (|pair| <= 2 * 63 * 127), madd with ones (legacy) or with the sub-block scales
+// (K-quants) gives the int32 lanes.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/q8_0.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace qx {
+
+using ::llm::kernels::internal::BlockQ2_K;
+using ::llm::kernels::internal::BlockQ3_K;
+using ::llm::kernels::internal::BlockQ4_0;
+using ::llm::kernels::internal::BlockQ4_1;
+using ::llm::kernels::internal::BlockQ4_K;
+using ::llm::kernels::internal::BlockQ5_0;
+using ::llm::kernels::internal::BlockQ5_1;
+using ::llm::kernels::internal::BlockQ5_K;
+using ::llm::kernels::internal::BlockQ6_K;
+using ::llm::kernels::internal::BlockQ8_0;
+using ::llm::kernels::internal::BlockQ8_K;
+
+inline float ReduceAdd(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+inline __m256i Load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+// (v >> shift) & mask in every byte.
+inline __m256i Bits(__m256i v, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(mask));
+}
+// 16 bytes of nibbles: low nibbles (elements 0..15), then high nibbles (16..31).
+inline __m256i Nibbles16(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+}
+// Byte e = 0x10 where bit e of the little-endian uint32 at qh is set.
+inline __m256i FifthBits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Legacy formats: Quants (32 unsigned quants), D, M; kMin: weight = d * u + m, else
+// weight = d * (u - 2^kOffsetLog2).
+struct Q4_0F {
+  using B = BlockQ4_0;
+  static constexpr bool kMin = false;
+  static constexpr int kOffsetLog2 = 3;
+  static __m256i Quants(const B& b) { return Nibbles16(b.qs); }
+  static float M(const B&) { return 0.0f; }
+};
+struct Q4_1F {
+  using B = BlockQ4_1;
+  static constexpr bool kMin = true;
+  static constexpr int kOffsetLog2 = 0;
+  static __m256i Quants(const B& b) { return Nibbles16(b.qs); }
+  static float M(const B& b) { return _cvtsh_ss(b.m); }
+};
+struct Q5_0F {
+  using B = BlockQ5_0;
+  static constexpr bool kMin = false;
+  static constexpr int kOffsetLog2 = 4;
+  static __m256i Quants(const B& b) { return _mm256_or_si256(Nibbles16(b.qs), FifthBits(b.qh)); }
+  static float M(const B&) { return 0.0f; }
+};
+struct Q5_1F {
+  using B = BlockQ5_1;
+  static constexpr bool kMin = true;
+  static constexpr int kOffsetLog2 = 0;
+  static __m256i Quants(const B& b) { return _mm256_or_si256(Nibbles16(b.qs), FifthBits(b.qh)); }
+  static float M(const B& b) { return _cvtsh_ss(b.m); }
+};
+
+template <class F, int kMRv, int kNRv>
+struct LegacyMicro {
+  using XBlock = BlockQ8_0;
+  using WBlock = typename F::B;
+  static constexpr int kBlock = 32;
+  static constexpr int kMR = kMRv;
+  static constexpr int kNR = kNRv;
+
+  template <int MR, int NR>
+  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
+    __m256 acc[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nb; ++b) {
+      __m256i wq[NR];
+      float dw[NR], mw[NR];
+      for (int j = 0; j < NR; ++j) {
+        const WBlock& blk = w[j * ldw + b];
+        wq[j] = F::Quants(blk);
+        dw[j] = _cvtsh_ss(blk.d);
+        mw[j] = F::M(blk);
+      }
+      for (int i = 0; i < MR; ++i) {
+        const XBlock& xb = x[i * ldx + b];
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+        const float dx = _cvtsh_ss(xb.d);
+        const __m256i sx = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xq), ones16);
+        for (int j = 0; j < NR; ++j) {
+          const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[j], xq), ones16);
+          if constexpr (F::kMin) {
+            acc[i][j] =
+                _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(dot), acc[i][j]);
+            acc[i][j] =
+                _mm256_fmadd_ps(_mm256_set1_ps(mw[j] * dx), _mm256_cvtepi32_ps(sx), acc[i][j]);
+          } else {
+            const __m256i l = _mm256_sub_epi32(dot, _mm256_slli_epi32(sx, F::kOffsetLog2));
+            acc[i][j] =
+                _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(l), acc[i][j]);
+          }
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) {
+        const float s = ReduceAdd(acc[i][j]);
+        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+      }
+    }
+  }
+};
+
+// K-quants: Header gives d, dmin and the 16 integer scales and mins of the groups of 16
+// weights (sc[g], mn[g] of quant_blocks.h) as int16 lanes; Chunk h the 32 unsigned quants of
+// elements 32h .. 32h + 31.
+struct KHeader {
+  float d, dmin;
+  __m256i sc, mn;
+};
+
+// 16 int16 lanes from 8 bytes, each repeated (the formats with 32-weight sub-blocks).
+inline __m256i Repeat8(__m128i bytes8) {
+  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(bytes8, bytes8));
+}
+
+struct Q2_KF {
+  using B = BlockQ2_K;
+  static KHeader Header(const B& b) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m128i low = _mm_set1_epi8(0x0F);
+    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), _mm256_cvtepu8_epi16(_mm_and_si128(v, low)),
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), low))};
+  }
+  static __m256i Chunk(const B& b, int h) {
+    return Bits(Load32(b.qs + 32 * (h >> 2)), 2 * (h & 3), 3);
+  }
+};
+struct Q3_KF {
+  using B = BlockQ3_K;
+  static KHeader Header(const B& b) {
+    // The 16 6-bit scales: low 4 bits from scales[0..7] (low, then high nibbles), high 2 bits
+    // from scales[8..11] (bits 2 (g / 4) of byte 8 + g % 4).
+    uint32_t a[3];
+    std::memcpy(a, b.scales, 12);
+    const uint32_t m2 = 0x0f0f0f0f, m1 = 0x03030303;
+    const uint32_t s[4] = {(a[0] & m2) | ((a[2] & m1) << 4),
+                           (a[1] & m2) | (((a[2] >> 2) & m1) << 4),
+                           ((a[0] >> 4) & m2) | (((a[2] >> 4) & m1) << 4),
+                           ((a[1] >> 4) & m2) | (((a[2] >> 6) & m1) << 4)};
+    const __m256i sc =
+        _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s))),
+                         _mm256_set1_epi16(32));
+    const float d = _cvtsh_ss(b.d);
+    return {d, d, sc, _mm256_slli_epi16(sc, 2)};
+  }
+  static __m256i Chunk(const B& b, int h) {
+    const __m256i lo = Bits(Load32(b.qs + 32 * (h >> 2)), 2 * (h & 3), 3);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(Bits(Load32(b.hmask), h, 1), 2));
+  }
+};
+// The 8 6-bit scales and 8 mins of Q4_K / Q5_K (get_scale_min_k4) as bytes 0..7 and 8..15.
+inline __m128i ScalesMinsK4(const uint8_t* p) {
+  uint32_t u[4];
+  std::memcpy(u, p, 12);
+  const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
+  const uint32_t s1 = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);         // scales 4..7
+  const uint32_t n1 = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);  // mins 4..7
+  const uint32_t n0 = u[1] & m1;                                       // mins 0..3
+  u[0] &= m1;                                                          // scales 0..3
+  u[1] = s1;
+  u[2] = n0;
+  u[3] = n1;
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+}
+struct Q4_KF {
+  using B = BlockQ4_K;
+  static KHeader Header(const B& b) {
+    const __m128i sm = ScalesMinsK4(b.scales);
+    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Repeat8(sm), Repeat8(_mm_srli_si128(sm, 8))};
+  }
+  static __m256i Chunk(const B& b, int h) {
+    return Bits(Load32(b.qs + 32 * (h >> 1)), 4 * (h & 1), 0x0F);
+  }
+};
+struct Q5_KF {
+  using B = BlockQ5_K;
+  static KHeader Header(const B& b) {
+    const __m128i sm = ScalesMinsK4(b.scales);
+    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Repeat8(sm), Repeat8(_mm_srli_si128(sm, 8))};
+  }
+  static __m256i Chunk(const B& b, int h) {
+    const __m256i lo = Bits(Load32(b.qs + 32 * (h >> 1)), 4 * (h & 1), 0x0F);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(Bits(Load32(b.qh), h, 1), 4));
+  }
+};
+struct Q6_KF {
+  using B = BlockQ6_K;
+  static KHeader Header(const B& b) {
+    const __m256i sc =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    const float d = _cvtsh_ss(b.d);
+    return {d, d, sc, _mm256_slli_epi16(sc, 5)};
+  }
+  static __m256i Chunk(const B& b, int h) {
+    const int n = h >> 2, k = h & 3;
+    const __m256i lo = Bits(Load32(b.ql + 64 * n + 32 * (k & 1)), 4 * (k >> 1), 0x0F);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(Bits(Load32(b.qh + 32 * n), 2 * k, 3), 4));
+  }
+};
+
+// int16 lanes 0..7 = sc[2h], lanes 8..15 = sc[2h + 1]: the scales of chunk h's two groups.
+inline __m256i ScalePattern(__m256i sc, int h) {
+  const __m256i pair = _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(h));
+  return _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
+                                                     0x0100010001000100, 0x0100010001000100));
+}
+
+template <class F, int kMRv, int kNRv>
+struct KMicro {
+  using XBlock = BlockQ8_K;
+  using WBlock = typename F::B;
+  static constexpr int kBlock = 256;
+  static constexpr int kMR = kMRv;
+  static constexpr int kNR = kNRv;
+
+  template <int MR, int NR>
+  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    __m256 acc[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nb; ++b) {
+      KHeader hw[NR];
+      for (int j = 0; j < NR; ++j) hw[j] = F::Header(w[j * ldw + b]);
+      __m256i isum[MR][NR];
+      for (int i = 0; i < MR; ++i) {
+        for (int j = 0; j < NR; ++j) isum[i][j] = _mm256_setzero_si256();
+      }
+#pragma GCC unroll 8
+      for (int h = 0; h < 8; ++h) {
+        __m256i wq[NR], sp[NR];
+        for (int j = 0; j < NR; ++j) {
+          wq[j] = F::Chunk(w[j * ldw + b], h);
+          sp[j] = ScalePattern(hw[j].sc, h);
+        }
+        for (int i = 0; i < MR; ++i) {
+          const __m256i xv =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * ldx + b].qs + 32 * h));
+          for (int j = 0; j < NR; ++j) {
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[j], xv), sp[j]);
+            isum[i][j] = _mm256_add_epi32(isum[i][j], p);
+          }
+        }
+      }
+      for (int i = 0; i < MR; ++i) {
+        const XBlock& xb = x[i * ldx + b];
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+        for (int j = 0; j < NR; ++j) {
+          const __m256i ms = _mm256_madd_epi16(hw[j].mn, bs);
+          acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(hw[j].d * xb.d),
+                                      _mm256_cvtepi32_ps(isum[i][j]), acc[i][j]);
+          acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(-(hw[j].dmin * xb.d)), _mm256_cvtepi32_ps(ms),
+                                      acc[i][j]);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) {
+        const float s = ReduceAdd(acc[i][j]);
+        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+      }
+    }
+  }
+};
+
+}  // namespace qx

@@ -1,0 +1,195 @@
+// The decoded forms of the block formats (quant_blocks.h), ggml's dequantizers and the Q8_K
+// activation quantizer. Compiled without ISA flags.
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/q8_0.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace llm::kernels::internal {
+namespace {
+
+uint32_t Bits32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Low nibbles of qs[0..15] are elements 0..15, high nibbles 16..31; bit e of qh is the fifth bit.
+void LegacyQuants(const uint8_t* qs, const uint8_t* qh, uint8_t u[32]) {
+  const uint32_t h = qh != nullptr ? Bits32(qh) : 0;
+  for (int i = 0; i < 16; ++i) {
+    u[i] = static_cast<uint8_t>((qs[i] & 0xF) | (((h >> i) & 1) << 4));
+    u[i + 16] = static_cast<uint8_t>((qs[i] >> 4) | (((h >> (i + 16)) & 1) << 4));
+  }
+}
+
+// Element 32h + l of the formats that store 2-bit fields of 32-byte rows: (q[32n + l] >> 2j) & 3
+// with n = h / 4, j = h % 4 (Q2_K, Q3_K).
+int TwoBit(const uint8_t* qs, int e) {
+  const int h = e / 32, l = e % 32;
+  return (qs[32 * (h / 4) + l] >> (2 * (h % 4))) & 3;
+}
+
+}  // namespace
+
+void DecodeLegacy(DType t, const void* block, DecodedLegacy* out) {
+  switch (t) {
+    case DType::kQ4_0: {
+      const auto* b = static_cast<const BlockQ4_0*>(block);
+      *out = DecodedLegacy{F16ToF32(b->d), 0.0f, 8, false, {}};
+      LegacyQuants(b->qs, nullptr, out->u);
+      break;
+    }
+    case DType::kQ4_1: {
+      const auto* b = static_cast<const BlockQ4_1*>(block);
+      *out = DecodedLegacy{F16ToF32(b->d), F16ToF32(b->m), 0, true, {}};
+      LegacyQuants(b->qs, nullptr, out->u);
+      break;
+    }
+    case DType::kQ5_0: {
+      const auto* b = static_cast<const BlockQ5_0*>(block);
+      *out = DecodedLegacy{F16ToF32(b->d), 0.0f, 16, false, {}};
+      LegacyQuants(b->qs, b->qh, out->u);
+      break;
+    }
+    case DType::kQ5_1: {
+      const auto* b = static_cast<const BlockQ5_1*>(block);
+      *out = DecodedLegacy{F16ToF32(b->d), F16ToF32(b->m), 0, true, {}};
+      LegacyQuants(b->qs, b->qh, out->u);
+      break;
+    }
+    default:
+      *out = DecodedLegacy{};
+      break;
+  }
+}
+
+void DecodeK(DType t, const void* block, DecodedK* out) {
+  switch (t) {
+    case DType::kQ2_K: {
+      const auto* b = static_cast<const BlockQ2_K*>(block);
+      out->d = F16ToF32(b->d);
+      out->dmin = F16ToF32(b->dmin);
+      ScalesQ2K(b->scales, out->sc, out->mn);
+      for (int e = 0; e < kQK_K; ++e) out->u[e] = static_cast<uint8_t>(TwoBit(b->qs, e));
+      break;
+    }
+    case DType::kQ3_K: {
+      const auto* b = static_cast<const BlockQ3_K*>(block);
+      out->d = out->dmin = F16ToF32(b->d);
+      ScalesQ3K(b->scales, out->sc, out->mn);
+      for (int e = 0; e < kQK_K; ++e) {
+        const int high = (b->hmask[e % 32] >> (e / 32)) & 1;
+        out->u[e] = static_cast<uint8_t>(TwoBit(b->qs, e) | (high << 2));
+      }
+      break;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool q5 = t == DType::kQ5_K;
+      const auto* b4 = static_cast<const BlockQ4_K*>(block);
+      const auto* b5 = static_cast<const BlockQ5_K*>(block);
+      const uint8_t* qs = q5 ? b5->qs : b4->qs;
+      out->d = F16ToF32(b4->d);  // d, dmin, scales sit at the same offsets in both
+      out->dmin = F16ToF32(b4->dmin);
+      ScalesQ4K(b4->scales, out->sc, out->mn);
+      for (int e = 0; e < kQK_K; ++e) {
+        const int h = e / 32, l = e % 32;
+        int u = (qs[32 * (h / 2) + l] >> (4 * (h % 2))) & 0xF;
+        if (q5) u |= ((b5->qh[l] >> h) & 1) << 4;
+        out->u[e] = static_cast<uint8_t>(u);
+      }
+      break;
+    }
+    case DType::kQ6_K: {
+      const auto* b = static_cast<const BlockQ6_K*>(block);
+      out->d = out->dmin = F16ToF32(b->d);
+      ScalesQ6K(b->scales, out->sc, out->mn);
+      for (int e = 0; e < kQK_K; ++e) {
+        const int h = e / 32, l = e % 32, n = h / 4, k = h % 4;
+        const int lo = (b->ql[64 * n + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0xF;
+        const int hi = (b->qh[32 * n + l] >> (2 * k)) & 3;
+        out->u[e] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// ggml's dequantize_row_* formulas (the float operations in ggml's order).
+void DequantizeRow(DType t, const void* src, float* dst, int64_t k) {
+  const auto* base = static_cast<const uint8_t*>(src);
+  const int64_t nb = k / BlockSize(t);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* blk = base + i * BlockBytes(t);
+    if (t == DType::kQ8_0) {
+      uint16_t d;
+      std::memcpy(&d, blk, 2);
+      for (int e = 0; e < 32; ++e) {
+        dst[32 * i + e] = static_cast<float>(static_cast<int8_t>(blk[2 + e])) * F16ToF32(d);
+      }
+    } else if (!IsKQuant(t)) {
+      DecodedLegacy w;
+      DecodeLegacy(t, blk, &w);
+      for (int e = 0; e < kQKLegacy; ++e) {
+        float* y = dst + kQKLegacy * i + e;
+        *y = w.has_min ? static_cast<float>(w.u[e]) * w.d + w.m
+                       : static_cast<float>(w.u[e] - w.offset) * w.d;
+      }
+    } else {
+      DecodedK w;
+      DecodeK(t, blk, &w);
+      float* y = dst + kQK_K * i;
+      for (int e = 0; e < kQK_K; ++e) {
+        const int g = e / 16;
+        switch (t) {
+          case DType::kQ3_K:  // dl * (q - 4), dl = d * (scale - 32)
+          case DType::kQ6_K:  // d * scale * (q - 32)
+            y[e] = w.d * static_cast<float>(w.sc[g]) *
+                   static_cast<float>(w.u[e] - (t == DType::kQ3_K ? 4 : 32));
+            break;
+          default:  // Q2_K, Q4_K, Q5_K: (d * scale) * q - dmin * min
+            y[e] = w.d * static_cast<float>(w.sc[g]) * static_cast<float>(w.u[e]) -
+                   w.dmin * static_cast<float>(w.mn[g]);
+            break;
+        }
+      }
+    }
+  }
+}
+
+void QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out) {
+  for (int b = 0; b < k / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    BlockQ8_K& y = out[b];
+    float amax = 0.0f, max = 0.0f;
+    for (int e = 0; e < kQK_K; ++e) {
+      const float ax = std::fabs(xb[e]);
+      if (ax > amax) {
+        amax = ax;
+        max = xb[e];
+      }
+    }
+    if (!(amax > 0.0f) || !std::isfinite(amax)) {  // zeros (and non-finite rows) give zeros
+      std::memset(&y, 0, sizeof(y));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int e = 0; e < kQK_K; ++e) {
+      // nearbyint rounds half to even, as ggml's nearest_int; |iscale * x| <= 127.
+      const float v = std::nearbyint(iscale * xb[e]);
+      y.qs[e] = static_cast<int8_t>(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+    }
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int e = 0; e < 16; ++e) s += y.qs[16 * g + e];
+      y.bsums[g] = static_cast<int16_t>(s);
+    }
+    y.d = 1.0f / iscale;
+  }
+}
+
+}  // namespace llm::kernels::internal

@@ -1,0 +1,155 @@
+// GGML's quantized block formats on the CPU: the byte layouts (ggml-common.h's block_q4_0 ...
+// block_q6_K, block_q8_K), their scalar dequantizers and quantizers (llama.cpp's reference
+// algorithms), the Q8_K activation quantizer, and the decoded form every matmul path computes
+// its dot products on.
+//
+// The dot product of a weight row with an activation row quantized to Q8 (Q8_0 blocks of 32 for
+// the legacy formats, Q8_K super-blocks of 256 for the K-quants, as ggml does) is defined on the
+// decoded blocks below, in one float evaluation order that every ISA follows, so the scalar, AVX2
+// and AVX-512 paths give bitwise the same result. Per block, 8 lanes l = 0..7:
+//
+//  Legacy (DecodedLegacy w, Q8_0 x), lane l covers elements 4l .. 4l + 3:
+//    D_l = sum u[e] * x[e], S_l = sum x[e] (exact int32)
+//    no min (Q4_0, Q5_0): acc_l = fma(d_w * d_x, float(D_l - offset * S_l), acc_l)
+//    min (Q4_1, Q5_1):    acc_l = fma(d_w * d_x, float(D_l), acc_l);
+//                         acc_l = fma(m_w * d_x, float(S_l), acc_l)
+//  K-quants (DecodedK w, Q8_K x), chunk h = 0..7 covers elements 32h .. 32h + 31, lane l of a
+//  chunk its elements 32h + 4l .. 32h + 4l + 3, which lie in group g = 2h + l / 4 (of 16):
+//    L_l = sum over h of sc[2h + l / 4] * (sum u[e] * x[e])  (exact int32)
+//    M_l = mn[2l] * bsums[2l] + mn[2l + 1] * bsums[2l + 1]  (exact int32)
+//    acc_l = fma(d_w * d_x, float(L_l), acc_l); acc_l = fma(-(dmin_w * d_x), float(M_l), acc_l)
+//  and at the end y = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), + bias last (the tree of
+//  q8_0.h). The unsigned quants u stay below 64, the activations within [-127, 127], so the
+//  x86 maddubs/madd pairs never saturate.
+#pragma once
+
+#include <cstdint>
+
+#include "common/dtype.h"
+
+namespace llm::kernels::internal {
+
+// ggml-common.h's layouts; fp16 values as their bits.
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[16];  // element i < 16: low nibble of qs[i]; element 16 + i: high nibble
+};
+struct BlockQ4_1 {
+  uint16_t d, m;
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];  // bit i (little-endian uint32) is the fifth bit of element i
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ2_K {
+  uint8_t scales[16];  // per 16 weights: scale (low nibble) and min (high nibble)
+  uint8_t qs[64];      // 2-bit quants
+  uint16_t d, dmin;
+};
+struct BlockQ3_K {
+  uint8_t hmask[32];   // high bit of element e: bit e / 32 of hmask[e % 32]
+  uint8_t qs[64];      // low 2 bits
+  uint8_t scales[12];  // 16 6-bit scales, biased by 32
+  uint16_t d;
+};
+struct BlockQ4_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];  // 8 6-bit scales and 8 6-bit mins (per 32 weights)
+  uint8_t qs[128];
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];  // fifth bit of element e: bit e / 32 of qh[e % 32]
+  uint8_t qs[128];
+};
+struct BlockQ6_K {
+  uint8_t ql[128];    // low 4 bits
+  uint8_t qh[64];     // high 2 bits
+  int8_t scales[16];  // per 16 weights
+  uint16_t d;
+};
+// Activations of the K-quant dot products (never stored in a file).
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];  // sums of 16 consecutive qs
+};
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+                  sizeof(BlockQ5_1) == 24,
+              "legacy blocks are unpadded");
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
+                  sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292,
+              "K-quant blocks are unpadded");
+
+// A legacy block for the dot product: weight e = d * (u[e] - offset) + m.
+struct DecodedLegacy {
+  float d = 0, m = 0;
+  int offset = 0;  // 8 (Q4_0), 16 (Q5_0), 0 (Q4_1, Q5_1: with a min)
+  bool has_min = false;
+  uint8_t u[kQKLegacy];
+};
+// A K-quant super-block for the dot product: weight e = d * sc[g] * u[e] - dmin * mn[g],
+// g = e / 16 (the formats with 32-weight sub-blocks repeat each scale twice).
+struct DecodedK {
+  float d = 0, dmin = 0;
+  uint8_t u[kQK_K];
+  int16_t sc[16], mn[16];
+};
+
+void DecodeLegacy(DType t, const void* block, DecodedLegacy* out);
+void DecodeK(DType t, const void* block, DecodedK* out);
+
+// ggml's dequantize_row_* for a block format: k / BlockSize(t) blocks at src into k floats.
+void DequantizeRow(DType t, const void* src, float* dst, int64_t k);
+// llama.cpp's quantize_row_*_ref (k a multiple of BlockSize(t)); Q8_0 uses the rounding of
+// QuantizeRowQ8_0 (q8_0.h), which equals ggml's for finite input.
+void QuantizeRow(DType t, const float* x, void* dst, int64_t k);
+// ggml's quantize_row_q8_K: d = max / -127 of the element with the largest |x|, q = round(x / d).
+void QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out);
+
+// The integer scales and mins of a K-quant header, as DecodeK fills them. `static`: every ISA's
+// translation unit gets its own copy (see matmul_internal.h).
+static inline void ScalesQ4K(const uint8_t* s, int16_t sc[16], int16_t mn[16]) {
+  for (int j = 0; j < 8; ++j) {
+    int a, b;
+    if (j < 4) {
+      a = s[j] & 63;
+      b = s[j + 4] & 63;
+    } else {
+      a = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+      b = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+    sc[2 * j] = sc[2 * j + 1] = static_cast<int16_t>(a);
+    mn[2 * j] = mn[2 * j + 1] = static_cast<int16_t>(b);
+  }
+}
+static inline void ScalesQ3K(const uint8_t* s, int16_t sc[16], int16_t mn[16]) {
+  for (int g = 0; g < 16; ++g) {
+    const int lo = g < 8 ? s[g] & 0xF : s[g - 8] >> 4;
+    const int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+    sc[g] = static_cast<int16_t>((lo | (hi << 4)) - 32);
+    mn[g] = static_cast<int16_t>(4 * sc[g]);  // u = q + 4
+  }
+}
+static inline void ScalesQ2K(const uint8_t* s, int16_t sc[16], int16_t mn[16]) {
+  for (int g = 0; g < 16; ++g) {
+    sc[g] = static_cast<int16_t>(s[g] & 0xF);
+    mn[g] = static_cast<int16_t>(s[g] >> 4);
+  }
+}
+static inline void ScalesQ6K(const int8_t* s, int16_t sc[16], int16_t mn[16]) {
+  for (int g = 0; g < 16; ++g) {
+    sc[g] = s[g];
+    mn[g] = static_cast<int16_t>(32 * s[g]);  // u = q + 32
+  }
+}
+
+}  // namespace llm::kernels::internal

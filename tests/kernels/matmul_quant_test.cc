@@ -1,0 +1,179 @@
+// The block-format matmul (Q4_0 ... Q6_K weights on Q8 activations): every ISA gives the
+// scalar reference's bits, GEMV and GEMM shapes are batch invariant, and the result stays within
+// the activation-rounding bound of the float product with the dequantized weights; the embedding
+// of a block-format table is its dequantized row. With --gtest_also_run_disabled_tests the
+// Perf case prints GEMV/GEMM throughput per format.
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu_ops.h"
+
+namespace llm::kernels {
+namespace {
+
+constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
+                              DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& f : v) f = d(rng);
+  return v;
+}
+
+std::vector<uint8_t> QuantizeMatrix(DType t, const std::vector<float>& f, int n, int k) {
+  std::vector<uint8_t> q(RowBytes(t, k) * n);
+  for (int r = 0; r < n; ++r) {
+    internal::QuantizeRow(t, f.data() + static_cast<size_t>(r) * k, q.data() + r * RowBytes(t, k),
+                          k);
+  }
+  return q;
+}
+
+std::vector<float> DequantizeMatrix(DType t, const std::vector<uint8_t>& q, int n, int k) {
+  std::vector<float> f(static_cast<size_t>(n) * k);
+  for (int r = 0; r < n; ++r) {
+    internal::DequantizeRow(t, q.data() + r * RowBytes(t, k), f.data() + static_cast<size_t>(r) * k,
+                            k);
+  }
+  return f;
+}
+
+std::vector<const internal::MatmulKernels*> Isas() {
+  const internal::MatmulKernels* avail[3];
+  const int n = internal::AvailableMatmulKernels(avail);
+  return {avail, avail + n};
+}
+
+struct Shape {
+  int m, k, n;
+};
+// GEMV and GEMM, n not a multiple of any tile, m across the 16-row chunks.
+constexpr Shape kShapes[] = {{1, 512, 37}, {3, 256, 5}, {7, 768, 20}, {19, 512, 9}};
+
+TEST(MatmulQuant, IsasAgreeBitwiseAndStayNearTheFloatProduct) {
+  for (DType t : kFormats) {
+    for (const Shape& s : kShapes) {
+      const auto wf = RandomVec(static_cast<size_t>(s.n) * s.k, 11 + s.n, 0.05f);
+      auto x = RandomVec(static_cast<size_t>(s.m) * s.k, 29 + s.m);
+      x[3] = 0.0f;
+      if (s.m > 1) std::fill(x.begin() + s.k, x.begin() + 2 * s.k, 0.0f);  // an all-zero row
+      const auto bias = RandomVec(s.n, 5);
+      const auto w = QuantizeMatrix(t, wf, s.n, s.k);
+      const auto wd = DequantizeMatrix(t, w, s.n, s.k);
+      std::vector<float> ref;
+      for (const auto* ks : Isas()) {
+        std::vector<float> y(static_cast<size_t>(s.m) * s.n);
+        internal::MatmulWith(*ks, x.data(), s.m, s.k, w.data(), t, s.n, bias.data(), y.data());
+        if (ref.empty()) {
+          ref = y;
+        } else {
+          ASSERT_EQ(std::memcmp(ref.data(), y.data(), 4 * y.size()), 0)
+              << DTypeName(t) << " " << ks->isa << " differs from " << Isas()[0]->isa << " m "
+              << s.m << " k " << s.k << " n " << s.n;
+        }
+      }
+      // Against sum x * w_dequantized: each activation is rounded to a step of at most
+      // amax / 127 of its block (half a step of error) with an fp16 scale.
+      const int bs = IsKQuant(t) ? kQK_K : kQKLegacy;
+      for (int i = 0; i < s.m; ++i) {
+        for (int j = 0; j < s.n; ++j) {
+          double exact = bias[j], bound = 1e-5;
+          for (int b = 0; b < s.k / bs; ++b) {
+            double amax = 0, wabs = 0;
+            for (int e = b * bs; e < (b + 1) * bs; ++e) {
+              const double xv = x[static_cast<size_t>(i) * s.k + e];
+              const double wv = wd[static_cast<size_t>(j) * s.k + e];
+              exact += xv * wv;
+              amax = std::max(amax, std::fabs(xv));
+              wabs += std::fabs(wv);
+              bound += 1e-6 * std::fabs(xv * wv);
+            }
+            bound += amax * (0.5 / 127 + 1.0 / 2048) * wabs;
+          }
+          const float got = ref[static_cast<size_t>(i) * s.n + j];
+          ASSERT_NEAR(got, exact, bound) << DTypeName(t) << " i " << i << " j " << j;
+        }
+      }
+      // Batch invariance: each row alone (GEMV) gives the GEMM row's bits (all ISAs agree).
+      for (int i = 0; i < s.m; ++i) {
+        std::vector<float> y1(s.n);
+        Matmul(x.data() + static_cast<size_t>(i) * s.k, 1, s.k, w.data(), t, s.n, bias.data(),
+               y1.data());
+        ASSERT_EQ(std::memcmp(y1.data(), ref.data() + static_cast<size_t>(i) * s.n, 4 * s.n), 0)
+            << DTypeName(t) << " row " << i;
+      }
+    }
+  }
+}
+
+TEST(MatmulQuant, ThreadCountDoesNotChangeTheBits) {
+  const int m = 4, k = 1024, n = 256;
+  const auto x = RandomVec(static_cast<size_t>(m) * k, 3);
+  for (DType t : {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    const auto w = QuantizeMatrix(t, RandomVec(static_cast<size_t>(n) * k, 8, 0.05f), n, k);
+    std::vector<float> y1(static_cast<size_t>(m) * n), y2(y1.size());
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    Matmul(x.data(), m, k, w.data(), t, n, nullptr, y1.data());
+    omp_set_num_threads(3);
+    Matmul(x.data(), m, k, w.data(), t, n, nullptr, y2.data());
+    omp_set_num_threads(threads);
+    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), 4 * y1.size()), 0) << DTypeName(t);
+  }
+}
+
+TEST(MatmulQuant, EmbeddingRowsAreDequantizedRows) {
+  const int rows = 5, dim = 512;
+  for (DType t : kFormats) {
+    const auto w = QuantizeMatrix(t, RandomVec(static_cast<size_t>(rows) * dim, 2), rows, dim);
+    const auto wd = DequantizeMatrix(t, w, rows, dim);
+    const int32_t ids[] = {3, 0, 9, 4};  // 9: outside the table (a zero row)
+    std::vector<float> out(4 * dim);
+    Embedding(ids, 4, w.data(), t, rows, dim, 0, out.data());
+    EXPECT_EQ(std::memcmp(out.data(), wd.data() + 3 * dim, 4 * dim), 0) << DTypeName(t);
+    EXPECT_EQ(std::memcmp(out.data() + dim, wd.data(), 4 * dim), 0) << DTypeName(t);
+    EXPECT_EQ(out[2 * dim + 7], 0.0f);
+    EXPECT_EQ(std::memcmp(out.data() + 3 * dim, wd.data() + 4 * dim, 4 * dim), 0);
+  }
+}
+
+// GEMV (decode) and GEMM (prefill) throughput of every ISA and format on a TinyLlama-sized
+// projection (2048 x 5632); weight bytes read per GEMV.
+TEST(MatmulQuant, DISABLED_Perf) {
+  const int k = 2048, n = 5632;
+  const auto x = RandomVec(static_cast<size_t>(64) * k, 1);
+  const auto wf = RandomVec(static_cast<size_t>(n) * k, 2, 0.05f);
+  for (DType t : kFormats) {
+    const auto w = QuantizeMatrix(t, wf, n, k);
+    std::vector<float> y(static_cast<size_t>(64) * n);
+    for (const auto* ks : Isas()) {
+      for (int m : {1, 64}) {
+        const int reps = m == 1 ? 20 : 3;
+        internal::MatmulWith(*ks, x.data(), m, k, w.data(), t, n, nullptr, y.data());
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) {
+          internal::MatmulWith(*ks, x.data(), m, k, w.data(), t, n, nullptr, y.data());
+        }
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+        std::printf("%-5s %-9s m=%-3d %8.3f ms  %7.1f GB/s weights  %7.1f GFLOP/s\n", DTypeName(t),
+                    ks->isa, m, s * 1e3, w.size() / s / 1e9, 2.0 * m * n * k / s / 1e9);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llm::kernels

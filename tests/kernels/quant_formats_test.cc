@@ -1,0 +1,267 @@
+// The block formats of kernels/cpu/quant_blocks.h: the bit layout of every format against values
+// worked out by hand from ggml's layout (hand-built blocks, independent of the decoders), the
+// quantizers' round-trip error against llama.cpp's test-quantize-fns bounds, and the Q8_K
+// activation quantizer.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/quant_blocks.h"
+
+namespace llm::kernels {
+namespace {
+
+using namespace internal;  // NOLINT: the block structs
+
+constexpr uint16_t kHalf = 0x3800, kOne = 0x3C00, kTwo = 0x4000, kMinusOne = 0xBC00;
+
+template <class B>
+std::vector<float> Dequant(DType t, const B& b) {
+  std::vector<float> out(BlockSize(t));
+  DequantizeRow(t, &b, out.data(), BlockSize(t));
+  return out;
+}
+
+TEST(QuantLayout, Q4_0AndQ4_1) {
+  BlockQ4_0 a{};
+  a.d = kHalf;
+  for (int i = 0; i < 16; ++i) a.qs[i] = static_cast<uint8_t>(i | ((15 - i) << 4));
+  const auto fa = Dequant(DType::kQ4_0, a);
+  // element i < 16: low nibble i; element 16 + i: high nibble 15 - i; weight 0.5 * (q - 8)
+  EXPECT_EQ(fa[0], -4.0f);
+  EXPECT_EQ(fa[15], 3.5f);
+  EXPECT_EQ(fa[16], 3.5f);
+  EXPECT_EQ(fa[31], -4.0f);
+  EXPECT_EQ(fa[9], 0.5f);
+  BlockQ4_1 b{};
+  b.d = kTwo;
+  b.m = kMinusOne;
+  b.qs[3] = 0x5A;  // element 3: 10, element 19: 5
+  const auto fb = Dequant(DType::kQ4_1, b);
+  EXPECT_EQ(fb[3], 19.0f);  // 2 * 10 - 1
+  EXPECT_EQ(fb[19], 9.0f);  // 2 * 5 - 1
+  EXPECT_EQ(fb[0], -1.0f);  // q = 0: the min
+}
+
+TEST(QuantLayout, Q5_0AndQ5_1) {
+  BlockQ5_0 a{};
+  a.d = kOne;
+  a.qs[0] = 0x31;                                           // element 0: low 1, element 16: low 3
+  a.qs[5] = 0xF0;                                           // element 5: low 0, element 21: low 15
+  const uint32_t qh = (1u << 0) | (1u << 21) | (1u << 30);  // fifth bits of 0, 21, 30
+  std::memcpy(a.qh, &qh, 4);
+  const auto fa = Dequant(DType::kQ5_0, a);
+  EXPECT_EQ(fa[0], 1.0f);     // 17 - 16
+  EXPECT_EQ(fa[16], -13.0f);  // 3 - 16
+  EXPECT_EQ(fa[5], -16.0f);   // 0 - 16
+  EXPECT_EQ(fa[21], 15.0f);   // 31 - 16
+  EXPECT_EQ(fa[30], 0.0f);    // 16 - 16
+  EXPECT_EQ(fa[14], -16.0f);
+  BlockQ5_1 b{};
+  b.d = kHalf;
+  b.m = kOne;
+  b.qs[15] = 0x0F;  // element 15: 15, element 31: 0 + 16 (fifth bit)
+  const uint32_t qh1 = 1u << 31;
+  std::memcpy(b.qh, &qh1, 4);
+  const auto fb = Dequant(DType::kQ5_1, b);
+  EXPECT_EQ(fb[15], 8.5f);  // 0.5 * 15 + 1
+  EXPECT_EQ(fb[31], 9.0f);  // 0.5 * 16 + 1
+}
+
+TEST(QuantLayout, Q2_K) {
+  BlockQ2_K b{};
+  b.d = kOne;
+  b.dmin = kHalf;
+  b.scales[0] = 0x23;   // group 0 (elements 0..15): scale 3, min 2
+  b.scales[2] = 0x05;   // group 2 (elements 32..47): scale 5, min 0
+  b.scales[15] = 0x17;  // group 15 (elements 240..255): scale 7, min 1
+  // qs[l] holds elements l, l + 32, l + 64, l + 96 in bits 0-1, 2-3, 4-5, 6-7 (first 128);
+  // qs[32 + l] the same for elements 128 + ...
+  b.qs[1] = 0x09;        // element 1: 1, element 33: 2
+  b.qs[32 + 31] = 0xC0;  // element 128 + 96 + 31 = 255: 3
+  const auto f = Dequant(DType::kQ2_K, b);
+  EXPECT_EQ(f[1], 2.0f);     // 1 * 3 * 1 - 0.5 * 2
+  EXPECT_EQ(f[0], -1.0f);    // 0 - 0.5 * 2
+  EXPECT_EQ(f[33], 10.0f);   // 5 * 2
+  EXPECT_EQ(f[255], 20.5f);  // 7 * 3 - 0.5 * 1
+}
+
+TEST(QuantLayout, Q3_K) {
+  BlockQ3_K b{};
+  b.d = kOne;
+  // 6-bit scale s of group g (value s - 32): low 4 bits in scales[g] (g < 8) or the high nibble
+  // of scales[g - 8]; high 2 bits in scales[8 + g % 4] at bit 2 * (g / 4).
+  b.scales[0] = 0x01;  // group 0 low 1, group 8 low 0
+  b.scales[8] = 0x02;  // group 0 high 2 -> 33 (scale 1); group 4 high 0; group 8: bits 4-5 = 0
+  b.scales[1] = 0xF0;  // group 9 low 15
+  b.scales[9] = 0x20;  // group 9 (g % 4 = 1, g / 4 = 2): bits 4-5 = 2 -> 32 + 15 = 47 (15)
+  // group 3: scales[3] = 0 low, scales[11] bits 0-1 = 0 -> 0 - 32 = -32
+  // element e: low 2 bits in qs[32 * (e / 128) + e % 32] at 2 * ((e / 32) % 4); high bit e / 32
+  // of hmask[e % 32]; q = low + 4 * high - 4
+  b.qs[0] = 0x03;     // element 0 low 3
+  b.hmask[0] = 0x01;  // element 0 high 1 -> q = 3
+  // qs[48] holds elements 144 (bits 0-1), 176 (2-3), 208 (4-5), 240 (6-7)
+  b.qs[48] = 0x01 | 0x0C | 0x30;  // lows: 144 -> 1, 176 -> 3, 208 -> 3
+  b.hmask[16] = 0x40;             // element 6 * 32 + 16 = 208: high bit
+  const auto f = Dequant(DType::kQ3_K, b);
+  EXPECT_EQ(f[0], 3.0f);           // scale 1 * 3
+  EXPECT_EQ(f[1], -4.0f);          // scale 1 * (0 - 4)
+  EXPECT_EQ(f[48], 128.0f);        // group 3: -32 * (0 - 4)
+  EXPECT_EQ(f[144], -45.0f);       // 15 * -3
+  EXPECT_EQ(f[208], -32.0f * 3);   // group 13: s = 0 -> -32, q = 3
+  EXPECT_EQ(f[176], -32.0f * -1);  // group 11: -32, q = 3 - 4
+}
+
+TEST(QuantLayout, Q4_KAndQ5_K) {
+  BlockQ4_K b{};
+  b.d = kOne;
+  b.dmin = kTwo;
+  // sub-block j < 4: scale scales[j] & 63, min scales[j + 4] & 63; j >= 4: scale
+  // (scales[j + 4] & 15) | (scales[j - 4] >> 6) << 4, min (scales[j + 4] >> 4) | (scales[j] >> 6)
+  // << 4
+  b.scales[0] = 3 | 0x40;  // sub-block 0 scale 3; sub-block 4 scale high bits 1
+  b.scales[4] = 1;         // sub-block 0 min 1
+  b.scales[1] = 5;         // sub-block 1 scale 5, min scales[5] = 0
+  b.scales[8] = 0x21;      // sub-block 4 scale low 1 (-> 17), min low 2 (-> 2)
+  // 64 weights per 32 bytes: low nibbles are sub-block 2i, high nibbles 2i + 1
+  b.qs[0] = 0x21;   // element 0: 1, element 32: 2
+  b.qs[64] = 0x07;  // element 128 (sub-block 4): 7
+  const auto f = Dequant(DType::kQ4_K, b);
+  EXPECT_EQ(f[0], 1.0f);      // 3 * 1 - 2 * 1
+  EXPECT_EQ(f[1], -2.0f);     // 0 - 2
+  EXPECT_EQ(f[32], 10.0f);    // 5 * 2
+  EXPECT_EQ(f[128], 115.0f);  // 17 * 7 - 2 * 2
+  EXPECT_EQ(f[160], 0.0f);
+  BlockQ5_K c{};
+  c.d = kOne;
+  c.dmin = kTwo;
+  std::memcpy(c.scales, b.scales, 12);
+  c.qs[0] = 0x21;
+  c.qh[0] = 0x03;  // fifth bits: element 0 (bit 0) and element 32 (bit 1)
+  c.qh[5] = 0x10;  // element 4 * 32 + 5 = 133 (sub-block 4)
+  const auto g = Dequant(DType::kQ5_K, c);
+  EXPECT_EQ(g[0], 49.0f);     // 3 * 17 - 2
+  EXPECT_EQ(g[32], 90.0f);    // 5 * 18
+  EXPECT_EQ(g[133], 268.0f);  // 17 * 16 - 4
+}
+
+TEST(QuantLayout, Q6_K) {
+  BlockQ6_K b{};
+  b.d = kHalf;
+  for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<int8_t>(g - 8);
+  // per 128 weights: ql[l] low nibble -> l, ql[l + 32] low -> l + 32, ql[l] high -> l + 64,
+  // ql[l + 32] high -> l + 96; qh[l] bits 0-1, 2-3, 4-5, 6-7 are their high 2 bits; q - 32
+  b.ql[0] = 0x5F;        // element 0 low 15, element 64 low 5
+  b.qh[0] = 0x13;        // element 0 high 3 -> 63; element 64 (bits 4-5) high 1 -> 21
+  b.ql[64 + 33] = 0xA0;  // second half: element 128 + 33 low 0, element 128 + 97 low 10
+  b.qh[32 + 1] = 0xC4;   // element 161 (bits 2-3) high 1 -> 16; element 225 high 3 -> 58
+  const auto f = Dequant(DType::kQ6_K, b);
+  EXPECT_EQ(f[0], 0.5f * -8 * 31);    // group 0 scale -8, q 63 - 32
+  EXPECT_EQ(f[64], 0.5f * -4 * -11);  // group 4 scale -4, q 21 - 32
+  EXPECT_EQ(f[161], 0.5f * 2 * -16);  // group 10 scale 2, q 16 - 32
+  EXPECT_EQ(f[225], 0.5f * 6 * 26);   // group 14 scale 6, q 58 - 32
+  EXPECT_EQ(f[1], 0.5f * -8 * -32);
+}
+
+// llama.cpp's test-quantize-fns data, metric and bounds: its "total error" of a round trip of
+// 0.1 + 2 cos(i) is sqrt(sum of squared differences) / n.
+TEST(QuantRoundTrip, WithinLlamaCppBounds) {
+  constexpr int kN = 4096;
+  std::vector<float> x(kN);
+  for (int i = 0; i < kN; ++i) x[i] = 0.1f + 2 * std::cos(static_cast<float>(i));
+  struct Case {
+    DType t;
+    double bound;
+  };
+  const Case cases[] = {{DType::kQ8_0, 0.002},  {DType::kQ4_0, 0.002}, {DType::kQ4_1, 0.002},
+                        {DType::kQ5_0, 0.002},  {DType::kQ5_1, 0.002}, {DType::kQ2_K, 0.0075},
+                        {DType::kQ3_K, 0.0040}, {DType::kQ4_K, 0.002}, {DType::kQ5_K, 0.002},
+                        {DType::kQ6_K, 0.002}};
+  for (const Case& c : cases) {
+    std::vector<uint8_t> q(RowBytes(c.t, kN));
+    std::vector<float> back(kN);
+    QuantizeRow(c.t, x.data(), q.data(), kN);
+    DequantizeRow(c.t, q.data(), back.data(), kN);
+    double sum = 0;
+    for (int i = 0; i < kN; ++i) sum += (back[i] - x[i]) * (back[i] - x[i]);
+    const double total = std::sqrt(sum) / kN;
+    std::printf("[ %s ] round-trip total error %.3g (bound %.3g)\n", DTypeName(c.t), total,
+                c.bound);
+    EXPECT_LT(total, c.bound) << DTypeName(c.t);
+  }
+}
+
+// More bits, less error: on Gaussian weights every format's relative RMS error sits in a band.
+TEST(QuantRoundTrip, ErrorFollowsTheBits) {
+  constexpr int kN = 1 << 14;
+  std::vector<float> x(kN);
+  uint64_t s = 12345;
+  for (int i = 0; i < kN; i += 2) {  // Box-Muller on a 64-bit LCG
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const double u1 = ((s >> 11) + 1.0) * 0x1.0p-53;
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const double u2 = (s >> 11) * 0x1.0p-53;
+    x[i] = static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+    x[i + 1] = static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::sin(2 * M_PI * u2));
+  }
+  const std::pair<DType, double> bands[] = {
+      {DType::kQ8_0, 0.006}, {DType::kQ6_K, 0.02}, {DType::kQ5_K, 0.04}, {DType::kQ5_1, 0.045},
+      {DType::kQ5_0, 0.05},  {DType::kQ4_K, 0.08}, {DType::kQ4_1, 0.09}, {DType::kQ4_0, 0.10},
+      {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38}};
+  for (const auto& [t, bound] : bands) {
+    std::vector<uint8_t> q(RowBytes(t, kN));
+    std::vector<float> back(kN);
+    QuantizeRow(t, x.data(), q.data(), kN);
+    DequantizeRow(t, q.data(), back.data(), kN);
+    double err = 0, ref = 0;
+    for (int i = 0; i < kN; ++i) {
+      err += (back[i] - x[i]) * (back[i] - x[i]);
+      ref += x[i] * x[i];
+    }
+    const double rel = std::sqrt(err / ref);
+    std::printf("[ %s ] relative RMS error on N(0, 1): %.4f (bound %.3g)\n", DTypeName(t), rel,
+                bound);
+    EXPECT_LT(rel, bound) << DTypeName(t);
+  }
+}
+
+TEST(QuantRoundTrip, ZeroAndConstantBlocks) {
+  for (int ti = static_cast<int>(DType::kQ8_0); ti < kNumDTypes; ++ti) {
+    const DType t = static_cast<DType>(ti);
+    for (const float v : {0.0f, 0.25f, -3.0f}) {
+      std::vector<float> x(kQK_K, v), back(kQK_K);
+      std::vector<uint8_t> q(RowBytes(t, kQK_K));
+      QuantizeRow(t, x.data(), q.data(), kQK_K);
+      DequantizeRow(t, q.data(), back.data(), kQK_K);
+      for (int i = 0; i < kQK_K; ++i) {
+        ASSERT_NEAR(back[i], v, std::fabs(v) * 0.07 + 1e-6) << DTypeName(t) << " " << v;
+      }
+    }
+  }
+}
+
+TEST(QuantQ8K, FollowsGgml) {
+  std::vector<float> x(kQK_K);
+  for (int i = 0; i < kQK_K; ++i) x[i] = static_cast<float>(i % 17) - 5.0f;
+  x[77] = -25.4f;  // the largest magnitude: d = -25.4 / -127 = 0.2, q = -127 there
+  BlockQ8_K q;
+  QuantizeRowQ8_K(x.data(), kQK_K, &q);
+  EXPECT_FLOAT_EQ(q.d, -25.4f / -127.0f);
+  EXPECT_EQ(q.qs[77], -127);
+  EXPECT_EQ(q.qs[0], -25);  // -5 / 0.2
+  for (int g = 0; g < 16; ++g) {
+    int s = 0;
+    for (int i = 0; i < 16; ++i) s += q.qs[16 * g + i];
+    EXPECT_EQ(q.bsums[g], s);
+  }
+  std::vector<float> z(kQK_K, 0.0f);
+  QuantizeRowQ8_K(z.data(), kQK_K, &q);
+  EXPECT_EQ(q.d, 0.0f);
+  EXPECT_EQ(q.qs[3], 0);
+}
+
+}  // namespace
+}  // namespace llm::kernels
