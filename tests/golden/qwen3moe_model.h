@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/gguf_writer.h"
 #include "tests/golden/qwen3moe_reference.h"
 #include "tests/worker/tiny_model.h"
 
@@ -155,6 +156,67 @@ inline void WriteTinyQwen3Moe(const TinyQwen3Moe& m, const std::filesystem::path
       std::filesystem::copy_file(tokenizer_dir / f, dir / f);
     }
   }
+}
+
+// `m` (every layer sparse: llama.cpp's qwen3moe has no dense layers) as an F32 GGUF in
+// llama.cpp's layout: arch qwen3moe, blk.N.attn_{q,k,v,output}, attn_{q,k}_norm,
+// ffn_gate_inp (the router) and the experts stacked in ffn_{gate,up,down}_exps
+// (GGML dims [cols, rows, experts]); no output.weight (tied). No tokenizer.
+inline void WriteTinyQwen3MoeGguf(const TinyQwen3Moe& m, const std::string& path) {
+  const nlohmann::json& c = m.config;
+  GgufWriter w;
+  w.Str("general.architecture", "qwen3moe");
+  w.U32("qwen3moe.embedding_length", c["hidden_size"].get<uint32_t>());
+  w.U32("qwen3moe.feed_forward_length", c["intermediate_size"].get<uint32_t>());
+  w.U32("qwen3moe.block_count", c["num_hidden_layers"].get<uint32_t>());
+  w.U32("qwen3moe.attention.head_count", c["num_attention_heads"].get<uint32_t>());
+  w.U32("qwen3moe.attention.head_count_kv", c["num_key_value_heads"].get<uint32_t>());
+  w.U32("qwen3moe.attention.key_length", c["head_dim"].get<uint32_t>());
+  w.U32("qwen3moe.attention.value_length", c["head_dim"].get<uint32_t>());
+  w.U32("qwen3moe.context_length", c["max_position_embeddings"].get<uint32_t>());
+  w.F32("qwen3moe.attention.layer_norm_rms_epsilon", c["rms_norm_eps"].get<float>());
+  w.F32("qwen3moe.rope.freq_base", c["rope_theta"].get<float>());
+  w.U32("qwen3moe.expert_count", c["num_experts"].get<uint32_t>());
+  w.U32("qwen3moe.expert_used_count", c["num_experts_per_tok"].get<uint32_t>());
+  w.U32("qwen3moe.expert_feed_forward_length", c["moe_intermediate_size"].get<uint32_t>());
+  w.U32("tokenizer.ggml.bos_token_id", 1);
+  w.U32("tokenizer.ggml.eos_token_id", 2);
+  auto put = [&](const std::string& gguf, const std::string& hf) {
+    const FakeTensor& t = m.files.at(hf);
+    std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
+    w.TensorF32(gguf, dims, t.values);
+  };
+  put("token_embd.weight", "model.embed_tokens.weight");
+  put("output_norm.weight", "model.norm.weight");
+  const int layers = c["num_hidden_layers"], experts = c["num_experts"];
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string b = "blk." + std::to_string(l) + ".";
+    put(b + "attn_norm.weight", p + "input_layernorm.weight");
+    put(b + "ffn_norm.weight", p + "post_attention_layernorm.weight");
+    put(b + "attn_q.weight", p + "self_attn.q_proj.weight");
+    put(b + "attn_k.weight", p + "self_attn.k_proj.weight");
+    put(b + "attn_v.weight", p + "self_attn.v_proj.weight");
+    put(b + "attn_output.weight", p + "self_attn.o_proj.weight");
+    put(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight");
+    put(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight");
+    put(b + "ffn_gate_inp.weight", p + "mlp.gate.weight");
+    for (const char* part : {"gate", "up", "down"}) {
+      std::vector<float> stacked;
+      std::vector<int64_t> shape;
+      for (int e = 0; e < experts; ++e) {
+        const FakeTensor& t =
+            m.files.at(p + "mlp.experts." + std::to_string(e) + "." + part + "_proj.weight");
+        stacked.insert(stacked.end(), t.values.begin(), t.values.end());
+        shape = t.shape;
+      }
+      w.TensorF32(b + "ffn_" + part + "_exps.weight",
+                  {static_cast<uint64_t>(shape[1]), static_cast<uint64_t>(shape[0]),
+                   static_cast<uint64_t>(experts)},
+                  stacked);
+    }
+  }
+  w.Write(path);
 }
 
 // Every F32 tensor of a safetensors file, as double (the reference's own reader).

@@ -182,7 +182,8 @@ TEST_F(TpTest, FamiliesGreedyIdsOn1To4Ranks) {
 // Qwen3-MoE has no shared golden: the random-weight model of tests/golden/qwen3moe_model.h,
 // written here, against the float64 reference of qwen3moe_reference.h (which
 // qwen3moe_golden_test.cc validates on the shared qwen3 and qwen2moe references). 2 ranks split
-// each expert's 32 intermediate columns (and the dense layer's 96) in halves.
+// each expert's 32 intermediate columns (and the dense layer's 96) in halves; the all-sparse
+// model also from its F32 GGUF.
 TEST_F(TpTest, Qwen3MoeGreedyIdsOn1And2Ranks) {
   LLM_REQUIRE_MPIRUN();
   for (int dense_layer : {-1, 0}) {
@@ -195,6 +196,10 @@ TEST_F(TpTest, Qwen3MoeGreedyIdsOn1And2Ranks) {
       reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
     }
     for (int np : {1, 2}) ExpectGolden(mpirun, model.string(), reqs, np);
+    if (dense_layer >= 0) continue;
+    const std::string gguf = (dir_ / "qwen3moe.gguf").string();  // the same, llama.cpp's layout
+    WriteTinyQwen3MoeGguf(m, gguf);
+    for (int np : {1, 2}) ExpectGolden(mpirun, gguf, reqs, np);
   }
 }
 
