@@ -108,12 +108,6 @@ struct ModelConfig {
     return num_experts > 0 && layer < static_cast<int>(layer_sparse.size()) &&
            layer_sparse[layer] != 0;
   }
-  bool any_dense_layer() const {
-    for (int l = 0; l < num_layers; ++l) {
-      if (!layer_is_moe(l)) return true;
-    }
-    return false;
-  }
 };
 
 // Parses and validates config.json in `dir`, or the metadata of `dir` when it is a .gguf file.

@@ -231,6 +231,15 @@ TEST(Qwen3MoeConfig, SparseLayersFollowTransformers) {
   const std::vector<uint8_t> want = {0, 1, 0, 0, 0, 1};  // (l + 1) % 2 == 0, minus layer 3
   EXPECT_EQ(c->layer_sparse, want);
 
+  // Qwen2-MoE reads the same keys (it used to refuse dense layers).
+  std::string qwen2 = base + R"(, "mlp_only_layers": [0], "shared_expert_intermediate_size": 64})";
+  qwen2.replace(qwen2.find("Qwen3Moe"), 8, "Qwen2Moe");
+  c = ParseModelConfig(qwen2, "t");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, ModelArch::kQwen2Moe);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 64);
+  EXPECT_EQ(c->layer_sparse, (std::vector<uint8_t>{0, 1, 1, 1, 1, 1}));
+
   auto bad = ParseModelConfig(base + R"(, "mlp_only_layers": [6]})", "t");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().ToString().find("mlp_only_layers"), std::string::npos);
