@@ -18,7 +18,7 @@ namespace {
 constexpr const char* kSupported =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
     "GemmaForCausalLM, Gemma2ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
-    "Qwen2MoeForCausalLM";
+    "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM";
 
 // Upper bounds on the sizes a config.json may declare: far above any released model, low enough
 // that no derived size (a layer list, a dummy weight tensor's element count) overflows.
@@ -151,6 +151,8 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
     c->arch = ModelArch::kMixtral;
   } else if (c->architecture == "Qwen2MoeForCausalLM") {
     c->arch = ModelArch::kQwen2Moe;
+  } else if (c->architecture == "Qwen3MoeForCausalLM") {
+    c->arch = ModelArch::kQwen3Moe;
   } else {
     return Unimplemented(source + ": architecture '" + c->architecture +
                          "' is not supported (supported: " + kSupported + ")");
@@ -192,7 +194,7 @@ Status ReadSlidingWindow(const json& j, const std::string& source, ModelConfig* 
     // transformers Gemma2: layers 0, 2, 4, ... slide, the others attend globally.
     for (int l = 0; l < c->num_layers; l += 2) c->layer_sliding_window[l] = window;
   } else if (c->arch == ModelArch::kQwen2 || c->arch == ModelArch::kQwen3 ||
-             c->arch == ModelArch::kQwen2Moe) {
+             c->arch == ModelArch::kQwen2Moe || c->arch == ModelArch::kQwen3Moe) {
     if (!ReadBool(j, "use_sliding_window", false)) return Status::Ok();
     int first = c->num_layers;
     LLM_RETURN_IF_ERROR(
@@ -202,11 +204,36 @@ Status ReadSlidingWindow(const json& j, const std::string& source, ModelConfig* 
   return Status::Ok();
 }
 
-// Mixtral: num_local_experts experts of intermediate_size, renormalized top-k. Qwen2-MoE:
-// num_experts of moe_intermediate_size, norm_topk_prob, a shared expert; only the layout with
-// every layer sparse (decoder_sparse_step 1, no mlp_only_layers) is supported.
+// Which layers of a Qwen2-MoE / Qwen3-MoE are sparse, as transformers decides: layer l is
+// sparse unless it is listed in mlp_only_layers or (l + 1) % decoder_sparse_step != 0.
+Status ReadSparseLayers(const json& j, const std::string& source, ModelConfig* c) {
+  int step = 1;
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "decoder_sparse_step", false, 1, &step, kMaxLayers));
+  c->layer_sparse.assign(c->num_layers, 0);
+  for (int l = 0; l < c->num_layers; ++l) c->layer_sparse[l] = (l + 1) % step == 0 ? 1 : 0;
+  if (!j.contains("mlp_only_layers") || j["mlp_only_layers"].is_null()) return Status::Ok();
+  const json& dense = j["mlp_only_layers"];
+  if (!dense.is_array()) {
+    return InvalidArgument(source + ": key 'mlp_only_layers' must be a list of layer indices");
+  }
+  for (const auto& v : dense) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c->num_layers) {
+      return InvalidArgument(source + ": key 'mlp_only_layers' must list layer indices in [0, " +
+                             std::to_string(c->num_layers) + "), got " + v.dump());
+    }
+    c->layer_sparse[v.get<int>()] = 0;
+  }
+  return Status::Ok();
+}
+
+// Mixtral: num_local_experts experts of intermediate_size, renormalized top-k, every layer
+// sparse. Qwen2-MoE: num_experts of moe_intermediate_size, norm_topk_prob, a shared expert.
+// Qwen3-MoE: the same without the shared expert. Both may keep some layers dense.
 Status ReadMoe(const json& j, const std::string& source, ModelConfig* c) {
-  if (c->arch != ModelArch::kMixtral && c->arch != ModelArch::kQwen2Moe) return Status::Ok();
+  if (c->arch != ModelArch::kMixtral && c->arch != ModelArch::kQwen2Moe &&
+      c->arch != ModelArch::kQwen3Moe) {
+    return Status::Ok();
+  }
   constexpr int kMaxExperts = 1024;
   const bool mixtral = c->arch == ModelArch::kMixtral;
   LLM_RETURN_IF_ERROR(ReadInt(j, source, mixtral ? "num_local_experts" : "num_experts", true, 0,
@@ -219,26 +246,18 @@ Status ReadMoe(const json& j, const std::string& source, ModelConfig* c) {
   if (mixtral) {
     c->moe_intermediate_size = c->intermediate_size;
     c->norm_topk_prob = true;
+    c->layer_sparse.assign(c->num_layers, 1);
     return Status::Ok();
   }
   LLM_RETURN_IF_ERROR(
       ReadInt(j, source, "moe_intermediate_size", true, 0, &c->moe_intermediate_size, kMaxWidth));
-  LLM_RETURN_IF_ERROR(ReadInt(j, source, "shared_expert_intermediate_size", false, 0,
-                              &c->shared_expert_intermediate_size, kMaxWidth));
+  if (c->arch == ModelArch::kQwen2Moe) {
+    LLM_RETURN_IF_ERROR(ReadInt(j, source, "shared_expert_intermediate_size", false, 0,
+                                &c->shared_expert_intermediate_size, kMaxWidth));
+  }
+  // transformers' default is false for both (real Qwen3-MoE configs say true).
   c->norm_topk_prob = ReadBool(j, "norm_topk_prob", false);
-  int step = 1;
-  LLM_RETURN_IF_ERROR(ReadInt(j, source, "decoder_sparse_step", false, 1, &step, kMaxLayers));
-  const bool dense_layers = j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() &&
-                            !j["mlp_only_layers"].empty();
-  if (step != 1 || dense_layers) {
-    return Unimplemented(source +
-                         ": decoder_sparse_step other than 1 and mlp_only_layers (dense layers "
-                         "among the sparse ones) are not supported");
-  }
-  if (c->moe_intermediate_size <= 0) {
-    return InvalidArgument(source + ": moe_intermediate_size must be positive");
-  }
-  return Status::Ok();
+  return ReadSparseLayers(j, source, c);
 }
 
 }  // namespace
@@ -288,7 +307,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   c.qkv_bias = qwen2 || attention_bias;
   c.o_bias = !qwen2 && attention_bias;
   c.mlp_bias = ReadBool(j, "mlp_bias", false);
-  c.qk_norm = c.arch == ModelArch::kQwen3;
+  c.qk_norm = c.arch == ModelArch::kQwen3 || c.arch == ModelArch::kQwen3Moe;
   const bool gemma = c.arch == ModelArch::kGemma || c.arch == ModelArch::kGemma2;
   c.tie_word_embeddings = ReadBool(j, "tie_word_embeddings", gemma);
   if (gemma) {

@@ -30,7 +30,8 @@ enum class ModelArch {
   kGemma2,
   kPhi3,
   kMixtral,
-  kQwen2Moe
+  kQwen2Moe,
+  kQwen3Moe
 };
 
 // The MLP's activation: silu(gate) * up, or Gemma's gelu_pytorch_tanh(gate) * up.
@@ -63,7 +64,7 @@ struct ModelConfig {
   bool qkv_bias = false;  // Qwen2 always; Llama with attention_bias
   bool o_bias = false;    // Llama with attention_bias
   bool mlp_bias = false;
-  bool qk_norm = false;  // Qwen3: per-head RMSNorm of q and k before RoPE
+  bool qk_norm = false;  // Qwen3, Qwen3-MoE: per-head RMSNorm of q and k before RoPE
   bool tie_word_embeddings = false;
   Activation hidden_act = Activation::kSilu;
   // Gemma: the stored RMSNorm weight w means 1 + w (added when the weights load; GGUF files
@@ -82,15 +83,19 @@ struct ModelConfig {
   // (rows [gate; up]); split into the usual matrices when the weights load.
   bool fused_qkv = false;
   bool fused_gate_up = false;
-  // Sparse mixture of experts on every layer (Mixtral, Qwen2-MoE): a router picks
+  // Sparse mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): a router picks
   // experts_per_token of num_experts per token (softmax, top-k, renormalized when
   // norm_topk_prob); each expert is a SwiGLU MLP of moe_intermediate_size. Qwen2-MoE adds a
   // shared expert (shared_expert_intermediate_size) scaled by sigmoid(shared_expert_gate(x)).
-  int num_experts = 0;  // 0: dense MLP
+  // Qwen2-MoE and Qwen3-MoE may keep some layers dense (a SwiGLU MLP of intermediate_size):
+  // those in mlp_only_layers and those off the decoder_sparse_step pattern.
+  int num_experts = 0;  // 0: dense MLP on every layer
   int experts_per_token = 0;
   int moe_intermediate_size = 0;
   int shared_expert_intermediate_size = 0;  // 0: none
   bool norm_topk_prob = true;
+  // Per layer: 1 = sparse MoE, 0 = dense MLP. Empty when num_experts is 0.
+  std::vector<uint8_t> layer_sparse;
   // Per layer: 0 = full attention, otherwise the sliding window in tokens.
   std::vector<int> layer_sliding_window;
   std::vector<int32_t> bos_token_ids;
@@ -99,6 +104,10 @@ struct ModelConfig {
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
+  bool layer_is_moe(int layer) const {
+    return num_experts > 0 && layer < static_cast<int>(layer_sparse.size()) &&
+           layer_sparse[layer] != 0;
+  }
 };
 
 // Parses and validates config.json in `dir`, or the metadata of `dir` when it is a .gguf file.
@@ -107,7 +116,8 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
 // The hyper-parameters of a GGUF model from its metadata (general.architecture and the
 // <arch>.* keys, the tokenizer's bos/eos ids) and tensor list (biases, tied output), validated
 // like config.json. Architectures: llama (and Mistral: llama with attention.sliding_window),
-// qwen2, qwen3; others are Unimplemented naming the architecture.
+// qwen2, qwen3, gemma, gemma2, phi3, qwen2moe, qwen3moe; others are Unimplemented naming the
+// architecture.
 StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 // Same, from the JSON text (for tests); `source` names it in errors.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);

@@ -103,10 +103,13 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
   } else if (*arch == "qwen2moe") {
     c->arch = ModelArch::kQwen2Moe;
     c->architecture = "Qwen2MoeForCausalLM";
+  } else if (*arch == "qwen3moe") {
+    c->arch = ModelArch::kQwen3Moe;
+    c->architecture = "Qwen3MoeForCausalLM";
   } else {
     return Unimplemented(f.path() + ": general.architecture '" + *arch +
                          "' is not supported (supported: llama, qwen2, qwen3, gemma, gemma2, "
-                         "phi3, qwen2moe)");
+                         "phi3, qwen2moe, qwen3moe)");
   }
   // llama with experts is Mixtral (ReadMoe reads the expert keys).
   if (*arch == "llama" && f.Find("llama.expert_count")) {
@@ -168,12 +171,16 @@ Status ReadTokenIds(const GgufFile& f, ModelConfig* c) {
   return Status::Ok();
 }
 
-// Mixtral (llama + expert_count) and Qwen2-MoE as llama.cpp stores them: expert_count,
-// expert_used_count, the experts' width (Mixtral: feed_forward_length; Qwen2-MoE:
-// expert_feed_forward_length and expert_shared_feed_forward_length), expert_weights_norm
-// (absent: Mixtral renormalizes, Qwen2-MoE does not).
+// Mixtral (llama + expert_count), Qwen2-MoE and Qwen3-MoE as llama.cpp stores them:
+// expert_count, expert_used_count, the experts' width (Mixtral: feed_forward_length; Qwen2/3-MoE:
+// expert_feed_forward_length, Qwen2-MoE also expert_shared_feed_forward_length),
+// expert_weights_norm (absent: Mixtral and Qwen3-MoE renormalize, as llama.cpp's graphs do,
+// Qwen2-MoE does not). Every layer is sparse (llama.cpp has no dense layers among them).
 Status ReadMoe(const GgufFile& f, const Reader& r, ModelConfig* c) {
-  if (c->arch != ModelArch::kMixtral && c->arch != ModelArch::kQwen2Moe) return Status::Ok();
+  if (c->arch != ModelArch::kMixtral && c->arch != ModelArch::kQwen2Moe &&
+      c->arch != ModelArch::kQwen3Moe) {
+    return Status::Ok();
+  }
   constexpr int kMaxExperts = 1024;
   LLM_RETURN_IF_ERROR(r.Int("expert_count", true, 0, kMaxExperts, &c->num_experts));
   LLM_RETURN_IF_ERROR(r.Int("expert_used_count", true, 0, kMaxExperts, &c->experts_per_token));
@@ -182,7 +189,8 @@ Status ReadMoe(const GgufFile& f, const Reader& r, ModelConfig* c) {
                            " must be in [1, expert_count]");
   }
   const bool mixtral = c->arch == ModelArch::kMixtral;
-  c->norm_topk_prob = mixtral;
+  c->layer_sparse.assign(c->num_layers, 1);
+  c->norm_topk_prob = mixtral || c->arch == ModelArch::kQwen3Moe;
   if (f.Find(r.Key("expert_weights_norm"))) {
     LLM_ASSIGN_OR_RETURN(c->norm_topk_prob, f.GetBool(r.Key("expert_weights_norm")));
   }
@@ -192,6 +200,7 @@ Status ReadMoe(const GgufFile& f, const Reader& r, ModelConfig* c) {
   }
   LLM_RETURN_IF_ERROR(
       r.Int("expert_feed_forward_length", true, 0, kMaxWidth, &c->moe_intermediate_size));
+  if (c->arch == ModelArch::kQwen3Moe) return Status::Ok();
   return r.Int("expert_shared_feed_forward_length", false, 0, kMaxWidth,
                &c->shared_expert_intermediate_size);
 }
@@ -280,7 +289,7 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   c.qkv_bias = f.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.o_bias = f.FindTensor("blk.0.attn_output.bias") != nullptr;
   c.mlp_bias = f.FindTensor("blk.0.ffn_up.bias") != nullptr;
-  c.qk_norm = c.arch == ModelArch::kQwen3;
+  c.qk_norm = c.arch == ModelArch::kQwen3 || c.arch == ModelArch::kQwen3Moe;
   c.tie_word_embeddings = f.FindTensor("output.weight") == nullptr;
   // llama.cpp applies attention.sliding_window to every layer of the llama architecture
   // (Mistral); Qwen2/3 GGUFs carry none that is used.

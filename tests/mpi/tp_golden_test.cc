@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/golden/qwen3moe_model.h"
+
 namespace llm::testing {
 namespace {
 
@@ -174,6 +176,30 @@ TEST_F(TpTest, FamiliesGreedyIdsOn1To4Ranks) {
     for (int np : {1, 2}) ExpectGolden(mpirun, SharedPath(rel + "/hf"), reqs, np);
     // 4 ranks > 2 KV heads (replicated), where 4 divides the query heads.
     if (std::string(family) != "qwen2") ExpectGolden(mpirun, SharedPath(rel + "/hf"), reqs, 4);
+  }
+}
+
+// Qwen3-MoE has no shared golden: the random-weight model of tests/golden/qwen3moe_model.h,
+// written here, against the float64 reference of qwen3moe_reference.h (which
+// qwen3moe_golden_test.cc validates on the shared qwen3 and qwen2moe references). 2 ranks split
+// each expert's 32 intermediate columns (and the dense layer's 96) in halves; the all-sparse
+// model also from its F32 GGUF.
+TEST_F(TpTest, Qwen3MoeGreedyIdsOn1And2Ranks) {
+  LLM_REQUIRE_MPIRUN();
+  for (int dense_layer : {-1, 0}) {
+    const TinyQwen3Moe m = MakeTinyQwen3Moe(kQwen3MoeSeed, dense_layer);
+    const fs::path model = dir_ / ("qwen3moe" + std::to_string(dense_layer + 1));
+    WriteTinyQwen3Moe(m, model, SharedPath("models/stories260K"));
+    const reference::Reference ref(reference::RefConfigFromJson(m.config), &m.tensors);
+    std::vector<Request> reqs;
+    for (const auto& prompt : Qwen3MoePrompts()) {
+      reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
+    }
+    for (int np : {1, 2}) ExpectGolden(mpirun, model.string(), reqs, np);
+    if (dense_layer >= 0) continue;
+    const std::string gguf = (dir_ / "qwen3moe.gguf").string();  // the same, llama.cpp's layout
+    WriteTinyQwen3MoeGguf(m, gguf);
+    for (int np : {1, 2}) ExpectGolden(mpirun, gguf, reqs, np);
   }
 }
 

@@ -310,8 +310,9 @@ StatusOr<ExpertWeights> LoadSwiGlu(TensorSource& src, const ModelConfig& c, cons
   return e;
 }
 
-// Mixtral (block_sparse_moe.gate, experts.E.w1/w3/w2) and Qwen2-MoE (mlp.gate,
-// mlp.experts.E.gate_proj/up_proj/down_proj, mlp.shared_expert.*, mlp.shared_expert_gate).
+// Mixtral (block_sparse_moe.gate, experts.E.w1/w3/w2), Qwen2-MoE (mlp.gate,
+// mlp.experts.E.gate_proj/up_proj/down_proj, mlp.shared_expert.*, mlp.shared_expert_gate) and
+// Qwen3-MoE (Qwen2-MoE's names without the shared expert).
 Status LoadMoe(TensorSource& src, ModelWeights& w, const std::string& p, LayerWeights* lw) {
   const ModelConfig& c = w.config;
   const int h = c.hidden_size, n = c.num_experts;
@@ -360,7 +361,7 @@ Status LoadLayer(TensorSource& src, ModelWeights& w, int l, LayerWeights* lw) {
     lw->post_ffw_norm = Own(w, std::move(post_ffw));
   }
   LLM_RETURN_IF_ERROR(LoadAttention(src, w, p, lw));
-  if (c.num_experts > 0) return LoadMoe(src, w, p, lw);
+  if (c.layer_is_moe(l)) return LoadMoe(src, w, p, lw);
   if (c.fused_gate_up) {  // rows [gate; up]
     const std::string name = p + "mlp.gate_up_proj.weight";
     LLM_ASSIGN_OR_RETURN(lw->gate, src.Matrix(name, 2 * inter, h, RowSlice(mine, h)));

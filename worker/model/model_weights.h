@@ -39,7 +39,7 @@ struct LayerWeights {
   Weight q, k, v, o, gate, up, down;
   Weight q_bias, k_bias, v_bias, o_bias;  // F32; empty when the model has none
   Weight gate_bias, up_bias, down_bias;
-  // Mixture of experts (config.num_experts > 0; gate/up/down above are then empty): the router
+  // Mixture of experts (config.layer_is_moe; gate/up/down above are then empty): the router
   // [num_experts, hidden] on every rank, the experts, and Qwen2-MoE's shared expert with its
   // gate [1, hidden].
   Weight router;

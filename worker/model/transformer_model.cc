@@ -292,12 +292,14 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
 }
 
 void TransformerModel::Mlp(int layer, int tokens) {
-  if (w_.config.num_experts > 0) return Moe(layer, tokens);
+  if (w_.config.layer_is_moe(layer)) return Moe(layer, tokens);
   const LayerWeights& lw = w_.layers[layer];
   const float* h = h_.as<float>();
   Linear(h, tokens, lw.gate, lw.gate_bias, gate_.as<float>());
   Linear(h, tokens, lw.up, lw.up_bias, up_.as<float>());
-  const int64_t count = static_cast<int64_t>(tokens) * inter_;
+  // This rank's intermediate columns (a MoE model's dense layers are wider or narrower than
+  // its experts, and inter_ is the widest of them).
+  const int64_t count = static_cast<int64_t>(tokens) * lw.gate.rows;
   if (w_.config.hidden_act == Activation::kGeluTanh) {
     backend_.GeluTanhMul(gate_.as<float>(), up_.as<float>(), count, act_.as<float>());
   } else {
