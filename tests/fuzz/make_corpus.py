@@ -39,6 +39,40 @@ w('openai_request', 'tokenize_chat', b'\x02' + json.dumps(
     {"model": "demo", "messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": True}).encode())
 w('openai_request', 'detokenize', b'\x03' + json.dumps({"model": "demo", "tokens": [1, 15043, 3186]}).encode())
 w('openai_request', 'deep', b'\x04' + b'{"a":' + b'[' * 80 + b']' * 80 + b'}')
+# structured output and forced tool calls
+w('openai_request', 'chat_tool_required', b'\x00' + json.dumps(
+    {"model": "demo", "messages": [{"role": "user", "content": "Weather?"}],
+     "tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+                "parameters": {"type": "object", "properties": {
+                    "city": {"type": "string", "maxLength": 10}, "unit": {"enum": ["C", "F"]}},
+                    "required": ["city"]}}}],
+     "tool_choice": "required", "parallel_tool_calls": False}).encode())
+w('openai_request', 'chat_json_schema', b'\x00' + json.dumps(
+    {"model": "demo", "messages": [{"role": "user", "content": "Hi"}],
+     "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": True, "schema": {
+         "$defs": {"n": {"type": "object", "properties": {
+             "v": {"type": ["integer", "null"]},
+             "k": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 3}}}},
+         "$ref": "#/$defs/n"}}}}).encode())
+w('openai_request', 'completions_guided_choice', b'\x01' + json.dumps(
+    {"model": "demo", "prompt": "The review was", "guided_choice": ["positive", "negative"],
+     "max_tokens": 4}).encode())
+w('openai_request', 'chat_structured_outputs', b'\x00' + json.dumps(
+    {"model": "demo", "messages": [{"role": "user", "content": "Hi"}],
+     "structured_outputs": {"json": json.dumps({"type": "object", "properties": {
+         "a": {"anyOf": [{"const": 1}, {"type": "string", "minLength": 2}]}}})}}).encode())
+w('json_schema', 'object', json.dumps(
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+     "age": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]},
+     "maxItems": 3}}, "required": ["name"]}, separators=(',', ':')))
+w('json_schema', 'recursive', json.dumps(
+    {"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"},
+     "k": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}}, "$ref": "#/$defs/n"},
+    separators=(',', ':')))
+w('json_schema', 'anyof', json.dumps(
+    {"anyOf": [{"type": "number"}, {"type": ["string", "null"], "minLength": 2},
+               {"const": {"a": [1, True]}}]}, separators=(',', ':')))
+w('json_schema', 'value', '{"a": [1, 2.5e3, "x\\u00e9", {"b": null}]}')
 
 
 # (b) http: byte 0 read size (0: no limit), byte 1 write size (0: no limit), byte 2 from 0xC0:
