@@ -18,10 +18,10 @@
 // How it is known to be right: qwen3moe_golden_test.cc runs this same code on the shared
 // qwen3 and qwen2moe random-weight models of ../shared/golden/families (whose references come
 // from an independent NumPy float64 implementation, cross-checked against llama.cpp) and
-// requires their greedy ids exactly and their logits to the 7 digits they are stored with. Qwen3-MoE is exactly the
-// union of what those two exercise — Qwen3's attention (q/k norms, head_dim from the config,
-// no biases, tied embeddings) and Qwen2-MoE's router, top-k and experts — with only
-// norm_topk_prob = true (a division by the top-k sum) and the absent shared expert new.
+// requires their greedy ids exactly and their logits to the 7 digits they are stored with.
+// Qwen3-MoE is exactly the union of what those two exercise — Qwen3's attention (q/k norms,
+// head_dim from the config, no biases, tied embeddings) and Qwen2-MoE's router, top-k and experts —
+// with only norm_topk_prob = true (a division by the top-k sum) and the absent shared expert new.
 #pragma once
 
 #include <algorithm>
