@@ -22,19 +22,7 @@ using K = qx::KMicro<F, 2, 2>;
 }  // namespace
 
 const QuantMatmulKernels& Avx2QuantKernels() {
-  static const QuantMatmulKernels kKernels = [] {
-    QuantMatmulKernels k;
-    k.fn[static_cast<int>(DType::kQ4_0)] = MatmulBlockPanel<Legacy<qx::Q4_0F>>;
-    k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<Legacy<qx::Q4_1F>>;
-    k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<Legacy<qx::Q5_0F>>;
-    k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<Legacy<qx::Q5_1F>>;
-    k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<K<qx::Q2_KF>>;
-    k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<K<qx::Q3_KF>>;
-    k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<K<qx::Q4_KF>>;
-    k.fn[static_cast<int>(DType::kQ5_K)] = MatmulBlockPanel<K<qx::Q5_KF>>;
-    k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;
-    return k;
-  }();
+  static const QuantMatmulKernels kKernels = MakeQuantKernels<Legacy, K>();
   return kKernels;
 }
 

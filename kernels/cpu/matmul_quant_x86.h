@@ -314,3 +314,20 @@ struct KMicro {
 };
 
 }  // namespace qx
+
+// The kernel table of one ISA's translation unit: every block format through its micro-kernel
+// (Legacy for the 32-blocks, K for the 256-blocks), with that unit's tile shapes.
+template <template <class> class Legacy, template <class> class K>
+QuantMatmulKernels MakeQuantKernels() {
+  QuantMatmulKernels k;
+  k.fn[static_cast<int>(DType::kQ4_0)] = MatmulBlockPanel<Legacy<qx::Q4_0F>>;
+  k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<Legacy<qx::Q4_1F>>;
+  k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<Legacy<qx::Q5_0F>>;
+  k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<Legacy<qx::Q5_1F>>;
+  k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<K<qx::Q2_KF>>;
+  k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<K<qx::Q3_KF>>;
+  k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<K<qx::Q4_KF>>;
+  k.fn[static_cast<int>(DType::kQ5_K)] = MatmulBlockPanel<K<qx::Q5_KF>>;
+  k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;
+  return k;
+}

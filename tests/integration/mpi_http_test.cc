@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "proto/grpc_health.grpc.pb.h"
+#include "tests/integration/proc_stats.h"
 #include "tests/integration/router_harness.h"
 
 namespace llm::e2e {
@@ -95,44 +96,6 @@ TEST(MpiThreads, OneRankUsesEveryCoreAndBindingIsReported) {
   EXPECT_NE(log.find("compute threads: 1"), std::string::npos) << log;
   EXPECT_NE(log.find("--bind-to none"), std::string::npos) << "no warning about the binding\n"
                                                            << log;
-}
-
-// The ranks mpirun started (its children), by their OMPI_COMM_WORLD_RANK.
-std::map<int, pid_t> RankPids(pid_t mpirun) {
-  std::map<int, pid_t> out;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid != mpirun) continue;
-    std::ifstream env(entry.path() / "environ");
-    for (std::string var; std::getline(env, var, '\0');) {
-      if (var.rfind("OMPI_COMM_WORLD_RANK=", 0) == 0)
-        out[std::stoi(var.substr(21))] = std::stoi(name);
-    }
-  }
-  return out;
-}
-
-double CpuSecondsOf(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  std::istringstream rest(line.substr(line.rfind(')') + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 // A follower stopped with SIGSTOP mid-request: rank 0 must not spin a core waiting for it, the
