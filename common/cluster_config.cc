@@ -164,24 +164,26 @@ KeySpec ListKey(const char* name, Field field, const char* help) {
           }};
 }
 
+// A list of integers in [lo, hi]; `what` describes them ("ports in [1, 65535]").
 template <typename Field>
-KeySpec PortListKey(const char* name, Field field, const char* help) {
+KeySpec IntListKey(const char* name, Field field, int lo, int hi, const char* what,
+                   const char* help) {
   return {name,
           "list",
-          "ports in [1, 65535]",
+          what,
           help,
           [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
-            std::vector<int> ports;
+            std::vector<int> values;
             for (const std::string& item : v) {
               char* end = nullptr;
               errno = 0;
               const long x = std::strtol(item.c_str(), &end, 10);
-              if (item.empty() || *end != '\0' || errno != 0 || x < 1 || x > 65535) {
-                return BadValue(name, item, "ports in [1, 65535]");
+              if (item.empty() || *end != '\0' || errno != 0 || x < lo || x > hi) {
+                return BadValue(name, item, what);
               }
-              ports.push_back(static_cast<int>(x));
+              values.push_back(static_cast<int>(x));
             }
-            field(c) = std::move(ports);
+            field(c) = std::move(values);
             return Status::Ok();
           },
           [=](const ClusterConfig& c) {
@@ -221,7 +223,11 @@ const std::vector<KeySpec>& Schema() {
              "independent engines in one mpirun job, each of tensor_parallel_size consecutive "
              "ranks; group g's coordinator serves on coordinator.port + g"),
       IntKey("engine.pipeline_parallel_size", LLM_FIELD(engine.pipeline_parallel_size), 1, 1024,
-             "pipeline stages per engine; only 1 (pipeline parallelism is not implemented yet)"),
+             "pipeline stages per engine, each a contiguous range of layers on "
+             "tensor_parallel_size ranks (stages go across hosts, tensor parallelism inside)"),
+      IntListKey("engine.pipeline_layer_partition", LLM_FIELD(engine.pipeline_layer_partition), 1,
+                 1 << 16, "layer counts in [1, 65536]",
+                 "layers per pipeline stage, one per stage (e.g. 12,10); empty = balanced"),
       IntKey("engine.block_size", LLM_FIELD(engine.block_size), 1, 1 << 16,
              "tokens per KV cache block (at most the backend's limit: cpu 256)"),
       IntKey("engine.kv_cache_mib", LLM_FIELD(engine.kv_cache_mib), 0, 1 << 30,
@@ -259,9 +265,9 @@ const std::vector<KeySpec>& Schema() {
       StringKey("coordinator.host", LLM_FIELD(coordinator.host), {}, "gRPC bind address of rank 0"),
       IntKey("coordinator.port", LLM_FIELD(coordinator.port), 1, 65535,
              "gRPC port of rank 0; data-parallel group g's coordinator: coordinator.port + g"),
-      PortListKey("coordinator.ports", LLM_FIELD(coordinator.ports),
-                  "gRPC port of each data-parallel group's coordinator, one per group "
-                  "(engine.data_parallel_size); empty = coordinator.port + g"),
+      IntListKey("coordinator.ports", LLM_FIELD(coordinator.ports), 1, 65535, "ports in [1, 65535]",
+                 "gRPC port of each data-parallel group's coordinator, one per group "
+                 "(engine.data_parallel_size); empty = coordinator.port + g"),
       StringKey("coordinator.admin_token", LLM_FIELD(coordinator.admin_token), {},
                 "token Drain/Resume need (Bearer); empty: LLM_ADMIN_TOKEN, else loopback only"),
       StringKey("coordinator.tls_cert_file", LLM_FIELD(coordinator.tls_cert_file), {},
@@ -451,6 +457,12 @@ Status Finish(ClusterConfig* c) {
                            "engine.data_parallel_size " + std::to_string(dp) +
                            " - 1 is past 65535: data-parallel group g serves on "
                            "coordinator.port + g; lower coordinator.port");
+  }
+  const size_t stages = c->engine.pipeline_layer_partition.size();
+  if (stages != 0 && stages != static_cast<size_t>(c->engine.pipeline_parallel_size)) {
+    return InvalidArgument("engine.pipeline_layer_partition lists " + std::to_string(stages) +
+                           " stage(s) but engine.pipeline_parallel_size is " +
+                           std::to_string(c->engine.pipeline_parallel_size));
   }
   // Default: every data-parallel group's coordinator of the job this config describes.
   if (c->router.upstreams.empty()) c->router.upstreams = CoordinatorAddresses(c->coordinator, dp);

@@ -42,7 +42,10 @@ struct EngineSection {
   // Independent engines (replicas) in one mpirun job, each tensor_parallel_size ranks with its
   // own coordinator on coordinator.port + its group index (common/parallel_layout.h).
   int data_parallel_size = 1;
-  int pipeline_parallel_size = 1;  // only 1 so far (pipeline parallelism is not implemented)
+  // Pipeline stages per engine, each holding a contiguous range of layers: balanced, or
+  // pipeline_layer_partition's layers per stage (common/parallel_layout.h).
+  int pipeline_parallel_size = 1;
+  std::vector<int> pipeline_layer_partition;
   int block_size = 16;
   int kv_cache_mib = 0;                    // > 0 wins over the fraction
   int kv_cache_blocks = 0;                 // > 0 wins over both sizes (tests, tuning)

@@ -1,8 +1,9 @@
 // worker: one rank of the inference engine; rank 0 adds the coordinator role (gRPC).
 //   worker --config cluster.yaml [--section.key value ...]
 //   mpirun -np N worker --config cluster.yaml        (ranks != 0 follow rank 0: worker/follower.h)
-//   N = engine.data_parallel_size × engine.tensor_parallel_size: data-parallel group g (world
-//   ranks g*tp ..) is an independent engine whose first rank serves on coordinator.port + g.
+//   N = engine.data_parallel_size × engine.pipeline_parallel_size × engine.tensor_parallel_size:
+//   data-parallel group g (world ranks g*pp*tp ..) is an independent engine whose first rank
+//   serves on coordinator.port + g; inside it, stage s is group ranks s*tp .. s*tp+tp-1.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -53,16 +54,29 @@ int RunMpiRank(const llm::ClusterConfig& config, const llm::ParallelLayout& layo
     spdlog::info("world rank {}: rank {} of data-parallel group {} (coordinator port {})",
                  world.rank(), comm->rank(), group, group_config.coordinator.port);
   }
+  // Pipeline stages: each stage's tensor-parallel ranks get their own communicator for the
+  // all-reduces and gathers of the forward pass (the group's carries step plans and the
+  // stage-to-stage messages).
+  std::unique_ptr<llm::MpiCommunicator> stage_comm;
+  if (layout.pipeline_parallel_size > 1 && layout.tensor_parallel_size > 1) {
+    auto split = comm->Split(layout.StageOf(world.rank()), layout.TensorRankOf(world.rank()));
+    if (!split.ok()) {
+      spdlog::critical("rank {}: {}", world.rank(), split.status().ToString());
+      world.AbortJob(2);
+    }
+    stage_comm = std::move(*split);
+  }
   int rc = 0;
   if (comm->rank() != 0) {
-    rc = llm::RunFollowerRank(group_config, *comm, world.local_size());
+    rc = llm::RunFollowerRank(group_config, *comm, world.local_size(), stage_comm.get());
     if (rc != 0) world.AbortJob(rc);  // this group's rank 0 would wait for this rank forever
   } else {
-    rc = llm::RunCoordinator(group_config, comm, world.local_size(), group);
+    rc = llm::RunCoordinator(group_config, comm, world.local_size(), group, stage_comm.get());
     // A start-up failure may leave this group's followers waiting for their first step message.
     if (rc != 0 && world.world_size() > 1) world.AbortJob(rc);
   }
-  return rc;  // group_comm is freed before the world's communicator (MPI_Finalize)
+  stage_comm.reset();  // freed before the communicator it was split from
+  return rc;           // group_comm is freed before the world's communicator (MPI_Finalize)
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
-// Test driver for tensor parallelism: every rank loads its shard of a model; rank 0 runs the
+// Test driver for tensor and pipeline parallelism: every rank loads its shard of a model
+// (--pp N: N pipeline stages of world/N tensor-parallel ranks each); rank 0 runs the
 // engine on the requests of a JSON file (continuous batching, chunked prefill) and prints one
 // JSON line {"world_size", "outputs": [[ids...], ...], "blocks_free", "blocks_total"}; the
 // other ranks follow. Started by tests/mpi/tp_golden_test.cc under mpirun.
 //
 //   tp_driver --model DIR --requests FILE [--num-blocks N] [--idle-ms N] [--pid-dir DIR]
-//             [--abort N] [--dummy] [--logprobs N]
+//             [--abort N] [--dummy] [--logprobs N] [--pp N] [--pp-partition A,B,..]
 //
 // requests FILE: {"requests": [{"prompt": [ids], "max_tokens": n}, ...]}. --abort N aborts
 // every N-th request (1-based) after its first token and reports its output as [].
@@ -38,6 +39,8 @@ struct Options {
   int logprobs = -1;
   bool dummy = false;
   int world_size = 1;
+  int pp = 1;
+  std::vector<int> partition;
 };
 
 void AddFlags(CLI::App& app, Options* o) {
@@ -51,6 +54,8 @@ void AddFlags(CLI::App& app, Options* o) {
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--logprobs", o->logprobs, "top logprobs per token")->check(CLI::Range(-1, 20));
   app.add_flag("--dummy", o->dummy, "random weights");
+  app.add_option("--pp", o->pp, "pipeline stages")->check(CLI::Range(1, 64));
+  app.add_option("--pp-partition", o->partition, "layers per stage")->delimiter(',');
 }
 
 llm::EngineConfig Config(const Options& o) {
@@ -127,21 +132,37 @@ int main(int argc, char** argv) {
   if (!o.pid_dir.empty()) {
     std::ofstream(o.pid_dir + "/rank" + std::to_string(rank) + ".pid") << getpid() << "\n";
   }
+  if (comm.world_size() % o.pp != 0) {
+    return Fail(rank, llm::InvalidArgument("--pp must divide the world size"), 2);
+  }
+  llm::EngineSection es;
+  es.pipeline_parallel_size = o.pp;
+  es.pipeline_layer_partition = o.partition;
+  const llm::EngineShard shard = llm::EngineShardOf(es, rank, comm.world_size());
+  // Each stage's tensor-parallel ranks (collective: every rank splits, or none).
+  std::unique_ptr<llm::MpiCommunicator> stage_comm;
+  if (o.pp > 1 && shard.tp.size > 1) {
+    auto split = comm.Split(shard.pipeline.stage, shard.tp.rank);
+    if (!split.ok()) return Fail(rank, split.status(), 2);
+    stage_comm = std::move(*split);
+  }
   // Every rank checks the same config.json, so a bad tensor-parallel size fails on all alike.
   auto weights = llm::LoadModelWeights(
-      o.model, o.dummy ? llm::LoadFormat::kDummy : llm::LoadFormat::kSafetensors, 0,
-      llm::TensorParallel{rank, comm.world_size()});
+      o.model, o.dummy ? llm::LoadFormat::kDummy : llm::LoadFormat::kSafetensors, 0, shard.tp,
+      std::nullopt, shard.pipeline);
   if (!weights.ok()) return Fail(rank, weights.status(), 3);
   const llm::EngineConfig cfg = Config(o);
   if (rank != 0) {
-    llm::Status s = llm::RunFollower(**weights, cfg, comm);
+    llm::Status s =
+        llm::RunFollower(**weights, cfg, comm, llm::kernels::CpuBackend(), stage_comm.get());
     if (!s.ok()) {
       Fail(rank, s, 4);
       comm.AbortJob(4);
     }
     return 0;
   }
-  auto engine = llm::Engine::Create(**weights, cfg, &comm);
+  auto engine =
+      llm::Engine::Create(**weights, cfg, &comm, llm::kernels::CpuBackend(), stage_comm.get());
   if (!engine.ok()) {
     llm::ShutdownFollowers(comm);
     return Fail(rank, engine.status(), 5);

@@ -264,6 +264,63 @@ TEST_F(TpTest, PreemptionAndAbortKeepRanksInStep) {
   ExpectGolden(mpirun, SharedPath(kStories), reqs, 4, "--num-blocks 8", 2);
 }
 
+// Pipeline parallelism: each stage holds a contiguous range of stories260K's 5 layers (and its
+// own KV cache for them), the hidden states go stage to stage and the last stage's logits back
+// to rank 0. PP2, PP4, PP5 (one layer each), TP2×PP2, TP4×PP2 (8 ranks, KV heads
+// replicated), an explicit partition; then a small cache that forces preemption, with aborts,
+// through TP2×PP2: every stage's mirror and cache stay in step and no block leaks.
+TEST_F(TpTest, Stories260KGreedyIdsOverPipelineStages) {
+  LLM_REQUIRE_MPIRUN();
+  LLM_REQUIRE_SHARED(kStoriesGolden);
+  LLM_REQUIRE_SHARED(kStories);
+  auto reqs = StoriesRequests();
+  ASSERT_FALSE(reqs.empty());
+  const std::pair<int, const char*> layouts[] = {{2, "--pp 2"}, {4, "--pp 4"},
+                                                 {5, "--pp 5"}, {4, "--pp 2"},
+                                                 {8, "--pp 2"}, {2, "--pp 2 --pp-partition 1,4"}};
+  for (const auto& [np, args] : layouts) ExpectGolden(mpirun, SharedPath(kStories), reqs, np, args);
+  const size_t n = reqs.size();
+  for (size_t i = 0; i < n; ++i) reqs.push_back(reqs[i]);
+  json result;
+  ExpectGolden(mpirun, SharedPath(kStories), reqs, 4, "--pp 2 --num-blocks 8", 2, &result);
+  EXPECT_GT(result["preemptions"].get<int>(), 0) << "the small cache should force preemption";
+}
+
+// Every family over two stages (tied embeddings: the last stage keeps the embedding as its
+// lm_head; Gemma's embedding scale and soft-caps; MoE layers), and TP2×PP2 on three of them.
+TEST_F(TpTest, FamiliesGreedyIdsOverTwoPipelineStages) {
+  LLM_REQUIRE_MPIRUN();
+  for (const char* family :
+       {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "mixtral", "qwen2moe"}) {
+    const std::string rel = std::string("golden/families/") + family;
+    if (!fs::exists(SharedPath(rel + "/reference.json"))) {
+      GTEST_SKIP() << "missing shared test data: " << SharedPath(rel);
+    }
+    const auto reqs = FamilyRequests(family);
+    ExpectGolden(mpirun, SharedPath(rel + "/hf"), reqs, 2, "--pp 2");
+    const std::string f = family;
+    if (f == "llama" || f == "gemma2" || f == "qwen2moe") {
+      ExpectGolden(mpirun, SharedPath(rel + "/hf"), reqs, 4, "--pp 2");
+    }
+  }
+  // From a GGUF file too (its tensor names for the stage's layers).
+  LLM_REQUIRE_SHARED("golden/families/llama/llama.gguf");
+  ExpectGolden(mpirun, SharedPath("golden/families/llama/llama.gguf"), FamilyRequests("llama"), 2,
+               "--pp 2");
+}
+
+TEST_F(TpTest, MorePipelineStagesThanLayersFailAtStartUp) {
+  LLM_REQUIRE_MPIRUN();
+  LLM_REQUIRE_SHARED(kStories);
+  const std::string args =
+      "--pp 6 --model " + SharedPath(kStories) + " --requests " + WriteRequests({{{1, 2}, {3}}});
+  EXPECT_NE(Run(Command(mpirun, 6, args, 60), nullptr), 0);
+  EXPECT_NE(Stderr().find("engine.pipeline_parallel_size = 6 exceeds the model's "
+                          "num_hidden_layers = 5"),
+            std::string::npos)
+      << Stderr();
+}
+
 TEST_F(TpTest, WorldSizeThatDoesNotDivideTheHeadsFailsAtStartUp) {
   LLM_REQUIRE_MPIRUN();
   LLM_REQUIRE_SHARED("golden/families/qwen2/hf");

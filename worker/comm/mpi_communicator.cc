@@ -19,6 +19,7 @@ namespace {
 // Point-to-point message tags of this module (collectives need none).
 enum class MpiTag : int {
   kBroadcastSize = 1001,  // u64 byte count of the Broadcast that follows
+  kPipeline = 1002,       // floats from one pipeline stage to another (Send/Recv)
 };
 
 // Completes `req` while idle: a 1 ms yield-spin (the next step of a busy engine costs no sleep),
@@ -232,6 +233,34 @@ void MpiCommunicator::Gather(const float* send, size_t count, float* recv, int r
               root, comm_->comm, &req);
   Wait(&req, "a gather");
   if (rank_ == root) MarkAllAnswered();
+}
+
+// MPI counts are int: a larger message goes in chunks.
+constexpr size_t kMaxChunkFloats = size_t{1} << 30;
+
+void MpiCommunicator::Send(const float* data, size_t count, int dest) {
+  size_t done = 0;
+  do {  // one (empty) message when count is 0, as on the other side
+    const size_t n = std::min(count - done, kMaxChunkFloats);
+    MPI_Request req;
+    MPI_Isend(data + done, static_cast<int>(n), MPI_FLOAT, dest,
+              static_cast<int>(MpiTag::kPipeline), comm_->comm, &req);
+    Wait(&req, "a send to another pipeline stage");
+    done += n;
+  } while (done < count);
+}
+
+void MpiCommunicator::Recv(float* data, size_t count, int source) {
+  size_t done = 0;
+  do {  // one (empty) message when count is 0, as on the other side
+    const size_t n = std::min(count - done, kMaxChunkFloats);
+    MPI_Request req;
+    MPI_Irecv(data + done, static_cast<int>(n), MPI_FLOAT, source,
+              static_cast<int>(MpiTag::kPipeline), comm_->comm, &req);
+    Wait(&req, "a message from another pipeline stage");
+    done += n;
+  } while (done < count);
+  MarkAllAnswered();
 }
 
 void MpiCommunicator::Broadcast(std::vector<uint8_t>& bytes, int root) {

@@ -18,6 +18,9 @@
 // result and the result does not depend on the message size (batch composition).
 // MPI errors are fatal (MPI_ERRORS_ARE_FATAL): a broken link ends the whole job.
 //
+// Pipeline parallelism: Send/Recv are non-blocking point-to-point messages completed like the
+// collectives (same waiting and timeout), in chunks of at most 2^30 floats.
+//
 // Data parallelism: Create gives the world (MPI_COMM_WORLD); Split gives each data-parallel
 // group its own communicator (MPI_Comm_split), so every collective of one engine, the step
 // message's point-to-point size message included, runs among its group only and groups never
@@ -62,6 +65,8 @@ class MpiCommunicator final : public Communicator {
   void AllReduceSum(float* data, size_t count) override;
   void Gather(const float* send, size_t count, float* recv, int root) override;
   void Broadcast(std::vector<uint8_t>& bytes, int root) override;
+  void Send(const float* data, size_t count, int dest) override;
+  void Recv(float* data, size_t count, int source) override;
   double StalledSeconds() const override;
   double SecondsSinceAllAnswered() const override;
   std::vector<std::string> HostNames() const override { return hosts_; }

@@ -48,7 +48,8 @@ void ConfigureThreads(const ClusterConfig& c, int ranks_on_host) {
   spdlog::info("compute threads: {}", rt.threads);
 }
 
-StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, TensorParallel tp) {
+StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c,
+                                                    const EngineShard& shard) {
   if (c.model.path.empty()) {
     return InvalidArgument("model.path: not set (give it in the config file or --model.path DIR)");
   }
@@ -61,8 +62,8 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, Tens
   }
   const auto t0 = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<ModelWeights>> w =
-      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed), tp,
-                       ModelQuantization(c.model));
+      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed),
+                       shard.tp, ModelQuantization(c.model), shard.pipeline);
   if (!w.ok()) return w.status().WithContext("model.path '" + c.model.path + "'");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& mc = (*w)->config;
@@ -71,11 +72,15 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c, Tens
       "{:.2f} s",
       c.model.path, mc.architecture, mc.num_layers, mc.hidden_size, mc.vocab_size,
       static_cast<double>((*w)->matrix_bytes) / kMiB, secs);
+  if (const PipelineStage& pp = (*w)->pipeline; pp.num_stages > 1) {
+    spdlog::info("pipeline stage 0 of {}: layers {}..{} (the matrices above are this stage's)",
+                 pp.num_stages, pp.layers.begin, pp.layers.end - 1);
+  }
   return w;
 }
 
 StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const ModelWeights& w,
-                                               Communicator* comm) {
+                                               Communicator* comm, Communicator* stage_comm) {
   LLM_ASSIGN_OR_RETURN(const int max_len, ServedMaxModelLen(c, w.config));
   EngineConfig ec;
   static_cast<EngineSection&>(ec) = c.engine;
@@ -97,7 +102,8 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
     }
     source = s.str();
   }
-  StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(w, ec, comm);
+  StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(w, ec, comm, kernels::CpuBackend(), stage_comm);
   if (!engine.ok()) return engine.status().WithContext("KV cache from " + source);
   const EngineStats st = (*engine)->stats();
   const int64_t tokens = static_cast<int64_t>(st.blocks_total) * c.engine.block_size;
@@ -129,16 +135,16 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& 
   return text;
 }
 
-Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host,
-             int data_parallel_rank) {
+Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host, int data_parallel_rank,
+             Communicator* stage_comm) {
   const auto started = std::chrono::steady_clock::now();
   const int world = comm != nullptr ? comm->world_size() : 1;
   ConfigureThreads(c, ranks_on_host);
   LLM_RETURN_IF_ERROR(kernels::SelectMatmulIsa(c.engine.matmul_isa));
   spdlog::info("matmul SIMD path: {}", kernels::MatmulIsa());
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
-                       LoadWeights(c, TensorParallel{0, world}));
-  LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(c, *weights, comm));
+                       LoadWeights(c, EngineShardOf(c.engine, 0, world)));
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(c, *weights, comm, stage_comm));
   // Structured output masks tokens by their bytes, so the coordinator reads the tokenizer too;
   // a model without one still serves everything else.
   if (auto tokenizer = Tokenizer::FromDir(c.model.path); tokenizer.ok()) {
@@ -275,8 +281,8 @@ void BlockShutdownSignals() {
 }
 
 int RunCoordinator(const ClusterConfig& config, Communicator* comm, int ranks_on_host,
-                   int data_parallel_rank) {
-  const Status s = Serve(config, comm, ranks_on_host, data_parallel_rank);
+                   int data_parallel_rank, Communicator* stage_comm) {
+  const Status s = Serve(config, comm, ranks_on_host, data_parallel_rank, stage_comm);
   if (!s.ok()) {
     spdlog::critical("worker: {}", s.ToString());
     return 1;

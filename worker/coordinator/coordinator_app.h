@@ -36,7 +36,9 @@ void BlockShutdownSignals();
 // shard and its Engine drives the followers; nullptr serves a single rank. The engine is
 // data-parallel group `data_parallel_rank` of config.engine.data_parallel_size (Stats reports
 // both); it serves on config.coordinator.port as given (the caller adds the group index).
+// With engine.pipeline_parallel_size > 1, comm joins every stage and `stage_comm` stage 0's
+// tensor-parallel ranks (nullptr: one rank per stage).
 int RunCoordinator(const ClusterConfig& config, Communicator* comm = nullptr, int ranks_on_host = 1,
-                   int data_parallel_rank = 0);
+                   int data_parallel_rank = 0, Communicator* stage_comm = nullptr);
 
 }  // namespace llm

@@ -22,25 +22,38 @@ const char* FinishReasonName(FinishReason r) {
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
                                                  const EngineConfig& config, Communicator* comm,
-                                                 kernels::Backend& backend) {
+                                                 kernels::Backend& backend,
+                                                 Communicator* stage_comm) {
   const int world = comm ? comm->world_size() : 1;
   if (comm && comm->rank() != 0) {
     return InvalidArgument("the engine runs on rank 0; rank " + std::to_string(comm->rank()) +
                            " runs RunFollower");
   }
-  if (weights.tp.size != world || weights.tp.rank != 0) {
+  const PipelineStage& pp = weights.pipeline;
+  if (weights.tp.size * pp.num_stages != world || weights.tp.rank != 0 || pp.stage != 0) {
     return InvalidArgument("weights hold shard " + std::to_string(weights.tp.rank) + " of " +
-                           std::to_string(weights.tp.size) + " but the engine runs on rank 0 of " +
-                           std::to_string(world));
+                           std::to_string(weights.tp.size) + " of pipeline stage " +
+                           std::to_string(pp.stage) + " of " + std::to_string(pp.num_stages) +
+                           " but the engine runs on rank 0 of " + std::to_string(world));
   }
   if (config.scheduler.max_num_batched_tokens <= 0 || config.scheduler.max_num_seqs <= 0) {
     return InvalidArgument("max_num_batched_tokens and max_num_seqs must be positive");
   }
-  LLM_ASSIGN_OR_RETURN(auto executor, RankExecutor::Create(weights, backend, comm));
+  LLM_ASSIGN_OR_RETURN(auto executor, pp.num_stages > 1
+                                          ? RankExecutor::Create(weights, backend, stage_comm, comm)
+                                          : RankExecutor::Create(weights, backend, comm));
   LLM_RETURN_IF_ERROR(executor->CheckBlockSize(config.block_size));
-  // Each rank holds its share of the KV heads, so the same budget gives the same block count
-  // on every rank.
-  const size_t block_bytes = executor->BlockBytes(config.block_size);
+  // Each rank holds its share of the KV heads and its stage's layers; every rank allocates the
+  // same block count, so the budget is that of the stage with the most layers.
+  size_t block_bytes = executor->BlockBytes(config.block_size);
+  if (pp.num_stages > 1) {
+    LLM_ASSIGN_OR_RETURN(
+        const std::vector<LayerRange> ranges,
+        PipelineLayerRanges(weights.config.num_layers, pp.num_stages, pp.partition));
+    int most = 0;
+    for (const LayerRange& r : ranges) most = std::max(most, r.size());
+    block_bytes = block_bytes / static_cast<size_t>(pp.layers.size()) * most;
+  }
   const size_t blocks = config.num_blocks > 0 ? static_cast<size_t>(config.num_blocks)
                                               : config.kv_cache_bytes / block_bytes;
   if (blocks == 0) {

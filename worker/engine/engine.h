@@ -100,14 +100,19 @@ struct EngineStats {
 
 class Engine {
  public:
-  // `comm` (not owned, outlives the engine) joins the tensor-parallel ranks; nullptr means one
-  // rank. The engine runs on rank 0 and `weights` must be rank 0's shard of comm's world.
+  // `comm` (not owned, outlives the engine) joins every rank of the engine; nullptr means one
+  // rank. The engine runs on rank 0 and `weights` must be rank 0's shard: tensor-parallel rank
+  // 0 of pipeline stage 0, where comm's world is tp.size × pipeline.num_stages ranks (rank =
+  // stage * tp.size + tp rank). With pipeline stages, `stage_comm` joins stage 0's
+  // tensor-parallel ranks (nullptr: one rank per stage); without, comm is that group.
   // With several ranks, a successful Create tells the followers to allocate their KV cache;
   // after a failed one, call ShutdownFollowers (worker/follower.h).
   // The forward pass runs on `backend` (which must outlive the engine).
-  static StatusOr<std::unique_ptr<Engine>> Create(
-      const ModelWeights& weights, const EngineConfig& config, Communicator* comm = nullptr,
-      kernels::Backend& backend = kernels::CpuBackend());
+  static StatusOr<std::unique_ptr<Engine>> Create(const ModelWeights& weights,
+                                                  const EngineConfig& config,
+                                                  Communicator* comm = nullptr,
+                                                  kernels::Backend& backend = kernels::CpuBackend(),
+                                                  Communicator* stage_comm = nullptr);
   // Stops the followers (also done by the destructor).
   ~Engine();
   Engine(const Engine&) = delete;

@@ -64,10 +64,12 @@ Status RunStep(const StepPlan& plan, int rank, FollowerState* st) {
 }  // namespace
 
 Status RunFollower(const ModelWeights& weights, const EngineConfig& config, Communicator& comm,
-                   kernels::Backend& backend) {
+                   kernels::Backend& backend, Communicator* stage_comm) {
   if (comm.rank() == 0) return InvalidArgument("rank 0 runs the engine, not RunFollower");
   FollowerState st;
-  LLM_ASSIGN_OR_RETURN(st.executor, RankExecutor::Create(weights, backend, &comm));
+  LLM_ASSIGN_OR_RETURN(st.executor, weights.pipeline.num_stages > 1
+                                        ? RankExecutor::Create(weights, backend, stage_comm, &comm)
+                                        : RankExecutor::Create(weights, backend, &comm));
   std::vector<uint8_t> bytes;
   StepPlan plan;
   for (;;) {
@@ -126,7 +128,8 @@ void WatchShutdownSignals(int rank, int grace_s) {
 
 }  // namespace
 
-int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_host) {
+int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_host,
+                    Communicator* stage_comm) {
   WatchShutdownSignals(comm.rank(), c.coordinator.shutdown_grace_s);
   const RankThreads rt = ComputeRankThreads(c, ranks_on_host);
   if (!rt.warning.empty()) spdlog::warn("rank {}: {}", comm.rank(), rt.warning);
@@ -136,23 +139,27 @@ int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_hos
     spdlog::critical("rank {}: {}", comm.rank(), isa.ToString());
     return 1;
   }
-  const TensorParallel tp{comm.rank(), comm.world_size()};
+  const EngineShard shard = EngineShardOf(c.engine, comm.rank(), comm.world_size());
   auto weights =
-      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed), tp,
-                       ModelQuantization(c.model));
+      LoadModelWeights(c.model.path, c.model.load_format, static_cast<uint64_t>(c.engine.seed),
+                       shard.tp, ModelQuantization(c.model), shard.pipeline);
   if (!weights.ok()) {
-    spdlog::critical("rank {}: model.path '{}': {}", tp.rank, c.model.path,
+    spdlog::critical("rank {}: model.path '{}': {}", comm.rank(), c.model.path,
                      weights.status().ToString());
     return 1;
   }
-  spdlog::info("rank {} of {}: {} MiB of matrices, {} threads; following rank 0", tp.rank, tp.size,
-               (*weights)->matrix_bytes >> 20, threads);
+  const PipelineStage& pp = (*weights)->pipeline;
+  spdlog::info(
+      "rank {} of {}: tensor-parallel rank {} of {}, pipeline stage {} of {} (layers "
+      "{}..{}), {} MiB of matrices, {} threads; following rank 0",
+      comm.rank(), comm.world_size(), shard.tp.rank, shard.tp.size, pp.stage, pp.num_stages,
+      pp.layers.begin, pp.layers.end - 1, (*weights)->matrix_bytes >> 20, threads);
   EngineConfig ec;
   ec.block_size = c.engine.block_size;
-  const Status s = RunFollower(**weights, ec, comm);
+  const Status s = RunFollower(**weights, ec, comm, kernels::CpuBackend(), stage_comm);
   following_ended.store(true);
   if (!s.ok()) {
-    spdlog::critical("rank {}: {}", tp.rank, s.ToString());
+    spdlog::critical("rank {}: {}", comm.rank(), s.ToString());
     return 1;
   }
   return 0;

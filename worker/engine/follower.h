@@ -17,8 +17,11 @@ namespace llm {
 // idle it sleeps in Broadcast (no busy wait). A malformed or out-of-order message is a
 // DataLoss error: this rank can no longer follow and the job should end. A forward pass that
 // fails on the batch (as it does on rank 0 too) is reported on stderr and the loop goes on.
+// With pipeline stages (weights.pipeline.num_stages > 1), `comm` joins every rank of the engine
+// and `stage_comm` this rank's stage (its tensor-parallel ranks; nullptr: one rank per stage).
 Status RunFollower(const ModelWeights& weights, const EngineConfig& config, Communicator& comm,
-                   kernels::Backend& backend = kernels::CpuBackend());
+                   kernels::Backend& backend = kernels::CpuBackend(),
+                   Communicator* stage_comm = nullptr);
 
 // From rank 0 when no Engine could be created: ends the followers' loops.
 void ShutdownFollowers(Communicator& comm);
@@ -27,6 +30,8 @@ void ShutdownFollowers(Communicator& comm);
 // host's cores over `ranks_on_host`), loads this rank's shard of model.path as rank 0 does
 // (same load_format and seed) and follows rank 0. Returns the process exit code (0 after
 // Shutdown); errors are logged. On a non-zero code the caller should end the whole job.
-int RunFollowerRank(const ClusterConfig& config, Communicator& comm, int ranks_on_host);
+// `stage_comm`: as for RunFollower (this rank's stage, when the engine has pipeline stages).
+int RunFollowerRank(const ClusterConfig& config, Communicator& comm, int ranks_on_host,
+                    Communicator* stage_comm = nullptr);
 
 }  // namespace llm

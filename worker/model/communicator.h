@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ class Communicator {
   // Broadcasts a byte message from `root`; on other ranks `bytes` is replaced.
   // Followers waiting here must not busy-spin a core while the engine is idle.
   virtual void Broadcast(std::vector<uint8_t>& bytes, int root) = 0;
+  // Point-to-point, between pipeline stages: `count` floats to rank `dest`, and from rank
+  // `source` (the count must match the sender's). Messages between two ranks arrive in order.
+  virtual void Send(const float* data, size_t count, int dest) = 0;
+  virtual void Recv(float* data, size_t count, int source) = 0;
 
   // How long the collective this rank is in has been waiting for the other ranks (0 when
   // none is pending, and never for a follower's idle wait for the next step). Any thread may
@@ -49,6 +54,9 @@ class LocalCommunicator final : public Communicator {
     std::copy(send, send + count, recv);
   }
   void Broadcast(std::vector<uint8_t>&, int) override {}
+  // There is no other rank to talk to: a caller bug.
+  void Send(const float*, size_t, int) override { std::abort(); }
+  void Recv(float*, size_t, int) override { std::abort(); }
 };
 
 }  // namespace llm

@@ -4,6 +4,7 @@
 #include "worker/model/weight_source.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <set>
@@ -387,11 +388,17 @@ Status LoadLayer(TensorSource& src, ModelWeights& w, int l, LayerWeights* lw) {
 
 Status LoadAll(TensorSource& src, ModelWeights* w) {
   const ModelConfig& c = w->config;
+  const PipelineStage& pp = w->pipeline;
   const MatrixSlice vocab_rows = RowSlice(w->shard.vocab, c.hidden_size);
-  LLM_ASSIGN_OR_RETURN(
-      w->embed, src.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size, vocab_rows));
+  if (pp.first() || (pp.last() && c.tie_word_embeddings)) {
+    LLM_ASSIGN_OR_RETURN(
+        w->embed, src.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size, vocab_rows));
+  }
   w->layers.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) LLM_RETURN_IF_ERROR(LoadLayer(src, *w, l, &w->layers[l]));
+  for (int l = pp.layers.begin; l < pp.layers.end; ++l) {
+    LLM_RETURN_IF_ERROR(LoadLayer(src, *w, l, &w->layers[l]));
+  }
+  if (!pp.last()) return Status::Ok();
   LLM_ASSIGN_OR_RETURN(auto norm, NormVector(src, c, "model.norm.weight", c.hidden_size));
   w->final_norm = Own(*w, std::move(norm));
   if (c.tie_word_embeddings) {
@@ -447,6 +454,22 @@ Status PlanShard(const std::string& source, TensorParallel tp, ModelWeights* w) 
   return Status::Ok();
 }
 
+// A tensor of the files (Hugging Face or GGUF name) that another pipeline stage loads.
+bool OtherStageTensor(const std::string& name, const ModelWeights& w) {
+  const PipelineStage& pp = w.pipeline;
+  for (const char* prefix : {"model.layers.", "blk."}) {
+    const size_t n = std::strlen(prefix);
+    if (name.compare(0, n, prefix) != 0) continue;
+    const int layer = std::atoi(name.c_str() + n);
+    return layer < pp.layers.begin || layer >= pp.layers.end;
+  }
+  const bool embed = name == "model.embed_tokens.weight" || name == "token_embd.weight";
+  if (embed) return !(pp.first() || (pp.last() && w.config.tie_word_embeddings));
+  const bool head = name == "lm_head.weight" || name == "output.weight" ||
+                    name == "model.norm.weight" || name == "output_norm.weight";
+  return head && !pp.last();
+}
+
 size_t MatrixBytes(const ModelWeights& w) {
   auto bytes = [](const Weight& m) { return RowBytes(m.format, m.cols) * m.rows; };
   size_t total = bytes(w.embed) + (w.lm_head.data == w.embed.data ? 0 : bytes(w.lm_head));
@@ -463,6 +486,17 @@ size_t MatrixBytes(const ModelWeights& w) {
 
 }  // namespace
 
+EngineShard EngineShardOf(const EngineSection& engine, int rank, int world_size) {
+  const int stages = std::max(1, engine.pipeline_parallel_size);
+  const int tp_size = std::max(1, world_size / stages);
+  EngineShard s;
+  s.tp = TensorParallel{rank % tp_size, tp_size};
+  s.pipeline.stage = rank / tp_size;
+  s.pipeline.num_stages = stages;
+  s.pipeline.partition = engine.pipeline_layer_partition;
+  return s;
+}
+
 ShardRange SplitRange(int n, int parts, int part) {
   const int chunk = (n + parts - 1) / parts;
   return {std::min(n, part * chunk), std::min(n, (part + 1) * chunk)};
@@ -472,7 +506,8 @@ namespace {
 
 StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& path, LoadFormat format,
                                              uint64_t dummy_seed, TensorParallel tp,
-                                             std::optional<DType> quantize) {
+                                             std::optional<DType> quantize,
+                                             PipelineStage pipeline) {
   auto w = std::make_unique<ModelWeights>();
   const bool gguf = IsGgufPath(path);
   if (format == LoadFormat::kGguf && !gguf) {
@@ -488,6 +523,15 @@ StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& path, LoadFormat
     LLM_ASSIGN_OR_RETURN(w->config, LoadModelConfig(path));
   }
   LLM_RETURN_IF_ERROR(PlanShard(source, tp, w.get()));
+  if (pipeline.stage < 0 || pipeline.stage >= pipeline.num_stages) {
+    return InvalidArgument("pipeline stage " + std::to_string(pipeline.stage) + " of " +
+                           std::to_string(pipeline.num_stages) + " is out of range");
+  }
+  const StatusOr<std::vector<LayerRange>> ranges =
+      PipelineLayerRanges(w->config.num_layers, pipeline.num_stages, pipeline.partition);
+  if (!ranges.ok()) return ranges.status().WithContext(source);
+  pipeline.layers = (*ranges)[static_cast<size_t>(pipeline.stage)];
+  w->pipeline = std::move(pipeline);
   if (format == LoadFormat::kDummy) {
     src = std::make_unique<DummySource>(w.get(), dummy_seed, quantize);
   } else if (gguf) {
@@ -502,6 +546,7 @@ StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& path, LoadFormat
   Status s = LoadAll(*src, w.get());
   if (!s.ok()) return s.WithContext(path);
   for (const auto& name : src->Unexpected()) {
+    if (OtherStageTensor(name, *w)) continue;
     return InvalidArgument(path + ": unexpected tensor '" + name + "' for " +
                            w->config.architecture + (gguf ? "" : " with this config.json"));
   }
@@ -519,7 +564,8 @@ std::optional<DType> ModelQuantization(const ModelSection& m) {
 
 StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir, LoadFormat format,
                                                          uint64_t dummy_seed, TensorParallel tp,
-                                                         std::optional<DType> quantize) {
+                                                         std::optional<DType> quantize,
+                                                         PipelineStage pipeline) {
   // A config.json may declare sizes this host cannot hold (dummy weights are allocated, not
   // mapped): that is an error for the operator, never a crash.
   try {
@@ -527,7 +573,7 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir,
       return InvalidArgument(std::string("model.quantization: ") + DTypeName(*quantize) +
                              " is not a block format");
     }
-    return Load(dir, format, dummy_seed, tp, quantize);
+    return Load(dir, format, dummy_seed, tp, quantize, std::move(pipeline));
   } catch (const std::bad_alloc&) {
     return ResourceExhausted(dir + ": not enough memory for the weights config.json describes");
   } catch (const std::length_error&) {
@@ -536,7 +582,7 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const std::string& dir,
 }
 
 void ModelWeights::ForEachWeight(const std::function<void(const std::string&, Weight&)>& fn) {
-  fn("embed_tokens", embed);
+  if (!embed.empty()) fn("embed_tokens", embed);
   for (size_t l = 0; l < layers.size(); ++l) {
     LayerWeights& lw = layers[l];
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -578,8 +624,8 @@ void ModelWeights::ForEachWeight(const std::function<void(const std::string&, We
       fn(p + "shared_expert_gate", lw.shared_expert_gate);
     }
   }
-  fn("norm", final_norm);
-  if (lm_head.data != embed.data) fn("lm_head", lm_head);
+  if (!final_norm.empty()) fn("norm", final_norm);
+  if (lm_head.data != embed.data && !lm_head.empty()) fn("lm_head", lm_head);
 }
 
 void ModelWeights::ForEachWeight(

@@ -15,6 +15,7 @@
 #include "common/config_sections.h"
 #include "common/gguf.h"
 #include "common/model_config.h"
+#include "common/parallel_layout.h"
 #include "common/safetensors.h"
 #include "common/status.h"
 #include "kernels/backend.h"
@@ -70,6 +71,26 @@ struct TensorParallel {
   int size = 1;
 };
 
+// Which pipeline stage of the model a rank holds: the layers [layers.begin, layers.end), plus
+// the embedding on the first stage and the final norm and lm_head on the last (a tied lm_head
+// is the embedding, so the last stage keeps that too).
+struct PipelineStage {
+  int stage = 0;
+  int num_stages = 1;
+  std::vector<int> partition;  // engine.pipeline_layer_partition; empty: balanced
+  LayerRange layers;           // set by LoadModelWeights
+  bool first() const { return stage == 0; }
+  bool last() const { return stage == num_stages - 1; }
+};
+
+// The shard engine rank `rank` of `world_size` holds (rank = stage * tp size + tp rank, tp size =
+// world_size / engine.pipeline_parallel_size; see common/parallel_layout.h).
+struct EngineShard {
+  TensorParallel tp;
+  PipelineStage pipeline;
+};
+EngineShard EngineShardOf(const EngineSection& engine, int rank, int world_size);
+
 struct ShardDims {
   ShardRange heads;                // query heads of this rank
   ShardRange kv_heads;             // KV heads of this rank
@@ -84,6 +105,10 @@ struct ModelWeights {
   ModelConfig config;  // the whole model's hyper-parameters, whatever the shard
   TensorParallel tp;
   ShardDims shard;
+  PipelineStage pipeline;
+  // Tensors of another pipeline stage stay empty: embed off the first stage (and the last when
+  // tied), final_norm and lm_head off the last, layers outside pipeline.layers (`layers` has
+  // num_layers entries whatever the stage).
   Weight embed;  // [shard.vocab, hidden]
   // [shard.vocab_chunk, hidden]: this rank's vocabulary rows (the embedding's when tied), with
   // zero rows after them on a rank whose share is short, so every rank's logits have
@@ -132,8 +157,10 @@ Status PlaceWeights(ModelWeights& w, kernels::Backend& backend);
 // model.quantization as LoadModelWeights takes it (nullopt for "none").
 std::optional<DType> ModelQuantization(const ModelSection& m);
 
+// `pipeline` selects the stage (its stage, num_stages and partition; see PipelineLayerRanges for
+// the errors naming engine.pipeline_parallel_size).
 StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(
     const std::string& dir, LoadFormat format, uint64_t dummy_seed = 0, TensorParallel tp = {},
-    std::optional<DType> quantize = std::nullopt);
+    std::optional<DType> quantize = std::nullopt, PipelineStage pipeline = {});
 
 }  // namespace llm

@@ -6,8 +6,9 @@ namespace llm {
 
 StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(const ModelWeights& weights,
                                                              kernels::Backend& backend,
-                                                             Communicator* comm) {
-  LLM_ASSIGN_OR_RETURN(auto model, TransformerModel::Create(weights, backend, comm));
+                                                             Communicator* comm,
+                                                             Communicator* pipeline) {
+  LLM_ASSIGN_OR_RETURN(auto model, TransformerModel::Create(weights, backend, comm, pipeline));
   return std::unique_ptr<RankExecutor>(new RankExecutor(std::move(model)));
 }
 

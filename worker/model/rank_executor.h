@@ -18,16 +18,18 @@ namespace llm {
 
 class RankExecutor {
  public:
-  // `weights` (placed on `backend` when its memory is not host memory), `backend` and `comm`
-  // (nullptr: one rank) must outlive the executor. Errors name the config key when the model
-  // exceeds what the backend can do.
+  // `weights` (placed on `backend` when its memory is not host memory), `backend`, `comm`
+  // (this stage's tensor-parallel ranks; nullptr: one rank) and `pipeline` (every rank of the
+  // engine, with pipeline stages; see TransformerModel::Create) must outlive the executor.
+  // Errors name the config key when the model exceeds what the backend can do.
   static StatusOr<std::unique_ptr<RankExecutor>> Create(
       const ModelWeights& weights, kernels::Backend& backend = kernels::CpuBackend(),
-      Communicator* comm = nullptr);
+      Communicator* comm = nullptr, Communicator* pipeline = nullptr);
 
   const ModelConfig& config() const { return model_->config(); }
   const kernels::BackendCaps& caps() const { return model_->backend().caps(); }
-  // Bytes one KV block of `block_size` tokens takes on this rank (its KV heads only).
+  // Bytes one KV block of `block_size` tokens takes on this rank (its KV heads and its
+  // pipeline stage's layers only).
   size_t BlockBytes(int block_size) const;
   // InvalidArgument naming engine.block_size when the backend cannot use it.
   Status CheckBlockSize(int block_size) const;

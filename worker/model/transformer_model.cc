@@ -23,7 +23,8 @@ Status Grow(kernels::Backend& backend, kernels::Buffer& buf, size_t count) {
 
 StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(const ModelWeights& weights,
                                                                      kernels::Backend& backend,
-                                                                     Communicator* comm) {
+                                                                     Communicator* comm,
+                                                                     Communicator* pipeline) {
   const kernels::BackendCaps& caps = backend.caps();
   const ModelConfig& c = weights.config;
   if (c.head_dim > caps.max_head_dim) {
@@ -42,7 +43,24 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(const Model
                            std::to_string(comm->rank()) + " of " +
                            std::to_string(comm->world_size()));
   }
-  std::unique_ptr<TransformerModel> m(new TransformerModel(weights, backend, comm));
+  const PipelineStage& pp = weights.pipeline;
+  if (pp.num_stages > 1) {
+    const int want = pp.num_stages * weights.tp.size;
+    const int rank = pp.stage * weights.tp.size + weights.tp.rank;
+    if (pipeline == nullptr || pipeline->world_size() != want || pipeline->rank() != rank) {
+      return InvalidArgument("weights hold tensor-parallel shard " +
+                             std::to_string(weights.tp.rank) + " of pipeline stage " +
+                             std::to_string(pp.stage) + " of " + std::to_string(pp.num_stages) +
+                             ", which is engine rank " + std::to_string(rank) + " of " +
+                             std::to_string(want) + ", but the pipeline communicator is " +
+                             (pipeline ? "rank " + std::to_string(pipeline->rank()) + " of " +
+                                             std::to_string(pipeline->world_size())
+                                       : std::string("missing")));
+    }
+  } else {
+    pipeline = nullptr;
+  }
+  std::unique_ptr<TransformerModel> m(new TransformerModel(weights, backend, comm, pipeline));
   const std::vector<float> inv_freq = RopeInvFreq(c);
   LLM_RETURN_IF_ERROR(Grow<float>(backend, m->inv_freq_, inv_freq.size()));
   backend.CopyToDevice(m->inv_freq_.data(), inv_freq.data(), sizeof(float) * inv_freq.size());
@@ -50,12 +68,13 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(const Model
 }
 
 TransformerModel::TransformerModel(const ModelWeights& weights, kernels::Backend& backend,
-                                   Communicator* comm)
+                                   Communicator* comm, Communicator* pipeline)
     : w_(weights),
       backend_(backend),
       host_memory_(backend.caps().host_memory),
       local_comm_(comm ? nullptr : std::make_unique<LocalCommunicator>()),
       comm_(comm ? comm : local_comm_.get()),
+      pipeline_(pipeline),
       sharded_(weights.tp.size > 1),
       heads_(weights.shard.heads.size()),
       kv_heads_(weights.shard.kv_heads.size()),
@@ -63,7 +82,8 @@ TransformerModel::TransformerModel(const ModelWeights& weights, kernels::Backend
                        weights.shard.shared_intermediate.size()})) {}
 
 KvCacheShape TransformerModel::CacheShape(int num_blocks, int block_size) const {
-  return KvCacheShape{w_.config.num_layers, num_blocks, block_size, kv_heads_, w_.config.head_dim};
+  return KvCacheShape{w_.pipeline.layers.size(), num_blocks, block_size, kv_heads_,
+                      w_.config.head_dim};
 }
 
 Status TransformerModel::Reserve(const ForwardBatch& batch) {
@@ -85,14 +105,15 @@ Status TransformerModel::Reserve(const ForwardBatch& batch) {
     LLM_RETURN_IF_ERROR(Grow<int32_t>(b, route_rows_, t));
     LLM_RETURN_IF_ERROR(Grow<float>(b, route_weights_, t));
   }
-  LLM_RETURN_IF_ERROR(Grow<float>(b, logits_, rows * vocab_cols));
-  if (sharded_ && comm_->rank() == 0) {
-    LLM_RETURN_IF_ERROR(Grow<float>(b, gathered_, rows * vocab_cols * w_.tp.size));
-  }
   if (!host_memory_) {
     const size_t ids = 3 * t + batch.query_start.size() + batch.context_len.size() +
                        batch.block_tables.size() + rows;
     LLM_RETURN_IF_ERROR(Grow<int32_t>(b, ids_, ids));
+  }
+  if (!w_.pipeline.last()) return Status::Ok();  // no lm_head here
+  LLM_RETURN_IF_ERROR(Grow<float>(b, logits_, rows * vocab_cols));
+  if (sharded_ && comm_->rank() == 0) {
+    LLM_RETURN_IF_ERROR(Grow<float>(b, gathered_, rows * vocab_cols * w_.tp.size));
   }
   return Status::Ok();
 }
@@ -134,11 +155,17 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
   float* x = x_.as<float>();
   float* h = h_.as<float>();
   float* out = out_.as<float>();
-  Embed(db, t);
-  for (int l = 0; l < c.num_layers; ++l) {
+  const PipelineStage& pp = w_.pipeline;
+  const size_t hidden_floats = static_cast<size_t>(t) * c.hidden_size;
+  if (pp.first()) {
+    Embed(db, t);
+  } else {  // the residual stream after the layers of the stage before
+    RecvFrom(x, hidden_floats, PeerOf(pp.stage - 1));
+  }
+  for (int l = pp.layers.begin; l < pp.layers.end; ++l) {
     const LayerWeights& lw = w_.layers[l];
     const float* in_norm = static_cast<const float*>(lw.input_norm.data);
-    if (l == 0) {
+    if (l == pp.layers.begin) {
       backend_.RmsNorm(x, in_norm, t, c.hidden_size, eps, h);
     } else {  // the previous layer's MLP residual, fused with this layer's input norm
       backend_.AddRmsNorm(x, out, in_norm, t, c.hidden_size, eps, h);
@@ -161,7 +188,16 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
                        out);
     }
   }
-  if (c.num_layers > 0) backend_.Add(x, out, static_cast<int64_t>(t) * c.hidden_size);
+  if (pp.layers.size() > 0) backend_.Add(x, out, static_cast<int64_t>(t) * c.hidden_size);
+  if (!pp.last()) {
+    SendTo(x, hidden_floats, PeerOf(pp.stage + 1));
+    if (pipeline_->rank() != 0) return static_cast<const float*>(nullptr);
+    // The engine's rank: the sampler's logits come back from the last stage.
+    const size_t count = static_cast<size_t>(rows) * c.vocab_size;
+    host_logits_.resize(std::max(host_logits_.size(), count));
+    pipeline_->Recv(host_logits_.data(), count, (pp.num_stages - 1) * w_.tp.size);
+    return static_cast<const float*>(host_logits_.data());
+  }
   float* last = last_.as<float>();
   backend_.GatherRows(x, db.logit_rows, rows, c.hidden_size, last);
   backend_.RmsNorm(last, static_cast<const float*>(w_.final_norm.data), rows, c.hidden_size, eps,
@@ -175,7 +211,24 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
       l[i] = std::tanh(l[i] / cap) * cap;
     }
   }
+  if (pipeline_ != nullptr && w_.tp.rank == 0) {
+    pipeline_->Send(logits, static_cast<size_t>(rows) * c.vocab_size, 0);
+  }
   return logits;
+}
+
+void TransformerModel::SendTo(const float* data, size_t count, int rank) {
+  if (host_memory_) return pipeline_->Send(data, count, rank);
+  host_pipe_.resize(std::max(host_pipe_.size(), count));
+  backend_.CopyToHost(host_pipe_.data(), data, sizeof(float) * count);
+  pipeline_->Send(host_pipe_.data(), count, rank);
+}
+
+void TransformerModel::RecvFrom(float* data, size_t count, int rank) {
+  if (host_memory_) return pipeline_->Recv(data, count, rank);
+  host_pipe_.resize(std::max(host_pipe_.size(), count));
+  pipeline_->Recv(host_pipe_.data(), count, rank);
+  backend_.CopyToDevice(data, host_pipe_.data(), sizeof(float) * count);
 }
 
 void TransformerModel::Linear(const float* x, int m, const Weight& w, const Weight& bias,
@@ -271,8 +324,9 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
   backend_.Rope(q, db.positions, t, heads_, c.head_dim, inv_freq);
   backend_.Rope(k, db.positions, t, kv_heads_, c.head_dim, inv_freq);
   const KvCacheShape& cs = cache.shape();
+  const int cl = layer - w_.pipeline.layers.begin;  // this stage's cache holds its layers only
   backend_.ReshapeAndCache(k, v, t, kv_heads_, c.head_dim, db.slot_mapping, cs.block_size,
-                           cache.k(layer), cache.v(layer));
+                           cache.k(cl), cache.v(cl));
   kernels::AttentionBatch ab;
   ab.num_seqs = batch.num_seqs();
   ab.query_start = db.query_start;
@@ -288,7 +342,7 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
                         c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : c.head_dim));
   ap.softcap = static_cast<float>(c.attn_logit_softcap);
   ap.sliding_window = c.layer_sliding_window[layer];
-  backend_.PagedAttention(q, cache.k(layer), cache.v(layer), ab, ap, attn_.as<float>());
+  backend_.PagedAttention(q, cache.k(cl), cache.v(cl), ab, ap, attn_.as<float>());
 }
 
 void TransformerModel::Mlp(int layer, int tokens) {

@@ -25,26 +25,38 @@ namespace llm {
 class TransformerModel {
  public:
   // `weights` must be usable by `backend` (PlaceWeights; nothing to do for a host-memory
-  // backend) and outlive the model, as must `backend` and `comm` (nullptr: one rank).
-  // FailedPrecondition / InvalidArgument when the model exceeds the backend's limits (naming
-  // the config.json key).
+  // backend) and outlive the model, as must `backend` and `comm` (this stage's tensor-parallel
+  // ranks; nullptr: one rank). With pipeline stages (weights.pipeline.num_stages > 1),
+  // `pipeline` joins every rank of the engine, rank = stage * tp.size + tp.rank: a stage
+  // receives its input hidden states from the same tensor-parallel rank of the stage before
+  // and sends its output to the one after; the last stage's tp rank 0 sends the logits to rank
+  // 0 (the engine's sampler). FailedPrecondition / InvalidArgument when the model exceeds the
+  // backend's limits (naming the config.json key) or the ranks do not match the weights.
   static StatusOr<std::unique_ptr<TransformerModel>> Create(const ModelWeights& weights,
                                                             kernels::Backend& backend,
-                                                            Communicator* comm = nullptr);
+                                                            Communicator* comm = nullptr,
+                                                            Communicator* pipeline = nullptr);
 
   const ModelConfig& config() const { return w_.config; }
   kernels::Backend& backend() const { return backend_; }
-  // Shape of a KV cache this model can use: this rank's KV heads only.
+  // Shape of a KV cache this model can use: this rank's KV heads and this stage's layers only.
   KvCacheShape CacheShape(int num_blocks, int block_size) const;
 
   // Runs the batch, writes its K/V into `cache` and returns logits for batch.logit_rows as
   // [logit_rows.size(), vocab] in host memory (valid until the next call; with several ranks,
-  // significant on rank 0 only). The batch must be well formed (the engine builds it); token
-  // ids are checked against the vocabulary before any collective, so every rank fails alike.
+  // significant on the engine's rank 0 only). The batch must be well formed (the engine builds it);
+  // token ids are checked against the vocabulary before any collective, so every rank fails alike.
   StatusOr<const float*> Forward(const ForwardBatch& batch, KvCache& cache);
 
  private:
-  TransformerModel(const ModelWeights& weights, kernels::Backend& backend, Communicator* comm);
+  TransformerModel(const ModelWeights& weights, kernels::Backend& backend, Communicator* comm,
+                   Communicator* pipeline);
+  // Pipeline stages: the engine rank of (stage, this tensor-parallel rank).
+  int PeerOf(int stage) const { return stage * w_.tp.size + w_.tp.rank; }
+  // [count] floats of backend memory to / from another engine rank (through host memory when
+  // the backend's is not).
+  void SendTo(const float* data, size_t count, int rank);
+  void RecvFrom(float* data, size_t count, int rank);
   // Backend copies (or, for host memory, views) of the batch's index arrays.
   struct DeviceBatch {
     const int32_t *token_ids, *positions, *slot_mapping, *query_start, *context_len, *block_tables,
@@ -73,6 +85,7 @@ class TransformerModel {
   const bool host_memory_;  // the backend's buffers are host memory: no copies needed
   std::unique_ptr<Communicator> local_comm_;  // when none is given
   Communicator* comm_;
+  Communicator* pipeline_;  // nullptr: one stage
   bool sharded_;
   int heads_, kv_heads_, inter_;  // this rank's share
   kernels::Buffer inv_freq_;
@@ -86,6 +99,7 @@ class TransformerModel {
   std::vector<std::vector<std::pair<int32_t, float>>> routed_;  // per expert: (token, weight)
   std::vector<int32_t> packed_ids_;
   std::vector<float> host_logits_, host_gathered_;  // device backends, and TP reassembly
+  std::vector<float> host_pipe_;                    // stage-to-stage messages of a device backend
 };
 
 }  // namespace llm
