@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Starts the whole cluster on this machine from what tools/setup.sh built (it never installs or
-# builds): `mpirun -np $((DP * TP)) worker` (each data-parallel group's first rank = a gRPC
+# builds): `mpirun -np $((DP * PP * TP)) worker` (each data-parallel group's first rank = a gRPC
 # coordinator, on COORD_PORT + group) and the OpenAI router on port 2000, in front of all of them.
 #
 #   tools/setup.sh && tools/serve.sh                    # fresh machine: install, build, serve
 #   tools/serve.sh                                      # stories260K (real weights), 1 rank
 #   MODEL=/path/to/hf-folder TP=2 tools/serve.sh        # tensor parallel over 2 MPI ranks
 #   DP=2 TP=2 tools/serve.sh                            # 2 engines of 2 ranks each: 4 ranks
+#   PP=2 TP=2 tools/serve.sh                            # 1 engine: 2 pipeline stages of 2 ranks
 #   MODEL=deploy/models/demo-llama tools/serve.sh       # sizing demo: dummy weights
 #
 # Environment: MODEL (default deploy/models/stories260K, Karpathy's TinyStories model),
-# LOAD_FORMAT (safetensors|dummy), TP (tensor-parallel ranks per engine, default 1), DP
-# (data-parallel engines, default 1), RANKS (the job's size, DP * TP; without TP, TP = RANKS /
-# DP), CONFIG (default deploy/cluster.yaml),
+# LOAD_FORMAT (safetensors|dummy), TP (tensor-parallel ranks per pipeline stage, default 1), PP
+# (pipeline stages per engine, default 1), DP (data-parallel engines, default 1), RANKS (the
+# job's size, DP * PP * TP; without TP, TP = RANKS / (DP * PP)), CONFIG (default
+# deploy/cluster.yaml),
 # PORT (router, default 2000), HOSTFILE (passed to mpirun), API_KEY (the router requires
 # `Authorization: Bearer $API_KEY` and, with a key, listens on every interface; without one it
 # listens on 127.0.0.1 only), GRACE_S (on Ctrl-C/SIGTERM requests in flight get this long to
@@ -35,14 +37,19 @@ if [ -z "${LOAD_FORMAT:-}" ]; then
   fi
 fi
 DP=${DP:-1}
-if [ -z "${TP:-}" ]; then
-  TP=$(( ${RANKS:-$DP} / DP ))
-fi
-if [ "$DP" -lt 1 ] || [ "$TP" -lt 1 ] || { [ -n "${RANKS:-}" ] && [ "$RANKS" -ne $((DP * TP)) ]; }; then
-  echo "serve.sh: RANKS=${RANKS:-} must be DP * TP (DP=$DP, TP=$TP)" >&2
+PP=${PP:-1}
+if [ "$DP" -lt 1 ] || [ "$PP" -lt 1 ]; then
+  echo "serve.sh: DP=$DP and PP=$PP must be at least 1" >&2
   exit 1
 fi
-RANKS=$((DP * TP))
+if [ -z "${TP:-}" ]; then
+  TP=$(( ${RANKS:-$((DP * PP))} / (DP * PP) ))
+fi
+if [ "$TP" -lt 1 ] || { [ -n "${RANKS:-}" ] && [ "$RANKS" -ne $((DP * PP * TP)) ]; }; then
+  echo "serve.sh: RANKS=${RANKS:-} must be DP * PP * TP (DP=$DP, PP=$PP, TP=$TP)" >&2
+  exit 1
+fi
+RANKS=$((DP * PP * TP))
 CONFIG=${CONFIG:-deploy/cluster.yaml}
 PORT=${PORT:-2000}
 COORD_PORT=${COORD_PORT:-50051}
@@ -50,6 +57,7 @@ COORD_PORT=${COORD_PORT:-50051}
 # coordinator.host:COORD_PORT+g for each group g; all on this host without a HOSTFILE).
 overrides=(--model.path "$MODEL" --model.load_format "$LOAD_FORMAT"
            --engine.tensor_parallel_size "$TP" --engine.data_parallel_size "$DP"
+           --engine.pipeline_parallel_size "$PP"
            --coordinator.port "$COORD_PORT")
 coordinators=()
 for ((g = 0; g < DP; g++)); do coordinators+=("127.0.0.1:$((COORD_PORT + g))"); done
@@ -113,7 +121,7 @@ auth_hint=""
 [ -n "${API_KEY:-}" ] && auth_hint=' -H "Authorization: Bearer $API_KEY"'
 cat <<MSG
 
-Serving '$name' on http://127.0.0.1:$PORT ($RANKS rank(s): $DP engine(s) of $TP, coordinators
+Serving '$name' on http://127.0.0.1:$PORT ($RANKS rank(s): $DP engine(s) of $PP stage(s) x $TP, coordinators
 ${coordinators[*]}; load_format $LOAD_FORMAT). Try:
 
   curl http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json'$auth_hint \\

@@ -33,7 +33,7 @@ TEST(ServeScript, DefaultModelServesRealStories) {
   ChildProcess serve(
       {"/bin/bash", std::string(LLM_SOURCE_DIR) + "/tools/serve.sh"}, "serve_sh",
       {"PORT=" + std::to_string(port), "COORD_PORT=" + std::to_string(coord_port), "MODEL", "RANKS",
-       "DP", "TP", "CONFIG", "API_KEY", "LOAD_FORMAT", "HOSTFILE"});
+       "DP", "TP", "PP", "CONFIG", "API_KEY", "LOAD_FORMAT", "HOSTFILE"});
   const bool up = WaitFor(
       [&] { return serve.Exited() || Http(port, "GET", "/health", "", 1.0).status == 200; }, 90.0);
   ASSERT_TRUE(up && !serve.Exited()) << serve.Log(4000);
@@ -104,7 +104,7 @@ TEST(ServeScript, DataParallelJobGivesTheRouterEveryCoordinator) {
   ChildProcess serve(
       {"/bin/bash", std::string(LLM_SOURCE_DIR) + "/tools/serve.sh"}, "serve_sh_dp",
       {"PORT=" + std::to_string(port), "COORD_PORT=" + std::to_string(coord_port), "DP=2", "MODEL",
-       "RANKS", "TP", "CONFIG", "API_KEY", "LOAD_FORMAT", "HOSTFILE"});
+       "RANKS", "TP", "PP", "CONFIG", "API_KEY", "LOAD_FORMAT", "HOSTFILE"});
   const bool up = WaitFor(
       [&] { return serve.Exited() || Http(port, "GET", "/health", "", 1.0).status == 200; }, 90.0);
   ASSERT_TRUE(up && !serve.Exited()) << serve.Log(4000);

@@ -1,7 +1,9 @@
-// Data parallelism under real mpirun (oversubscribed on small machines): one `worker` job of
-// engine.data_parallel_size × engine.tensor_parallel_size ranks holds that many independent
-// engines, group g's coordinator on coordinator.port + g. Every coordinator gives the golden
-// greedy ids of ../shared/golden (DP2, DP2×TP2, DP4); a router whose upstreams default to the
+// Data and pipeline parallelism under real mpirun (oversubscribed on small machines): one
+// `worker` job of engine.data_parallel_size × engine.pipeline_parallel_size ×
+// engine.tensor_parallel_size ranks holds dp independent engines, group g's coordinator on
+// coordinator.port + g. Every coordinator gives the golden greedy ids of ../shared/golden
+// (DP2, DP2×TP2, DP4, PP2×TP2); a 16-rank DP2×PP2×TP4 job serves the golden text through the
+// router; a router whose upstreams default to the
 // job's coordinators spreads requests over both of a DP2 job; one group stopping (SIGTERM to
 // its coordinator) leaves the other serving, its own ranks asleep, and the job still ends
 // cleanly; a job size that is not the product fails at start-up naming the keys.
@@ -99,12 +101,13 @@ std::chrono::system_clock::time_point In(double s) {
          std::chrono::milliseconds(static_cast<int64_t>(s * 1e3));
 }
 
-// A `mpirun -np dp*tp worker` job of stories260K engines and a gRPC client per coordinator:
+// A `mpirun -np dp*pp*tp worker` job of stories260K engines and a gRPC client per coordinator:
 // ports coordinator.port + g, or with `listed_ports` free ports in no order given as
 // coordinator.ports.
 class DpJob {
  public:
-  DpJob(const std::string& mpirun, int dp, int tp, bool listed_ports = false) : dp_(dp) {
+  DpJob(const std::string& mpirun, int dp, int tp, bool listed_ports = false, int pp = 1)
+      : dp_(dp) {
     const int base = FreePortRange(dp);
     std::string list;
     for (int g = 0; g < dp; ++g) {
@@ -122,7 +125,7 @@ class DpJob {
                                      "--bind-to",
                                      "none",
                                      "-np",
-                                     std::to_string(dp * tp),
+                                     std::to_string(dp * pp * tp),
                                      "-x",
                                      "OMP_NUM_THREADS=1",
                                      "-x",
@@ -140,6 +143,8 @@ class DpJob {
                                      std::to_string(dp),
                                      "--engine.tensor_parallel_size",
                                      std::to_string(tp),
+                                     "--engine.pipeline_parallel_size",
+                                     std::to_string(pp),
                                      "--engine.threads_per_rank",
                                      "1",
                                      "--engine.kv_cache_mib",
@@ -232,9 +237,14 @@ class DpJob {
 struct Layout {
   int dp, tp;
   bool listed_ports = false;  // coordinator.ports instead of coordinator.port + g
+  int pp = 1;
+  std::string Name() const {
+    return "DP" + std::to_string(dp) + (pp > 1 ? "xPP" + std::to_string(pp) : "") + "xTP" +
+           std::to_string(tp);
+  }
 };
 void PrintTo(const Layout& l, std::ostream* os) {
-  *os << "DP" << l.dp << "xTP" << l.tp << (l.listed_ports ? " with coordinator.ports" : "");
+  *os << l.Name() << (l.listed_ports ? " with coordinator.ports" : "");
 }
 
 class DataParallelGolden : public ::testing::TestWithParam<Layout> {};
@@ -243,10 +253,11 @@ class DataParallelGolden : public ::testing::TestWithParam<Layout> {};
 // its own group (Stats) and saw only its own requests: the engines are independent.
 TEST_P(DataParallelGolden, EveryCoordinatorGivesTheGoldenIds) {
   LLM_DP_REQUIRE();
-  const auto [dp, tp, listed_ports] = GetParam();
+  const Layout layout = GetParam();
+  const int dp = layout.dp, tp = layout.tp, pp = layout.pp, ranks_per_group = pp * tp;
   const std::vector<GoldenCase> golden = ReadGolden();
   ASSERT_FALSE(golden.empty());
-  DpJob job(mpirun, dp, tp, listed_ports);
+  DpJob job(mpirun, dp, tp, layout.listed_ports, pp);
   ASSERT_NE(job.base_port(), 0) << "no " << dp << " consecutive free ports";
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(job.WaitHealthy(120.0)) << job.job().Log(6000);
@@ -269,23 +280,22 @@ TEST_P(DataParallelGolden, EveryCoordinatorGivesTheGoldenIds) {
     EXPECT_EQ(errors[g], "") << "group " << g;
     ASSERT_EQ(got[g].size(), golden.size());
     for (size_t i = 0; i < golden.size(); ++i) {
-      EXPECT_EQ(got[g][i], golden[i].greedy)
-          << "DP" << dp << "xTP" << tp << " group " << g << " prompt " << i;
+      EXPECT_EQ(got[g][i], golden[i].greedy) << layout.Name() << " group " << g << " prompt " << i;
     }
     const v1::StatsResponse s = job.Stats(g);
     EXPECT_EQ(s.data_parallel_rank(), g);
     EXPECT_EQ(s.data_parallel_size(), dp);
-    EXPECT_EQ(s.world_size(), tp);
+    EXPECT_EQ(s.world_size(), ranks_per_group);
     EXPECT_EQ(s.requests_total(), static_cast<int64_t>(golden.size())) << "group " << g;
     EXPECT_EQ(s.kv_blocks_free(), s.kv_blocks_total()) << "group " << g << ": blocks leaked";
-    ASSERT_EQ(s.ranks_size(), tp);
-    for (int r = 0; r < tp; ++r) {
-      EXPECT_EQ(s.ranks(r).world_rank(), g * tp + r);
+    ASSERT_EQ(s.ranks_size(), ranks_per_group);
+    for (int r = 0; r < ranks_per_group; ++r) {
+      EXPECT_EQ(s.ranks(r).world_rank(), g * ranks_per_group + r);
       EXPECT_EQ(s.ranks(r).status(), "ok");
     }
   }
-  // llm-admin stats names the group and each rank's world rank.
-  {
+  // llm-admin stats names the group and each rank's world rank (with several groups).
+  if (dp > 1) {
     const std::string cmd =
         std::string(LLM_ADMIN_BIN) + " --coordinator " + job.Address(dp - 1) + " stats 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
@@ -301,15 +311,15 @@ TEST_P(DataParallelGolden, EveryCoordinatorGivesTheGoldenIds) {
     EXPECT_NE(text.find("world rank"), std::string::npos) << text;
   }
   // An idle engine's follower sleeps on its group's communicator as on the world's.
-  if (tp > 1) {
+  if (ranks_per_group > 1) {
     std::map<int, pid_t> ranks;
     ASSERT_TRUE(WaitFor(
         [&] {
           ranks = RankPids(job.job().pid());
-          return static_cast<int>(ranks.size()) == dp * tp;
+          return static_cast<int>(ranks.size()) == dp * ranks_per_group;
         },
         10.0));
-    const pid_t follower = ranks[dp * tp - 1];
+    const pid_t follower = ranks[dp * ranks_per_group - 1];
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the spin phase
     const double before = CpuSecondsOf(follower);
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -319,7 +329,7 @@ TEST_P(DataParallelGolden, EveryCoordinatorGivesTheGoldenIds) {
   }
   // World rank 0 prints the layout: one row per rank, each group's coordinator address.
   const std::string log = job.job().Log();
-  EXPECT_NE(log.find("layout:  group  tp_rank  world_rank"), std::string::npos) << log;
+  EXPECT_NE(log.find("layout:  group  stage  tp_rank  world_rank"), std::string::npos) << log;
   for (int g = 0; g < dp; ++g) {
     EXPECT_NE(log.find("  " + job.Address(g) + "\n"), std::string::npos) << job.Address(g) << log;
   }
@@ -335,11 +345,10 @@ TEST_P(DataParallelGolden, EveryCoordinatorGivesTheGoldenIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DataParallelGolden,
-                         ::testing::Values(Layout{2, 1}, Layout{2, 2, true}, Layout{4, 1}),
+                         ::testing::Values(Layout{2, 1}, Layout{2, 2, true}, Layout{4, 1},
+                                           Layout{1, 2, false, 2}),
                          [](const ::testing::TestParamInfo<Layout>& p) {
-                           return "DP" + std::to_string(p.param.dp) + "xTP" +
-                                  std::to_string(p.param.tp) +
-                                  (p.param.listed_ports ? "ListedPorts" : "");
+                           return p.param.Name() + (p.param.listed_ports ? "ListedPorts" : "");
                          });
 
 // A router given only engine.data_parallel_size and coordinator.port (router.upstreams left at
@@ -428,6 +437,82 @@ TEST(DataParallelRouter, RequestsSpreadOverBothCoordinatorsAndOneGroupStopsAlone
   const int status = *job.job().exit_status();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "mpirun status " << status << "\n"
                                                              << job.job().Log(4000);
+}
+
+// 16 ranks in one job, as on two 8-GPU nodes: DP2 × PP2 × TP4 (stories260K's 4 KV heads one per
+// tensor-parallel rank, its 5 layers 3 + 2 over the stages). A router given only the job's
+// engine.data_parallel_size and coordinator.port serves the golden greedy text from both
+// engines, streamed and not; then SIGTERM to mpirun ends every rank.
+TEST(SixteenRanks, Dp2Pp2Tp4ServesTheGoldenTextThroughTheRouter) {
+  LLM_DP_REQUIRE();
+  DpJob job(mpirun, 2, 4, false, 2);
+  ASSERT_NE(job.base_port(), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(job.WaitHealthy(180.0)) << job.job().Log(6000);
+  std::printf("[ dp ] 16 ranks healthy after %.1f s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  const int port = FreePort();
+  ChildProcess router(
+      {LLM_ROUTER_BIN, "--model.path", SharedPath(Cluster::kModel), "--router.host", "127.0.0.1",
+       "--router.port", std::to_string(port), "--coordinator.host", "127.0.0.1",
+       "--coordinator.port", std::to_string(job.base_port()), "--engine.data_parallel_size", "2",
+       "--router.health_check_interval_ms", "200"},
+      "sixteen_router");
+  ASSERT_TRUE(WaitFor(
+      [&] { return router.Exited() || Http(port, "GET", "/health", "", 1.0).status == 200; }, 60.0))
+      << router.Log(4000);
+  std::ifstream golden(SharedPath(kGolden));
+  int cases = 0;
+  for (std::string line; std::getline(golden, line);) {
+    if (line.empty()) continue;
+    const json g = json::parse(line);
+    for (bool stream : {false, true}) {
+      const json body = {{"model", "stories260K"},
+                         {"prompt", g["prompt_token_ids"]},
+                         {"max_tokens", g["greedy_token_ids"].size()},
+                         {"temperature", 0},
+                         {"ignore_eos", true},
+                         {"stream", stream}};
+      std::string text;
+      if (stream) {
+        const StreamResult s = PostStream(port, "/v1/completions", body);
+        ASSERT_EQ(s.http.status, 200) << s.http.body;
+        ASSERT_TRUE(s.done);
+        for (const json& e : s.events) {
+          if (e.contains("choices") && !e["choices"].empty()) text += e["choices"][0]["text"];
+        }
+      } else {
+        const HttpResult r = Post(port, "/v1/completions", body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        const json j = r.Json();
+        text = j["choices"][0]["text"];
+      }
+      EXPECT_EQ(text, g["greedy_text"].get<std::string>()) << g["prompt"] << " stream=" << stream;
+    }
+    ++cases;
+  }
+  EXPECT_GE(cases, 1);
+  // Each engine directly (the router's prefix affinity may have picked one for both prompts).
+  const std::vector<GoldenCase> ids = ReadGolden();
+  for (int g = 0; g < 2; ++g) {
+    for (const GoldenCase& c : ids) {
+      std::string error;
+      EXPECT_EQ(job.Greedy(g, c.prompt, static_cast<int>(c.greedy.size()), &error), c.greedy)
+          << "engine " << g << ": " << error;
+    }
+  }
+  const v1::StatsResponse s0 = job.Stats(0), s1 = job.Stats(1);
+  std::printf("[ dp ] requests per engine: %lld, %lld\n",
+              static_cast<long long>(s0.requests_total()),
+              static_cast<long long>(s1.requests_total()));
+  EXPECT_EQ(s0.requests_total() + s1.requests_total(),
+            2 * cases + 2 * static_cast<int64_t>(ids.size()));
+  for (const auto& s : {s0, s1}) {
+    EXPECT_EQ(s.world_size(), 8);
+    EXPECT_EQ(s.kv_blocks_free(), s.kv_blocks_total());
+  }
+  job.job().Signal(SIGTERM);
+  EXPECT_TRUE(job.job().WaitExit(30.0)) << "the job did not end\n" << job.job().Log(4000);
 }
 
 TEST(DataParallelLayout, JobSizeThatIsNotTheProductFailsNamingTheKeys) {
