@@ -20,8 +20,10 @@ packages=(
 # clang with libFuzzer and the sanitizer runtimes, for the fuzz smoke runs of tools/test.sh
 # (tests/fuzz/); optional: skipped when the packages cannot be found.
 # The checkers of the deploy/ tests (ctest -R deploy: systemd-analyze, python3-yaml and
-# ShellCheck), optional too: those tests skip with a message without them.
-optional_packages=(clang libclang-rt-14-dev systemd python3-yaml shellcheck)
+# ShellCheck) and of the two-host MPI test (sshd in a network namespace, tools/two-hosts.sh),
+# optional too: those tests skip with a message without them. Installing openssh-server does not
+# start an sshd where policy-rc.d forbids it (containers); the test starts its own.
+optional_packages=(clang libclang-rt-14-dev systemd python3-yaml shellcheck openssh-server openssh-client iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,7 @@
 // Test driver for tensor and pipeline parallelism: every rank loads its shard of a model
 // (--pp N: N pipeline stages of world/N tensor-parallel ranks each); rank 0 runs the
 // engine on the requests of a JSON file (continuous batching, chunked prefill) and prints one
-// JSON line {"world_size", "outputs": [[ids...], ...], "blocks_free", "blocks_total"}; the
+// JSON line {"world_size", "outputs": [[ids...], ...], "blocks_free", "blocks_total", "hosts"}; the
 // other ranks follow. Started by tests/mpi/tp_golden_test.cc under mpirun.
 //
 //   tp_driver --model DIR --requests FILE [--num-blocks N] [--idle-ms N] [--pid-dir DIR]
@@ -68,7 +68,7 @@ llm::EngineConfig Config(const Options& o) {
 }
 
 // Rank 0: runs every request to the end (aborting some) and prints the outputs.
-llm::Status RunRank0(llm::Engine& engine, const Options& o) {
+llm::Status RunRank0(llm::Engine& engine, const Options& o, const std::vector<std::string>& hosts) {
   std::ifstream in(o.requests);
   const auto doc = nlohmann::json::parse(in, nullptr, false);
   if (doc.is_discarded()) return llm::InvalidArgument("cannot parse " + o.requests);
@@ -107,6 +107,7 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o) {
       {"blocks_free", s.blocks_free}, {"blocks_total", s.blocks_total},
       {"preemptions", s.preemptions}, {"prefix_cache_hit_tokens", s.prefix_cache_hit_tokens}};
   if (o.logprobs > 0) out["logprobs"] = logprobs;
+  out["hosts"] = hosts;  // each rank's host name
   std::printf("%s\n", out.dump().c_str());
   std::fflush(stdout);
   return llm::Status::Ok();
@@ -167,7 +168,7 @@ int main(int argc, char** argv) {
     llm::ShutdownFollowers(comm);
     return Fail(rank, engine.status(), 5);
   }
-  llm::Status s = RunRank0(**engine, o);
+  llm::Status s = RunRank0(**engine, o, comm.HostNames());
   if (s.ok() && o.idle_ms > 0) {
     std::printf("IDLE\n");
     std::fflush(stdout);
