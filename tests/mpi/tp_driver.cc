@@ -36,10 +36,14 @@ struct Options {
   int num_blocks = 256;
   int idle_ms = 0;
   int abort_every = 0;
+  bool abort_between_steps = false;
   int logprobs = -1;
   bool dummy = false;
   int world_size = 1;
   int pp = 1;
+  int pp_in_flight = 0;
+  int prefill_chunk = 7;  // small chunks and budgets exercise chunked prefill in the tests
+  int batched_tokens = 64;
   std::vector<int> partition;
 };
 
@@ -50,20 +54,30 @@ void AddFlags(CLI::App& app, Options* o) {
   app.add_option("--num-blocks", o->num_blocks, "KV cache blocks")->check(CLI::Range(1, 1 << 20));
   app.add_option("--idle-ms", o->idle_ms, "idle time between requests")
       ->check(CLI::Range(0, 600000));
+  app.add_flag("--abort-between-steps", o->abort_between_steps,
+               "abort after a step that gave the request no token, once it has one (with "
+               "steps in flight, while its step runs)");
   app.add_option("--abort", o->abort_every, "abort every Nth request")
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--logprobs", o->logprobs, "top logprobs per token")->check(CLI::Range(-1, 20));
   app.add_flag("--dummy", o->dummy, "random weights");
   app.add_option("--pp", o->pp, "pipeline stages")->check(CLI::Range(1, 64));
   app.add_option("--pp-partition", o->partition, "layers per stage")->delimiter(',');
+  app.add_option("--pp-in-flight", o->pp_in_flight, "steps in flight (0: one per stage)")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--prefill-chunk", o->prefill_chunk, "max_prefill_chunk")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--batched-tokens", o->batched_tokens, "max_num_batched_tokens")
+      ->check(CLI::Range(1, 1 << 20));
 }
 
 llm::EngineConfig Config(const Options& o) {
   llm::EngineConfig cfg;
   cfg.num_blocks = o.num_blocks;
   cfg.block_size = 16;
-  cfg.scheduler.max_prefill_chunk = 7;
-  cfg.scheduler.max_num_batched_tokens = 64;
+  cfg.scheduler.max_prefill_chunk = o.prefill_chunk;
+  cfg.scheduler.max_num_batched_tokens = o.batched_tokens;
+  cfg.pipeline_steps_in_flight = o.pp_in_flight;
   return cfg;
 }
 
@@ -75,6 +89,8 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o, const std::vector<st
   std::vector<std::vector<int32_t>> outputs(doc["requests"].size());
   std::vector<std::vector<std::vector<float>>> logprobs(outputs.size());
   std::unordered_map<int64_t, size_t> index;
+  std::vector<int64_t> ids(outputs.size());
+  std::vector<bool> done(outputs.size());  // finished or aborted
   for (size_t i = 0; i < outputs.size(); ++i) {
     llm::GenerateRequest r;
     r.prompt = doc["requests"][i]["prompt"].get<std::vector<int32_t>>();
@@ -84,21 +100,40 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o, const std::vector<st
     r.sampling.logprobs = o.logprobs;
     LLM_ASSIGN_OR_RETURN(int64_t id, engine.Add(std::move(r)));
     index[id] = i;
+    ids[i] = id;
   }
+  const auto marked = [&](size_t i) {
+    return o.abort_every > 0 && (i + 1) % static_cast<size_t>(o.abort_every) == 0;
+  };
   std::vector<llm::TokenEvent> events;
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t tokens = 0;
   while (!engine.idle()) {
     events.clear();
     LLM_RETURN_IF_ERROR(engine.Step(&events));
+    tokens += static_cast<int64_t>(events.size());
     for (const auto& ev : events) {
       const size_t i = index.at(ev.request_id);
+      if (done[i]) return llm::Internal("a token after the request ended or was aborted");
       outputs[i].push_back(ev.sample.token);
       std::vector<float>& top = logprobs[i].emplace_back();
       for (const auto& t : ev.sample.top) top.push_back(t.logprob);
-      if (o.abort_every > 0 && (i + 1) % o.abort_every == 0 &&
-          ev.finish == llm::FinishReason::kNone) {
+      done[i] = ev.finish != llm::FinishReason::kNone;
+      if (marked(i) && !done[i] && !o.abort_between_steps) {
         engine.Abort(ev.request_id);
         outputs[i].clear();
+        done[i] = true;
       }
+    }
+    // Requests that have a token but got none this step: with steps in flight, their step is
+    // still running.
+    std::vector<bool> got(outputs.size());
+    for (const auto& ev : events) got[index.at(ev.request_id)] = true;
+    for (size_t i = 0; i < outputs.size() && o.abort_between_steps; ++i) {
+      if (!marked(i) || done[i] || outputs[i].empty() || got[i]) continue;
+      if (!engine.Abort(ids[i])) return llm::Internal("a running request was unknown to Abort");
+      outputs[i].clear();
+      done[i] = true;
     }
   }
   const llm::EngineStats s = engine.stats();
@@ -108,6 +143,9 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o, const std::vector<st
       {"preemptions", s.preemptions}, {"prefix_cache_hit_tokens", s.prefix_cache_hit_tokens}};
   if (o.logprobs > 0) out["logprobs"] = logprobs;
   out["hosts"] = hosts;  // each rank's host name
+  // For benchmarks (tools/), never asserted on: generated tokens and the wall time of the run.
+  out["tokens"] = tokens;
+  out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%s\n", out.dump().c_str());
   std::fflush(stdout);
   return llm::Status::Ok();

@@ -286,6 +286,31 @@ TEST_F(TpTest, Stories260KGreedyIdsOverPipelineStages) {
   EXPECT_GT(result["preemptions"].get<int>(), 0) << "the small cache should force preemption";
 }
 
+// Steps in flight: with more sequences than stages, each of the PP2 / PP4 steps in flight takes
+// its share of the sequences (stage 0 starts the next while the others run the previous).
+// Eight copies of the golden prompts give the golden ids, in turn (one step in flight) and
+// pipelined; aborts land on requests while their step is in flight (they end when it comes
+// back, with no token and no leaked block); the preemptions of a small cache never touch a
+// sequence in flight.
+TEST_F(TpTest, StepsInFlightGiveTheGoldenIds) {
+  LLM_REQUIRE_MPIRUN();
+  LLM_REQUIRE_SHARED(kStoriesGolden);
+  LLM_REQUIRE_SHARED(kStories);
+  const auto golden = StoriesRequests();
+  std::vector<Request> reqs;
+  for (int copy = 0; copy < 8; ++copy) reqs.insert(reqs.end(), golden.begin(), golden.end());
+  const std::string model = SharedPath(kStories);
+  ExpectGolden(mpirun, model, reqs, 2, "--pp 2 --pp-in-flight 1");
+  ExpectGolden(mpirun, model, reqs, 2, "--pp 2");
+  ExpectGolden(mpirun, model, reqs, 4, "--pp 4");
+  ExpectGolden(mpirun, model, reqs, 4, "--pp 2 --pp-in-flight 3");
+  ExpectGolden(mpirun, model, reqs, 2, "--pp 2 --abort-between-steps", 3);
+  ExpectGolden(mpirun, model, reqs, 4, "--pp 4 --abort-between-steps", 3);
+  json result;
+  ExpectGolden(mpirun, model, reqs, 4, "--pp 2 --num-blocks 12", 0, &result);
+  EXPECT_GT(result["preemptions"].get<int>(), 0) << "the small cache should force preemption";
+}
+
 // Every family over two stages (tied embeddings: the last stage keeps the embedding as its
 // lm_head; Gemma's embedding scale and soft-caps; MoE layers), and TP2×PP2 on three of them.
 TEST_F(TpTest, FamiliesGreedyIdsOverTwoPipelineStages) {

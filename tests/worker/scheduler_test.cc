@@ -477,6 +477,51 @@ TEST(SchedulerTest, PreemptedSequenceResumesWithItsOutput) {
   EXPECT_TRUE(h.sched().idle());
 }
 
+// Pipeline parallelism keeps steps in flight: their sequences are skipped by the next
+// schedules and never preempted (their blocks are still being written), and max_step_seqs
+// splits the sequences over the steps.
+TEST(SchedulerTest, SequencesInFlightAreNeitherScheduledNorPreempted) {
+  BlockManager blocks(4, 4, false);
+  Scheduler sched(Config(256, 2048), &blocks);
+  std::vector<Sequence*> seqs;
+  for (int64_t id : {1, 2}) {
+    auto s = std::make_unique<Sequence>();
+    s->id = id;
+    s->prompt.assign(8, 5);  // 2 blocks each: the cache is full with both
+    seqs.push_back(s.get());
+    sched.Add(std::move(s));
+  }
+  SchedulePlan a, b, c;
+  sched.Schedule(&a, 1);
+  ASSERT_EQ(a.scheduled.size(), 1u);
+  EXPECT_EQ(a.scheduled[0].seq->id, 1);
+  seqs[0]->in_flight = true;
+  sched.Schedule(&b, 1);
+  ASSERT_EQ(b.scheduled.size(), 1u);
+  EXPECT_EQ(b.scheduled[0].seq->id, 2);
+  seqs[1]->in_flight = true;
+  sched.Schedule(&c, 1);
+  EXPECT_TRUE(c.empty());  // both in flight
+  EXPECT_TRUE(c.preempted.empty());
+  // Step a comes back: 1 has a 9th token and needs a third block; 2 (in flight) holds the
+  // rest, so 1 itself is preempted, not 2.
+  sched.Commit(a);
+  seqs[0]->in_flight = false;
+  seqs[0]->output.push_back(7);
+  sched.Schedule(&c, 1);
+  EXPECT_TRUE(c.scheduled.empty());
+  EXPECT_EQ(c.preempted, std::vector<int64_t>{1});
+  EXPECT_EQ(seqs[1]->block_table.size(), 2u);
+  EXPECT_EQ(blocks.num_free(), 2);
+  // Without a cap a step takes every sequence that is not in flight.
+  sched.Commit(b);
+  seqs[1]->in_flight = false;
+  seqs[1]->output.push_back(7);
+  sched.Schedule(&c);
+  ASSERT_EQ(c.scheduled.size(), 1u);  // 2 decodes; 1 waits for blocks
+  EXPECT_EQ(c.scheduled[0].seq->id, 2);
+}
+
 TEST(SchedulerTest, AbortRunningFreesBlocksAtOnce) {
   Harness h(Config(256, 2048), 8, 4);
   h.Add(1, 8, 10);

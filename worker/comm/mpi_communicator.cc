@@ -20,6 +20,7 @@ namespace {
 enum class MpiTag : int {
   kBroadcastSize = 1001,  // u64 byte count of the Broadcast that follows
   kPipeline = 1002,       // floats from one pipeline stage to another (Send/Recv)
+  kBroadcastData = 1003,  // the bytes of a Broadcast, after its size
 };
 
 // Completes `req` while idle: a 1 ms yield-spin (the next step of a busy engine costs no sleep),
@@ -55,6 +56,21 @@ struct MpiCommunicator::Handle {
   MPI_Comm comm = MPI_COMM_WORLD;
   bool split = false;  // from MPI_Comm_split: freed with the communicator
 };
+
+struct MpiCommunicator::PendingRecv {
+  std::vector<MPI_Request> requests;
+};
+
+// A Broadcast the root has sent and not seen completed: the sends and their buffers.
+struct MpiCommunicator::PendingBroadcast {
+  uint64_t size = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<MPI_Request> requests;
+};
+
+// More Broadcasts than this not yet received: the root waits for the oldest (followers are
+// never more than a few steps behind; this only bounds memory).
+constexpr size_t kMaxPendingBroadcasts = 64;
 
 MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> comm, int world_rank, int local_size,
                                  bool owns_mpi)
@@ -170,6 +186,10 @@ MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  while (!pending_broadcasts_.empty()) {  // every rank receives what the root sent
+    for (MPI_Request& r : pending_broadcasts_.front()->requests) Wait(&r, "a step message");
+    pending_broadcasts_.pop_front();
+  }
   if (comm_->split) {
     MPI_Comm_free(&comm_->comm);
     return;
@@ -263,29 +283,75 @@ void MpiCommunicator::Recv(float* data, size_t count, int source) {
   MarkAllAnswered();
 }
 
+int MpiCommunicator::StartRecv(float* data, size_t count, int source) {
+  auto pending = std::make_unique<PendingRecv>();
+  size_t done = 0;
+  do {  // one (empty) message when count is 0, as on the other side
+    const size_t n = std::min(count - done, kMaxChunkFloats);
+    MPI_Request& req = pending->requests.emplace_back();
+    MPI_Irecv(data + done, static_cast<int>(n), MPI_FLOAT, source,
+              static_cast<int>(MpiTag::kPipeline), comm_->comm, &req);
+    done += n;
+  } while (done < count);
+  const int handle = next_recv_handle_++;
+  pending_recvs_.emplace(handle, std::move(pending));
+  return handle;
+}
+
+void MpiCommunicator::WaitRecv(int handle) {
+  auto it = pending_recvs_.find(handle);
+  if (it == pending_recvs_.end()) return;
+  for (MPI_Request& req : it->second->requests) {
+    Wait(&req, "a message from another pipeline stage");
+  }
+  pending_recvs_.erase(it);
+  MarkAllAnswered();
+}
+
+// Point-to-point from the root, which does not wait for the receivers: with pipeline stages
+// the root sends the next step's plan while later stages still run the previous steps (a
+// collective broadcast would hold the root until they join). The sends complete later; the
+// next Broadcast and the destructor reap them.
 void MpiCommunicator::Broadcast(std::vector<uint8_t>& bytes, int root) {
   if (size_ == 1) return;
-  uint64_t size = bytes.size();
-  MPI_Request req;
   if (rank_ == root) {
-    std::vector<MPI_Request> sends(size_, MPI_REQUEST_NULL);
+    while (!pending_broadcasts_.empty()) {
+      auto& reqs = pending_broadcasts_.front()->requests;
+      int done = 0;
+      MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
+      if (!done && pending_broadcasts_.size() < kMaxPendingBroadcasts) break;
+      for (MPI_Request& r : reqs) Wait(&r, "a step message");
+      pending_broadcasts_.pop_front();
+    }
+    auto b = std::make_unique<PendingBroadcast>();
+    b->size = bytes.size();
+    b->bytes = bytes;
     for (int r = 0; r < size_; ++r) {
       if (r == root) continue;
-      MPI_Isend(&size, 1, MPI_UINT64_T, r, static_cast<int>(MpiTag::kBroadcastSize), comm_->comm,
-                &sends[r]);
+      MPI_Isend(&b->size, 1, MPI_UINT64_T, r, static_cast<int>(MpiTag::kBroadcastSize), comm_->comm,
+                &b->requests.emplace_back());
+      for (size_t off = 0; off < b->bytes.size(); off += kMaxPiece) {
+        const int n = static_cast<int>(std::min<size_t>(b->bytes.size() - off, kMaxPiece));
+        MPI_Isend(b->bytes.data() + off, n, MPI_BYTE, r, static_cast<int>(MpiTag::kBroadcastData),
+                  comm_->comm, &b->requests.emplace_back());
+      }
     }
-    for (auto& s : sends) Wait(&s, "a step message");
-  } else {
-    MPI_Irecv(&size, 1, MPI_UINT64_T, root, static_cast<int>(MpiTag::kBroadcastSize), comm_->comm,
-              &req);
-    WaitIdle(&req);
-    bytes.resize(size);
+    pending_broadcasts_.push_back(std::move(b));
+    return;
   }
+  uint64_t size = 0;
+  MPI_Request req;
+  MPI_Irecv(&size, 1, MPI_UINT64_T, root, static_cast<int>(MpiTag::kBroadcastSize), comm_->comm,
+            &req);
+  WaitIdle(&req);
+  bytes.resize(size);
   for (size_t off = 0; off < size; off += kMaxPiece) {
     const int n = static_cast<int>(std::min<size_t>(size - off, kMaxPiece));
-    MPI_Ibcast(bytes.data() + off, n, MPI_BYTE, root, comm_->comm, &req);
+    MPI_Irecv(bytes.data() + off, n, MPI_BYTE, root, static_cast<int>(MpiTag::kBroadcastData),
+              comm_->comm, &req);
     Wait(&req, "a step message");
   }
+  MarkAllAnswered();
 }
 
 }  // namespace llm

@@ -18,8 +18,9 @@
 // result and the result does not depend on the message size (batch composition).
 // MPI errors are fatal (MPI_ERRORS_ARE_FATAL): a broken link ends the whole job.
 //
-// Pipeline parallelism: Send/Recv are non-blocking point-to-point messages completed like the
-// collectives (same waiting and timeout), in chunks of at most 2^30 floats.
+// Pipeline parallelism: Send/Recv (and StartRecv/WaitRecv) are non-blocking point-to-point
+// messages completed like the collectives (same waiting and timeout), in chunks of at most 2^30
+// floats.
 //
 // Data parallelism: Create gives the world (MPI_COMM_WORLD); Split gives each data-parallel
 // group its own communicator (MPI_Comm_split), so every collective of one engine, the step
@@ -31,6 +32,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +70,8 @@ class MpiCommunicator final : public Communicator {
   void Broadcast(std::vector<uint8_t>& bytes, int root) override;
   void Send(const float* data, size_t count, int dest) override;
   void Recv(float* data, size_t count, int source) override;
+  int StartRecv(float* data, size_t count, int source) override;
+  void WaitRecv(int handle) override;
   double StalledSeconds() const override;
   double SecondsSinceAllAnswered() const override;
   std::vector<std::string> HostNames() const override { return hosts_; }
@@ -77,7 +82,9 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void AbortJob(int code);
 
  private:
-  struct Handle;  // the MPI_Comm (mpi.h stays in the .cc file)
+  struct Handle;            // the MPI_Comm (mpi.h stays in the .cc file)
+  struct PendingRecv;       // the MPI_Requests of a StartRecv
+  struct PendingBroadcast;  // a Broadcast's sends on the root, until they complete
   MpiCommunicator(std::unique_ptr<Handle> comm, int world_rank, int local_size, bool owns_mpi);
   // Learns rank, size and every rank's host name (collective over the communicator).
   void Describe();
@@ -94,6 +101,9 @@ class MpiCommunicator final : public Communicator {
   std::atomic<int64_t> all_answered_ns_{0};  // steady clock of the last completed collective
   std::vector<std::string> hosts_;           // by rank, from Create
   std::vector<float> send_, recv_;           // AllReduceSum scratch, only grows
+  std::map<int, std::unique_ptr<PendingRecv>> pending_recvs_;         // by StartRecv handle
+  std::deque<std::unique_ptr<PendingBroadcast>> pending_broadcasts_;  // oldest first
+  int next_recv_handle_ = 1;
 };
 
 }  // namespace llm

@@ -64,6 +64,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
   const int num_blocks = static_cast<int>(std::min<size_t>(blocks, 1u << 30));
   LLM_RETURN_IF_ERROR(executor->AllocateCache(num_blocks, config.block_size));
   std::unique_ptr<Engine> engine(new Engine(std::move(executor), config, num_blocks, comm));
+  if (pp.num_stages > 1) {
+    engine->steps_in_flight_ =
+        config.pipeline_steps_in_flight > 0 ? config.pipeline_steps_in_flight : pp.num_stages;
+  }
   if (engine->tp_) {
     StepPlan start;
     start.kind = StepMessageKind::kStart;
@@ -97,6 +101,10 @@ Engine::~Engine() {
 void Engine::StopFollowers() {
   if (!tp_ || stopped_) return;
   stopped_ = true;
+  // The last stage sends the logits of every step in flight: take them, so it is free to
+  // receive the shutdown.
+  for (size_t i = 0; i < in_flight_.size(); ++i) executor_->ReceiveLogits();
+  in_flight_.clear();
   StepPlan stop;
   stop.kind = StepMessageKind::kShutdown;
   std::vector<uint8_t> bytes;
@@ -156,6 +164,7 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
   r.seed = request.sampling.seed ? *request.sampling.seed : seed_rng_();
   r.arrival = Clock::now();
   auto seq = std::make_unique<Sequence>();
+  r.seq = seq.get();
   seq->id = id;
   seq->priority = request.priority;
   seq->prompt = request.prompt;
@@ -199,14 +208,22 @@ FinishReason Engine::CheckFinish(const Sequence& s, const Request& r) const {
 
 Status Engine::Step(std::vector<TokenEvent>* events) {
   if (stopped_) return FailedPrecondition("the engine's followers were shut down");
+  if (executor_->pipelined()) return PipelinedStep(events);
   scheduler_.Schedule(&plan_);
-  const SchedulePlan& plan = plan_;
-  counters_.preemptions += static_cast<int64_t>(plan.preempted.size());
-  if (tp_) plan_writer_.OnPreempted(plan.preempted);
-  if (plan.empty()) {
+  if (plan_.empty()) {
+    counters_.preemptions += static_cast<int64_t>(plan_.preempted.size());
+    if (tp_) plan_writer_.OnPreempted(plan_.preempted);
     if (scheduler_.idle()) return Status::Ok();
     return Internal("scheduler planned nothing while requests wait (cache too small?)");
   }
+  LLM_ASSIGN_OR_RETURN(const float* logits, Launch(plan_));
+  Finish(plan_, logits, events);
+  return Status::Ok();
+}
+
+StatusOr<const float*> Engine::Launch(const SchedulePlan& plan) {
+  counters_.preemptions += static_cast<int64_t>(plan.preempted.size());
+  if (tp_) plan_writer_.OnPreempted(plan.preempted);
   // One clock read before the step and one after it, whatever the batch size.
   const Clock::time_point scheduled_at = Clock::now();
   for (const auto& s : plan.scheduled) {
@@ -215,7 +232,43 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
   }
   if (tp_) comm_->Broadcast(plan_writer_.Write(plan), 0);
   BuildBatch(plan);
-  LLM_ASSIGN_OR_RETURN(const float* logits, executor_->Execute());
+  return executor_->Execute();
+}
+
+// Pipeline stages: up to steps_in_flight_ steps run at once on disjoint sequences (a sequence
+// in flight is not scheduled again), so while the later stages work on one step the first
+// starts the next. Every stage runs the steps in the order they were started, so a block
+// freed by a step's sequences may go to the next step's at once.
+Status Engine::PipelinedStep(std::vector<TokenEvent>* events) {
+  while (static_cast<int>(in_flight_.size()) < steps_in_flight_) {
+    InFlightStep f;
+    // Each step in flight takes its share of the sequences, so every stage has work.
+    const int seqs = scheduler_.num_running() + scheduler_.num_waiting();
+    scheduler_.Schedule(&f.plan, (seqs + steps_in_flight_ - 1) / steps_in_flight_);
+    if (f.plan.empty()) {
+      counters_.preemptions += static_cast<int64_t>(f.plan.preempted.size());
+      if (tp_) plan_writer_.OnPreempted(f.plan.preempted);
+      break;
+    }
+    for (const auto& s : f.plan.scheduled) s.seq->in_flight = true;
+    in_flight_.push_back(std::move(f));
+    // This stage's part; the logits come from the last stage (ReceiveLogits).
+    LLM_RETURN_IF_ERROR(Launch(in_flight_.back().plan).status());
+  }
+  if (in_flight_.empty()) {
+    if (scheduler_.idle()) return Status::Ok();
+    return Internal("scheduler planned nothing while requests wait (cache too small?)");
+  }
+  InFlightStep done = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const float* logits = executor_->ReceiveLogits();
+  for (const auto& s : done.plan.scheduled) s.seq->in_flight = false;
+  Finish(done.plan, logits, events);
+  return Status::Ok();
+}
+
+void Engine::Finish(const SchedulePlan& plan, const float* logits,
+                    std::vector<TokenEvent>* events) {
   const Clock::time_point sampled_at = Clock::now();
   scheduler_.Commit(plan);
   const int vocab = executor_->config().vocab_size;
@@ -224,8 +277,13 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     Sequence& seq = *s.seq;
     if (seq.num_computed <= static_cast<int>(seq.prompt.size()))
       counters_.prompt_tokens_computed += s.num_new_tokens;
-    if (!s.samples) continue;
     Request& r = requests_.at(seq.id);
+    if (r.abort_pending) {  // aborted while in flight: now it can go
+      if (s.samples) row++;
+      Remove(seq.id);
+      continue;
+    }
+    if (!s.samples) continue;
     if (seq.output.empty()) r.first_token = sampled_at;
     TokenEvent ev;
     ev.request_id = seq.id;
@@ -247,7 +305,6 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
       plan_writer_.OnSampled(id, events->back().sample.token);
     }
   }
-  return Status::Ok();
 }
 
 const uint64_t* Engine::GrammarMask(Request& r) {
@@ -285,7 +342,12 @@ RequestTimings Engine::Timings(const Request& r, Clock::time_point last_token) {
 }
 
 bool Engine::Abort(int64_t request_id) {
-  if (!requests_.count(request_id)) return false;
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  if (it->second.seq->in_flight) {  // its step's results still come back: drop them then
+    it->second.abort_pending = true;
+    return true;
+  }
   Remove(request_id);
   return true;
 }

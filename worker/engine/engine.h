@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <random>
 #include <unordered_map>
@@ -31,6 +32,9 @@ struct EngineConfig : EngineSection {
   int num_blocks = 0;                    // > 0 wins over kv_cache_bytes
   size_t kv_cache_bytes = 256ull << 20;  // per rank: each rank holds its KV heads' share
   int max_model_len = 0;                 // 0: the model's max_position_embeddings
+  // Pipeline stages: steps in flight at once (disjoint sets of sequences, so every stage has a
+  // batch to run); 0: one per stage, as vLLM's virtual engines. 1 runs the stages in turn.
+  int pipeline_steps_in_flight = 0;
 };
 
 // The most stop_token_ids one request may carry (each is checked every step).
@@ -120,11 +124,13 @@ class Engine {
 
   // Validates and queues a request. InvalidArgument / OutOfRange name the field at fault.
   StatusOr<int64_t> Add(GenerateRequest request);
-  // Runs one step; appends the tokens it produced to `events`.
+  // Runs one step; appends the tokens it produced to `events`. With pipeline stages, starts
+  // steps until pipeline_steps_in_flight are in flight, then completes the oldest (its tokens).
   Status Step(std::vector<TokenEvent>* events);
-  // Drops a request and frees its blocks at once. False if it is unknown (already finished).
+  // Drops a request and frees its blocks at once (a request in a step in flight: when that
+  // step completes, without a token). False if it is unknown (already finished).
   bool Abort(int64_t request_id);
-  bool idle() const { return scheduler_.idle(); }
+  bool idle() const { return scheduler_.idle() && in_flight_.empty(); }
   // True while the request waits in the queue to be scheduled.
   bool IsWaiting(int64_t request_id) const { return scheduler_.IsWaiting(request_id); }
   EngineStats stats() const;
@@ -147,6 +153,12 @@ class Engine {
     Clock::time_point first_scheduled;            // epoch: not scheduled yet
     Clock::time_point first_token;                // epoch: no token yet
     std::unique_ptr<GrammarTokenFilter> grammar;  // structured output, when asked
+    Sequence* seq = nullptr;                      // owned by the scheduler
+    bool abort_pending = false;                   // aborted while in a step in flight
+  };
+  // A step started through the pipeline stages whose logits have not come back yet.
+  struct InFlightStep {
+    SchedulePlan plan;
   };
   // The mask of the tokens request `r` may sample next (model vocabulary bits), or nullptr.
   const uint64_t* GrammarMask(Request& r);
@@ -154,6 +166,12 @@ class Engine {
   Engine(std::unique_ptr<RankExecutor> executor, const EngineConfig& config, int num_blocks,
          Communicator* comm);
   void BuildBatch(const SchedulePlan& plan);
+  // Books a scheduled plan (preemptions, first-scheduled times), sends it to the followers and
+  // runs this rank's forward pass: its logits, or nullptr when they come later (pipelined).
+  StatusOr<const float*> Launch(const SchedulePlan& plan);
+  // Commits a plan that ran and samples from its logits.
+  void Finish(const SchedulePlan& plan, const float* logits, std::vector<TokenEvent>* events);
+  Status PipelinedStep(std::vector<TokenEvent>* events);
   SchedulePlan plan_;  // reused every step
   void Remove(int64_t id);
   FinishReason CheckFinish(const Sequence& s, const Request& r) const;
@@ -176,6 +194,8 @@ class Engine {
   std::vector<uint64_t> mask_;  // GrammarMask's buffer
   int64_t next_id_ = 1;
   EngineStats counters_;
+  int steps_in_flight_ = 1;  // pipeline stages: steps started before the oldest completes
+  std::deque<InFlightStep> in_flight_;
 };
 
 // Runs the requests to completion together (continuous batching) and returns each one's

@@ -1,6 +1,7 @@
 #include "worker/engine/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace llm {
 
@@ -29,11 +30,14 @@ int Scheduler::TokensWanted(const Sequence& s, int budget) const {
   return std::min(wanted, budget);
 }
 
-// Frees the blocks of the last running sequence (the one that would run last) and sends it
-// back to waiting. Returns false when `keep` itself was the last one (and is now preempted).
+// Frees the blocks of the last running sequence not in flight (the one that would run last)
+// and sends it back to waiting. Returns false when `keep` itself was that one (and is now
+// preempted). `keep` is not in flight, so there is always one.
 bool Scheduler::PreemptLowest(const Sequence* keep, SchedulePlan* plan) {
-  std::unique_ptr<Sequence> victim = std::move(running_.back());
-  running_.pop_back();
+  auto last =
+      std::find_if(running_.rbegin(), running_.rend(), [](const auto& s) { return !s->in_flight; });
+  std::unique_ptr<Sequence> victim = std::move(*last);
+  running_.erase(std::next(last).base());
   const bool was_keep = victim.get() == keep;
   blocks_->Release(victim->block_table);
   victim->num_computed = 0;
@@ -44,10 +48,10 @@ bool Scheduler::PreemptLowest(const Sequence* keep, SchedulePlan* plan) {
   return !was_keep;
 }
 
-void Scheduler::ScheduleRunning(SchedulePlan* plan, int* budget) {
-  for (size_t i = 0; i < running_.size() && *budget > 0;) {
+void Scheduler::ScheduleRunning(SchedulePlan* plan, int* budget, size_t max_seqs) {
+  for (size_t i = 0; i < running_.size() && *budget > 0 && plan->scheduled.size() < max_seqs;) {
     Sequence* s = running_[i].get();
-    const int wanted = TokensWanted(*s, *budget);
+    const int wanted = s->in_flight ? 0 : TokensWanted(*s, *budget);
     if (wanted <= 0) {
       ++i;
       continue;
@@ -68,9 +72,10 @@ void Scheduler::ScheduleRunning(SchedulePlan* plan, int* budget) {
   }
 }
 
-void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget) {
+void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget, size_t max_seqs) {
   while (!waiting_.empty() && *budget > 0 &&
-         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+         static_cast<int>(running_.size()) < config_.max_num_seqs &&
+         plan->scheduled.size() < max_seqs) {
     Sequence* s = waiting_.front().get();
     MatchCachedPrefix(s);
     const int wanted = TokensWanted(*s, *budget);
@@ -93,12 +98,13 @@ void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget) {
   }
 }
 
-void Scheduler::Schedule(SchedulePlan* plan) {
+void Scheduler::Schedule(SchedulePlan* plan, int max_step_seqs) {
   plan->Clear();
   int budget = config_.max_num_batched_tokens;
-  ScheduleRunning(plan, &budget);
+  const size_t max_seqs = max_step_seqs > 0 ? static_cast<size_t>(max_step_seqs) : SIZE_MAX;
+  ScheduleRunning(plan, &budget, max_seqs);
   // Sequences preempted this step wait for a later one, so nothing thrashes within a step.
-  if (plan->preempted.empty()) AdmitWaiting(plan, &budget);
+  if (plan->preempted.empty()) AdmitWaiting(plan, &budget, max_seqs);
 }
 
 void Scheduler::MatchCachedPrefix(Sequence* s) {

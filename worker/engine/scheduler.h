@@ -23,6 +23,9 @@ struct Sequence {
   int num_registered = 0;  // leading blocks of block_table offered to the prefix cache
   std::vector<int32_t> block_table;
   int num_preemptions = 0;
+  // Scheduled in a step whose results have not come back yet (pipeline parallelism keeps
+  // several steps in flight): not scheduled again, nor preempted, until they have.
+  bool in_flight = false;
 
   int num_tokens() const { return static_cast<int>(prompt.size() + output.size()); }
   int32_t token_at(int i) const {
@@ -57,8 +60,9 @@ class Scheduler {
   void Add(std::unique_ptr<Sequence> seq);
   // Plans the next step and reserves the KV blocks it writes.
   // Fills `plan` (cleared first; its vectors keep their capacity, so a steady-state step
-  // allocates nothing).
-  void Schedule(SchedulePlan* plan);
+  // allocates nothing). `max_step_seqs` > 0 caps the sequences of this one step (pipeline
+  // parallelism splits the sequences over the steps in flight).
+  void Schedule(SchedulePlan* plan, int max_step_seqs = 0);
   SchedulePlan Schedule() {
     SchedulePlan plan;
     Schedule(&plan);
@@ -82,8 +86,8 @@ class Scheduler {
  private:
   int TokensWanted(const Sequence& s, int budget) const;
   bool PreemptLowest(const Sequence* keep, SchedulePlan* plan);
-  void ScheduleRunning(SchedulePlan* plan, int* budget);
-  void AdmitWaiting(SchedulePlan* plan, int* budget);
+  void ScheduleRunning(SchedulePlan* plan, int* budget, size_t max_seqs);
+  void AdmitWaiting(SchedulePlan* plan, int* budget, size_t max_seqs);
   // Starts a sequence that has no blocks at the longest cached prefix of its tokens.
   void MatchCachedPrefix(Sequence* s);
   // Offers the sequence's newly computed whole blocks to the prefix cache.

@@ -32,6 +32,10 @@ class Communicator {
   // `source` (the count must match the sender's). Messages between two ranks arrive in order.
   virtual void Send(const float* data, size_t count, int dest) = 0;
   virtual void Recv(float* data, size_t count, int source) = 0;
+  // A receive posted now and completed later (WaitRecv with the returned handle), so the
+  // sender's Send completes while this rank does other work; `data` must stay valid until then.
+  virtual int StartRecv(float* data, size_t count, int source) = 0;
+  virtual void WaitRecv(int handle) = 0;
 
   // How long the collective this rank is in has been waiting for the other ranks (0 when
   // none is pending, and never for a follower's idle wait for the next step). Any thread may
@@ -57,6 +61,8 @@ class LocalCommunicator final : public Communicator {
   // There is no other rank to talk to: a caller bug.
   void Send(const float*, size_t, int) override { std::abort(); }
   void Recv(float*, size_t, int) override { std::abort(); }
+  int StartRecv(float*, size_t, int) override { std::abort(); }
+  void WaitRecv(int) override { std::abort(); }
 };
 
 }  // namespace llm

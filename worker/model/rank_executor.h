@@ -43,6 +43,11 @@ class RankExecutor {
   ForwardBatch& batch() { return batch_; }
   // Runs batch() on the model and the cache; returns its logits (see TransformerModel::Forward).
   StatusOr<const float*> Execute();
+  // Pipeline stages: Execute on the engine's rank 0 only starts the batch through the stages
+  // (nullptr); this receives the logits of the oldest one started (see
+  // TransformerModel::ReceiveLogits).
+  bool pipelined() const { return model_->pipelined(); }
+  const float* ReceiveLogits() { return model_->ReceiveLogits(); }
 
  private:
   explicit RankExecutor(std::unique_ptr<TransformerModel> model) : model_(std::move(model)) {}

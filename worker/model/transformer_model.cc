@@ -189,14 +189,20 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
     }
   }
   if (pp.layers.size() > 0) backend_.Add(x, out, static_cast<int64_t>(t) * c.hidden_size);
-  if (!pp.last()) {
+  if (!pp.last()) {  // the logits come from the last stage (ReceiveLogits on rank 0)
+    if (pipeline_->rank() == 0) {
+      PendingLogits p;
+      if (!spare_logits_.empty()) {
+        p.logits = std::move(spare_logits_.back());
+        spare_logits_.pop_back();
+      }
+      p.logits.resize(static_cast<size_t>(rows) * c.vocab_size);
+      p.handle =
+          pipeline_->StartRecv(p.logits.data(), p.logits.size(), (pp.num_stages - 1) * w_.tp.size);
+      pending_logits_.push_back(std::move(p));
+    }
     SendTo(x, hidden_floats, PeerOf(pp.stage + 1));
-    if (pipeline_->rank() != 0) return static_cast<const float*>(nullptr);
-    // The engine's rank: the sampler's logits come back from the last stage.
-    const size_t count = static_cast<size_t>(rows) * c.vocab_size;
-    host_logits_.resize(std::max(host_logits_.size(), count));
-    pipeline_->Recv(host_logits_.data(), count, (pp.num_stages - 1) * w_.tp.size);
-    return static_cast<const float*>(host_logits_.data());
+    return static_cast<const float*>(nullptr);
   }
   float* last = last_.as<float>();
   backend_.GatherRows(x, db.logit_rows, rows, c.hidden_size, last);
@@ -215,6 +221,16 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
     pipeline_->Send(logits, static_cast<size_t>(rows) * c.vocab_size, 0);
   }
   return logits;
+}
+
+const float* TransformerModel::ReceiveLogits() {
+  if (pending_logits_.empty()) return nullptr;
+  PendingLogits p = std::move(pending_logits_.front());
+  pending_logits_.pop_front();
+  pipeline_->WaitRecv(p.handle);
+  spare_logits_.push_back(std::move(host_logits_));
+  host_logits_ = std::move(p.logits);
+  return host_logits_.data();
 }
 
 void TransformerModel::SendTo(const float* data, size_t count, int rank) {
