@@ -99,19 +99,20 @@ std::optional<ParsedToolCall> CallFromObject(const ojson& j) {
   return call;
 }
 
-// Where the calls start; npos: no call (yet).
-size_t FindStart(ToolParserKind kind, std::string_view text) {
+// Where the calls start; npos: no call (yet). A start marker is searched from `from` (the
+// streamer knows none starts before).
+size_t FindStart(ToolParserKind kind, std::string_view text, size_t from = 0) {
   switch (kind) {
     case ToolParserKind::kHermes:
-      return text.find(kHermesStart);
+      return text.find(kHermesStart, from);
     case ToolParserKind::kMistral:
-      return text.find(kMistralStart);
+      return text.find(kMistralStart, from);
     case ToolParserKind::kDeepSeekV3:
-      return text.find(kDsCallsBegin);
+      return text.find(kDsCallsBegin, from);
     case ToolParserKind::kLlama3Json: {
       const size_t first = SkipSpace(text, 0);
       if (first < text.size() && text[first] == '{') return first;
-      return text.find(kPythonTag);
+      return text.find(kPythonTag, from);
     }
     case ToolParserKind::kJsonArray: {
       const size_t first = SkipSpace(text, 0);
@@ -698,6 +699,7 @@ struct ToolCallStreamer::State {
   std::optional<Object> obj;
   std::optional<JsonCanon> args_canon;  // kArgsObject
   std::string name;                     // mistral / deepseek name being read
+  size_t sep_from = 0;                  // deepseek: where to look for the next <｜tool▁sep｜>
   std::vector<Call> calls;
   bool parsed_ok = false;
   bool finished = false;
@@ -1039,8 +1041,12 @@ struct ToolCallStreamer::State {
         }
         return false;
       case Phase::kDsSep: {
-        const size_t sep = text.find(kDsSep, pos);
-        if (sep == std::string::npos) return false;
+        const size_t sep = text.find(kDsSep, std::max(pos, sep_from));
+        if (sep == std::string::npos) {
+          // Next time from where a separator could still begin.
+          sep_from = text.size() - std::min(text.size(), kDsSep.size() - 1);
+          return false;
+        }
         pos = sep + kDsSep.size();
         name.clear();
         phase = Phase::kDsName;
@@ -1155,7 +1161,8 @@ ToolStreamEvents ToolCallStreamer::Push(std::string_view piece) {
     return ev;
   }
   if (s.phase == State::Phase::kContent) {
-    const size_t start = FindStart(s.kind, s.text);
+    // Content up to `emitted` holds no start (HeldBack keeps a marker's beginning).
+    const size_t start = FindStart(s.kind, s.text, s.emitted);
     size_t upto;
     if (start != std::string::npos) {
       upto = start;

@@ -2,7 +2,8 @@
 // random-weight model whose output is driven by structured output: tool_choice "required" and a
 // named function (calls whose arguments follow the tool's schema), a Hermes <tool_call> and a
 // <think> block written by the model through guided_choice and parsed back by the router's
-// hermes / qwen3 parsers, each non-streaming and streaming, and response_format json_schema.
+// hermes / qwen3 parsers, each non-streaming and streaming (incremental tool_calls deltas, also
+// reassembled by the client's stream helper), and response_format json_schema.
 // Exits non-zero on the first mismatch. Usage: ROUTER_URL=http://127.0.0.1:2000/v1 node
 // openai_client_tools.mjs
 import assert from 'node:assert/strict';
@@ -32,7 +33,8 @@ const tools = [
   { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } },
 ];
 
-// Collects a streamed chat: content, reasoning, tool calls by index (OpenAI's deltas).
+// Collects a streamed chat: content, reasoning, tool calls by index (OpenAI's deltas: a
+// call's first delta has its id, type and name, the later ones argument fragments only).
 async function collect(stream) {
   const out = { content: '', reasoning: '', calls: [], finish: null };
   for await (const chunk of stream) {
@@ -41,10 +43,15 @@ async function collect(stream) {
       out.content += d.content ?? '';
       out.reasoning += d.reasoning_content ?? '';
       for (const t of d.tool_calls ?? []) {
-        const call = (out.calls[t.index] ??= { id: '', name: '', arguments: '' });
+        const first = out.calls[t.index] === undefined;
+        assert.equal(t.index, first ? out.calls.length : out.calls.length - 1, JSON.stringify(t));
+        assert.equal(first, t.id !== undefined, `id in the first delta only: ${JSON.stringify(t)}`);
+        assert.equal(first, t.function?.name !== undefined, JSON.stringify(t));
+        const call = (out.calls[t.index] ??= { id: '', name: '', arguments: '', fragments: 0 });
         call.id += t.id ?? '';
         call.name += t.function?.name ?? '';
         call.arguments += t.function?.arguments ?? '';
+        if (!first) call.fragments++;
       }
       if (choice.finish_reason) out.finish = choice.finish_reason;
     }
@@ -109,6 +116,25 @@ assert.equal(streamed.content, '');
 assert.equal(streamed.calls.length, 1);
 assert.equal(streamed.calls[0].name, 'get_weather');
 assert.deepEqual(JSON.parse(streamed.calls[0].arguments), { city: 'Paris', unit: 'C' });
+// Incremental: the arguments came in fragments as the model wrote them.
+assert.ok(streamed.calls[0].fragments >= 2, JSON.stringify(streamed.calls[0]));
+
+// The official stream helper reassembles the deltas: argument delta events, then a final
+// completion holding the call.
+const helper = client.beta.chat.completions.stream({
+  model, messages, tools, max_tokens: 400, guided_choice: [written],
+});
+let argumentDeltas = 0;
+helper.on('tool_calls.function.arguments.delta', () => { argumentDeltas++; });
+const final = await helper.finalChatCompletion();
+const fc = final.choices[0];
+assert.equal(fc.finish_reason, 'tool_calls', JSON.stringify(final));
+assert.equal(fc.message.tool_calls.length, 1, JSON.stringify(final));
+assert.ok(fc.message.tool_calls[0].id.startsWith('call_'));
+assert.equal(fc.message.tool_calls[0].type, 'function');
+assert.equal(fc.message.tool_calls[0].function.name, 'get_weather');
+assert.equal(fc.message.tool_calls[0].function.arguments, '{"city":"Paris","unit":"C"}');
+assert.ok(argumentDeltas >= 2, `arguments in ${argumentDeltas} deltas`);
 
 // 4. Reasoning then an answer, no tools.
 const answer = await collect(await client.chat.completions.create({
