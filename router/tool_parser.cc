@@ -633,6 +633,26 @@ Match MatchAt(std::string_view s, size_t pos, std::string_view m) {
   return s.compare(pos, avail, m.substr(0, avail)) == 0 ? Match::kMore : Match::kNo;
 }
 
+// A call object being read.
+struct CallObject {
+  enum class S { kOpen, kKeyOrClose, kKey, kInKey, kColon, kValue, kCommaOrClose };
+  enum class V { kKey, kName, kArgs, kArgsString, kArgsNull, kOther };
+  S s = S::kOpen;
+  V v = V::kKey;
+  JsonCanon canon;
+  std::string buf;  // the canonical key / name / string arguments
+  bool in_value = false;
+  bool have_name = false;
+  int args_key = 0;          // 1: "parameters" seen, 2: "arguments" seen
+  std::string pending_args;  // arguments before the name
+};
+
+struct StreamedCall {
+  std::string args;  // canonical arguments so far
+  size_t sent = 0;   // bytes of args sent
+  bool complete = false;
+};
+
 }  // namespace
 
 struct ToolCallStreamer::State {
@@ -668,25 +688,8 @@ struct ToolCallStreamer::State {
     kStopped,  // the scanner cannot follow (malformed, or too many calls): Finish decides
   };
 
-  // A call object being read.
-  struct Object {
-    enum class S { kOpen, kKeyOrClose, kKey, kInKey, kColon, kValue, kCommaOrClose };
-    enum class V { kKey, kName, kArgs, kArgsString, kArgsNull, kOther };
-    S s = S::kOpen;
-    V v = V::kKey;
-    JsonCanon canon;
-    std::string buf;  // the canonical key / name / string arguments
-    bool in_value = false;
-    bool have_name = false;
-    int args_key = 0;          // 1: "parameters" seen, 2: "arguments" seen
-    std::string pending_args;  // arguments before the name
-  };
-
-  struct Call {
-    std::string args;  // canonical arguments so far
-    size_t sent = 0;   // bytes of args sent
-    bool complete = false;
-  };
+  using Object = CallObject;
+  using Call = StreamedCall;
 
   explicit State(ToolParserKind k) : kind(k) {}
 

