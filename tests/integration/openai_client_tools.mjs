@@ -137,6 +137,31 @@ assert.equal(fc.message.tool_calls[0].function.name, 'get_weather');
 assert.equal(fc.message.tool_calls[0].function.arguments, '{"city":"Paris","unit":"C"}');
 assert.ok(argumentDeltas >= 1, `arguments in ${argumentDeltas} deltas`);
 
+// Two calls after some content, the second with its arguments before its name: streamed as
+// indices 0 and 1 with their own ids, the same as the non-streamed message.
+const two = '<think>Two things.</think>Checking.<tool_call>\n{"name": "get_weather", ' +
+  '"arguments": {"city": "Rome", "unit": "F"}}\n</tool_call>\n<tool_call>\n' +
+  '{"arguments": {}, "name": "get_time"}\n</tool_call>';
+const twoWhole = (await client.chat.completions.create({
+  model, messages, tools, max_tokens: 400, guided_choice: [two],
+})).choices[0];
+const twoStreamed = await collect(await client.chat.completions.create({
+  model, messages, tools, max_tokens: 400, guided_choice: [two], stream: true,
+}));
+assert.equal(twoWhole.finish_reason, 'tool_calls');
+assert.equal(twoStreamed.finish, 'tool_calls');
+assert.equal(twoStreamed.reasoning, 'Two things.');
+assert.equal(twoStreamed.content, twoWhole.message.content);
+assert.equal(twoStreamed.content, 'Checking.');
+assert.equal(twoStreamed.calls.length, 2);
+assert.notEqual(twoStreamed.calls[0].id, twoStreamed.calls[1].id);
+for (const [k, call] of twoStreamed.calls.entries()) {
+  assert.ok(call.id.startsWith('call_'));
+  assert.equal(call.name, twoWhole.message.tool_calls[k].function.name);
+  assert.equal(call.arguments, twoWhole.message.tool_calls[k].function.arguments);
+}
+assert.equal(twoStreamed.calls[1].arguments, '{}');
+
 // 4. Reasoning then an answer, no tools.
 const answer = await collect(await client.chat.completions.create({
   model, messages, max_tokens: 200, stream: true,
