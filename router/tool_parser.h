@@ -57,7 +57,9 @@ ToolParseResult ParseToolCalls(ToolParserKind kind, std::string_view text);
 // malformed after a call was already streamed (e.g. cut by max_tokens, or no closing tag): what
 // was streamed stands (as vLLM does), the rest of the text is dropped rather than sent again as
 // content, and no further delta is sent for a call whose streamed arguments disagree with the
-// final parse (only possible for JSON with duplicate keys). Nothing here throws.
+// final parse (only possible for JSON with duplicate keys, or a call object with both
+// "parameters" and "arguments": the stream follows the first, ParseToolCalls "arguments"). Nothing
+// here throws.
 //
 // Bounds: the streamer keeps the choice's text (bounded by max_tokens) and streams at most
 // kMaxStreamedToolCalls calls; calls past that (and calls the incremental scanner cannot follow)

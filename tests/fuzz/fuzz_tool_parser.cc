@@ -3,8 +3,8 @@
 // rest is the generated text. Never a crash; the streamed deltas keep OpenAI's shape (calls in
 // index order, the name in a call's first delta only, fragments of whole UTF-8 characters);
 // when no call went out the content is ParseToolCalls' exactly; when ParseToolCalls finds calls
-// (and no JSON object in the text repeats a key) content and calls reassembled from the deltas
-// equal it.
+// (and no JSON object in the text repeats a key, "parameters" and "arguments" counting as one)
+// content and calls reassembled from the deltas equal it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -44,7 +44,8 @@ struct DuplicateKeys : nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool key(string_t& k) override {
-    if (!keys.back().insert(k).second) found = true;
+    // A call with both "parameters" and "arguments": the stream follows the first one.
+    if (!keys.back().insert(k == "parameters" ? "arguments" : k).second) found = true;
     return true;
   }
   bool end_object() override {
