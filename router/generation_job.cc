@@ -291,19 +291,15 @@ void GenerationJob::Emit(Choice& c, const std::string& text, std::vector<TokenLo
   json chunk;
   const bool with_logprobs = spec_.options.sampling.logprobs >= 0;
   if (spec_.chat) {
-    json delta = {{"content", text}};
     if (c.reasoning) {
       std::string reasoning;
       std::string content;
       c.reasoning->Push(text, &reasoning, &content);
-      content = c.tools->Push(content);
-      delta = json::object();
-      if (!reasoning.empty()) delta["reasoning_content"] = std::move(reasoning);
-      if (!content.empty() || (reasoning.empty() && !logprobs.empty())) {
-        delta["content"] = std::move(content);
-      }
-      if (delta.empty()) return;
+      WriteParsed(c, std::move(reasoning), c.tools->Push(content),
+                  with_logprobs && !logprobs.empty() ? ChatLogprobsJson(logprobs) : json(nullptr));
+      return;
     }
+    json delta = {{"content", text}};
     chunk = ChatChunkJson(spec_.meta, c.spec.index, std::move(delta),
                           with_logprobs ? ChatLogprobsJson(logprobs) : json(nullptr), "");
   } else {
@@ -316,27 +312,37 @@ void GenerationJob::Emit(Choice& c, const std::string& text, std::vector<TokenLo
   sink_->StreamWrite(SseData(chunk));
 }
 
+void GenerationJob::WriteParsed(Choice& c, std::string reasoning, ToolStreamEvents tools,
+                                json logprobs) {
+  auto write = [&](json delta) {
+    json chunk = ChatChunkJson(spec_.meta, c.spec.index, std::move(delta), std::move(logprobs), "");
+    logprobs = nullptr;
+    if (spec_.options.include_usage) chunk["usage"] = nullptr;
+    sink_->StreamWrite(SseData(chunk));
+  };
+  json delta = json::object();
+  if (!reasoning.empty()) delta["reasoning_content"] = std::move(reasoning);
+  // Logprobs of tokens that produced no text yet go out with an empty content.
+  if (!tools.content.empty() || (delta.empty() && tools.calls.empty() && !logprobs.is_null())) {
+    delta["content"] = std::move(tools.content);
+  }
+  if (!delta.empty()) write(std::move(delta));
+  for (ToolCallDelta& d : tools.calls) {
+    if (!d.name.empty()) write(ToolCallStartDelta(d.index, MakeToolCallId(), d.name));
+    if (!d.arguments.empty()) write(ToolCallArgumentsDelta(d.index, d.arguments));
+  }
+}
+
 std::string GenerationJob::FlushParsers(Choice& c) {
   std::string reasoning;
   std::string content;
   c.reasoning->Finish(&reasoning, &content);
-  content = c.tools->Push(content);
-  ToolParseResult parsed = c.tools->Finish();
-  content += parsed.content;
-  auto write = [&](json delta) {
-    json chunk = ChatChunkJson(spec_.meta, c.spec.index, std::move(delta), nullptr, "");
-    if (spec_.options.include_usage) chunk["usage"] = nullptr;
-    sink_->StreamWrite(SseData(chunk));
-  };
-  if (!reasoning.empty()) write({{"reasoning_content", std::move(reasoning)}});
-  if (!content.empty()) write({{"content", std::move(content)}});
-  for (size_t k = 0; k < parsed.calls.size(); ++k) {
-    for (json& delta :
-         ToolCallDeltas(static_cast<int>(k), parsed.calls[k].name, parsed.calls[k].arguments)) {
-      write(std::move(delta));
-    }
-  }
-  return parsed.calls.empty() ? c.finish_reason : "tool_calls";
+  ToolStreamEvents tools = c.tools->Push(content);
+  ToolStreamEvents rest = c.tools->Finish();
+  tools.content += rest.content;
+  for (ToolCallDelta& d : rest.calls) tools.calls.push_back(std::move(d));
+  WriteParsed(c, std::move(reasoning), std::move(tools), nullptr);
+  return c.tools->FinishReason(c.finish_reason);
 }
 
 void GenerationJob::OnDone(size_t i, const std::optional<ApiError>& error) {

@@ -79,6 +79,12 @@ class GenerationJob : public PendingExchange, public std::enable_shared_from_thi
   void Emit(Choice& c, const std::string& text, std::vector<TokenLogprob> logprobs);
   // Stream: what the parsers still hold, then the tool-call deltas; returns the finish reason.
   std::string FlushParsers(Choice& c);
+  // Stream with parsers: a chunk with the reasoning and content (when any, or when `logprobs`
+  // must go out), then one chunk per tool-call delta (a call's first delta: its index, a new
+  // id, type and name, arguments ""; then {"index", "function": {"arguments"}} fragments).
+  // `logprobs` (null: none) goes with the first chunk.
+  void WriteParsed(Choice& c, std::string reasoning, ToolStreamEvents tools,
+                   nlohmann::json logprobs);
   bool parsing() const {
     return spec_.chat && (spec_.tool_parser != ToolParserKind::kNone ||
                           spec_.reasoning_parser != ReasoningParserKind::kNone);

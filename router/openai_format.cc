@@ -43,13 +43,18 @@ json ToolCallJson(const std::string& id, const std::string& name, const std::str
   return call;
 }
 
+json ToolCallStartDelta(int index, const std::string& id, const std::string& name) {
+  return {{"tool_calls", json::array({ToolCallJson(id, name, "", index)})}};
+}
+
+json ToolCallArgumentsDelta(int index, const std::string& fragment) {
+  return {
+      {"tool_calls", json::array({{{"index", index}, {"function", {{"arguments", fragment}}}}})}};
+}
+
 std::vector<json> ToolCallDeltas(int index, const std::string& name, const std::string& arguments) {
-  std::vector<json> deltas;
-  deltas.push_back(
-      {{"tool_calls", json::array({ToolCallJson(MakeToolCallId(), name, "", index)})}});
-  deltas.push_back({{"tool_calls",
-                     json::array({{{"index", index}, {"function", {{"arguments", arguments}}}}})}});
-  return deltas;
+  return {ToolCallStartDelta(index, MakeToolCallId(), name),
+          ToolCallArgumentsDelta(index, arguments)};
 }
 
 std::string JsonText(const json& j) {

@@ -54,6 +54,11 @@ nlohmann::json ToolCallJson(const std::string& id, const std::string& name,
 // {"name", "arguments": ""}}]}, then {"tool_calls": [{"index", "function": {"arguments"}}]}.
 std::vector<nlohmann::json> ToolCallDeltas(int index, const std::string& name,
                                            const std::string& arguments);
+// The first delta of tool call `index`: {"tool_calls": [{"index", "id", "type": "function",
+// "function": {"name", "arguments": ""}}]}.
+nlohmann::json ToolCallStartDelta(int index, const std::string& id, const std::string& name);
+// A fragment of its arguments: {"tool_calls": [{"index", "function": {"arguments"}}]}.
+nlohmann::json ToolCallArgumentsDelta(int index, const std::string& fragment);
 
 // Serialises with invalid UTF-8 replaced (never throws).
 std::string JsonText(const nlohmann::json& j);

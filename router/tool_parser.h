@@ -11,6 +11,7 @@
 //                output makes a model write for tool_choice "required" or a named function
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,21 +42,62 @@ struct ToolParseResult {
 
 ToolParseResult ParseToolCalls(ToolParserKind kind, std::string_view text);
 
-// Streaming: Push returns the content that can go out now; text that may start a tool call is
-// held back until Finish, which parses the whole text. The concatenated content and the calls
-// equal ParseToolCalls on the whole text, however the text is split.
+// Streaming (chat with stream: true): Push reports, for the text generated so far, the content
+// that can go out now and the tool-call deltas found, as OpenAI / vLLM stream them: a call's
+// first delta carries its name (arguments ""), once the name is complete; the later ones carry
+// fragments of the arguments JSON as they are generated. Arguments are re-serialised on the
+// fly exactly as ParseToolCalls does (compact, escapes normalised): string values stream byte
+// by byte, numbers and literals once complete, arguments given as a JSON string once their
+// string closes; arguments written before the name are held until the name is known. Text that
+// may start a call is held back (as content, it goes out at Finish when it is no call).
+//
+// Guarantee: for an output that ParseToolCalls reads as calls, the concatenated content and the
+// calls reassembled from the deltas (index by index, fragments concatenated) equal
+// ParseToolCalls on the whole text, however the text is split. An output that turns out
+// malformed after a call was already streamed (e.g. cut by max_tokens, or no closing tag): what
+// was streamed stands (as vLLM does), the rest of the text is dropped rather than sent again as
+// content, and no further delta is sent for a call whose streamed arguments disagree with the
+// final parse (only possible for JSON with duplicate keys, or a call object with both
+// "parameters" and "arguments": the stream follows the first, ParseToolCalls "arguments"). Nothing
+// here throws.
+//
+// Bounds: the streamer keeps the choice's text (bounded by max_tokens) and streams at most
+// kMaxStreamedToolCalls calls; calls past that (and calls the incremental scanner cannot follow)
+// go out whole at Finish, from ParseToolCalls.
+inline constexpr size_t kMaxStreamedToolCalls = 128;  // = kMaxTools, the tools a request declares
+
+struct ToolCallDelta {
+  int index = 0;          // 0, 1, ... in the order the calls start
+  std::string name;       // set on the call's first delta only
+  std::string arguments;  // a fragment of the arguments JSON text (may be empty)
+};
+
+struct ToolStreamEvents {
+  std::string content;  // goes out before the deltas
+  std::vector<ToolCallDelta> calls;
+};
+
 class ToolCallStreamer {
  public:
-  explicit ToolCallStreamer(ToolParserKind kind) : kind_(kind) {}
-  std::string Push(std::string_view piece);
-  // The content still held and the calls.
-  ToolParseResult Finish();
+  explicit ToolCallStreamer(ToolParserKind kind);
+  ~ToolCallStreamer();
+  ToolCallStreamer(const ToolCallStreamer&) = delete;
+  ToolCallStreamer& operator=(const ToolCallStreamer&) = delete;
+
+  ToolStreamEvents Push(std::string_view piece);
+  // The end of the text: the content still held (all of it when the text holds no call) and
+  // the rest of the calls, reconciled with ParseToolCalls on the whole text.
+  ToolStreamEvents Finish();
+  // After Finish: "tool_calls" when ParseToolCalls found calls, or when calls were streamed,
+  // each to the end of its arguments, and the engine stopped normally ("stop"); else
+  // `engine_reason` (e.g. "length" for a call cut by max_tokens).
+  std::string FinishReason(const std::string& engine_reason) const;
+  // Calls whose first delta went out.
+  size_t calls_started() const;
 
  private:
-  ToolParserKind kind_;
-  std::string text_;
-  size_t emitted_ = 0;
-  bool in_call_ = false;
+  struct State;
+  std::unique_ptr<State> s_;
 };
 
 }  // namespace llm::router

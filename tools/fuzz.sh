@@ -11,12 +11,13 @@
 #   tools/fuzz.sh --list             the targets
 #
 # Targets: openai_request http tokenizer chat_template safetensors gguf model_config
-# cluster_config step_plan. The tokenizer target reads ../shared/tokenizers (LLM_FUZZ_TOKENIZERS overrides) and
-# fuzzes only the repo's demo tokenizer when it is absent.
+# cluster_config step_plan json_schema tool_parser. The tokenizer target reads
+# ../shared/tokenizers (LLM_FUZZ_TOKENIZERS overrides) and fuzzes only the repo's demo tokenizer
+# when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=(openai_request http tokenizer chat_template safetensors gguf model_config cluster_config
-         step_plan json_schema)
+         step_plan json_schema tool_parser)
 build=build-fuzz
 jobs=$(nproc)
 
@@ -55,7 +56,7 @@ case "${1:-}" in
     exit "$fail"
     ;;
   ""|-h|--help)
-    sed -n '2,17p' "$0"
+    sed -n '2,16p' "$0"
     exit 1
     ;;
   *)

@@ -291,3 +291,27 @@ w('step_plan', 'prefix_cache', stream(8, 3, [
     step(1, new=[(1, [1, 2, 3, 4, 5, 6, 7])], blocks=[(1, 0, [0, 1, 2])], sched=[(1, 0, 7, 1)]),
     step(2, new=[(2, [1, 2, 3, 4, 5, 6, 8])], sampled=[(1, 9)], blocks=[(2, 0, [0, 1, 3])],
          sched=[(1, 7, 1, 1), (2, 6, 1, 1)])]))
+
+# tool_parser: first byte the parser (0 hermes, 1 llama3_json, 2 mistral, 3 deepseek_v3,
+# 4 json_array, 5 none), second the piece lengths of the stream, then the model's text
+tool_texts = {
+    'hermes': (0, '<think>x</think>Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": '
+                  '{"city": "Paris", "unit": "c"}}\n</tool_call>\n<tool_call>\n{"name": "get_weather", '
+                  '"arguments": {"city": "Rome"}}\n</tool_call>'),
+    'hermes_string_args': (0, '<tool_call>{"arguments": "{\\"a\\": [1, 2.50, \\"\\\\u00e9\\"]}", '
+                              '"name": "f"}</tool_call>'),
+    'llama3_json': (1, '{"name": "f", "parameters": {"x": 1, "s": "a\\/b \\ud83d\\ude00"}}; '
+                       '{"parameters": {}, "name": "g"}'),
+    'llama3_tag': (1, 'Sure. <|python_tag|>{"name": "f", "arguments": {"q": "a;b"}}'),
+    'mistral': (2, 'Hi[TOOL_CALLS][{"name": "f", "arguments": {"a": "]"}}, '
+                   '{"name": "g", "arguments": {}}]'),
+    'mistral_v11': (2, '[TOOL_CALLS]f[ARGS]{"a": 1e2, "b": [true, null]}[TOOL_CALLS]g[ARGS]{}'),
+    'deepseek_v3': (3, '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n'
+                       '```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>function'
+                       '<｜tool▁sep｜>get_time\n```json\n{"tz": "Europe/Rome"}\n```<｜tool▁call▁end｜>'
+                       '<｜tool▁calls▁end｜>'),
+    'json_array': (4, '[{"name": "get_weather", "parameters": {"city": "Paris", "unit": "C"}}, '
+                      '{"name": "now", "parameters": {}}]'),
+}
+for name, (kind, text) in tool_texts.items():
+    w('tool_parser', name, bytes([kind, 7]) + text.encode())

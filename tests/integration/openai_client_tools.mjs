@@ -2,7 +2,8 @@
 // random-weight model whose output is driven by structured output: tool_choice "required" and a
 // named function (calls whose arguments follow the tool's schema), a Hermes <tool_call> and a
 // <think> block written by the model through guided_choice and parsed back by the router's
-// hermes / qwen3 parsers, each non-streaming and streaming, and response_format json_schema.
+// hermes / qwen3 parsers, each non-streaming and streaming (incremental tool_calls deltas, also
+// reassembled by the client's stream helper), and response_format json_schema.
 // Exits non-zero on the first mismatch. Usage: ROUTER_URL=http://127.0.0.1:2000/v1 node
 // openai_client_tools.mjs
 import assert from 'node:assert/strict';
@@ -32,7 +33,8 @@ const tools = [
   { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } },
 ];
 
-// Collects a streamed chat: content, reasoning, tool calls by index (OpenAI's deltas).
+// Collects a streamed chat: content, reasoning, tool calls by index (OpenAI's deltas: a
+// call's first delta has its id, type and name, the later ones argument fragments only).
 async function collect(stream) {
   const out = { content: '', reasoning: '', calls: [], finish: null };
   for await (const chunk of stream) {
@@ -41,10 +43,15 @@ async function collect(stream) {
       out.content += d.content ?? '';
       out.reasoning += d.reasoning_content ?? '';
       for (const t of d.tool_calls ?? []) {
-        const call = (out.calls[t.index] ??= { id: '', name: '', arguments: '' });
+        const first = out.calls[t.index] === undefined;
+        assert.equal(t.index, first ? out.calls.length : out.calls.length - 1, JSON.stringify(t));
+        assert.equal(first, t.id !== undefined, `id in the first delta only: ${JSON.stringify(t)}`);
+        assert.equal(first, t.function?.name !== undefined, JSON.stringify(t));
+        const call = (out.calls[t.index] ??= { id: '', name: '', arguments: '', fragments: 0 });
         call.id += t.id ?? '';
         call.name += t.function?.name ?? '';
         call.arguments += t.function?.arguments ?? '';
+        if (!first) call.fragments++;
       }
       if (choice.finish_reason) out.finish = choice.finish_reason;
     }
@@ -109,6 +116,51 @@ assert.equal(streamed.content, '');
 assert.equal(streamed.calls.length, 1);
 assert.equal(streamed.calls[0].name, 'get_weather');
 assert.deepEqual(JSON.parse(streamed.calls[0].arguments), { city: 'Paris', unit: 'C' });
+// The arguments came as fragments after the call's first delta (how many depends on how many
+// tokens each coordinator message carries; the router's unit tests check the split).
+assert.ok(streamed.calls[0].fragments >= 1, JSON.stringify(streamed.calls[0]));
+
+// The official stream helper reassembles the deltas: argument delta events, then a final
+// completion holding the call.
+const helper = client.beta.chat.completions.stream({
+  model, messages, tools, max_tokens: 400, guided_choice: [written],
+});
+let argumentDeltas = 0;
+helper.on('tool_calls.function.arguments.delta', () => { argumentDeltas++; });
+const final = await helper.finalChatCompletion();
+const fc = final.choices[0];
+assert.equal(fc.finish_reason, 'tool_calls', JSON.stringify(final));
+assert.equal(fc.message.tool_calls.length, 1, JSON.stringify(final));
+assert.ok(fc.message.tool_calls[0].id.startsWith('call_'));
+assert.equal(fc.message.tool_calls[0].type, 'function');
+assert.equal(fc.message.tool_calls[0].function.name, 'get_weather');
+assert.equal(fc.message.tool_calls[0].function.arguments, '{"city":"Paris","unit":"C"}');
+assert.ok(argumentDeltas >= 1, `arguments in ${argumentDeltas} deltas`);
+
+// Two calls after some content, the second with its arguments before its name: streamed as
+// indices 0 and 1 with their own ids, the same as the non-streamed message.
+const two = '<think>Two things.</think>Checking.<tool_call>\n{"name": "get_weather", ' +
+  '"arguments": {"city": "Rome", "unit": "F"}}\n</tool_call>\n<tool_call>\n' +
+  '{"arguments": {}, "name": "get_time"}\n</tool_call>';
+const twoWhole = (await client.chat.completions.create({
+  model, messages, tools, max_tokens: 400, guided_choice: [two],
+})).choices[0];
+const twoStreamed = await collect(await client.chat.completions.create({
+  model, messages, tools, max_tokens: 400, guided_choice: [two], stream: true,
+}));
+assert.equal(twoWhole.finish_reason, 'tool_calls');
+assert.equal(twoStreamed.finish, 'tool_calls');
+assert.equal(twoStreamed.reasoning, 'Two things.');
+assert.equal(twoStreamed.content, twoWhole.message.content);
+assert.equal(twoStreamed.content, 'Checking.');
+assert.equal(twoStreamed.calls.length, 2);
+assert.notEqual(twoStreamed.calls[0].id, twoStreamed.calls[1].id);
+for (const [k, call] of twoStreamed.calls.entries()) {
+  assert.ok(call.id.startsWith('call_'));
+  assert.equal(call.name, twoWhole.message.tool_calls[k].function.name);
+  assert.equal(call.arguments, twoWhole.message.tool_calls[k].function.arguments);
+}
+assert.equal(twoStreamed.calls[1].arguments, '{}');
 
 // 4. Reasoning then an answer, no tools.
 const answer = await collect(await client.chat.completions.create({

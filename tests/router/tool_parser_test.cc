@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "common/chat_template.h"
 #include "router/chat_prompt.h"
@@ -76,20 +77,59 @@ std::string ModelText(const std::string& tokenizer, const json& messages, bool a
   return text;
 }
 
-// Streaming, split at every byte boundary (and once per byte), gives ParseToolCalls' result.
+// What a client reassembles from the streamed events: content, then calls by index (a call's
+// first delta names it, later ones append argument fragments). `problem` names a delta that
+// breaks OpenAI's shape.
+struct Reassembled {
+  std::string content;
+  std::vector<ParsedToolCall> calls;
+  std::string problem;
+  size_t deltas = 0;
+};
+
+void Absorb(const ToolStreamEvents& ev, Reassembled* r) {
+  r->content += ev.content;
+  if (!ev.content.empty() && !r->calls.empty()) r->problem = "content after a call";
+  for (const ToolCallDelta& d : ev.calls) {
+    ++r->deltas;
+    if (!d.name.empty()) {
+      if (d.index != static_cast<int>(r->calls.size())) r->problem = "a call out of order";
+      if (!d.arguments.empty()) r->problem = "arguments in a call's first delta";
+      r->calls.push_back({d.name, d.arguments});
+    } else if (d.index + 1 != static_cast<int>(r->calls.size())) {
+      r->problem = "a fragment for call " + std::to_string(d.index) + " of " +
+                   std::to_string(r->calls.size());
+    } else {
+      if (d.arguments.empty()) r->problem = "an empty fragment";
+      // Each fragment goes out as a JSON string: it must be whole UTF-8 characters.
+      if (json::parse(json(d.arguments).dump(), nullptr, false).get<std::string>() != d.arguments) {
+        r->problem = "a fragment that splits a UTF-8 character";
+      }
+      r->calls.back().arguments += d.arguments;
+    }
+  }
+}
+
+Reassembled StreamPieces(ToolParserKind kind, const std::vector<std::string>& pieces) {
+  ToolCallStreamer s(kind);
+  Reassembled r;
+  for (const std::string& p : pieces) Absorb(s.Push(p), &r);
+  Absorb(s.Finish(), &r);
+  return r;
+}
+
+// Streaming, split at every byte boundary, once per byte and at random points, gives
+// ParseToolCalls' result: the content and the calls reassembled from the deltas.
 void ExpectStreamingMatches(ToolParserKind kind, const std::string& text) {
   const ToolParseResult whole = ParseToolCalls(kind, text);
   auto check = [&](const std::vector<std::string>& pieces, const std::string& how) {
-    ToolCallStreamer s(kind);
-    std::string content;
-    for (const std::string& p : pieces) content += s.Push(p);
-    ToolParseResult fin = s.Finish();
-    content += fin.content;
-    EXPECT_EQ(content, whole.content) << how;
-    ASSERT_EQ(fin.calls.size(), whole.calls.size()) << how;
-    for (size_t k = 0; k < fin.calls.size(); ++k) {
-      EXPECT_EQ(fin.calls[k].name, whole.calls[k].name) << how;
-      EXPECT_EQ(fin.calls[k].arguments, whole.calls[k].arguments) << how;
+    const Reassembled r = StreamPieces(kind, pieces);
+    EXPECT_EQ(r.problem, "") << how << "\n" << text;
+    EXPECT_EQ(r.content, whole.content) << how;
+    ASSERT_EQ(r.calls.size(), whole.calls.size()) << how << "\n" << text;
+    for (size_t k = 0; k < r.calls.size(); ++k) {
+      EXPECT_EQ(r.calls[k].name, whole.calls[k].name) << how;
+      EXPECT_EQ(r.calls[k].arguments, whole.calls[k].arguments) << how;
     }
   };
   for (size_t cut = 0; cut <= text.size(); ++cut) {
@@ -98,6 +138,21 @@ void ExpectStreamingMatches(ToolParserKind kind, const std::string& text) {
   std::vector<std::string> bytes;
   for (char c : text) bytes.emplace_back(1, c);
   check(bytes, "byte by byte");
+  // The calls go out as the text comes: once all of it is pushed, Finish has none left to send.
+  ToolCallStreamer incremental(kind);
+  for (const std::string& b : bytes) incremental.Push(b);
+  EXPECT_EQ(incremental.calls_started(), whole.calls.size());
+  EXPECT_TRUE(incremental.Finish().calls.empty()) << text;
+  std::mt19937 rng(static_cast<uint32_t>(text.size()));
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::string> pieces;
+    for (size_t at = 0; at < text.size();) {
+      const size_t n = std::uniform_int_distribution<size_t>(0, 12)(rng);
+      pieces.push_back(text.substr(at, n));
+      at += n;
+    }
+    check(pieces, "random split " + std::to_string(round));
+  }
 }
 
 TEST(ToolParser, DetectsFromRealTemplates) {
@@ -176,26 +231,55 @@ TEST(ToolParser, Llama3JsonAndMistral) {
 }
 
 TEST(ToolParser, MalformedCallsArePlainContent) {
-  const std::vector<std::pair<ToolParserKind, std::string>> bad = {
-      {ToolParserKind::kHermes, "Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\n</tool_call>"},
-      {ToolParserKind::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}"},  // no end
-      {ToolParserKind::kHermes, "<tool_call>{\"arguments\": {}}</tool_call>"},         // no name
-      {ToolParserKind::kHermes, "<tool_call>[1, 2]</tool_call>"},
-      {ToolParserKind::kLlama3Json, "{\"name\": \"f\", \"parameters\": {\"x\": }"},
-      {ToolParserKind::kMistral, "[TOOL_CALLS][{\"name\": \"f\""},
-      {ToolParserKind::kDeepSeekV3, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function"},
+  // The text, and for streaming: the calls whose name went out before the text turned out
+  // malformed (they stand, as in vLLM; the content is then the text before them, not repeated).
+  struct Bad {
+    ToolParserKind kind;
+    std::string text;
+    size_t streamed_calls;
+    std::string streamed_content;
+    std::string finish_reason;  // FinishReason("stop")
   };
-  for (const auto& [kind, text] : bad) {
-    const ToolParseResult r = ParseToolCalls(kind, text);
-    EXPECT_TRUE(r.calls.empty()) << text;
-    EXPECT_EQ(r.content, text);
-    ExpectStreamingMatches(kind, text);
+  const std::vector<Bad> bad = {
+      {ToolParserKind::kHermes, "Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\n</tool_call>",
+       1, "Hi ", "stop"},
+      {ToolParserKind::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}", 1, "",
+       "tool_calls"},  // no end
+      {ToolParserKind::kHermes, "<tool_call>{\"arguments\": {}}</tool_call>", 0, "",
+       "stop"},  // no name
+      {ToolParserKind::kHermes, "<tool_call>[1, 2]</tool_call>", 0, "", "stop"},
+      {ToolParserKind::kLlama3Json, "{\"name\": \"f\", \"parameters\": {\"x\": }", 1, "", "stop"},
+      {ToolParserKind::kMistral, "[TOOL_CALLS][{\"name\": \"f\"", 1, "", "stop"},
+      {ToolParserKind::kDeepSeekV3, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function", 0, "",
+       "stop"},
+  };
+  for (const Bad& b : bad) {
+    const ToolParseResult r = ParseToolCalls(b.kind, b.text);
+    EXPECT_TRUE(r.calls.empty()) << b.text;
+    EXPECT_EQ(r.content, b.text);
+    if (b.streamed_calls == 0) {
+      ExpectStreamingMatches(b.kind, b.text);
+      continue;
+    }
+    for (size_t cut = 0; cut <= b.text.size(); ++cut) {
+      ToolCallStreamer st(b.kind);
+      Reassembled got;
+      Absorb(st.Push(b.text.substr(0, cut)), &got);
+      Absorb(st.Push(b.text.substr(cut)), &got);
+      Absorb(st.Finish(), &got);
+      EXPECT_EQ(got.problem, "") << b.text;
+      EXPECT_EQ(got.calls.size(), b.streamed_calls) << b.text;
+      EXPECT_EQ(got.content, b.streamed_content) << b.text;
+      EXPECT_EQ(st.FinishReason("stop"), b.finish_reason) << b.text;
+      EXPECT_EQ(st.FinishReason("length"), "length") << b.text;
+    }
   }
   // Text without any call streams through unchanged; a partial tag is held, then released.
   ToolCallStreamer s(ToolParserKind::kHermes);
-  EXPECT_EQ(s.Push("Hello <tool"), "Hello ");
-  EXPECT_EQ(s.Push("box> x"), "<toolbox> x");
+  EXPECT_EQ(s.Push("Hello <tool").content, "Hello ");
+  EXPECT_EQ(s.Push("box> x").content, "<toolbox> x");
   EXPECT_EQ(s.Finish().content, "");
+  EXPECT_EQ(s.FinishReason("stop"), "stop");
 }
 
 void ExpectReasoningStreams(ReasoningParserKind kind, const std::string& text,
@@ -369,17 +453,234 @@ TEST(ToolParser, JsonArrayOfCalls) {
   EXPECT_EQ(r.calls[0].arguments, R"({"city":"Paris","unit":"C"})");
   EXPECT_EQ(r.calls[1].arguments, "{}");
   EXPECT_EQ(r.content, "");
-  // Streaming holds everything back; the pieces give the same calls.
-  ToolCallStreamer s(ToolParserKind::kJsonArray);
-  std::string content;
-  for (char c : text) content += s.Push(std::string_view(&c, 1));
-  const ToolParseResult streamed = s.Finish();
-  EXPECT_EQ(content + streamed.content, "");
-  EXPECT_EQ(streamed.calls.size(), 2u);
+  // Streamed, the calls come as deltas.
+  ExpectStreamingMatches(ToolParserKind::kJsonArray, text);
   // Unfinished (max_tokens) or trailing text: plain content.
   EXPECT_TRUE(ParseToolCalls(ToolParserKind::kJsonArray, text.substr(0, 40)).calls.empty());
   EXPECT_TRUE(ParseToolCalls(ToolParserKind::kJsonArray, text + " x").calls.empty());
   EXPECT_EQ(ToolParserFromName("json_array"), ToolParserKind::kJsonArray);
+}
+
+}  // namespace
+}  // namespace llm::router
+
+namespace llm::router {
+namespace {
+
+// OpenAI / vLLM style: a call's first delta once its name is complete, then fragments of the
+// arguments as they are generated (re-serialised compactly, as ParseToolCalls does).
+TEST(ToolCallStreaming, NameThenArgumentFragmentsAsGenerated) {
+  ToolCallStreamer s(ToolParserKind::kHermes);
+  ToolStreamEvents ev = s.Push("Let me check.\n<tool_call>\n{\"name\": \"get_wea");
+  EXPECT_EQ(ev.content, "Let me check.\n");
+  EXPECT_TRUE(ev.calls.empty());
+  ev = s.Push("ther\", \"arguments\": {\"city\": \"Pa");
+  ASSERT_EQ(ev.calls.size(), 2u);
+  EXPECT_EQ(ev.calls[0].index, 0);
+  EXPECT_EQ(ev.calls[0].name, "get_weather");
+  EXPECT_EQ(ev.calls[0].arguments, "");
+  EXPECT_EQ(ev.calls[1].name, "");
+  EXPECT_EQ(ev.calls[1].arguments, "{\"city\":\"Pa");
+  ev = s.Push("ris\", \"days\": 3");  // a number goes out once it ends
+  ASSERT_EQ(ev.calls.size(), 1u);
+  EXPECT_EQ(ev.calls[0].arguments, "ris\",\"days\":");
+  // The first call ends; the second writes its arguments before its name: they follow the name.
+  ev = s.Push("}}\n</tool_call>\n<tool_call>\n{\"arguments\": {\"q\": [1, 2.50]}, \"name\": \"se");
+  ASSERT_EQ(ev.calls.size(), 1u);
+  EXPECT_EQ(ev.calls[0].arguments, "3}");
+  ev = s.Push("arch\"}\n</tool_call>");
+  ASSERT_EQ(ev.calls.size(), 2u);
+  EXPECT_EQ(ev.calls[0].index, 1);
+  EXPECT_EQ(ev.calls[0].name, "search");
+  EXPECT_EQ(ev.calls[1].index, 1);
+  EXPECT_EQ(ev.calls[1].arguments, "{\"q\":[1,2.5]}");
+  ev = s.Finish();
+  EXPECT_EQ(ev.content, "");
+  EXPECT_TRUE(ev.calls.empty());
+  EXPECT_EQ(s.FinishReason("stop"), "tool_calls");
+  EXPECT_EQ(s.calls_started(), 2u);
+}
+
+// Every parser kind, arguments with escapes, numbers, nesting, UTF-8, key orders and forms the
+// parsers accept: split anyhow, the stream reassembles to ParseToolCalls' result.
+TEST(ToolCallStreaming, EveryKindMatchesTheWholeParse) {
+  using K = ToolParserKind;
+  const std::string tricky =
+      R"({"s": "a\/b \u00e9 \ud83d\ude00 \u0001\u001F \n \"q\" \\ Zürich 東京 😀", )"
+      R"("n": [1.0, -0, 1e2, 2.50, 12345678901234567890, -7, true, false, null, {}, []], )"
+      R"("deep": {"a": [{"b": "}]"}], "c": {}}})";
+  const std::vector<std::pair<K, std::string>> texts = {
+      {K::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": " + tricky + "}\n</tool_call>"},
+      {K::kHermes,
+       "Sure.<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": [1, 2]}\"}</tool_call>"
+       "<tool_call>{\"name\": \"g\", \"arguments\": null}</tool_call>"
+       "\n<tool_call>{\"name\": \"h\"}</tool_call> trailing text"},
+      {K::kHermes,
+       "<tool_call>{\"arguments\": {\"x\": 1}, \"id\": 7, \"name\": \"f\"}</tool_call>"},
+      {K::kLlama3Json,
+       "  {\"type\": \"function\", \"name\": \"f\", \"parameters\": " + tricky + "}"},
+      {K::kLlama3Json,
+       "{\"parameters\": {\"x\": 1}, \"name\": \"f\"} ; {\"name\": \"g\", "
+       "\"arguments\": {}};"},
+      {K::kLlama3Json,
+       "Calling. <|python_tag|> {\"name\": \"f\", \"parameters\": {\"q\": \"a;b\"}}"},
+      {K::kMistral, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": " + tricky +
+                        "}, {\"arguments\": {}, \"name\": \"g\"}]"},
+      {K::kMistral, "Hi [TOOL_CALLS]f[ARGS]{\"a\": 1}[TOOL_CALLS]g[ARGS]" + tricky},
+      {K::kDeepSeekV3,
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n" +
+           tricky +
+           "\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n{}"
+           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+      {K::kJsonArray, " [ {\"name\": \"f\", \"parameters\": " + tricky +
+                          "} , {\"name\": \"g\", \"parameters\": {}} ] \n"},
+  };
+  for (const auto& [kind, text] : texts) {
+    SCOPED_TRACE(std::string(ToolParserName(kind)) + ": " + text);
+    const ToolParseResult whole = ParseToolCalls(kind, text);
+    ASSERT_FALSE(whole.calls.empty());
+    ExpectStreamingMatches(kind, text);
+  }
+}
+
+// A call that turns out malformed after it was streamed: what went out stands, the text is not
+// sent again as content; finish_reason is "tool_calls" only for calls streamed whole.
+TEST(ToolCallStreaming, MalformedAfterStreamingIsNotDuplicated) {
+  ToolCallStreamer cut(ToolParserKind::kHermes);
+  Reassembled r;
+  Absorb(cut.Push("Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Par"), &r);
+  Absorb(cut.Finish(), &r);  // max_tokens
+  EXPECT_EQ(r.problem, "");
+  EXPECT_EQ(r.content, "Hi ");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "f");
+  EXPECT_EQ(r.calls[0].arguments, "{\"city\":\"Par");
+  EXPECT_EQ(cut.FinishReason("length"), "length");
+  EXPECT_EQ(cut.FinishReason("stop"), "stop");
+
+  ToolCallStreamer no_end(ToolParserKind::kHermes);  // a whole call, no </tool_call>
+  r = {};
+  Absorb(no_end.Push("<tool_call>{\"name\": \"f\", \"arguments\": {}}"), &r);
+  Absorb(no_end.Finish(), &r);
+  EXPECT_EQ(r.content, "");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{}");
+  EXPECT_EQ(no_end.FinishReason("stop"), "tool_calls");
+
+  // Every prefix of well-formed outputs (a choice cut anywhere): the content never repeats what
+  // went out as calls, and what went out is a prefix of the whole output's calls.
+  const std::vector<std::pair<ToolParserKind, std::string>> texts = {
+      {ToolParserKind::kHermes,
+       "Ok <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, \"x\"]}}\n</tool_call>\n"
+       "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"},
+      {ToolParserKind::kMistral, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}]"},
+      {ToolParserKind::kDeepSeekV3,
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": "
+       "1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+  };
+  for (const auto& [kind, text] : texts) {
+    const ToolParseResult full = ParseToolCalls(kind, text);
+    ASSERT_FALSE(full.calls.empty());
+    for (size_t n = 0; n <= text.size(); ++n) {
+      const std::string prefix = text.substr(0, n);
+      std::vector<std::string> bytes;
+      for (char c : prefix) bytes.emplace_back(1, c);
+      const Reassembled p = StreamPieces(kind, bytes);
+      SCOPED_TRACE(prefix);
+      EXPECT_EQ(p.problem, "");
+      if (p.calls.empty()) {
+        EXPECT_EQ(p.content, ParseToolCalls(kind, prefix).content);
+        continue;
+      }
+      EXPECT_EQ(p.content, full.content);
+      ASSERT_LE(p.calls.size(), full.calls.size());
+      for (size_t k = 0; k < p.calls.size(); ++k) {
+        EXPECT_EQ(p.calls[k].name, full.calls[k].name);
+        EXPECT_TRUE(full.calls[k].arguments.starts_with(p.calls[k].arguments))
+            << p.calls[k].arguments;
+      }
+    }
+  }
+}
+
+// At most kMaxStreamedToolCalls calls stream; the rest go out whole at the end.
+TEST(ToolCallStreaming, CallsAreBounded) {
+  std::string text;
+  const size_t n = kMaxStreamedToolCalls + 5;
+  for (size_t k = 0; k < n; ++k) {
+    text += "{\"name\": \"f\", \"parameters\": {\"i\": " + std::to_string(k) + "}}; ";
+  }
+  ToolCallStreamer s(ToolParserKind::kLlama3Json);
+  Reassembled r;
+  for (char c : text) Absorb(s.Push(std::string_view(&c, 1)), &r);
+  EXPECT_EQ(s.calls_started(), kMaxStreamedToolCalls);
+  Absorb(s.Finish(), &r);
+  EXPECT_EQ(r.problem, "");
+  ASSERT_EQ(r.calls.size(), n);
+  EXPECT_EQ(r.calls[n - 1].arguments, "{\"i\":" + std::to_string(n - 1) + "}");
+}
+
+// Random text made of the formats' pieces: never throws or crashes; when no call went out the
+// content is ParseToolCalls' exactly.
+TEST(ToolCallStreaming, RandomTextNeverBreaks) {
+  const std::vector<std::string> atoms = {"<tool_call>",
+                                          "</tool_call>",
+                                          "<|python_tag|>",
+                                          "[TOOL_CALLS]",
+                                          "[ARGS]",
+                                          "<｜tool▁calls▁begin｜>",
+                                          "<｜tool▁call▁begin｜>",
+                                          "<｜tool▁sep｜>",
+                                          "<｜tool▁call▁end｜>",
+                                          "<｜tool▁calls▁end｜>",
+                                          "{",
+                                          "}",
+                                          "[",
+                                          "]",
+                                          ",",
+                                          ":",
+                                          ";",
+                                          "\"",
+                                          "\\",
+                                          "\\u00e9",
+                                          "\\ud83d",
+                                          "\"name\"",
+                                          "\"arguments\"",
+                                          "\"parameters\"",
+                                          "\"f\"",
+                                          "1",
+                                          "-2.5e3",
+                                          "true",
+                                          "null",
+                                          " ",
+                                          "\n",
+                                          "```json",
+                                          "```",
+                                          "x",
+                                          "é",
+                                          "\xff"};
+  std::mt19937 rng(7);
+  for (int round = 0; round < 3000; ++round) {
+    std::string text;
+    const size_t len = std::uniform_int_distribution<size_t>(0, 30)(rng);
+    for (size_t k = 0; k < len; ++k) {
+      text += atoms[std::uniform_int_distribution<size_t>(0, atoms.size() - 1)(rng)];
+    }
+    for (ToolParserKind kind :
+         {ToolParserKind::kHermes, ToolParserKind::kLlama3Json, ToolParserKind::kMistral,
+          ToolParserKind::kDeepSeekV3, ToolParserKind::kJsonArray}) {
+      std::vector<std::string> pieces;
+      for (size_t at = 0; at < text.size();) {
+        const size_t n = std::uniform_int_distribution<size_t>(1, 8)(rng);
+        pieces.push_back(text.substr(at, n));
+        at += n;
+      }
+      const Reassembled r = StreamPieces(kind, pieces);
+      if (r.calls.empty()) {
+        EXPECT_EQ(r.content, ParseToolCalls(kind, text).content) << text;
+      }
+    }
+  }
 }
 
 }  // namespace
