@@ -492,6 +492,27 @@ TEST(SixteenRanks, Dp2Pp2Tp4ServesTheGoldenTextThroughTheRouter) {
     ++cases;
   }
   EXPECT_GE(cases, 1);
+  // Structured output: the grammar masks travel with the plans to the last stage, which
+  // samples; every answer is the schema's JSON, ended by the grammar.
+  for (int i = 0; i < 4; ++i) {
+    const json schema = {
+        {"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}, {"required", {"a"}}};
+    const HttpResult r =
+        Post(port, "/v1/completions",
+             {{"model", "stories260K"},
+              {"prompt", "Once upon a time " + std::to_string(i)},
+              {"max_tokens", 120},
+              {"temperature", 1.0},
+              {"seed", 7 + i},
+              {"response_format",
+               {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", schema}}}}}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json choice = r.Json()["choices"][0];
+    ASSERT_EQ(choice["finish_reason"], "stop") << r.body;
+    const json value = json::parse(choice["text"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(value.is_object()) << r.body;
+    EXPECT_TRUE(value["a"].is_number_integer()) << r.body;
+  }
   // Each engine directly (the router's prefix affinity may have picked one for both prompts).
   const std::vector<GoldenCase> ids = ReadGolden();
   for (int g = 0; g < 2; ++g) {
@@ -506,7 +527,7 @@ TEST(SixteenRanks, Dp2Pp2Tp4ServesTheGoldenTextThroughTheRouter) {
               static_cast<long long>(s0.requests_total()),
               static_cast<long long>(s1.requests_total()));
   EXPECT_EQ(s0.requests_total() + s1.requests_total(),
-            2 * cases + 2 * static_cast<int64_t>(ids.size()));
+            2 * cases + 4 + 2 * static_cast<int64_t>(ids.size()));
   for (const auto& s : {s0, s1}) {
     EXPECT_EQ(s.world_size(), 8);
     EXPECT_EQ(s.kv_blocks_free(), s.kv_blocks_total());

@@ -5,7 +5,7 @@
 // other ranks follow. Started by tests/mpi/tp_golden_test.cc under mpirun.
 //
 //   tp_driver --model DIR --requests FILE [--num-blocks N] [--idle-ms N] [--pid-dir DIR]
-//             [--abort N] [--dummy] [--logprobs N] [--pp N] [--pp-partition A,B,..]
+//             [--abort N] [--dummy] [--logprobs N] [--pp N] [--pp-partition A,B,..] [--sample]
 //
 // requests FILE: {"requests": [{"prompt": [ids], "max_tokens": n}, ...]}. --abort N aborts
 // every N-th request (1-based) after its first token and reports its output as [].
@@ -37,6 +37,7 @@ struct Options {
   int idle_ms = 0;
   int abort_every = 0;
   bool abort_between_steps = false;
+  bool sample = false;
   int logprobs = -1;
   bool dummy = false;
   int world_size = 1;
@@ -54,6 +55,8 @@ void AddFlags(CLI::App& app, Options* o) {
   app.add_option("--num-blocks", o->num_blocks, "KV cache blocks")->check(CLI::Range(1, 1 << 20));
   app.add_option("--idle-ms", o->idle_ms, "idle time between requests")
       ->check(CLI::Range(0, 600000));
+  app.add_flag("--sample", o->sample,
+               "seeded sampling with every filter and penalty instead of greedy decoding");
   app.add_flag("--abort-between-steps", o->abort_between_steps,
                "abort after a step that gave the request no token, once it has one (with "
                "steps in flight, while its step runs)");
@@ -98,6 +101,16 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o, const std::vector<st
     r.ignore_eos = true;
     r.sampling.temperature = 0;
     r.sampling.logprobs = o.logprobs;
+    if (o.sample) {  // the penalties see the prompt and the output; the seed is per request
+      r.sampling.temperature = 0.9f;
+      r.sampling.top_k = 40;
+      r.sampling.top_p = 0.95f;
+      r.sampling.min_p = 0.01f;
+      r.sampling.repetition_penalty = 1.2f;
+      r.sampling.presence_penalty = 0.3f;
+      r.sampling.frequency_penalty = 0.2f;
+      r.sampling.seed = 1000 + i;
+    }
     LLM_ASSIGN_OR_RETURN(int64_t id, engine.Add(std::move(r)));
     index[id] = i;
     ids[i] = id;

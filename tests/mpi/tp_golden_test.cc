@@ -334,6 +334,34 @@ TEST_F(TpTest, FamiliesGreedyIdsOverTwoPipelineStages) {
                "--pp 2");
 }
 
+// The last pipeline stage samples (rank 0 sends each request's sampling parameters and seed
+// once, the stage's mirror has its tokens for the penalties) and sends the tokens and logprobs
+// back: seeded sampling with every filter and penalty gives on PP2 and PP4, in turn or with
+// steps in flight, exactly the tokens and top-5 logprobs of one rank (stages change no sum).
+TEST_F(TpTest, LastStageSamplesAsOneRankDoes) {
+  LLM_REQUIRE_MPIRUN();
+  LLM_REQUIRE_SHARED(kStories);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 6; ++i) {
+    Request r{{1}, std::vector<int32_t>(12 + i)};
+    for (int j = 0; j < 4 + 3 * i; ++j) r.prompt.push_back(300 + (j * 37 + i * 11) % 200);
+    reqs.push_back(r);
+  }
+  const std::string args = "--sample --logprobs 5 --model " + SharedPath(kStories) +
+                           " --requests " + WriteRequests(reqs);
+  json one;
+  ASSERT_EQ(Run(Command(mpirun, 1, args), &one), 0) << Stderr();
+  ASSERT_TRUE(one.is_object()) << Stderr();
+  for (const auto& [np, extra] : std::vector<std::pair<int, std::string>>{
+           {2, "--pp 2"}, {2, "--pp 2 --pp-in-flight 1"}, {4, "--pp 4"}}) {
+    json result;
+    ASSERT_EQ(Run(Command(mpirun, np, args + " " + extra), &result), 0) << extra << Stderr();
+    ASSERT_TRUE(result.is_object()) << Stderr();
+    EXPECT_EQ(result["outputs"], one["outputs"]) << extra;
+    EXPECT_EQ(result["logprobs"], one["logprobs"]) << extra;
+  }
+}
+
 TEST_F(TpTest, MorePipelineStagesThanLayersFailAtStartUp) {
   LLM_REQUIRE_MPIRUN();
   LLM_REQUIRE_SHARED(kStories);

@@ -19,12 +19,21 @@ namespace {
 StepPlan SamplePlan() {
   StepPlan p;
   p.step = 7;
-  p.new_sequences = {{11, {1, 2, 3}}, {12, {4}}};
+  SamplingParams sp;
+  sp.temperature = 0.7f;
+  sp.top_k = 40;
+  sp.top_p = 0.9f;
+  sp.min_p = 0.05f;
+  sp.repetition_penalty = 1.1f;
+  sp.presence_penalty = -0.5f;
+  sp.frequency_penalty = 0.25f;
+  sp.logprobs = 5;
+  p.new_sequences = {{11, {1, 2, 3}, sp, 0xfeedface12345678ull}, {12, {4}, {}, 0}};
   p.sampled = {{9, 42}};
   p.finished = {3, 4};
   p.preempted = {5};
   p.blocks = {{11, 0, {7, 8}}, {5, 0, {}}};
-  p.scheduled = {{11, 0, 3, true}, {9, 4, 1, false}};
+  p.scheduled = {{11, 0, 3, true, {0x5ull, ~0ull}}, {9, 4, 1, false, {}}};
   return p;
 }
 
@@ -48,6 +57,20 @@ TEST(StepPlanWire, RoundTripsEveryField) {
   EXPECT_TRUE(got.scheduled[0].samples);
   EXPECT_EQ(got.scheduled[1].num_new_tokens, 1);
   EXPECT_EQ(got.scheduled[1].start, 4);
+  // What the last pipeline stage samples with.
+  const SamplingParams& sp = got.new_sequences[0].sampling;
+  EXPECT_EQ(sp.temperature, 0.7f);
+  EXPECT_EQ(sp.top_k, 40);
+  EXPECT_EQ(sp.top_p, 0.9f);
+  EXPECT_EQ(sp.min_p, 0.05f);
+  EXPECT_EQ(sp.repetition_penalty, 1.1f);
+  EXPECT_EQ(sp.presence_penalty, -0.5f);
+  EXPECT_EQ(sp.frequency_penalty, 0.25f);
+  EXPECT_EQ(sp.logprobs, 5);
+  EXPECT_EQ(got.new_sequences[0].seed, 0xfeedface12345678ull);
+  EXPECT_EQ(got.new_sequences[1].sampling.temperature, 1.0f);
+  EXPECT_EQ(got.scheduled[0].allowed, (std::vector<uint64_t>{0x5ull, ~0ull}));
+  EXPECT_TRUE(got.scheduled[1].allowed.empty());
 
   StepPlan start;
   start.kind = StepMessageKind::kStart;
@@ -89,15 +112,15 @@ TEST(SequenceMirror, RejectsWhatItCannotIndex) {
   EXPECT_EQ(mirror.Apply(p, &entries).code(), StatusCode::kDataLoss);
   SequenceMirror m2(4, 4);
   p.step = 1;
-  p.new_sequences = {{1, {5, 6}}};
+  p.new_sequences = {{1, {5, 6}, {}, 0}};
   p.blocks = {{1, 0, {4}}};  // block id out of range
   EXPECT_EQ(m2.Apply(p, &entries).code(), StatusCode::kDataLoss);
   SequenceMirror m3(4, 4);
   p.blocks = {{1, 0, {3}}};
-  p.scheduled = {{1, 0, 3, true}};  // more tokens than the sequence has
+  p.scheduled = {{1, 0, 3, true, {}}};  // more tokens than the sequence has
   EXPECT_EQ(m3.Apply(p, &entries).code(), StatusCode::kDataLoss);
   SequenceMirror m4(4, 4);
-  p.scheduled = {{2, 0, 1, false}};  // unknown sequence
+  p.scheduled = {{2, 0, 1, false, {}}};  // unknown sequence
   EXPECT_EQ(m4.Apply(p, &entries).code(), StatusCode::kDataLoss);
 }
 
@@ -109,14 +132,14 @@ TEST(SequenceMirror, RejectsATokenCountThatWouldOverflow) {
   std::vector<BatchEntry> entries;
   StepPlan p;
   p.step = 1;
-  p.new_sequences = {{1, {5, 6}}};
+  p.new_sequences = {{1, {5, 6}, {}, 0}};
   p.blocks = {{1, 0, {0}}};
-  p.scheduled = {{1, 0, 1, false}};
+  p.scheduled = {{1, 0, 1, false, {}}};
   ASSERT_TRUE(mirror.Apply(p, &entries).ok());
   mirror.Commit(p);
   StepPlan q;
   q.step = 2;
-  q.scheduled = {{1, 1, std::numeric_limits<int32_t>::max(), false}};
+  q.scheduled = {{1, 1, std::numeric_limits<int32_t>::max(), false, {}}};
   EXPECT_EQ(mirror.Apply(q, &entries).code(), StatusCode::kDataLoss);
 }
 

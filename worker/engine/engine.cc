@@ -65,6 +65,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
   LLM_RETURN_IF_ERROR(executor->AllocateCache(num_blocks, config.block_size));
   std::unique_ptr<Engine> engine(new Engine(std::move(executor), config, num_blocks, comm));
   if (pp.num_stages > 1) {
+    engine->sample_rank_ = (pp.num_stages - 1) * weights.tp.size;
     engine->steps_in_flight_ =
         config.pipeline_steps_in_flight > 0 ? config.pipeline_steps_in_flight : pp.num_stages;
   }
@@ -103,7 +104,7 @@ void Engine::StopFollowers() {
   stopped_ = true;
   // The last stage sends the logits of every step in flight: take them, so it is free to
   // receive the shutdown.
-  for (size_t i = 0; i < in_flight_.size(); ++i) executor_->ReceiveLogits();
+  for (const InFlightStep& f : in_flight_) comm_->WaitRecv(f.handle);
   in_flight_.clear();
   StepPlan stop;
   stop.kind = StepMessageKind::kShutdown;
@@ -170,6 +171,7 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
   seq->prompt = request.prompt;
   seq->output.reserve(request.max_tokens);
   r.params = std::move(request);
+  if (tp_) plan_writer_.OnAdded(id, r.params.sampling, r.seed);  // for a sampling follower
   requests_.emplace(id, std::move(r));
   scheduler_.Add(std::move(seq));
   return id;
@@ -217,7 +219,7 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     return Internal("scheduler planned nothing while requests wait (cache too small?)");
   }
   LLM_ASSIGN_OR_RETURN(const float* logits, Launch(plan_));
-  Finish(plan_, logits, events);
+  Finish(plan_, logits, nullptr, events);
   return Status::Ok();
 }
 
@@ -250,10 +252,22 @@ Status Engine::PipelinedStep(std::vector<TokenEvent>* events) {
       if (tp_) plan_writer_.OnPreempted(f.plan.preempted);
       break;
     }
-    for (const auto& s : f.plan.scheduled) s.seq->in_flight = true;
+    // The last stage samples: it gets each sampled row's grammar mask with the plan and sends
+    // the samples back, into a receive posted now so it never waits for this rank.
+    size_t floats = 0;
+    for (const auto& s : f.plan.scheduled) {
+      s.seq->in_flight = true;
+      if (!s.samples) continue;
+      Request& r = requests_.at(s.seq->id);
+      floats += PackedSampleFloats(r.params.sampling.logprobs);
+      if (const uint64_t* mask = GrammarMask(r)) {
+        plan_writer_.SetAllowed(s.seq->id, mask, mask_.size());
+      }
+    }
+    f.samples.resize(floats);
+    f.handle = comm_->StartRecv(f.samples.data(), floats, sample_rank_);
     in_flight_.push_back(std::move(f));
-    // This stage's part; the logits come from the last stage (ReceiveLogits).
-    LLM_RETURN_IF_ERROR(Launch(in_flight_.back().plan).status());
+    LLM_RETURN_IF_ERROR(Launch(in_flight_.back().plan).status());  // this stage's part
   }
   if (in_flight_.empty()) {
     if (scheduler_.idle()) return Status::Ok();
@@ -261,14 +275,25 @@ Status Engine::PipelinedStep(std::vector<TokenEvent>* events) {
   }
   InFlightStep done = std::move(in_flight_.front());
   in_flight_.pop_front();
-  const float* logits = executor_->ReceiveLogits();
+  comm_->WaitRecv(done.handle);
   for (const auto& s : done.plan.scheduled) s.seq->in_flight = false;
-  Finish(done.plan, logits, events);
+  remote_.clear();
+  size_t at = 0;
+  for (const auto& s : done.plan.scheduled) {
+    if (!s.samples) continue;
+    const int logprobs = requests_.at(s.seq->id).params.sampling.logprobs;
+    if (!UnpackSample(done.samples.data() + at, logprobs, executor_->config().vocab_size,
+                      &remote_.emplace_back())) {
+      return Internal("the last pipeline stage could not sample this step (see its log)");
+    }
+    at += PackedSampleFloats(logprobs);
+  }
+  Finish(done.plan, nullptr, &remote_, events);
   return Status::Ok();
 }
 
 void Engine::Finish(const SchedulePlan& plan, const float* logits,
-                    std::vector<TokenEvent>* events) {
+                    const std::vector<SampleResult>* remote, std::vector<TokenEvent>* events) {
   const Clock::time_point sampled_at = Clock::now();
   scheduler_.Commit(plan);
   const int vocab = executor_->config().vocab_size;
@@ -287,9 +312,13 @@ void Engine::Finish(const SchedulePlan& plan, const float* logits,
     if (seq.output.empty()) r.first_token = sampled_at;
     TokenEvent ev;
     ev.request_id = seq.id;
-    ev.sample =
-        sampler_.Sample(logits + static_cast<size_t>(row++) * vocab, r.params.sampling, seq.prompt,
-                        seq.output, r.seed, static_cast<int>(seq.output.size()), GrammarMask(r));
+    if (remote != nullptr) {
+      ev.sample = (*remote)[static_cast<size_t>(row++)];
+    } else {
+      ev.sample = sampler_.Sample(logits + static_cast<size_t>(row++) * vocab, r.params.sampling,
+                                  seq.prompt, seq.output, r.seed,
+                                  static_cast<int>(seq.output.size()), GrammarMask(r));
+    }
     seq.output.push_back(ev.sample.token);
     counters_.tokens_generated++;
     ev.finish = CheckFinish(seq, r);

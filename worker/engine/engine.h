@@ -159,6 +159,8 @@ class Engine {
   // A step started through the pipeline stages whose logits have not come back yet.
   struct InFlightStep {
     SchedulePlan plan;
+    std::vector<float> samples;  // packed SampleResults from the last stage (sampler.h)
+    int handle = 0;              // their receive (Communicator::StartRecv)
   };
   // The mask of the tokens request `r` may sample next (model vocabulary bits), or nullptr.
   const uint64_t* GrammarMask(Request& r);
@@ -169,8 +171,10 @@ class Engine {
   // Books a scheduled plan (preemptions, first-scheduled times), sends it to the followers and
   // runs this rank's forward pass: its logits, or nullptr when they come later (pipelined).
   StatusOr<const float*> Launch(const SchedulePlan& plan);
-  // Commits a plan that ran and samples from its logits.
-  void Finish(const SchedulePlan& plan, const float* logits, std::vector<TokenEvent>* events);
+  // Commits a plan that ran and samples from its logits, or takes the samples of its sampled
+  // rows from `remote` (pipeline stages: the last stage sampled them), in plan order.
+  void Finish(const SchedulePlan& plan, const float* logits,
+              const std::vector<SampleResult>* remote, std::vector<TokenEvent>* events);
   Status PipelinedStep(std::vector<TokenEvent>* events);
   SchedulePlan plan_;  // reused every step
   void Remove(int64_t id);
@@ -195,6 +199,8 @@ class Engine {
   int64_t next_id_ = 1;
   EngineStats counters_;
   int steps_in_flight_ = 1;  // pipeline stages: steps started before the oldest completes
+  int sample_rank_ = 0;      // pipeline stages: the rank that samples (last stage, tp rank 0)
+  std::vector<SampleResult> remote_;  // the samples of the step completing
   std::deque<InFlightStep> in_flight_;
 };
 

@@ -13,10 +13,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/cpu_ops.h"
 #include "worker/engine/rank_threads.h"
+#include "worker/engine/sampler.h"
 #include "worker/engine/step_plan.h"
 #include "worker/model/rank_executor.h"
 
@@ -31,7 +33,46 @@ struct FollowerState {
   std::unique_ptr<SequenceMirror> mirror;
   int block_size = 0;
   std::vector<BatchEntry> entries;
+  // The sampling rank of a pipelined engine (the last stage's tensor-parallel rank 0): it
+  // samples every step's rows and sends the tokens to rank 0 (sampler.h PackSample).
+  std::unique_ptr<Sampler> sampler;
+  std::unordered_map<int64_t, std::pair<SamplingParams, uint64_t>> sampling;  // by sequence
+  std::vector<float> packed;
 };
+
+// The sampling rank: samples the step's rows from `logits` (nullptr: the step failed here)
+// with the mirror's tokens and the plan's masks, and sends them to rank 0.
+Status SendSamples(const StepPlan& plan, const float* logits, Communicator& comm,
+                   FollowerState* st) {
+  const int vocab = st->sampler->vocab_size();
+  const size_t words = (static_cast<size_t>(vocab) + 63) / 64;
+  st->packed.clear();
+  int row = 0;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const PlanScheduled& ps = plan.scheduled[i];
+    if (!ps.samples) continue;
+    auto it = st->sampling.find(ps.id);
+    if (it == st->sampling.end()) return DataLoss("no sampling parameters for a sequence");
+    const auto& [params, seed] = it->second;
+    const size_t at = st->packed.size();
+    st->packed.resize(at + PackedSampleFloats(params.logprobs));
+    if (!ps.allowed.empty() && ps.allowed.size() != words) {
+      return DataLoss("a grammar mask of " + std::to_string(ps.allowed.size()) + " words for " +
+                      std::to_string(vocab) + " tokens");
+    }
+    if (logits == nullptr) {
+      PackFailedSample(params.logprobs, st->packed.data() + at);
+      continue;
+    }
+    const Sequence& seq = *st->entries[i].seq;
+    const SampleResult r = st->sampler->Sample(
+        logits + static_cast<size_t>(row++) * vocab, params, seq.prompt, seq.output, seed,
+        static_cast<int>(seq.output.size()), ps.allowed.empty() ? nullptr : ps.allowed.data());
+    PackSample(r, params.logprobs, st->packed.data() + at);
+  }
+  comm.Send(st->packed.data(), st->packed.size(), 0);
+  return Status::Ok();
+}
 
 Status Start(const StepPlan& plan, const EngineConfig& config, FollowerState* st) {
   if (plan.block_size != config.block_size) {
@@ -46,17 +87,29 @@ Status Start(const StepPlan& plan, const EngineConfig& config, FollowerState* st
   return Status::Ok();
 }
 
-Status RunStep(const StepPlan& plan, int rank, FollowerState* st) {
+Status RunStep(const StepPlan& plan, Communicator& comm, FollowerState* st) {
   if (!st->mirror) return DataLoss("step message before the start message");
   LLM_RETURN_IF_ERROR(st->mirror->Apply(plan, &st->entries));
+  if (st->sampler) {
+    for (const auto& n : plan.new_sequences) {
+      if (!ValidateSamplingParams(n.sampling, st->sampler->vocab_size()).ok()) {
+        return DataLoss("bad sampling parameters for sequence " + std::to_string(n.id));
+      }
+      st->sampling[n.id] = {n.sampling, n.seed};
+    }
+    for (int64_t id : plan.finished) st->sampling.erase(id);
+  }
   BuildForwardBatch(st->entries, st->block_size, &st->executor->batch());
   auto logits = st->executor->Execute();
   if (!logits.ok()) {
-    // Rank 0 failed on the same batch before its own collectives and does not commit either.
-    std::fprintf(stderr, "rank %d: step %llu failed: %s\n", rank,
+    // Rank 0 failed on the same batch before its own collectives and does not commit either
+    // (with pipeline stages it hears of it from the sampling rank).
+    std::fprintf(stderr, "rank %d: step %llu failed: %s\n", comm.rank(),
                  static_cast<unsigned long long>(plan.step), logits.status().ToString().c_str());
+    if (st->sampler) LLM_RETURN_IF_ERROR(SendSamples(plan, nullptr, comm, st));
     return Status::Ok();
   }
+  if (st->sampler) LLM_RETURN_IF_ERROR(SendSamples(plan, *logits, comm, st));
   st->mirror->Commit(plan);
   return Status::Ok();
 }
@@ -70,6 +123,9 @@ Status RunFollower(const ModelWeights& weights, const EngineConfig& config, Comm
   LLM_ASSIGN_OR_RETURN(st.executor, weights.pipeline.num_stages > 1
                                         ? RankExecutor::Create(weights, backend, stage_comm, &comm)
                                         : RankExecutor::Create(weights, backend, &comm));
+  if (weights.pipeline.num_stages > 1 && weights.pipeline.last() && weights.tp.rank == 0) {
+    st.sampler = std::make_unique<Sampler>(weights.config.vocab_size);
+  }
   std::vector<uint8_t> bytes;
   StepPlan plan;
   for (;;) {
@@ -82,7 +138,7 @@ Status RunFollower(const ModelWeights& weights, const EngineConfig& config, Comm
         LLM_RETURN_IF_ERROR(Start(plan, config, &st));
         break;
       case StepMessageKind::kStep:
-        LLM_RETURN_IF_ERROR(RunStep(plan, comm.rank(), &st));
+        LLM_RETURN_IF_ERROR(RunStep(plan, comm, &st));
         break;
     }
   }

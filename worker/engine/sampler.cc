@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -341,6 +342,59 @@ int32_t Sampler::DrawFromIds(int n, double u) const {
     if (cumulative > target) return last;
   }
   return last;  // rounding left target at the very top: the last kept token
+}
+
+namespace {
+
+float IdBits(int32_t id) {
+  float f;
+  std::memcpy(&f, &id, sizeof(f));
+  return f;
+}
+
+int32_t BitsId(float f) {
+  int32_t id;
+  std::memcpy(&id, &f, sizeof(id));
+  return id;
+}
+
+}  // namespace
+
+size_t PackedSampleFloats(int logprobs) {
+  return 3 + 2 * static_cast<size_t>(std::max(logprobs, 0));
+}
+
+void PackSample(const SampleResult& r, int logprobs, float* out) {
+  const size_t n = std::min(r.top.size(), static_cast<size_t>(std::max(logprobs, 0)));
+  std::fill(out, out + PackedSampleFloats(logprobs), 0.0f);
+  out[0] = IdBits(r.token);
+  out[1] = r.logprob;
+  out[2] = IdBits(static_cast<int32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    out[3 + 2 * i] = IdBits(r.top[i].token);
+    out[4 + 2 * i] = r.top[i].logprob;
+  }
+}
+
+void PackFailedSample(int logprobs, float* out) {
+  std::fill(out, out + PackedSampleFloats(logprobs), 0.0f);
+  out[0] = IdBits(-1);
+}
+
+bool UnpackSample(const float* in, int logprobs, int vocab_size, SampleResult* out) {
+  out->token = BitsId(in[0]);
+  out->logprob = in[1];
+  const int32_t n = BitsId(in[2]);
+  if (out->token < 0 || out->token >= vocab_size || n < 0 || n > std::max(logprobs, 0)) {
+    return false;
+  }
+  out->top.resize(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    out->top[i].token = BitsId(in[3 + 2 * i]);
+    out->top[i].logprob = in[4 + 2 * i];
+    if (out->top[i].token < 0 || out->top[i].token >= vocab_size) return false;
+  }
+  return true;
 }
 
 }  // namespace llm

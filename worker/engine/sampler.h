@@ -120,4 +120,14 @@ class Sampler {
   std::vector<int32_t> touched_;  // tokens with counts_ != 0
 };
 
+// A SampleResult as floats, for the last pipeline stage to send to rank 0 (both know `logprobs`
+// from the request, so the size is known before it arrives): token, logprob, the count of top
+// entries, then `max(logprobs, 0)` (token, logprob) slots; ids travel as their int32 bits.
+size_t PackedSampleFloats(int logprobs);
+void PackSample(const SampleResult& r, int logprobs, float* out);
+// A packed sample whose token is -1: the sampling rank could not run the step.
+void PackFailedSample(int logprobs, float* out);
+// False for a failed sample, or ids outside [0, vocab_size) or a count above `logprobs`.
+bool UnpackSample(const float* in, int logprobs, int vocab_size, SampleResult* out);
+
 }  // namespace llm

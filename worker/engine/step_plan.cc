@@ -57,12 +57,20 @@ class Reader {
   size_t pos_ = 0;
 };
 
+bool ParseSampling(Reader& r, SamplingParams* p, uint64_t* seed) {
+  return r.Get(&p->temperature) && r.Get(&p->top_k) && r.Get(&p->top_p) && r.Get(&p->min_p) &&
+         r.Get(&p->repetition_penalty) && r.Get(&p->presence_penalty) &&
+         r.Get(&p->frequency_penalty) && r.Get(&p->logprobs) && r.Get(seed);
+}
+
 bool ParseStepBody(Reader& r, StepPlan* p) {
   uint32_t n = 0;
-  if (!r.Get(&p->step) || !r.Count(&n, 12)) return false;
+  if (!r.Get(&p->step) || !r.Count(&n, 52)) return false;
   p->new_sequences.resize(n);
   for (auto& s : p->new_sequences) {
-    if (!r.Get(&s.id) || !r.Ints(&s.prompt)) return false;
+    if (!r.Get(&s.id) || !r.Ints(&s.prompt) || !ParseSampling(r, &s.sampling, &s.seed)) {
+      return false;
+    }
   }
   if (!r.Count(&n, 12)) return false;
   p->sampled.resize(n);
@@ -81,14 +89,20 @@ bool ParseStepBody(Reader& r, StepPlan* p) {
   for (auto& b : p->blocks) {
     if (!r.Get(&b.id) || !r.Get(&b.first) || !r.Ints(&b.blocks)) return false;
   }
-  if (!r.Count(&n, 17)) return false;
+  if (!r.Count(&n, 21)) return false;
   p->scheduled.resize(n);
   for (auto& s : p->scheduled) {
     uint8_t samples = 0;
-    if (!r.Get(&s.id) || !r.Get(&s.start) || !r.Get(&s.num_new_tokens) || !r.Get(&samples)) {
+    uint32_t words = 0;
+    if (!r.Get(&s.id) || !r.Get(&s.start) || !r.Get(&s.num_new_tokens) || !r.Get(&samples) ||
+        !r.Count(&words, sizeof(uint64_t))) {
       return false;
     }
     s.samples = samples != 0;
+    s.allowed.resize(words);
+    for (auto& w : s.allowed) {
+      if (!r.Get(&w)) return false;
+    }
   }
   return true;
 }
@@ -127,6 +141,16 @@ void SerializeStepPlan(const StepPlan& p, std::vector<uint8_t>* out) {
   for (const auto& s : p.new_sequences) {
     w.Put(s.id);
     w.Ints(s.prompt);
+    const SamplingParams& sp = s.sampling;
+    w.Put(sp.temperature);
+    w.Put(sp.top_k);
+    w.Put(sp.top_p);
+    w.Put(sp.min_p);
+    w.Put(sp.repetition_penalty);
+    w.Put(sp.presence_penalty);
+    w.Put(sp.frequency_penalty);
+    w.Put(sp.logprobs);
+    w.Put(s.seed);
   }
   w.Put(static_cast<uint32_t>(p.sampled.size()));
   for (const auto& t : p.sampled) {
@@ -149,6 +173,8 @@ void SerializeStepPlan(const StepPlan& p, std::vector<uint8_t>* out) {
     w.Put(s.start);
     w.Put(s.num_new_tokens);
     w.Put(static_cast<uint8_t>(s.samples));
+    w.Put(static_cast<uint32_t>(s.allowed.size()));
+    for (uint64_t word : s.allowed) w.Put(word);
   }
 }
 
@@ -211,7 +237,13 @@ std::vector<uint8_t>& StepPlanWriter::Write(const SchedulePlan& plan) {
     const Sequence& seq = *s.seq;
     auto it = sent_blocks_.find(seq.id);
     if (it == sent_blocks_.end()) {
-      plan_.new_sequences.push_back({seq.id, seq.prompt});
+      PlanNewSequence n{seq.id, seq.prompt, {}, 0};
+      if (auto a = added_.find(seq.id); a != added_.end()) {
+        n.sampling = a->second.first;
+        n.seed = a->second.second;
+        added_.erase(a);
+      }
+      plan_.new_sequences.push_back(std::move(n));
       it = sent_blocks_.emplace(seq.id, 0).first;
     }
     const int size = static_cast<int>(seq.block_table.size());
@@ -222,11 +254,22 @@ std::vector<uint8_t>& StepPlanWriter::Write(const SchedulePlan& plan) {
            std::vector<int32_t>(seq.block_table.begin() + first, seq.block_table.end())});
       it->second = size;
     }
-    plan_.scheduled.push_back({seq.id, seq.num_computed, s.num_new_tokens, s.samples});
+    PlanScheduled& ps = plan_.scheduled.emplace_back(
+        PlanScheduled{seq.id, seq.num_computed, s.num_new_tokens, s.samples, {}});
+    if (auto a = allowed_.find(seq.id); a != allowed_.end()) ps.allowed = std::move(a->second);
   }
+  allowed_.clear();
   SerializeStepPlan(plan_, &bytes_);
   plan_.Clear();
   return bytes_;
+}
+
+void StepPlanWriter::OnAdded(int64_t id, const SamplingParams& sampling, uint64_t seed) {
+  added_[id] = {sampling, seed};
+}
+
+void StepPlanWriter::SetAllowed(int64_t id, const uint64_t* words, size_t count) {
+  allowed_[id].assign(words, words + count);
 }
 
 void StepPlanWriter::OnPreempted(const std::vector<int64_t>& ids) {
@@ -243,6 +286,7 @@ void StepPlanWriter::OnSampled(int64_t id, int32_t token) {
 }
 
 void StepPlanWriter::OnRemoved(int64_t id) {
+  added_.erase(id);  // aborted before it ever ran
   if (sent_blocks_.erase(id)) plan_.finished.push_back(id);
 }
 

@@ -14,13 +14,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/sampling_params.h"
 #include "common/status.h"
 #include "worker/engine/scheduler.h"
 #include "worker/model/forward_batch.h"
 
 namespace llm {
 
-constexpr uint8_t kStepPlanVersion = 2;  // 2: PlanScheduled.start (prefix caching)
+// 2: PlanScheduled.start (prefix caching); 3: sampling parameters and grammar masks (the last
+// pipeline stage samples).
+constexpr uint8_t kStepPlanVersion = 3;
 
 enum class StepMessageKind : uint8_t {
   kStart = 1,     // the engine on rank 0 is up: allocate the KV cache (num_blocks, block_size)
@@ -31,6 +34,10 @@ enum class StepMessageKind : uint8_t {
 struct PlanNewSequence {
   int64_t id = 0;
   std::vector<int32_t> prompt;
+  // How its tokens are sampled (the seed resolved: the engine's draw when the request had none),
+  // for the rank that samples when it is not rank 0 (the last pipeline stage).
+  SamplingParams sampling;
+  uint64_t seed = 0;
 };
 struct PlanToken {
   int64_t id = 0;
@@ -49,6 +56,8 @@ struct PlanScheduled {
   int32_t start = 0;
   int32_t num_new_tokens = 0;
   bool samples = false;  // its last new row's logits are wanted
+  // Structured output: the tokens it may sample this step (a vocabulary bit mask); empty: any.
+  std::vector<uint64_t> allowed;
 };
 
 struct StepPlan {
@@ -89,6 +98,9 @@ class StepPlanWriter {
   std::vector<uint8_t>& Write(const SchedulePlan& plan);
   // Queues the changes of a schedule, of the sampler and of aborts (call for every schedule,
   // even one that runs nothing).
+  void OnAdded(int64_t id, const SamplingParams& sampling, uint64_t seed);  // before its Write
+  // The mask of a sequence that samples in the next Write (structured output).
+  void SetAllowed(int64_t id, const uint64_t* words, size_t count);
   void OnPreempted(const std::vector<int64_t>& ids);
   void OnSampled(int64_t id, int32_t token);  // a token for a sequence that goes on
   void OnRemoved(int64_t id);                 // finished or aborted
@@ -97,6 +109,8 @@ class StepPlanWriter {
   StepPlan plan_;
   uint64_t step_ = 0;
   std::unordered_map<int64_t, int> sent_blocks_;  // sequences the followers know -> table size
+  std::unordered_map<int64_t, std::pair<SamplingParams, uint64_t>> added_;  // not sent yet
+  std::unordered_map<int64_t, std::vector<uint64_t>> allowed_;              // for the next Write
   std::vector<uint8_t> bytes_;
 };
 

@@ -43,11 +43,9 @@ class RankExecutor {
   ForwardBatch& batch() { return batch_; }
   // Runs batch() on the model and the cache; returns its logits (see TransformerModel::Forward).
   StatusOr<const float*> Execute();
-  // Pipeline stages: Execute on the engine's rank 0 only starts the batch through the stages
-  // (nullptr); this receives the logits of the oldest one started (see
-  // TransformerModel::ReceiveLogits).
+  // Pipeline stages: Execute returns logits on the last stage's tensor-parallel rank 0 only
+  // (nullptr elsewhere); that rank samples and sends the tokens to rank 0.
   bool pipelined() const { return model_->pipelined(); }
-  const float* ReceiveLogits() { return model_->ReceiveLogits(); }
 
  private:
   explicit RankExecutor(std::unique_ptr<TransformerModel> model) : model_(std::move(model)) {}

@@ -189,18 +189,7 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
     }
   }
   if (pp.layers.size() > 0) backend_.Add(x, out, static_cast<int64_t>(t) * c.hidden_size);
-  if (!pp.last()) {  // the logits come from the last stage (ReceiveLogits on rank 0)
-    if (pipeline_->rank() == 0) {
-      PendingLogits p;
-      if (!spare_logits_.empty()) {
-        p.logits = std::move(spare_logits_.back());
-        spare_logits_.pop_back();
-      }
-      p.logits.resize(static_cast<size_t>(rows) * c.vocab_size);
-      p.handle =
-          pipeline_->StartRecv(p.logits.data(), p.logits.size(), (pp.num_stages - 1) * w_.tp.size);
-      pending_logits_.push_back(std::move(p));
-    }
+  if (!pp.last()) {  // the last stage computes the logits
     SendTo(x, hidden_floats, PeerOf(pp.stage + 1));
     return static_cast<const float*>(nullptr);
   }
@@ -217,20 +206,7 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
       l[i] = std::tanh(l[i] / cap) * cap;
     }
   }
-  if (pipeline_ != nullptr && w_.tp.rank == 0) {
-    pipeline_->Send(logits, static_cast<size_t>(rows) * c.vocab_size, 0);
-  }
   return logits;
-}
-
-const float* TransformerModel::ReceiveLogits() {
-  if (pending_logits_.empty()) return nullptr;
-  PendingLogits p = std::move(pending_logits_.front());
-  pending_logits_.pop_front();
-  pipeline_->WaitRecv(p.handle);
-  spare_logits_.push_back(std::move(host_logits_));
-  host_logits_ = std::move(p.logits);
-  return host_logits_.data();
 }
 
 void TransformerModel::SendTo(const float* data, size_t count, int rank) {

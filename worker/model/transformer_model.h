@@ -9,7 +9,6 @@
 // steps allocate nothing.
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -48,12 +47,8 @@ class TransformerModel {
   // significant on the engine's rank 0 only). The batch must be well formed (the engine builds it);
   // token ids are checked against the vocabulary before any collective, so every rank fails alike.
   StatusOr<const float*> Forward(const ForwardBatch& batch, KvCache& cache);
-  // With pipeline stages, Forward on the engine's rank 0 returns nullptr once its stage has
-  // sent its hidden states on (with the receive of that batch's logits from the last stage
-  // already posted, so the last stage never waits for this rank); ReceiveLogits completes the
-  // oldest of those receives: call it once per such Forward, in order. Host memory, valid
-  // until the next call.
-  const float* ReceiveLogits();
+  // With pipeline stages, Forward returns nullptr on every stage but the last (whose
+  // tensor-parallel rank 0 gets the logits, to sample from: worker/engine/follower.h).
   bool pipelined() const { return pipeline_ != nullptr; }
 
  private:
@@ -108,13 +103,6 @@ class TransformerModel {
   std::vector<int32_t> packed_ids_;
   std::vector<float> host_logits_, host_gathered_;  // device backends, and TP reassembly
   std::vector<float> host_pipe_;                    // stage-to-stage messages of a device backend
-  // Rank 0 with pipeline stages: the logits receives posted, oldest first, and spare buffers.
-  struct PendingLogits {
-    std::vector<float> logits;
-    int handle = 0;
-  };
-  std::deque<PendingLogits> pending_logits_;
-  std::vector<std::vector<float>> spare_logits_;
 };
 
 }  // namespace llm
