@@ -261,14 +261,20 @@ def ints(v):
     return struct.pack('<I', len(v)) + b''.join(struct.pack('<i', x) for x in v)
 
 
+# Sampling parameters of a new sequence (temperature, top_k, top_p, min_p, repetition,
+# presence, frequency, logprobs, seed), as the last pipeline stage gets them.
+SAMPLING = struct.pack('<fifffffiQ', 0.8, 40, 0.9, 0.0, 1.1, 0.0, 0.0, 2, 12345)
+
+
 def step(n, new=(), sampled=(), fin=(), pre=(), blocks=(), sched=()):
-    b = struct.pack('<BBQ', 2, 2, n)
-    b += struct.pack('<I', len(new)) + b''.join(struct.pack('<q', i) + ints(p) for i, p in new)
+    b = struct.pack('<BBQ', 3, 2, n)
+    b += struct.pack('<I', len(new)) + b''.join(struct.pack('<q', i) + ints(p) + SAMPLING for i, p in new)
     b += struct.pack('<I', len(sampled)) + b''.join(struct.pack('<qi', i, t) for i, t in sampled)
     for ids in (fin, pre):
         b += struct.pack('<I', len(ids)) + b''.join(struct.pack('<q', i) for i in ids)
     b += struct.pack('<I', len(blocks)) + b''.join(struct.pack('<qi', i, f) + ints(bl) for i, f, bl in blocks)
-    b += struct.pack('<I', len(sched)) + b''.join(struct.pack('<qiiB', i, st, k, s) for i, st, k, s in sched)
+    # each scheduled entry: id, start, count, samples, then its grammar mask words (none here)
+    b += struct.pack('<I', len(sched)) + b''.join(struct.pack('<qiiBI', i, st, k, s, 0) for i, st, k, s in sched)
     return b
 
 
@@ -276,7 +282,7 @@ def stream(nb, bs, msgs):
     return bytes([nb, bs]) + b''.join(struct.pack('<H', len(m)) + m for m in msgs)
 
 
-start = struct.pack('<BBii', 2, 1, 16, 4)
+start = struct.pack('<BBii', 3, 1, 16, 4)
 w('step_plan', 'prefill_decode', stream(15, 3, [
     start, step(1, new=[(7, [1, 2, 3, 4, 5])], blocks=[(7, 0, [0, 1])], sched=[(7, 0, 5, 1)]),
     step(2, sampled=[(7, 9)], sched=[(7, 5, 1, 1)]),
@@ -285,9 +291,9 @@ w('step_plan', 'chunked_preempt', stream(7, 1, [
     step(1, new=[(1, [1, 2, 3, 4, 5, 6]), (2, [7])], blocks=[(1, 0, [0]), (2, 0, [1])], sched=[(1, 0, 2, 0), (2, 0, 1, 1)]),
     step(2, sampled=[(2, 5)], blocks=[(1, 1, [2])], sched=[(1, 2, 2, 0)]),
     step(3, pre=[1], fin=[2], blocks=[(1, 0, [3, 4])], sched=[(1, 0, 4, 0)]),
-    struct.pack('<BB', 2, 3)]))
+    struct.pack('<BB', 3, 3)]))
 # prefix caching: a second sequence starts at the first one's two cached blocks (start 6)
-w('step_plan', 'prefix_cache', stream(8, 3, [
+w('step_plan', 'prefix_cache', stream(8, 2, [  # block size 1 + 2 = 3
     step(1, new=[(1, [1, 2, 3, 4, 5, 6, 7])], blocks=[(1, 0, [0, 1, 2])], sched=[(1, 0, 7, 1)]),
     step(2, new=[(2, [1, 2, 3, 4, 5, 6, 8])], sampled=[(1, 9)], blocks=[(2, 0, [0, 1, 3])],
          sched=[(1, 7, 1, 1), (2, 6, 1, 1)])]))

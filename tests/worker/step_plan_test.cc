@@ -3,6 +3,10 @@
 // preemption and aborts. Also: sharded weights are the matching parts of the whole model.
 #include <gtest/gtest.h>
 
+#include <iterator>
+
+#include <fstream>
+
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -35,6 +39,42 @@ StepPlan SamplePlan() {
   p.blocks = {{11, 0, {7, 8}}, {5, 0, {}}};
   p.scheduled = {{11, 0, 3, true, {0x5ull, ~0ull}}, {9, 4, 1, false, {}}};
   return p;
+}
+
+// The fuzz seeds (tests/fuzz/make_corpus.py) speak the current wire format: every message of
+// every seed parses and a mirror follows the whole stream.
+TEST(StepPlanWire, FuzzSeedsAreCurrentMessages) {
+  const std::filesystem::path dir =
+      std::filesystem::path(LLM_SOURCE_DIR) / "tests/fuzz/corpus/step_plan";
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)), {});
+    ASSERT_GE(data.size(), 2u);
+    SequenceMirror mirror(1 + data[0] % 64, 1 + data[1] % 32);
+    std::vector<BatchEntry> entries;
+    size_t pos = 2;
+    int steps = 0;
+    while (pos + 2 <= data.size()) {
+      const size_t len = data[pos] | (static_cast<size_t>(data[pos + 1]) << 8);
+      pos += 2;
+      ASSERT_LE(pos + len, data.size()) << entry.path();
+      const std::vector<uint8_t> bytes(data.begin() + static_cast<long>(pos),
+                                       data.begin() + static_cast<long>(pos + len));
+      pos += len;
+      StepPlan plan;
+      const Status s = ParseStepPlan(bytes, &plan);
+      ASSERT_TRUE(s.ok()) << entry.path() << ": " << s.ToString();
+      if (plan.kind != StepMessageKind::kStep) continue;
+      const Status a = mirror.Apply(plan, &entries);
+      ASSERT_TRUE(a.ok()) << entry.path() << ": " << a.ToString();
+      mirror.Commit(plan);
+      ++steps;
+    }
+    EXPECT_GT(steps, 0) << entry.path();
+    ++seeds;
+  }
+  EXPECT_GE(seeds, 3);
 }
 
 TEST(StepPlanWire, RoundTripsEveryField) {
