@@ -332,10 +332,11 @@ const std::vector<KeySpec>& Schema() {
       IntKey("router.health_check_interval_ms", LLM_FIELD(router.health_check_interval_ms), 50,
              600000,
              "how often each upstream is asked for Admin.Health (unhealthy: no new requests)"),
-      StringKey("router.routing", LLM_FIELD(router.routing), {"prefix_affinity", "least_loaded"},
+      StringKey("router.routing", LLM_FIELD(router.routing),
+                {"prefix_affinity", "least_loaded", "round_robin"},
                 "prefix_affinity: prompts with the same first tokens go to the same coordinator "
                 "(its prefix cache), unless it is much busier; least_loaded: the one with the "
-                "fewest requests in flight"),
+                "fewest requests in flight; round_robin: each in turn"),
       IntKey("router.affinity_prefix_tokens", LLM_FIELD(router.affinity_prefix_tokens), 1, 1 << 20,
              "prefix_affinity: how many first prompt tokens pick the coordinator"),
       IntKey("router.affinity_max_imbalance", LLM_FIELD(router.affinity_max_imbalance), 0, 1 << 20,

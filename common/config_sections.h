@@ -134,7 +134,7 @@ struct RouterSection {
   // How requests are spread over the upstreams: "prefix_affinity" (requests whose prompts
   // start with the same affinity_prefix_tokens tokens go to the same coordinator, for its prefix
   // cache, unless it has affinity_max_imbalance more requests in flight than the least-loaded
-  // one) or "least_loaded".
+  // one), "least_loaded" or "round_robin".
   std::string routing = "prefix_affinity";
   int affinity_prefix_tokens = 64;
   int affinity_max_imbalance = 32;

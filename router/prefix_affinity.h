@@ -14,8 +14,12 @@ namespace llm::router {
 
 // router.routing and its knobs.
 struct RoutingPolicy {
-  bool prefix_affinity = true;  // false: the least-loaded healthy upstream
-  int prefix_tokens = 64;       // tokens hashed (fewer when the prompt is shorter)
+  // prefix_affinity: the rendezvous winner of the prompt's first tokens (below); least_loaded:
+  // the healthy upstream with the fewest requests in flight; round_robin: the next healthy one
+  // in turn, whatever the prompt or the load.
+  enum class Mode { kPrefixAffinity, kLeastLoaded, kRoundRobin };
+  Mode mode = Mode::kPrefixAffinity;
+  int prefix_tokens = 64;  // tokens hashed (fewer when the prompt is shorter)
   // The affinity upstream is skipped for the least-loaded one when it has this many more
   // requests in flight than that one.
   int max_imbalance = 32;

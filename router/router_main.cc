@@ -126,7 +126,11 @@ int Run(int argc, char** argv) {
   llm::router::UpstreamPool pool(config->router.upstreams,
                                  std::chrono::milliseconds(config->router.health_check_interval_ms),
                                  upstream_ca);
-  pool.SetRouting({config->router.routing == "prefix_affinity",
+  using Mode = llm::router::RoutingPolicy::Mode;
+  const std::string& routing = config->router.routing;
+  pool.SetRouting({routing == "round_robin"    ? Mode::kRoundRobin
+                   : routing == "least_loaded" ? Mode::kLeastLoaded
+                                               : Mode::kPrefixAffinity,
                    config->router.affinity_prefix_tokens, config->router.affinity_max_imbalance});
   pool.Start(std::chrono::milliseconds(2000));
   llm::router::ServiceOptions service_options;

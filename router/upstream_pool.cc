@@ -48,6 +48,7 @@ struct UpstreamPool::Impl {
   grpc::ChannelArguments channel_args;
   std::chrono::milliseconds interval{1000};
   RoutingPolicy policy;  // set before Start
+  size_t next_turn = 0;  // round_robin: where the next search starts (guarded by mu)
   mutable std::mutex mu;
   std::condition_variable cv;  // wakes the checker on Stop
   bool stopping = false;
@@ -77,7 +78,8 @@ struct UpstreamPool::Impl {
   // The upstream for a request whose prompt hashes to `key` (see router/prefix_affinity.h):
   // among the healthy ones not in `tried`, the rendezvous winner for the key unless it has
   // policy.max_imbalance more calls in flight than the least-loaded one, which then takes it
-  // (also without affinity). Counted as outstanding at once; null when none is left.
+  // (least_loaded: always; round_robin: the next one in turn). Counted as outstanding at once;
+  // null when none is left.
   std::shared_ptr<Upstream> Pick(const std::vector<std::shared_ptr<Upstream>>& tried,
                                  uint64_t key) {
     std::lock_guard<std::mutex> lock(mu);
@@ -93,9 +95,20 @@ struct UpstreamPool::Impl {
       }
     }
     std::shared_ptr<Upstream> best = least;
-    if (policy.prefix_affinity && affine &&
+    if (policy.mode == RoutingPolicy::Mode::kPrefixAffinity && affine &&
         affine->outstanding.load() - least->outstanding.load() < policy.max_imbalance) {
       best = affine;
+    }
+    if (policy.mode == RoutingPolicy::Mode::kRoundRobin && least) {
+      // The first healthy, untried upstream at or after the turn counter.
+      const size_t n = upstreams.size();
+      for (size_t i = 0; i < n; ++i) {
+        const auto& u = upstreams[(next_turn + i) % n];
+        if (!u->healthy || std::find(tried.begin(), tried.end(), u) != tried.end()) continue;
+        best = u;
+        next_turn = (next_turn + i + 1) % n;
+        break;
+      }
     }
     if (best) {
       best->outstanding.fetch_add(1);

@@ -139,7 +139,7 @@ TEST(Upstreams, AdminTokenGuardsTheRoutes) {
 
 // Prefix affinity (the default routing): concurrent requests that share their first 64 tokens
 // all go to one coordinator, whose prefix cache then serves the shared part; least_loaded
-// spreads the same requests over both.
+// spreads the same requests over both; round_robin takes them in turn.
 TEST(Upstreams, PrefixAffinityKeepsASharedPrefixOnOneCoordinator) {
   LLM_E2E_REQUIRE_SHARED();
   Cluster cluster;
@@ -193,6 +193,25 @@ TEST(Upstreams, PrefixAffinityKeepsASharedPrefixOnOneCoordinator) {
   const auto spread_after = requests_on();
   EXPECT_GT(spread_after.first - after.first, 0);
   EXPECT_GT(spread_after.second - after.second, 0);
+
+  // round_robin: one after the other, each in turn, whatever the prompt.
+  const int turns = cluster.AddRouter({"--router.routing", "round_robin"},
+                                      cluster.upstream() + "," + b.address());
+  ASSERT_NE(turns, 0) << cluster.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json j = Http(turns, "GET", "/upstreams").Json();
+        return j["data"].size() == 2 && j["data"][0]["healthy"] == true &&
+               j["data"][1]["healthy"] == true;
+      },
+      10.0));
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(Post(turns, "/v1/completions", {{"prompt", {1, 300, 301}}, {"max_tokens", 2}}).status,
+              200);
+  }
+  const auto turns_after = requests_on();
+  EXPECT_EQ(turns_after.first - spread_after.first, 3);
+  EXPECT_EQ(turns_after.second - spread_after.second, 3);
 }
 
 }  // namespace
