@@ -11,7 +11,9 @@
 //   kPattern:    sliding_window_pattern 2 (layers 0 and 2 slide, 1 and 3 are global), no
 //                soft-caps (Gemma 3's defaults);
 //   kLayerTypes: an explicit layer_types list (sliding, full, sliding, sliding) and both
-//                soft-caps set (attention 20, final 15).
+//                soft-caps set (attention 20, final 15);
+//   kGguf:       what llama.cpp's gemma3 runs, for the GGUF test: 6 layers with
+//                sliding_window_pattern 6 (layer 5 global), query_pre_attn_scalar = head_dim.
 // Weights: projections N(0, 0.25²), embeddings N(0, 0.5²), RMSNorm weights N(0, 0.1²) (Gemma
 // stores w and applies 1 + w), drawn from the SplitMix64 + Box-Muller stream of
 // qwen3moe_model.h so every platform writes the same bytes for a seed.
@@ -28,7 +30,7 @@
 
 namespace llm::testing {
 
-enum class Gemma3Variant { kPattern, kLayerTypes };
+enum class Gemma3Variant { kPattern, kLayerTypes, kGguf };
 
 // Stories260K ids: the two prompts of ../shared/golden/families (5 and 12 tokens) and a longer
 // one (21 tokens); all but the first are longer than the sliding window of 4.
@@ -39,10 +41,10 @@ inline std::vector<std::vector<int32_t>> Gemma3Prompts() {
            267, 265, 282, 295, 433, 403, 407, 261, 378, 269}};
 }
 
-// The seed of the test model: of seeds 1-40, the one whose reference (both variants, every
-// prompt, 8 greedy steps) keeps the greedy top-1 minus top-2 logit farthest from a tie (3.92;
-// gemma3_golden_test.cc's DISABLED_SeedScan).
-constexpr uint64_t kGemma3Seed = 33;
+// The seed of the test model: of seeds 1-40, the one whose reference (all three variants,
+// every prompt, 8 greedy steps) keeps the greedy top-1 minus top-2 logit farthest from a tie
+// (3.85; gemma3_golden_test.cc's DISABLED_SeedScan).
+constexpr uint64_t kGemma3Seed = 25;
 
 struct TinyGemma3 {
   nlohmann::json config;
@@ -51,7 +53,8 @@ struct TinyGemma3 {
 };
 
 inline TinyGemma3 MakeTinyGemma3(uint64_t seed, Gemma3Variant variant) {
-  constexpr int kHidden = 64, kLayers = 4, kHeads = 4, kKvHeads = 2, kHeadDim = 16;
+  constexpr int kHidden = 64, kHeads = 4, kKvHeads = 2, kHeadDim = 16;
+  const int kLayers = variant == Gemma3Variant::kGguf ? 6 : 4;
   constexpr int kVocab = 512, kInter = 128;
   TinyGemma3 m;
   m.config = {{"architectures", {"Gemma3ForCausalLM"}},
@@ -82,6 +85,9 @@ inline TinyGemma3 MakeTinyGemma3(uint64_t seed, Gemma3Variant variant) {
     m.config["sliding_window_pattern"] = 2;
     m.config["attn_logit_softcapping"] = nullptr;
     m.config["final_logit_softcapping"] = nullptr;
+  } else if (variant == Gemma3Variant::kGguf) {
+    m.config["sliding_window_pattern"] = 6;
+    m.config["query_pre_attn_scalar"] = kHeadDim;
   } else {
     m.config["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention",
                                "sliding_attention"};
@@ -136,6 +142,61 @@ inline void WriteTinyGemma3(const TinyGemma3& m, const std::filesystem::path& di
       std::filesystem::copy_file(tokenizer_dir / f, dir / f);
     }
   }
+}
+
+// `m` (the kGguf variant) as an F32 GGUF in llama.cpp's gemma3 layout: norms stored as 1 + w,
+// the sandwich norms as post_attention_norm / ffn_norm / post_ffw_norm, attn_{q,k}_norm, no
+// output.weight (tied), rope.scaling linear; the layer pattern and the local RoPE base are not
+// in the file (llama.cpp fixes them). No tokenizer.
+inline void WriteTinyGemma3Gguf(const TinyGemma3& m, const std::string& path) {
+  const nlohmann::json& c = m.config;
+  GgufWriter w;
+  w.Str("general.architecture", "gemma3");
+  w.U32("gemma3.embedding_length", c["hidden_size"].get<uint32_t>());
+  w.U32("gemma3.feed_forward_length", c["intermediate_size"].get<uint32_t>());
+  w.U32("gemma3.block_count", c["num_hidden_layers"].get<uint32_t>());
+  w.U32("gemma3.attention.head_count", c["num_attention_heads"].get<uint32_t>());
+  w.U32("gemma3.attention.head_count_kv", c["num_key_value_heads"].get<uint32_t>());
+  w.U32("gemma3.attention.key_length", c["head_dim"].get<uint32_t>());
+  w.U32("gemma3.attention.value_length", c["head_dim"].get<uint32_t>());
+  w.U32("gemma3.attention.sliding_window", c["sliding_window"].get<uint32_t>());
+  w.U32("gemma3.context_length", c["max_position_embeddings"].get<uint32_t>());
+  w.F32("gemma3.attention.layer_norm_rms_epsilon", c["rms_norm_eps"].get<float>());
+  w.F32("gemma3.rope.freq_base", c["rope_theta"].get<float>());
+  w.Str("gemma3.rope.scaling.type", "linear");
+  w.F32("gemma3.rope.scaling.factor", c["rope_scaling"]["factor"].get<float>());
+  w.U32("tokenizer.ggml.bos_token_id", 1);
+  w.U32("tokenizer.ggml.eos_token_id", 2);
+  auto put = [&](const std::string& gguf, const std::string& hf, bool norm = false) {
+    const FakeTensor& t = m.files.at(hf);
+    std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
+    std::vector<float> v = t.values;
+    if (norm) {
+      for (float& x : v) x += 1.0f;  // convert_hf_to_gguf.py stores Gemma's 1 + w
+    }
+    w.TensorF32(gguf, dims, v);
+  };
+  put("token_embd.weight", "model.embed_tokens.weight");
+  put("output_norm.weight", "model.norm.weight", true);
+  const int layers = c["num_hidden_layers"];
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string b = "blk." + std::to_string(l) + ".";
+    put(b + "attn_norm.weight", p + "input_layernorm.weight", true);
+    put(b + "post_attention_norm.weight", p + "post_attention_layernorm.weight", true);
+    put(b + "ffn_norm.weight", p + "pre_feedforward_layernorm.weight", true);
+    put(b + "post_ffw_norm.weight", p + "post_feedforward_layernorm.weight", true);
+    put(b + "attn_q.weight", p + "self_attn.q_proj.weight");
+    put(b + "attn_k.weight", p + "self_attn.k_proj.weight");
+    put(b + "attn_v.weight", p + "self_attn.v_proj.weight");
+    put(b + "attn_output.weight", p + "self_attn.o_proj.weight");
+    put(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight", true);
+    put(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight", true);
+    put(b + "ffn_gate.weight", p + "mlp.gate_proj.weight");
+    put(b + "ffn_up.weight", p + "mlp.up_proj.weight");
+    put(b + "ffn_down.weight", p + "mlp.down_proj.weight");
+  }
+  w.Write(path);
 }
 
 }  // namespace llm::testing
