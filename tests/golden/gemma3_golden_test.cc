@@ -334,6 +334,34 @@ TEST(Gemma3Config, PatternLayerTypesAndRope) {
   EXPECT_EQ(c->rope_local_theta, 1e4);
 }
 
+// google/gemma-3-1b-it's config.json as published (transformers 4.50).
+TEST(Gemma3Config, Gemma3_1BConfig) {
+  auto c = ParseModelConfig(R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false,
+      "attention_dropout": 0.0, "attn_logit_softcapping": null, "bos_token_id": 2,
+      "cache_implementation": "hybrid", "eos_token_id": [1, 106], "final_logit_softcapping": null,
+      "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+      "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768,
+      "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 26,
+      "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+      "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": null,
+      "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
+      "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": true,
+      "vocab_size": 262144})",
+                            "gemma-3-1b-it/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->num_kv_heads, 1);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{1, 106}));
+  EXPECT_EQ(c->torch_dtype, DType::kBF16);
+  EXPECT_EQ(c->rope_scaling.type, RopeScalingType::kNone);
+  int global = 0;
+  for (int l = 0; l < 26; ++l) {
+    EXPECT_EQ(c->layer_sliding_window[l], (l + 1) % 6 ? 512 : 0) << l;
+    global += c->layer_sliding_window[l] == 0;
+  }
+  EXPECT_EQ(global, 4);  // layers 5, 11, 17, 23
+}
+
 TEST(Gemma3Config, ErrorsNameTheKey) {
   auto bad = ParseModelConfig(std::string(kBase) + R"(, "layer_types": ["full_attention"]})", "t");
   ASSERT_FALSE(bad.ok());

@@ -208,9 +208,9 @@ TEST_F(TpTest, Qwen3MoeGreedyIdsOn1And2Ranks) {
 // against the float64 reference of gemma3_reference.h (validated in gemma3_golden_test.cc on
 // the shared gemma2 reference). 2 ranks hold 2 query heads and 1 KV head each (with their q/k
 // norms and both RoPE tables); 4 ranks replicate the KV heads. Prompts longer than the sliding
-// window, both the sliding_window_pattern and the layer_types + soft-caps variants, and the
-// 6-layer variant from its F32 GGUF.
-TEST_F(TpTest, Gemma3GreedyIdsOn1To4Ranks) {
+// window, both the sliding_window_pattern and the layer_types + soft-caps variants (also over
+// two pipeline stages, and TP2 x PP2), and the 6-layer variant from its F32 GGUF.
+TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
   LLM_REQUIRE_MPIRUN();
   for (auto variant : {Gemma3Variant::kPattern, Gemma3Variant::kLayerTypes}) {
     const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, variant);
@@ -223,6 +223,10 @@ TEST_F(TpTest, Gemma3GreedyIdsOn1To4Ranks) {
       reqs.push_back({prompt, reference::GemmaReferenceGreedy(ref, prompt, 8).ids});
     }
     for (int np : {1, 2, 4}) ExpectGolden(mpirun, model.string(), reqs, np);
+    // Two pipeline stages (layers 0-1 and 2-3: sliding and global layers on each), alone and
+    // with TP2 in each stage.
+    ExpectGolden(mpirun, model.string(), reqs, 2, "--pp 2");
+    ExpectGolden(mpirun, model.string(), reqs, 4, "--pp 2");
   }
   // The 6-layer variant as an F32 GGUF in llama.cpp's gemma3 layout.
   const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kGguf);
