@@ -18,7 +18,7 @@ namespace {
 constexpr const char* kSupported =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
     "GemmaForCausalLM, Gemma2ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
-    "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM";
+    "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM";
 
 // Upper bounds on the sizes a config.json may declare: far above any released model, low enough
 // that no derived size (a layer list, a dummy weight tensor's element count) overflows.
@@ -153,11 +153,21 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
     c->arch = ModelArch::kQwen2Moe;
   } else if (c->architecture == "Qwen3MoeForCausalLM") {
     c->arch = ModelArch::kQwen3Moe;
+  } else if (c->architecture == "Gemma3ForCausalLM") {
+    c->arch = ModelArch::kGemma3;
+  } else if (c->architecture == "Gemma3ForConditionalGeneration") {
+    // Its text_config alone would parse, but the weights are not a Gemma3ForCausalLM's: they
+    // live under language_model.* / model.language_model.* next to a vision tower.
+    return Unimplemented(source +
+                         ": architecture 'Gemma3ForConditionalGeneration' (multimodal Gemma 3) is "
+                         "not supported; use a text-only Gemma3ForCausalLM checkpoint (model_type "
+                         "gemma3_text, e.g. gemma-3-1b or a text-only export of the larger ones)");
   } else {
     return Unimplemented(source + ": architecture '" + c->architecture +
                          "' is not supported (supported: " + kSupported + ")");
   }
-  const bool gemma = c->arch == ModelArch::kGemma || c->arch == ModelArch::kGemma2;
+  const bool gemma = c->arch == ModelArch::kGemma || c->arch == ModelArch::kGemma2 ||
+                     c->arch == ModelArch::kGemma3;
   // Gemma reads hidden_activation (transformers: legacy configs with only hidden_act "gelu"
   // still run gelu_pytorch_tanh).
   std::string act;
@@ -185,11 +195,17 @@ Status ReadSlidingWindow(const json& j, const std::string& source, ModelConfig* 
   int window = 0;
   const bool zero = j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
                     j["sliding_window"].get<int64_t>() == 0;  // some configs say 0 for none
-  if (!zero) LLM_RETURN_IF_ERROR(ReadInt(j, source, "sliding_window", false, 0, &window));
+  // transformers Gemma3TextConfig: sliding_window defaults to 4096.
+  const int fallback = c->arch == ModelArch::kGemma3 ? 4096 : 0;
+  if (!zero) LLM_RETURN_IF_ERROR(ReadInt(j, source, "sliding_window", false, fallback, &window));
   if (window <= 0) return Status::Ok();
   if (c->arch == ModelArch::kMistral || c->arch == ModelArch::kPhi3 ||
       c->arch == ModelArch::kMixtral) {
     c->layer_sliding_window.assign(c->num_layers, window);
+  } else if (c->arch == ModelArch::kGemma3) {
+    for (int l = 0; l < c->num_layers; ++l) {
+      if (c->layer_local_rope[l]) c->layer_sliding_window[l] = window;
+    }
   } else if (c->arch == ModelArch::kGemma2) {
     // transformers Gemma2: layers 0, 2, 4, ... slide, the others attend globally.
     for (int l = 0; l < c->num_layers; l += 2) c->layer_sliding_window[l] = window;
@@ -260,6 +276,67 @@ Status ReadMoe(const json& j, const std::string& source, ModelConfig* c) {
   return ReadSparseLayers(j, source, c);
 }
 
+// Gemma 3 (transformers Gemma3TextConfig / Gemma3TextModel): which layers are sliding and the
+// two RoPE bases. layer_types ("sliding_attention" / "full_attention" per layer) when given,
+// else sliding_window_pattern (default 6): layer i slides unless (i + 1) % pattern == 0.
+// Sliding layers rotate with rope_local_base_freq (default 1e4) unscaled, the others with
+// rope_theta (default 1e6) and rope_scaling. The newer rope_parameters form
+// ({"full_attention": {...}, "sliding_attention": {...}}, each with rope_theta and a rope_type)
+// is read the same way when present.
+Status ReadGemma3(const json& j, const std::string& source, ModelConfig* c) {
+  c->layer_local_rope.assign(c->num_layers, 0);
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const json& types = j["layer_types"];
+    if (!types.is_array() || types.size() != static_cast<size_t>(c->num_layers)) {
+      return InvalidArgument(source + ": key 'layer_types' must list num_hidden_layers (" +
+                             std::to_string(c->num_layers) + ") layer types");
+    }
+    for (int l = 0; l < c->num_layers; ++l) {
+      const json& t = types[l];
+      if (t == "sliding_attention") {
+        c->layer_local_rope[l] = 1;
+      } else if (t != "full_attention") {
+        return InvalidArgument(source + ": key 'layer_types' entries must be 'sliding_attention' " +
+                               "or 'full_attention', got " + t.dump());
+      }
+    }
+  } else {
+    int pattern = 6;
+    LLM_RETURN_IF_ERROR(
+        ReadInt(j, source, "sliding_window_pattern", false, 6, &pattern, kMaxLayers));
+    for (int l = 0; l < c->num_layers; ++l) c->layer_local_rope[l] = (l + 1) % pattern != 0;
+  }
+  LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rope_theta", 1e6, &c->rope_theta));
+  LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rope_local_base_freq", 10000.0, &c->rope_local_theta));
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
+      j["rope_parameters"].contains("full_attention")) {
+    const json& rp = j["rope_parameters"];
+    const std::string where = source + ": rope_parameters";
+    const json full = rp["full_attention"];
+    if (!full.is_object()) return InvalidArgument(where + ".full_attention must be an object");
+    LLM_RETURN_IF_ERROR(
+        ReadNumber(full, where + ".full_attention", "rope_theta", c->rope_theta, &c->rope_theta));
+    c->rope_scaling = RopeScaling{};
+    LLM_RETURN_IF_ERROR(
+        ReadRopeScaling(json{{"rope_scaling", full}}, where + ".full_attention", &c->rope_scaling));
+    if (rp.contains("sliding_attention") && !rp["sliding_attention"].is_null()) {
+      const json& local = rp["sliding_attention"];
+      if (!local.is_object()) {
+        return InvalidArgument(where + ".sliding_attention must be an object");
+      }
+      LLM_RETURN_IF_ERROR(ReadNumber(local, where + ".sliding_attention", "rope_theta",
+                                     c->rope_local_theta, &c->rope_local_theta));
+      RopeScaling local_scaling;
+      LLM_RETURN_IF_ERROR(ReadRopeScaling(json{{"rope_scaling", local}},
+                                          where + ".sliding_attention", &local_scaling));
+      if (local_scaling.type != RopeScalingType::kNone) {
+        return Unimplemented(where + ".sliding_attention: only rope_type 'default' is supported");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source) {
@@ -307,8 +384,10 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   c.qkv_bias = qwen2 || attention_bias;
   c.o_bias = !qwen2 && attention_bias;
   c.mlp_bias = ReadBool(j, "mlp_bias", false);
-  c.qk_norm = c.arch == ModelArch::kQwen3 || c.arch == ModelArch::kQwen3Moe;
-  const bool gemma = c.arch == ModelArch::kGemma || c.arch == ModelArch::kGemma2;
+  c.qk_norm =
+      c.arch == ModelArch::kQwen3 || c.arch == ModelArch::kQwen3Moe || c.arch == ModelArch::kGemma3;
+  const bool gemma =
+      c.arch == ModelArch::kGemma || c.arch == ModelArch::kGemma2 || c.arch == ModelArch::kGemma3;
   c.tie_word_embeddings = ReadBool(j, "tie_word_embeddings", gemma);
   if (gemma) {
     c.norm_weight_plus_one = true;
@@ -316,10 +395,14 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   }
   c.fused_qkv = c.fused_gate_up = c.arch == ModelArch::kPhi3;
   LLM_RETURN_IF_ERROR(ReadMoe(j, source, &c));
-  if (c.arch == ModelArch::kGemma2) {
+  if (c.arch == ModelArch::kGemma3) LLM_RETURN_IF_ERROR(ReadGemma3(j, source, &c));
+  if (c.arch == ModelArch::kGemma2 || c.arch == ModelArch::kGemma3) {
+    // Gemma 3 as Gemma 2, with transformers' Gemma3TextConfig defaults: query_pre_attn_scalar
+    // 256, no soft-caps unless the keys are set.
     c.sandwich_norms = true;
+    const double scalar_default = c.arch == ModelArch::kGemma3 ? 256.0 : c.head_dim;
     LLM_RETURN_IF_ERROR(
-        ReadNumber(j, source, "query_pre_attn_scalar", c.head_dim, &c.query_pre_attn_scalar));
+        ReadNumber(j, source, "query_pre_attn_scalar", scalar_default, &c.query_pre_attn_scalar));
     LLM_RETURN_IF_ERROR(
         ReadNumber(j, source, "attn_logit_softcapping", 0.0, &c.attn_logit_softcap));
     LLM_RETURN_IF_ERROR(
@@ -373,6 +456,14 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ParseModelConfig(ss.str(), path);
+}
+
+std::vector<float> RopeInvFreqLocal(const ModelConfig& c) {
+  if (c.rope_local_theta <= 0) return {};
+  ModelConfig local;
+  local.head_dim = c.head_dim;
+  local.rope_theta = c.rope_local_theta;
+  return RopeInvFreq(local);
 }
 
 std::vector<float> RopeInvFreq(const ModelConfig& c) {

@@ -31,7 +31,8 @@ enum class ModelArch {
   kPhi3,
   kMixtral,
   kQwen2Moe,
-  kQwen3Moe
+  kQwen3Moe,
+  kGemma3
 };
 
 // The MLP's activation: silu(gate) * up, or Gemma's gelu_pytorch_tanh(gate) * up.
@@ -61,10 +62,16 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  // Gemma 3: the layers marked in layer_local_rope (its sliding-window layers) rotate with
+  // base rope_local_theta and no rope_scaling; the others with rope_theta and rope_scaling.
+  // Empty: every layer uses rope_theta and rope_scaling.
+  double rope_local_theta = 0.0;
+  std::vector<uint8_t> layer_local_rope;
   bool qkv_bias = false;  // Qwen2 always; Llama with attention_bias
   bool o_bias = false;    // Llama with attention_bias
   bool mlp_bias = false;
-  bool qk_norm = false;  // Qwen3, Qwen3-MoE: per-head RMSNorm of q and k before RoPE
+  // Qwen3, Qwen3-MoE, Gemma 3: per-head RMSNorm of q and k before RoPE (Gemma: weight 1 + w).
+  bool qk_norm = false;
   bool tie_word_embeddings = false;
   Activation hidden_act = Activation::kSilu;
   // Gemma: the stored RMSNorm weight w means 1 + w (added when the weights load; GGUF files
@@ -104,6 +111,9 @@ struct ModelConfig {
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
+  bool layer_uses_local_rope(int layer) const {
+    return layer < static_cast<int>(layer_local_rope.size()) && layer_local_rope[layer] != 0;
+  }
   bool layer_is_moe(int layer) const {
     return num_experts > 0 && layer < static_cast<int>(layer_sparse.size()) &&
            layer_sparse[layer] != 0;
@@ -116,13 +126,15 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
 // The hyper-parameters of a GGUF model from its metadata (general.architecture and the
 // <arch>.* keys, the tokenizer's bos/eos ids) and tensor list (biases, tied output), validated
 // like config.json. Architectures: llama (and Mistral: llama with attention.sliding_window),
-// qwen2, qwen3, gemma, gemma2, phi3, qwen2moe, qwen3moe; others are Unimplemented naming the
-// architecture.
+// qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe; others are Unimplemented
+// naming the architecture.
 StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 // Same, from the JSON text (for tests); `source` names it in errors.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
 
 // The rotary inverse frequencies (head_dim / 2 of them), with rope_scaling applied.
 std::vector<float> RopeInvFreq(const ModelConfig& config);
+// Gemma 3's local layers: base rope_local_theta, no scaling (empty when rope_local_theta is 0).
+std::vector<float> RopeInvFreqLocal(const ModelConfig& config);
 
 }  // namespace llm

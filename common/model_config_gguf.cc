@@ -97,6 +97,9 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
   } else if (*arch == "gemma2") {
     c->arch = ModelArch::kGemma2;
     c->architecture = "Gemma2ForCausalLM";
+  } else if (*arch == "gemma3") {
+    c->arch = ModelArch::kGemma3;
+    c->architecture = "Gemma3ForCausalLM";
   } else if (*arch == "phi3") {
     c->arch = ModelArch::kPhi3;
     c->architecture = "Phi3ForCausalLM";
@@ -109,7 +112,7 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
   } else {
     return Unimplemented(f.path() + ": general.architecture '" + *arch +
                          "' is not supported (supported: llama, qwen2, qwen3, gemma, gemma2, "
-                         "phi3, qwen2moe, qwen3moe)");
+                         "gemma3, phi3, qwen2moe, qwen3moe)");
   }
   // llama with experts is Mixtral (ReadMoe reads the expert keys).
   if (*arch == "llama" && f.Find("llama.expert_count")) {
@@ -205,15 +208,23 @@ Status ReadMoe(const GgufFile& f, const Reader& r, ModelConfig* c) {
                &c->shared_expert_intermediate_size);
 }
 
-// Gemma and Gemma 2 as llama.cpp runs them: GELU-tanh, embeddings × sqrt(hidden), norms stored
-// as 1 + w; Gemma 2's soft-caps, sandwich norms, sliding window on even layers, and the
+// Gemma, Gemma 2 and Gemma 3 as llama.cpp runs them: GELU-tanh, embeddings × sqrt(hidden), norms
+// stored as 1 + w; Gemma 2's soft-caps, sandwich norms, sliding window on even layers, and the
 // attention scale from attention.scale or, as llama.cpp does without it, from the layer count.
+// Gemma 3 (llama.cpp's LLM_ARCH_GEMMA3): the same plus q/k norms, every 6th layer global (the
+// pattern is fixed in llama.cpp, not in the file), the others sliding with RoPE base 1e4
+// unscaled; rope.freq_base and rope.scaling on the global layers; the 62-layer 27B scales by
+// (hidden / heads)^-0.5, the others by head_dim^-0.5.
 Status ReadGemma(const GgufFile& f, const Reader& r, int window, ModelConfig* c) {
-  if (c->arch != ModelArch::kGemma && c->arch != ModelArch::kGemma2) return Status::Ok();
+  if (c->arch != ModelArch::kGemma && c->arch != ModelArch::kGemma2 &&
+      c->arch != ModelArch::kGemma3) {
+    return Status::Ok();
+  }
   c->hidden_act = Activation::kGeluTanh;
   c->norm_weight_plus_one = true;
   c->embedding_scale = std::sqrt(static_cast<float>(c->hidden_size));
-  if (c->arch != ModelArch::kGemma2) return Status::Ok();
+  if (c->arch == ModelArch::kGemma) return Status::Ok();
+  const bool gemma3 = c->arch == ModelArch::kGemma3;
   c->sandwich_norms = true;
   LLM_RETURN_IF_ERROR(r.Float("attn_logit_softcapping", false, 0.0, &c->attn_logit_softcap));
   LLM_RETURN_IF_ERROR(r.Float("final_logit_softcapping", false, 0.0, &c->final_logit_softcap));
@@ -222,12 +233,23 @@ Status ReadGemma(const GgufFile& f, const Reader& r, int window, ModelConfig* c)
   if (scale > 0) {
     c->query_pre_attn_scalar = 1.0 / (scale * scale);
   } else {
-    c->query_pre_attn_scalar =
-        c->num_layers == 46 ? c->hidden_size / c->num_heads : c->head_dim;  // Gemma 2 27B
+    const int big = gemma3 ? 62 : 46;  // Gemma 3 27B, Gemma 2 27B
+    c->query_pre_attn_scalar = c->num_layers == big ? c->hidden_size / c->num_heads : c->head_dim;
   }
-  for (int l = 0; l < c->num_layers; l += 2) c->layer_sliding_window[l] = window;
+  if (gemma3) {
+    c->qk_norm = true;
+    c->rope_local_theta = 10000.0;
+    c->layer_local_rope.assign(c->num_layers, 0);
+    for (int l = 0; l < c->num_layers; ++l) {
+      if ((l + 1) % 6 == 0) continue;
+      c->layer_local_rope[l] = 1;
+      c->layer_sliding_window[l] = window;
+    }
+  } else {
+    for (int l = 0; l < c->num_layers; l += 2) c->layer_sliding_window[l] = window;
+  }
   if (c->attn_logit_softcap < 0 || c->final_logit_softcap < 0) {
-    return InvalidArgument(f.path() + ": the Gemma 2 soft-caps must not be negative");
+    return InvalidArgument(f.path() + ": the Gemma soft-caps must not be negative");
   }
   return Status::Ok();
 }

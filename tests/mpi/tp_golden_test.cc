@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/golden/gemma3_model.h"
 #include "tests/golden/qwen3moe_model.h"
 
 namespace llm::testing {
@@ -201,6 +202,42 @@ TEST_F(TpTest, Qwen3MoeGreedyIdsOn1And2Ranks) {
     WriteTinyQwen3MoeGguf(m, gguf);
     for (int np : {1, 2}) ExpectGolden(mpirun, gguf, reqs, np);
   }
+}
+
+// Gemma 3 has no shared golden either: the random-weight model of tests/golden/gemma3_model.h
+// against the float64 reference of gemma3_reference.h (validated in gemma3_golden_test.cc on
+// the shared gemma2 reference). 2 ranks hold 2 query heads and 1 KV head each (with their q/k
+// norms and both RoPE tables); 4 ranks replicate the KV heads. Prompts longer than the sliding
+// window, both the sliding_window_pattern and the layer_types + soft-caps variants (also over
+// two pipeline stages, and TP2 x PP2), and the 6-layer variant from its F32 GGUF.
+TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
+  LLM_REQUIRE_MPIRUN();
+  for (auto variant : {Gemma3Variant::kPattern, Gemma3Variant::kLayerTypes}) {
+    const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, variant);
+    const fs::path model =
+        dir_ / (variant == Gemma3Variant::kPattern ? "gemma3_pattern" : "gemma3_layer_types");
+    WriteTinyGemma3(m, model, SharedPath("models/stories260K"));
+    const reference::GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
+    std::vector<Request> reqs;
+    for (const auto& prompt : Gemma3Prompts()) {
+      reqs.push_back({prompt, reference::GemmaReferenceGreedy(ref, prompt, 8).ids});
+    }
+    for (int np : {1, 2, 4}) ExpectGolden(mpirun, model.string(), reqs, np);
+    // Two pipeline stages (layers 0-1 and 2-3: sliding and global layers on each), alone and
+    // with TP2 in each stage.
+    ExpectGolden(mpirun, model.string(), reqs, 2, "--pp 2");
+    ExpectGolden(mpirun, model.string(), reqs, 4, "--pp 2");
+  }
+  // The 6-layer variant as an F32 GGUF in llama.cpp's gemma3 layout.
+  const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kGguf);
+  const reference::GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
+  std::vector<Request> reqs;
+  for (const auto& prompt : Gemma3Prompts()) {
+    reqs.push_back({prompt, reference::GemmaReferenceGreedy(ref, prompt, 8).ids});
+  }
+  const std::string gguf = (dir_ / "gemma3.gguf").string();
+  WriteTinyGemma3Gguf(m, gguf);
+  for (int np : {1, 2}) ExpectGolden(mpirun, gguf, reqs, np);
 }
 
 // The same from the families' F32 GGUF files, and the llama F16 / Q8_0 GGUFs (Q8_0: the greedy

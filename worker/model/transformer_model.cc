@@ -64,6 +64,11 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(const Model
   const std::vector<float> inv_freq = RopeInvFreq(c);
   LLM_RETURN_IF_ERROR(Grow<float>(backend, m->inv_freq_, inv_freq.size()));
   backend.CopyToDevice(m->inv_freq_.data(), inv_freq.data(), sizeof(float) * inv_freq.size());
+  const std::vector<float> local = RopeInvFreqLocal(c);  // Gemma 3's sliding layers
+  if (!local.empty()) {
+    LLM_RETURN_IF_ERROR(Grow<float>(backend, m->inv_freq_local_, local.size()));
+    backend.CopyToDevice(m->inv_freq_local_.data(), local.data(), sizeof(float) * local.size());
+  }
   return m;
 }
 
@@ -312,7 +317,9 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
     backend_.RmsNorm(k, static_cast<const float*>(lw.k_norm.data), t * kv_heads_, c.head_dim, eps,
                      k);
   }
-  const float* inv_freq = inv_freq_.as<float>();
+  const float* inv_freq = c.layer_uses_local_rope(layer) && inv_freq_local_.bytes() > 0
+                              ? inv_freq_local_.as<float>()
+                              : inv_freq_.as<float>();
   backend_.Rope(q, db.positions, t, heads_, c.head_dim, inv_freq);
   backend_.Rope(k, db.positions, t, kv_heads_, c.head_dim, inv_freq);
   const KvCacheShape& cs = cache.shape();

@@ -92,6 +92,7 @@ class TransformerModel {
   bool sharded_;
   int heads_, kv_heads_, inter_;  // this rank's share
   kernels::Buffer inv_freq_;
+  kernels::Buffer inv_freq_local_;  // Gemma 3's sliding layers (empty otherwise)
   // Workspace in backend memory, [tokens, ...] each.
   kernels::Buffer x_, h_, q_, k_, v_, attn_, gate_, up_, act_, out_, last_, logits_, gathered_;
   kernels::Buffer ids_;  // the batch's index arrays, back to back (device backends only)
