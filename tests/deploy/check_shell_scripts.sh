@@ -6,7 +6,8 @@
 set -euo pipefail
 src=$1
 scripts=("$src/deploy/slurm/llm-serve.sbatch" "$src/deploy/docker/runtime-packages.sh"
-         "$src"/tests/deploy/*.sh "$src/tools/two-hosts.sh" "$src/tests/mpi/two_hosts_serve.sh")
+         "$src"/tests/deploy/*.sh "$src/tools/two-hosts.sh" "$src/tests/mpi/two_hosts_serve.sh"
+         "$src/tools/bench-routing.sh")
 for s in "${scripts[@]}"; do
   bash -n "$s"
 done
