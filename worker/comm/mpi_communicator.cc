@@ -255,44 +255,38 @@ void MpiCommunicator::Gather(const float* send, size_t count, float* recv, int r
   if (rank_ == root) MarkAllAnswered();
 }
 
-// MPI counts are int: a larger message goes in chunks.
+// MPI counts are int: a larger message goes in chunks. Calls post(offset, count) for each
+// (once, with 0, for an empty message, as on the other side).
 constexpr size_t kMaxChunkFloats = size_t{1} << 30;
-
-void MpiCommunicator::Send(const float* data, size_t count, int dest) {
+template <typename Post>
+void ForEachChunk(size_t count, Post&& post) {
   size_t done = 0;
-  do {  // one (empty) message when count is 0, as on the other side
+  do {
     const size_t n = std::min(count - done, kMaxChunkFloats);
-    MPI_Request req;
-    MPI_Isend(data + done, static_cast<int>(n), MPI_FLOAT, dest,
-              static_cast<int>(MpiTag::kPipeline), comm_->comm, &req);
-    Wait(&req, "a send to another pipeline stage");
+    post(done, static_cast<int>(n));
     done += n;
   } while (done < count);
 }
 
-void MpiCommunicator::Recv(float* data, size_t count, int source) {
-  size_t done = 0;
-  do {  // one (empty) message when count is 0, as on the other side
-    const size_t n = std::min(count - done, kMaxChunkFloats);
+void MpiCommunicator::Send(const float* data, size_t count, int dest) {
+  ForEachChunk(count, [&](size_t offset, int n) {
     MPI_Request req;
-    MPI_Irecv(data + done, static_cast<int>(n), MPI_FLOAT, source,
-              static_cast<int>(MpiTag::kPipeline), comm_->comm, &req);
-    Wait(&req, "a message from another pipeline stage");
-    done += n;
-  } while (done < count);
-  MarkAllAnswered();
+    MPI_Isend(data + offset, n, MPI_FLOAT, dest, static_cast<int>(MpiTag::kPipeline), comm_->comm,
+              &req);
+    Wait(&req, "a send to another pipeline stage");
+  });
+}
+
+void MpiCommunicator::Recv(float* data, size_t count, int source) {
+  WaitRecv(StartRecv(data, count, source));
 }
 
 int MpiCommunicator::StartRecv(float* data, size_t count, int source) {
   auto pending = std::make_unique<PendingRecv>();
-  size_t done = 0;
-  do {  // one (empty) message when count is 0, as on the other side
-    const size_t n = std::min(count - done, kMaxChunkFloats);
-    MPI_Request& req = pending->requests.emplace_back();
-    MPI_Irecv(data + done, static_cast<int>(n), MPI_FLOAT, source,
-              static_cast<int>(MpiTag::kPipeline), comm_->comm, &req);
-    done += n;
-  } while (done < count);
+  ForEachChunk(count, [&](size_t offset, int n) {
+    MPI_Irecv(data + offset, n, MPI_FLOAT, source, static_cast<int>(MpiTag::kPipeline), comm_->comm,
+              &pending->requests.emplace_back());
+  });
   const int handle = next_recv_handle_++;
   pending_recvs_.emplace(handle, std::move(pending));
   return handle;
