@@ -74,8 +74,18 @@ worker_pid=$!
 # first (its requests in flight finish, router.shutdown_grace_s), the coordinator is drained
 # through the admin API (`llm-admin drain --wait`, for clients beside the router), and only then
 # is mpirun stopped.
-stop() {
+# A second Ctrl-C/SIGTERM while draining stops everything at once (never leaves the workers
+# running without this script).
+stop_now() {
   trap - EXIT INT TERM
+  [ -n "${router_pid:-}" ] && kill -TERM "$router_pid" 2>/dev/null
+  kill -TERM "$worker_pid" 2>/dev/null
+  wait 2>/dev/null
+  exit 1
+}
+stop() {
+  trap - EXIT
+  trap stop_now INT TERM
   set +e
   [ -n "${router_pid:-}" ] && kill -TERM "$router_pid" 2>/dev/null
   if kill -0 "$worker_pid" 2>/dev/null; then
