@@ -58,7 +58,7 @@ TEST(Gemma3Reference, ReferenceMatchesSharedGemma2) {
     const std::string name = prompt["name"];
     const auto ids = prompt["ids"].get<std::vector<int32_t>>();
     const auto want = prompt["greedy_ids"].get<std::vector<int32_t>>();
-    const RefGreedy g = reference::GemmaReferenceGreedy(ref, ids, static_cast<int>(want.size()));
+    const RefGreedy g = reference::ReferenceGreedy(ref, ids, static_cast<int>(want.size()));
     EXPECT_EQ(g.ids, want) << "gemma2 " << name;
     for (size_t p = 0; p < ids.size(); ++p) {
       for (const auto& pair : prompt["top10_per_position"][p]) {
@@ -190,7 +190,7 @@ void ExpectEngineMatchesReference(const std::string& path, const TinyGemma3& m,
   const GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
   double max_diff = 0, min_margin = 1e300;
   for (const auto& prompt : Gemma3Prompts()) {
-    const RefGreedy want = reference::GemmaReferenceGreedy(ref, prompt, kSteps);
+    const RefGreedy want = reference::ReferenceGreedy(ref, prompt, kSteps);
     min_margin = std::min(min_margin, want.min_margin);
     const EngineRun got = RunEngine(**exec, prompt, kSteps);
     EXPECT_EQ(got.ids, want.ids) << "prompt of " << prompt.size();
@@ -256,7 +256,7 @@ TEST(Gemma3Golden, DISABLED_SeedScan) {
       const TinyGemma3 m = MakeTinyGemma3(seed, v);
       const GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
       for (const auto& prompt : Gemma3Prompts()) {
-        margin = std::min(margin, reference::GemmaReferenceGreedy(ref, prompt, kSteps).min_margin);
+        margin = std::min(margin, reference::ReferenceGreedy(ref, prompt, kSteps).min_margin);
       }
     }
     std::printf("seed %d: min greedy margin %.4f\n", static_cast<int>(seed), margin);

@@ -260,29 +260,4 @@ class GemmaReference {
   const RefTensors& t_;
 };
 
-// Greedy decoding with the Gemma reference (as ReferenceGreedy in qwen3moe_reference.h).
-inline RefGreedy GemmaReferenceGreedy(const GemmaReference& ref, const std::vector<int32_t>& prompt,
-                                      int steps) {
-  RefGreedy g;
-  std::vector<int32_t> seq = prompt;
-  for (int s = 0; s < steps; ++s) {
-    std::vector<Vec> all = ref.Forward(seq);
-    if (s == 0) g.prompt_logits = all;
-    const Vec& last = all.back();
-    int best = 0;
-    for (int v = 1; v < static_cast<int>(last.size()); ++v) {
-      if (last[v] > last[best]) best = v;
-    }
-    double second = -1e300;
-    for (int v = 0; v < static_cast<int>(last.size()); ++v) {
-      if (v != best) second = std::max(second, last[v]);
-    }
-    g.min_margin = std::min(g.min_margin, last[best] - second);
-    g.ids.push_back(best);
-    g.step_logits.push_back(last);
-    seq.push_back(best);
-  }
-  return g;
-}
-
 }  // namespace llm::testing::reference

@@ -275,8 +275,9 @@ struct RefGreedy {
   double min_margin = 1e300;  // smallest top-1 minus top-2 logit over the steps
 };
 
-inline RefGreedy ReferenceGreedy(const Reference& ref, const std::vector<int32_t>& prompt,
-                                 int steps) {
+// Any reference with Forward(ids) -> logits per position (this one, gemma3_reference.h's).
+template <typename Model>
+RefGreedy ReferenceGreedy(const Model& ref, const std::vector<int32_t>& prompt, int steps) {
   RefGreedy g;
   std::vector<int32_t> seq = prompt;
   for (int s = 0; s < steps; ++s) {

@@ -220,7 +220,7 @@ TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
     const reference::GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
     std::vector<Request> reqs;
     for (const auto& prompt : Gemma3Prompts()) {
-      reqs.push_back({prompt, reference::GemmaReferenceGreedy(ref, prompt, 8).ids});
+      reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
     }
     for (int np : {1, 2, 4}) ExpectGolden(mpirun, model.string(), reqs, np);
     // Two pipeline stages (layers 0-1 and 2-3: sliding and global layers on each), alone and
@@ -233,7 +233,7 @@ TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
   const reference::GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
   std::vector<Request> reqs;
   for (const auto& prompt : Gemma3Prompts()) {
-    reqs.push_back({prompt, reference::GemmaReferenceGreedy(ref, prompt, 8).ids});
+    reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
   }
   const std::string gguf = (dir_ / "gemma3.gguf").string();
   WriteTinyGemma3Gguf(m, gguf);
