@@ -18,16 +18,6 @@
 namespace llm::e2e {
 namespace {
 
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::filesystem::path p = std::filesystem::path(dir) / name;
-    if (::access(p.c_str(), X_OK) == 0) return p.string();
-  }
-  return "";
-}
-
 class MpiHttp : public ::testing::TestWithParam<int> {};
 
 TEST_P(MpiHttp, GoldenGreedyThroughHttp) {

@@ -1,10 +1,12 @@
 // What /proc says about the processes of an mpirun job, for tests that check idle ranks do
-// not spin (tests/integration/mpi_http_test.cc, tests/mpi/data_parallel_test.cc).
+// not spin (tests/integration/mpi_http_test.cc, tests/mpi/data_parallel_test.cc), and where
+// mpirun is.
 #pragma once
 
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,6 +14,17 @@
 #include <string>
 
 namespace llm::e2e {
+
+// The executable `name` on the PATH, or "".
+inline std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::filesystem::path p = std::filesystem::path(dir) / name;
+    if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return "";
+}
 
 // The ranks mpirun started (its children), by their OMPI_COMM_WORLD_RANK.
 inline std::map<int, pid_t> RankPids(pid_t mpirun) {

@@ -25,16 +25,6 @@
 namespace llm::e2e {
 namespace {
 
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::filesystem::path p = std::filesystem::path(dir) / name;
-    if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return p.string();
-  }
-  return "";
-}
-
 #define LLM_DP_REQUIRE()                                                                        \
   LLM_E2E_REQUIRE_SHARED();                                                                     \
   if (!std::filesystem::exists(SharedPath(kGolden)))                                            \
