@@ -151,6 +151,16 @@ class DpJob {
   }
 
   std::string Address(int group) const { return "127.0.0.1:" + std::to_string(ports_[group]); }
+  // A router on `port` given only the job's engine.data_parallel_size and coordinator.port
+  // (router.upstreams left at its default: every group's coordinator).
+  ChildProcess Router(int port, const std::string& name) const {
+    return ChildProcess(
+        {LLM_ROUTER_BIN, "--model.path", SharedPath(Cluster::kModel), "--router.host", "127.0.0.1",
+         "--router.port", std::to_string(port), "--coordinator.host", "127.0.0.1",
+         "--coordinator.port", std::to_string(base_port_), "--engine.data_parallel_size",
+         std::to_string(dp_), "--router.health_check_interval_ms", "200"},
+        name);
+  }
   // 0 when no free ports were found.
   int base_port() const { return base_port_; }
   ChildProcess& job() { return *job_; }
@@ -351,12 +361,7 @@ TEST(DataParallelRouter, RequestsSpreadOverBothCoordinatorsAndOneGroupStopsAlone
   ASSERT_NE(job.base_port(), 0);
   ASSERT_TRUE(job.WaitHealthy(120.0)) << job.job().Log(6000);
   const int port = FreePort();
-  ChildProcess router(
-      {LLM_ROUTER_BIN, "--model.path", SharedPath(Cluster::kModel), "--router.host", "127.0.0.1",
-       "--router.port", std::to_string(port), "--coordinator.host", "127.0.0.1",
-       "--coordinator.port", std::to_string(job.base_port()), "--engine.data_parallel_size", "2",
-       "--router.health_check_interval_ms", "200"},
-      "dp_router");
+  ChildProcess router = job.Router(port, "dp_router");
   ASSERT_TRUE(WaitFor(
       [&] { return router.Exited() || Http(port, "GET", "/health", "", 1.0).status == 200; }, 60.0))
       << router.Log(4000);
@@ -442,12 +447,7 @@ TEST(SixteenRanks, Dp2Pp2Tp4ServesTheGoldenTextThroughTheRouter) {
   std::printf("[ dp ] 16 ranks healthy after %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   const int port = FreePort();
-  ChildProcess router(
-      {LLM_ROUTER_BIN, "--model.path", SharedPath(Cluster::kModel), "--router.host", "127.0.0.1",
-       "--router.port", std::to_string(port), "--coordinator.host", "127.0.0.1",
-       "--coordinator.port", std::to_string(job.base_port()), "--engine.data_parallel_size", "2",
-       "--router.health_check_interval_ms", "200"},
-      "sixteen_router");
+  ChildProcess router = job.Router(port, "sixteen_router");
   ASSERT_TRUE(WaitFor(
       [&] { return router.Exited() || Http(port, "GET", "/health", "", 1.0).status == 200; }, 60.0))
       << router.Log(4000);

@@ -152,6 +152,9 @@ std::vector<Request> FamilyRequests(const std::string& family) {
   return reqs;
 }
 
+// The families of ../shared/golden/families.
+constexpr const char* kFamilies[] = {"llama",  "mistral", "qwen2",   "qwen3",   "gemma",
+                                     "gemma2", "phi3",    "mixtral", "qwen2moe"};
 constexpr const char* kStoriesGolden = "golden/stories260K_greedy.jsonl";
 constexpr const char* kStories = "models/stories260K";
 
@@ -167,12 +170,9 @@ TEST_F(TpTest, Stories260KGreedyIdsOn1To8Ranks) {
 
 TEST_F(TpTest, FamiliesGreedyIdsOn1To4Ranks) {
   LLM_REQUIRE_MPIRUN();
-  for (const char* family :
-       {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "mixtral", "qwen2moe"}) {
+  for (const char* family : kFamilies) {
     const std::string rel = std::string("golden/families/") + family;
-    if (!fs::exists(SharedPath(rel + "/reference.json"))) {
-      GTEST_SKIP() << "missing shared test data: " << SharedPath(rel);
-    }
+    LLM_REQUIRE_SHARED(rel + "/reference.json");
     const auto reqs = FamilyRequests(family);
     for (int np : {1, 2}) ExpectGolden(mpirun, SharedPath(rel + "/hf"), reqs, np);
     // 4 ranks > 2 KV heads (replicated), where 4 divides the query heads.
@@ -245,8 +245,7 @@ TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
 // along whole heads and whole blocks.
 TEST_F(TpTest, FamiliesGgufGreedyIdsOn1And2Ranks) {
   LLM_REQUIRE_MPIRUN();
-  for (const char* family :
-       {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "mixtral", "qwen2moe"}) {
+  for (const char* family : kFamilies) {
     const std::string rel = std::string("golden/families/") + family;
     if (!fs::exists(SharedPath(rel + "/" + family + ".gguf"))) {
       GTEST_SKIP() << "missing shared test data: " << SharedPath(rel + "/" + family + ".gguf");
@@ -352,12 +351,9 @@ TEST_F(TpTest, StepsInFlightGiveTheGoldenIds) {
 // lm_head; Gemma's embedding scale and soft-caps; MoE layers), and TP2×PP2 on three of them.
 TEST_F(TpTest, FamiliesGreedyIdsOverTwoPipelineStages) {
   LLM_REQUIRE_MPIRUN();
-  for (const char* family :
-       {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "mixtral", "qwen2moe"}) {
+  for (const char* family : kFamilies) {
     const std::string rel = std::string("golden/families/") + family;
-    if (!fs::exists(SharedPath(rel + "/reference.json"))) {
-      GTEST_SKIP() << "missing shared test data: " << SharedPath(rel);
-    }
+    LLM_REQUIRE_SHARED(rel + "/reference.json");
     const auto reqs = FamilyRequests(family);
     ExpectGolden(mpirun, SharedPath(rel + "/hf"), reqs, 2, "--pp 2");
     const std::string f = family;
