@@ -60,6 +60,25 @@ void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const voi
 
 constexpr int kMaxTile = 4;  // MR and NR are at most this
 
+// Software prefetch of a weight row kPrefetchBytes ahead of the block being multiplied: each
+// call fetches the cache lines that start inside [block + D, block + D + sizeof(Block)), so
+// consecutive blocks of a row fetch each line once. The block-format tiles do so much work per
+// byte that the hardware prefetcher alone leaves a GEMV streaming from DRAM at a fraction of its
+// in-cache speed (Q4_K, 1 thread, 104 MB of weights: 4.7 GB/s without, 10.3 GB/s with D = 2 KiB;
+// 1, 4 and 8 KiB measured worse). A prefetch past the end of the weights cannot fault.
+constexpr uintptr_t kPrefetchBytes = 2048;
+// (static: every TU, compiled with its own ISA flags, keeps its own copy.)
+[[gnu::always_inline]] static inline void PrefetchAhead(const void* at, uintptr_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(at) + kPrefetchBytes;
+  for (uintptr_t line = (a + 63) & ~uintptr_t{63}; line < a + bytes; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+  }
+}
+template <class Block>
+[[gnu::always_inline]] static inline void PrefetchWeights(const Block* block) {
+  PrefetchAhead(block, sizeof(Block));
+}
+
 template <class Micro>
 using TileFn = void (*)(const float* x, int64_t ldx, const typename Micro::W* w, int64_t ldw, int k,
                         const float* bias, float* y, int64_t ldy);
@@ -92,8 +111,12 @@ void MatmulPanel(const float* x, int m, int k, const void* wv, int n0, int n1, c
   const auto* w = static_cast<const typename Micro::W*>(wv);
   for (int c0 = 0; c0 < m; c0 += kRowChunk) {
     const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
-    for (int j = n0; j < n1; j += Micro::kNR) {
-      const int nr = n1 - j < Micro::kNR ? n1 - j : Micro::kNR;
+    // A GEMV (m = 1) walks the panel one weight row at a time: one sequential stream per thread
+    // reads DRAM far faster than NR interleaved rows (F16 TinyLlama decode at 2 threads: 13.0
+    // -> 18.3-19.2 tok/s). The tile shape never changes an element's operations (see above).
+    const int kNR = m == 1 ? 1 : Micro::kNR;
+    for (int j = n0; j < n1; j += kNR) {
+      const int nr = n1 - j < kNR ? n1 - j : kNR;
       for (int i = c0; i < c1; i += Micro::kMR) {
         const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
         kTileFns<Micro>[mr - 1][nr - 1](
@@ -130,10 +153,11 @@ void MatmulQ8Panel(const BlockQ8_0* xq, int m, int k, const void* wv, int n0, in
                    const float* bias, float* y, int ldy) {
   const auto* w = static_cast<const BlockQ8_0*>(wv);
   const int nb = k / kQ8BlockSize;
+  const int kNR = m == 1 ? 1 : Micro::kNR;  // GEMV: one weight stream (see MatmulPanel)
   for (int c0 = 0; c0 < m; c0 += kRowChunk) {
     const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
-    for (int j = n0; j < n1; j += Micro::kNR) {
-      const int nr = n1 - j < Micro::kNR ? n1 - j : Micro::kNR;
+    for (int j = n0; j < n1; j += kNR) {
+      const int nr = n1 - j < kNR ? n1 - j : kNR;
       for (int i = c0; i < c1; i += Micro::kMR) {
         const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
         Q8Tiles<Micro>::kTable[mr - 1][nr - 1](
@@ -167,10 +191,11 @@ void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int 
   const auto* xq = static_cast<const typename Micro::XBlock*>(xv);
   const auto* w = static_cast<const typename Micro::WBlock*>(wv);
   const int nb = k / Micro::kBlock;
+  const int kNR = m == 1 ? 1 : Micro::kNR;  // GEMV: one weight stream (see MatmulPanel)
   for (int c0 = 0; c0 < m; c0 += kRowChunk) {
     const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
-    for (int j = n0; j < n1; j += Micro::kNR) {
-      const int nr = n1 - j < Micro::kNR ? n1 - j : Micro::kNR;
+    for (int j = n0; j < n1; j += kNR) {
+      const int nr = n1 - j < kNR ? n1 - j : kNR;
       for (int i = c0; i < c1; i += Micro::kMR) {
         const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
         BlockTile<Micro, Micro::kMR, Micro::kNR>(
