@@ -15,12 +15,13 @@
 namespace llm::kernels {
 namespace internal {
 
-int AvailableMatmulKernels(const MatmulKernels* out[3]) {
+int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]) {
   __builtin_cpu_init();
   int n = 0;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("f16c")) {
+    if (__builtin_cpu_supports("avx512vnni")) out[n++] = &Avx512VnniMatmulKernels();
     out[n++] = &Avx512MatmulKernels();
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -119,7 +120,7 @@ void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const voi
 namespace {
 
 const internal::MatmulKernels& SelectKernels() {
-  const internal::MatmulKernels* avail[3];
+  const internal::MatmulKernels* avail[internal::kMaxMatmulIsas];
   const int count = internal::AvailableMatmulKernels(avail);
   if (const char* want = std::getenv("LLM_MATMUL_ISA")) {
     for (int i = 0; i < count; ++i) {
@@ -145,7 +146,7 @@ const internal::MatmulKernels& Kernels() {
 }  // namespace
 
 Status SelectMatmulIsa(const std::string& isa) {
-  const internal::MatmulKernels* avail[3];
+  const internal::MatmulKernels* avail[internal::kMaxMatmulIsas];
   const int count = internal::AvailableMatmulKernels(avail);
   if (isa == "auto") {
     g_kernels.store(&SelectKernels(), std::memory_order_release);

@@ -48,13 +48,17 @@ struct MatmulKernels {
 
 const MatmulKernels& ScalarMatmulKernels();
 // Only call these when the CPU has the features (see matmul.cc).
-const MatmulKernels& Avx2MatmulKernels();    // AVX2 + FMA + F16C
-const MatmulKernels& Avx512MatmulKernels();  // AVX-512 F, BW, VL
+const MatmulKernels& Avx2MatmulKernels();        // AVX2 + FMA + F16C
+const MatmulKernels& Avx512MatmulKernels();      // AVX-512 F, BW, VL
+const MatmulKernels& Avx512VnniMatmulKernels();  // AVX-512 F, BW, VL, VNNI
 
-// The kernel sets this CPU can run, best first (at most 3); returns how many.
-int AvailableMatmulKernels(const MatmulKernels* out[3]);
+constexpr int kMaxMatmulIsas = 4;
+
+// The kernel sets this CPU can run, best first (at most kMaxMatmulIsas); returns how many.
+int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]);
 // Matmul with a given kernel set (Matmul uses the best available one, or the one named by the
-// environment variable LLM_MATMUL_ISA = "avx512" | "avx2-fma" | "scalar" when this CPU has it).
+// environment variable LLM_MATMUL_ISA = "avx512-vnni" | "avx512" | "avx2-fma" | "scalar" when
+// this CPU has it).
 void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType w_type,
                 int n, const float* bias, float* y);
 

@@ -4,15 +4,16 @@
 // differs (AVX-512 has 32 vector registers); the float operations are those of q8_0.h, the same
 // in every tile and on every path.
 //
-// Per block: |w| (unsigned) times x signed by w (_mm256_sign_epi8) with maddubs/madd gives the 8
-// int32 group sums exactly (|w| <= 128 and |x| <= 127, so the int16 pair sums cannot saturate),
-// then acc = fma(d_w * d_x, float(sums), acc).
+// Per block: |w| (unsigned) times x signed by w (_mm256_sign_epi8) with DotU8S8 (maddubs/madd, or
+// VNNI's vpdpbusd) gives the 8 int32 group sums exactly (|w| <= 128 and |x| <= 127, so the int16
+// pair sums cannot saturate), then acc = fma(d_w * d_x, float(sums), acc).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/cpu/int8_dot_x86.h"
 #include "kernels/cpu/q8_0.h"
 
 template <int kMRv, int kNRv>
@@ -37,28 +38,25 @@ struct Q8X86Micro {
   static void Tile(const ::llm::kernels::internal::BlockQ8_0* x, int64_t ldx,
                    const ::llm::kernels::internal::BlockQ8_0* w, int64_t ldw, int nb,
                    const float* bias, float* y, int64_t ldy) {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[MR][NR];
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
     }
     for (int b = 0; b < nb; ++b) {
       __m256i wq[NR], wa[NR];
-      float dw[NR];
+      __m256 dw[NR];  // scales broadcast: one vector multiply per product gives d_w * d_x
       for (int j = 0; j < NR; ++j) {
         wq[j] = Load(w[j * ldw + b]);
         wa[j] = _mm256_abs_epi8(wq[j]);  // -128 becomes 0x80 = 128 as unsigned: still exact
-        dw[j] = Scale(w[j * ldw + b]);
+        dw[j] = _mm256_set1_ps(Scale(w[j * ldw + b]));
       }
       for (int i = 0; i < MR; ++i) {
         const __m256i xq = Load(x[i * ldx + b]);
-        const float dx = Scale(x[i * ldx + b]);
+        const __m256 dx = _mm256_set1_ps(Scale(x[i * ldx + b]));
         for (int j = 0; j < NR; ++j) {
-          const __m256i xs = _mm256_sign_epi8(xq, wq[j]);
-          const __m256i pairs = _mm256_maddubs_epi16(wa[j], xs);
-          const __m256i sums = _mm256_madd_epi16(pairs, ones);
+          const __m256i sums = DotU8S8(wa[j], _mm256_sign_epi8(xq, wq[j]));
           acc[i][j] =
-              _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(sums), acc[i][j]);
+              _mm256_fmadd_ps(_mm256_mul_ps(dw[j], dx), _mm256_cvtepi32_ps(sums), acc[i][j]);
         }
       }
     }

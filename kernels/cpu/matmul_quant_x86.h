@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/int8_dot_x86.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -108,7 +109,7 @@ struct LegacyMicro {
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
                    const float* bias, float* y, int64_t ldy) {
-    const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
+    const __m256i ones8 = _mm256_set1_epi8(1);
     __m256 acc[MR][NR];
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -127,9 +128,9 @@ struct LegacyMicro {
         const XBlock& xb = x[i * ldx + b];
         const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
         const float dx = _cvtsh_ss(xb.d);
-        const __m256i sx = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xq), ones16);
+        const __m256i sx = DotU8S8(ones8, xq);
         for (int j = 0; j < NR; ++j) {
-          const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[j], xq), ones16);
+          const __m256i dot = DotU8S8(wq[j], xq);
           if constexpr (F::kMin) {
             acc[i][j] =
                 _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(dot), acc[i][j]);
@@ -290,8 +291,7 @@ struct KMicro {
           const __m256i xv =
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * ldx + b].qs + 32 * h));
           for (int j = 0; j < NR; ++j) {
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[j], xv), sp[j]);
-            isum[i][j] = _mm256_add_epi32(isum[i][j], p);
+            isum[i][j] = AddScaledDotU8S8(isum[i][j], wq[j], xv, sp[j]);
           }
         }
       }

@@ -46,7 +46,7 @@ std::vector<BlockQ8_0> Quantize(const std::vector<float>& f, int n, int k) {
 }
 
 std::vector<const internal::MatmulKernels*> Isas() {
-  const internal::MatmulKernels* avail[3];
+  const internal::MatmulKernels* avail[internal::kMaxMatmulIsas];
   const int n = internal::AvailableMatmulKernels(avail);
   return {avail, avail + n};
 }
@@ -75,6 +75,36 @@ TEST(MatmulQ8_0, QuantizerFollowsGgml) {
   BlockQ8_0 zq;
   internal::QuantizeRowQ8_0(z.data(), 32, &zq);
   for (int i = 0; i < 32; ++i) EXPECT_EQ(zq.qs[i], 0);
+}
+
+// The (vectorized) quantizer against ggml's scalar quantize_row_q8_0_ref written out here: random
+// rows, rows of exact half-steps (round half to even), and NaN / infinity inside a block.
+TEST(MatmulQ8_0, QuantizerMatchesScalarDefinition) {
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int row = 0; row < 200; ++row) {
+    std::vector<float> x(256);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = row % 3 == 0 ? static_cast<float>(static_cast<int>(i % 64) - 32) / 2  // halves
+                          : normal(gen);
+    }
+    if (row % 7 == 1) x[row % 256] = NAN;
+    if (row % 11 == 2) x[(row * 5) % 256] = -INFINITY;
+    std::vector<BlockQ8_0> q(8);
+    internal::QuantizeRowQ8_0(x.data(), 256, q.data());
+    for (int b = 0; b < 8; ++b) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[32 * b + i]));
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      ASSERT_EQ(q[b].d, F32ToF16(amax / 127.0f)) << "row " << row << " block " << b;
+      for (int i = 0; i < 32; ++i) {
+        const float v = x[32 * b + i] * id;
+        const float c = std::isnan(v) ? 0.0f : std::fmin(std::fmax(v, -127.0f), 127.0f);
+        ASSERT_EQ(q[b].qs[i], static_cast<int8_t>(std::nearbyint(c)))
+            << "row " << row << " element " << 32 * b + i << " x " << x[32 * b + i];
+      }
+    }
+  }
 }
 
 TEST(MatmulQ8_0, MatchesGgmlEmulationAndIsasAgreeBitwise) {

@@ -51,7 +51,7 @@ std::vector<float> DequantizeMatrix(DType t, const std::vector<uint8_t>& q, int 
 }
 
 std::vector<const internal::MatmulKernels*> Isas() {
-  const internal::MatmulKernels* avail[3];
+  const internal::MatmulKernels* avail[internal::kMaxMatmulIsas];
   const int n = internal::AvailableMatmulKernels(avail);
   return {avail, avail + n};
 }

@@ -1,0 +1,42 @@
+// AVX-512 VNNI kernel set ("avx512-vnni"): the AVX-512 set with its int8 block-format
+// micro-kernels (Q8_0, the legacy formats, the K-quants) compiled with -mavx512vnni, so their
+// dot products are vpdpbusd / vpdpwssd (int8_dot_x86.h). The float formats are the AVX-512 set's.
+// Same integers, same float operations: the same bits as every other set.
+// GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593, see matmul_avx512.cc).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/q8_0.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace llm::kernels::internal {
+namespace {
+
+#include "kernels/cpu/matmul_q8_0_x86.h"   // NOLINT: included into this TU's anonymous namespace
+#include "kernels/cpu/matmul_quant_x86.h"  // NOLINT: included into this TU's anonymous namespace
+
+template <class F>
+using Legacy = qx::LegacyMicro<F, 4, 4>;
+template <class F>
+using K = qx::KMicro<F, 4, 2>;
+
+}  // namespace
+
+const MatmulKernels& Avx512VnniMatmulKernels() {
+  static const QuantMatmulKernels kQuant = MakeQuantKernels<Legacy, K>();
+  static const MatmulKernels kKernels = {"avx512-vnni",
+                                         Avx512MatmulKernels().f32,
+                                         Avx512MatmulKernels().f16,
+                                         Avx512MatmulKernels().bf16,
+                                         MatmulQ8Panel<Q8X86Micro<4, 4>>,
+                                         &kQuant};
+  return kKernels;
+}
+
+}  // namespace llm::kernels::internal
