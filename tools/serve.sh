@@ -11,7 +11,8 @@
 #   MODEL=deploy/models/demo-llama tools/serve.sh       # sizing demo: dummy weights
 #
 # Environment: MODEL (default deploy/models/stories260K, Karpathy's TinyStories model),
-# LOAD_FORMAT (safetensors|dummy), TP (tensor-parallel ranks per pipeline stage, default 1), PP
+# LOAD_FORMAT (safetensors|gguf|dummy; default from MODEL: a .gguf file, a folder with
+# safetensors, else dummy), TP (tensor-parallel ranks per pipeline stage, default 1), PP
 # (pipeline stages per engine, default 1), DP (data-parallel engines, default 1), RANKS (the
 # job's size, DP * PP * TP; without TP, TP = RANKS / (DP * PP)), CONFIG (default
 # deploy/cluster.yaml),
@@ -30,7 +31,9 @@ done
 
 MODEL=${MODEL:-deploy/models/stories260K}
 if [ -z "${LOAD_FORMAT:-}" ]; then
-  if [ -e "$MODEL/model.safetensors" ] || [ -e "$MODEL/model.safetensors.index.json" ]; then
+  if [ -f "$MODEL" ] && [[ "$MODEL" == *.gguf ]]; then
+    LOAD_FORMAT=gguf  # one .gguf file: weights, tokenizer and chat template
+  elif [ -e "$MODEL/model.safetensors" ] || [ -e "$MODEL/model.safetensors.index.json" ]; then
     LOAD_FORMAT=safetensors
   else
     LOAD_FORMAT=dummy

@@ -104,7 +104,10 @@ StreamOutcome RunStreamingRequest(const Endpoint& endpoint, const std::string& b
       parser.get().body().data = chunk;
       parser.get().body().size = sizeof(chunk);
       beast::error_code ec;
-      http::read(stream, buffer, parser, ec);
+      // read_some: returns with whatever arrived. (http::read waits until the 16 KiB chunk is
+      // full or the response ends, which put every token of a short answer at its end: TTFT
+      // = E2E and ITL ~0.)
+      http::read_some(stream, buffer, parser, ec);
       if (ec && ec != http::error::need_buffer) throw beast::system_error(ec);
       const size_t got = sizeof(chunk) - parser.get().body().size;
       if (status != 200) {
