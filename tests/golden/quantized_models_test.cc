@@ -256,6 +256,39 @@ void Dequantize(ModelWeights& w) {
   });
 }
 
+// An untied lm_head is quantized as llama-quantize does: Q6_K (Q8_0 under q8_0, or where 256
+// does not divide its rows); the forward pass runs on it. demo-llama (dummy weights, hidden 512)
+// takes Q6_K; the shared llama family model (hidden 64) falls back to Q8_0; tied embeddings stay.
+TEST(InSituQuantization, LmHeadFollowsLlamaQuantize) {
+  const std::string demo = std::string(LLM_SOURCE_DIR) + "/deploy/models/demo-llama";
+  struct Case {
+    DType target, head;
+  };
+  for (const Case& c : {Case{DType::kQ4_K, DType::kQ6_K}, Case{DType::kQ2_K, DType::kQ6_K},
+                        Case{DType::kQ4_0, DType::kQ6_K}, Case{DType::kQ8_0, DType::kQ8_0}}) {
+    auto w = LoadModelWeights(demo, LoadFormat::kDummy, 0, {}, c.target);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_EQ((*w)->lm_head.format, c.head) << DTypeName(c.target);
+    EXPECT_EQ((*w)->layers[0].q.format, c.target);
+    EXPECT_FALSE(IsBlockFormat((*w)->embed.format));
+    auto exec = RankExecutor::Create(**w);
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    SequenceRunner runner(**exec, 8, 16);
+    const std::vector<float> logits = runner.Feed({1, 5, 9, 2}, false);
+    ASSERT_EQ(static_cast<int>(logits.size()), (*w)->config.vocab_size);
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << DTypeName(c.target);
+  }
+  constexpr const char* kLlama = "golden/families/llama/hf";
+  LLM_REQUIRE_SHARED(kLlama);
+  auto q = LoadModelWeights(SharedPath(kLlama), LoadFormat::kSafetensors, 0, {}, DType::kQ4_K);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ((*q)->lm_head.format, DType::kQ8_0);  // 64 columns: no Q6_K super-block fits
+  auto tied = LoadModelWeights(SharedPath("models/stories260K"), LoadFormat::kSafetensors, 0, {},
+                               DType::kQ4_K);
+  ASSERT_TRUE(tied.ok()) << tied.status().ToString();
+  EXPECT_EQ((*tied)->lm_head.data, (*tied)->embed.data);  // tied: the embedding table, as stored
+}
+
 // stories260K (real TinyStories weights) with model.quantization: (a) its greedy ids equal those
 // of the F32 model made of the same dequantized weights; (b) against the unquantized model, the
 // top-1 agreement and mean KL over every position of the golden prompts and continuations

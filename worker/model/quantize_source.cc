@@ -1,6 +1,7 @@
 // In-situ quantization at load (model.quantization): a TensorSource over another one that
 // quantizes the 2-D linear weights (attention and MLP projections, experts) it hands out to a
-// block format; embeddings, lm_head, MoE routers, norms and biases stay as the file has them.
+// block format, and an untied lm_head to Q6_K (Q8_0 under q8_0) as llama-quantize does;
+// embeddings, MoE routers, norms and biases stay as the file has them.
 // A matrix whose row length is not a whole number of the format's blocks falls back as
 // llama-quantize does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0), or stays
 // unquantized when not even 32 divides it. Progress goes to stderr.
@@ -50,7 +51,7 @@ class QuantizingSource : public TensorSource {
     if (done_ == 0) return;
     std::fprintf(stderr, "%squantized %d matrices to %s: %.1f MiB -> %.1f MiB%s\n",
                  tty_ ? "\r" : "", done_, DTypeName(target_), in_bytes_ / 1048576.0,
-                 out_bytes_ / 1048576.0, fallbacks_.empty() ? "" : fallbacks_.c_str());
+                 out_bytes_ / 1048576.0, (notes_ + fallbacks_).c_str());
   }
 
   StatusOr<Weight> Matrix(const std::string& name, int rows, int cols,
@@ -63,7 +64,8 @@ class QuantizingSource : public TensorSource {
       return m;
     }
     const DType t = *q;
-    if (t != target_) NoteFallback(name, t);
+    if (t != target_ && IsLinear(name)) NoteFallback(name, t);
+    if (!IsLinear(name)) notes_ += "\n  " + name + ": " + DTypeName(t) + " (as llama-quantize)";
     // Rows to float in slabs, then quantized (each row on its own, so slabs change nothing).
     const size_t row_bytes = RowBytes(t, m.cols);
     char* dst = OwnBytes(*w_, t, row_bytes * m.rows);
@@ -118,6 +120,7 @@ class QuantizingSource : public TensorSource {
   int done_ = 0;
   double in_bytes_ = 0, out_bytes_ = 0;
   std::string fallbacks_;
+  std::string notes_;  // lm_head's format
 };
 
 bool IsLinear(const std::string& name) {
@@ -132,6 +135,14 @@ bool IsLinear(const std::string& name) {
 }  // namespace
 
 std::optional<DType> QuantizedFormat(const std::string& name, DType target, int cols) {
+  if (name == "lm_head.weight") {
+    // llama-quantize's rule for the output matrix: Q8_0 under q8_0, else Q6_K (it is read every
+    // step and moves the logits most), Q8_0 where 256 does not divide the rows.
+    const DType head = target == DType::kQ8_0 ? DType::kQ8_0 : DType::kQ6_K;
+    if (cols % BlockSize(head) == 0) return head;
+    if (cols % BlockSize(DType::kQ8_0) == 0) return DType::kQ8_0;
+    return std::nullopt;
+  }
   if (!IsLinear(name)) return std::nullopt;
   if (cols % BlockSize(target) == 0) return target;
   if (cols % BlockSize(Fallback(target)) == 0) return Fallback(target);

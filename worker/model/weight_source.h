@@ -56,7 +56,8 @@ StatusOr<Weight> SliceMatrix(ModelWeights& w, const void* base, DType format, in
 std::unique_ptr<TensorSource> MakeGgufSource(const GgufFile& file, ModelWeights* w);
 
 // The block format model.quantization `target` gives the weight `name` (an HF name) with rows of
-// `cols`: `target`, or llama-quantize's fallback when its blocks do not divide the rows; nullopt
+// `cols`: `target`, or llama-quantize's fallback when its blocks do not divide the rows; for
+// lm_head.weight Q6_K (Q8_0 when the target is Q8_0 or 256 does not divide the rows); nullopt
 // when the weight stays as it is (not a linear projection, or no block fits).
 std::optional<DType> QuantizedFormat(const std::string& name, DType target, int cols);
 
