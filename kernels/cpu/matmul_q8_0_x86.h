@@ -43,6 +43,28 @@ struct Q8X86Micro {
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
     }
     for (int b = 0; b < nb; ++b) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+      // vpdpbusd multiplies unsigned by signed bytes without int16 pair sums, so x can be made
+      // unsigned once per row (x + 128 = x ^ 0x80) and w used as it is: per product one vpdpbusd
+      // started from -128 * (w's group sums), which w's row pays once for the MR rows of x.
+      __m256i wq[NR], base[NR];
+      __m256 dw[NR];  // scales broadcast: one vector multiply per product gives d_w * d_x
+      const __m256i bias128 = _mm256_set1_epi8(static_cast<char>(0x80));
+      for (int j = 0; j < NR; ++j) {
+        wq[j] = Load(w[j * ldw + b]);
+        base[j] = _mm256_sub_epi32(_mm256_setzero_si256(), DotU8S8(bias128, wq[j]));
+        dw[j] = _mm256_set1_ps(Scale(w[j * ldw + b]));
+      }
+      for (int i = 0; i < MR; ++i) {
+        const __m256i xu = _mm256_xor_si256(Load(x[i * ldx + b]), bias128);
+        const __m256 dx = _mm256_set1_ps(Scale(x[i * ldx + b]));
+        for (int j = 0; j < NR; ++j) {
+          const __m256i sums = _mm256_dpbusd_epi32(base[j], xu, wq[j]);
+          acc[i][j] =
+              _mm256_fmadd_ps(_mm256_mul_ps(dw[j], dx), _mm256_cvtepi32_ps(sums), acc[i][j]);
+        }
+      }
+#else
       __m256i wq[NR], wa[NR];
       __m256 dw[NR];  // scales broadcast: one vector multiply per product gives d_w * d_x
       for (int j = 0; j < NR; ++j) {
@@ -59,6 +81,7 @@ struct Q8X86Micro {
               _mm256_fmadd_ps(_mm256_mul_ps(dw[j], dx), _mm256_cvtepi32_ps(sums), acc[i][j]);
         }
       }
+#endif
     }
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) {
