@@ -165,9 +165,15 @@ struct KHeader {
 inline __m256i Repeat8(__m128i bytes8) {
   return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(bytes8, bytes8));
 }
+// The 8 scales of the formats with 32-weight sub-blocks (bytes 0..7) as int16 lanes 0..7 of
+// both 128-bit halves: one in-lane shuffle then gives chunk h's scale in every lane (ScaleOf).
+inline __m256i Scales8(__m128i bytes8) {
+  return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(bytes8));
+}
 
 struct Q2_KF {
   using B = BlockQ2_K;
+  static constexpr bool kScalePer32 = false;
   static KHeader Header(const B& b) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     const __m128i low = _mm_set1_epi8(0x0F);
@@ -180,6 +186,7 @@ struct Q2_KF {
 };
 struct Q3_KF {
   using B = BlockQ3_K;
+  static constexpr bool kScalePer32 = false;
   static KHeader Header(const B& b) {
     // The 16 6-bit scales: low 4 bits from scales[0..7] (low, then high nibbles), high 2 bits
     // from scales[8..11] (bits 2 (g / 4) of byte 8 + g % 4).
@@ -216,9 +223,10 @@ inline __m128i ScalesMinsK4(const uint8_t* p) {
 }
 struct Q4_KF {
   using B = BlockQ4_K;
+  static constexpr bool kScalePer32 = true;
   static KHeader Header(const B& b) {
     const __m128i sm = ScalesMinsK4(b.scales);
-    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Repeat8(sm), Repeat8(_mm_srli_si128(sm, 8))};
+    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Scales8(sm), Repeat8(_mm_srli_si128(sm, 8))};
   }
   static __m256i Chunk(const B& b, int h) {
     return Bits(Load32(b.qs + 32 * (h >> 1)), 4 * (h & 1), 0x0F);
@@ -226,9 +234,10 @@ struct Q4_KF {
 };
 struct Q5_KF {
   using B = BlockQ5_K;
+  static constexpr bool kScalePer32 = true;
   static KHeader Header(const B& b) {
     const __m128i sm = ScalesMinsK4(b.scales);
-    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Repeat8(sm), Repeat8(_mm_srli_si128(sm, 8))};
+    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Scales8(sm), Repeat8(_mm_srli_si128(sm, 8))};
   }
   static __m256i Chunk(const B& b, int h) {
     const __m256i lo = Bits(Load32(b.qs + 32 * (h >> 1)), 4 * (h & 1), 0x0F);
@@ -237,6 +246,7 @@ struct Q5_KF {
 };
 struct Q6_KF {
   using B = BlockQ6_K;
+  static constexpr bool kScalePer32 = false;
   static KHeader Header(const B& b) {
     const __m256i sc =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
@@ -255,6 +265,18 @@ inline __m256i ScalePattern(__m256i sc, int h) {
   const __m256i pair = _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(h));
   return _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
                                                      0x0100010001000100, 0x0100010001000100));
+}
+
+// Chunk h's scales as int16 lanes: lanes 0..7 for its first 16 weights, 8..15 for the others.
+// Per-32 formats (Scales8 headers): int16 lane h of each half, everywhere.
+template <class F>
+inline __m256i ScaleOf(__m256i sc, int h) {
+  if constexpr (F::kScalePer32) {
+    return _mm256_shuffle_epi8(
+        sc, _mm256_set1_epi16(static_cast<int16_t>(((2 * h + 1) << 8) | (2 * h))));
+  } else {
+    return ScalePattern(sc, h);
+  }
 }
 
 template <class F, int kMRv, int kNRv>
@@ -285,7 +307,7 @@ struct KMicro {
         __m256i wq[NR], sp[NR];
         for (int j = 0; j < NR; ++j) {
           wq[j] = F::Chunk(w[j * ldw + b], h);
-          sp[j] = ScalePattern(hw[j].sc, h);
+          sp[j] = ScaleOf<F>(hw[j].sc, h);
         }
         for (int i = 0; i < MR; ++i) {
           const __m256i xv =
