@@ -38,7 +38,7 @@ enum class ModelArch {
 // The MLP's activation: silu(gate) * up, or Gemma's gelu_pytorch_tanh(gate) * up.
 enum class Activation { kSilu, kGeluTanh };
 
-enum class RopeScalingType { kNone, kLinear, kLlama3 };
+enum class RopeScalingType { kNone, kLinear, kLlama3, kLongRope };
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
@@ -46,7 +46,21 @@ struct RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  // LongRoPE (Phi-3's "longrope" / "su"; transformers _compute_longrope_parameters):
+  // inv_freq_i = 1 / (factor_i * theta^(2i / head_dim)) with short_factor, or with long_factor
+  // for a sequence longer than original_max_position_embeddings (RopeUsesLongFactors); cos and
+  // sin are multiplied by attention_factor. head_dim / 2 factors each.
+  std::vector<double> short_factor, long_factor;
+  double attention_factor = 1.0;
 };
+
+// LongRoPE: whether a sequence that holds `length` tokens after this step rotates this step's
+// tokens with the long factors. transformers decides per forward call, with the largest position
+// + 1 of the call; the engine decides per sequence, which is the same for one sequence with a KV
+// cache (the prompt in one call, then one token per call): tokens already cached keep the
+// rotation they were stored with. A prompt prefilled in several chunks decides per chunk. False
+// for every other scaling.
+bool RopeUsesLongFactors(const RopeScaling& rs, int64_t length);
 
 struct ModelConfig {
   std::string architecture;  // as in config.json, e.g. "LlamaForCausalLM"
@@ -132,8 +146,9 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 // Same, from the JSON text (for tests); `source` names it in errors.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
 
-// The rotary inverse frequencies (head_dim / 2 of them), with rope_scaling applied.
-std::vector<float> RopeInvFreq(const ModelConfig& config);
+// The rotary inverse frequencies (head_dim / 2 of them), with rope_scaling applied (LongRoPE:
+// the short factors, or the long ones when `long_factors`).
+std::vector<float> RopeInvFreq(const ModelConfig& config, bool long_factors = false);
 // Gemma 3's local layers: base rope_local_theta, no scaling (empty when rope_local_theta is 0).
 std::vector<float> RopeInvFreqLocal(const ModelConfig& config);
 

@@ -138,35 +138,6 @@ TEST(Gemma3Reference, EveryRuleMovesTheLogits) {
   EXPECT_GT(moved(x), 100 * kTolerance) << "q/k norms";
 }
 
-struct EngineRun {
-  std::vector<std::vector<float>> prompt_logits;  // [position][vocab]
-  std::vector<std::vector<float>> step_logits;    // the logits that chose each greedy id
-  std::vector<int32_t> ids;
-};
-
-EngineRun RunEngine(RankExecutor& model, const std::vector<int32_t>& prompt, int steps) {
-  const int vocab = model.config().vocab_size;
-  EngineRun r;
-  SequenceRunner runner(model, static_cast<int>(prompt.size()) + steps);
-  const std::vector<float> all = runner.Feed(prompt, /*all_rows=*/true);
-  for (size_t p = 0; p < prompt.size(); ++p) {
-    r.prompt_logits.emplace_back(all.begin() + p * vocab, all.begin() + (p + 1) * vocab);
-  }
-  std::vector<float> step = r.prompt_logits.back();
-  for (int k = 0; k < steps; ++k) {
-    r.step_logits.push_back(step);
-    r.ids.push_back(Argmax(step.data(), vocab));
-    if (k + 1 < steps) step = runner.Feed({r.ids.back()}, false);
-  }
-  return r;
-}
-
-double MaxDiff(const std::vector<float>& got, const reference::Vec& want) {
-  double d = 0;
-  for (size_t v = 0; v < want.size(); ++v) d = std::max(d, std::fabs(got[v] - want[v]));
-  return d;
-}
-
 fs::path TempModelPath(const std::string& name) {
   return fs::temp_directory_path() / ("llm_gemma3_" + std::to_string(getpid()) + "_" + name);
 }
@@ -192,18 +163,11 @@ void ExpectEngineMatchesReference(const std::string& path, const TinyGemma3& m,
   for (const auto& prompt : Gemma3Prompts()) {
     const RefGreedy want = reference::ReferenceGreedy(ref, prompt, kSteps);
     min_margin = std::min(min_margin, want.min_margin);
-    const EngineRun got = RunEngine(**exec, prompt, kSteps);
+    const EngineRun got = RunEngineGreedy(**exec, prompt, kSteps);
     EXPECT_EQ(got.ids, want.ids) << "prompt of " << prompt.size();
-    for (size_t p = 0; p < prompt.size(); ++p) {
-      const double d = MaxDiff(got.prompt_logits[p], want.prompt_logits[p]);
-      EXPECT_LE(d, kTolerance) << "position " << p;
-      max_diff = std::max(max_diff, d);
-    }
-    for (int k = 0; k < kSteps; ++k) {
-      const double d = MaxDiff(got.step_logits[k], want.step_logits[k]);
-      EXPECT_LE(d, kTolerance) << "greedy step " << k;
-      max_diff = std::max(max_diff, d);
-    }
+    max_diff = std::max(
+        {max_diff, ExpectRowsNear(got.prompt_logits, want.prompt_logits, kTolerance, "position"),
+         ExpectRowsNear(got.step_logits, want.step_logits, kTolerance, "greedy step")});
   }
   // The comparison means something only if no greedy choice is a near-tie.
   EXPECT_GT(min_margin, 50 * kTolerance);
@@ -217,7 +181,7 @@ TEST_P(Gemma3Golden, EngineMatchesReference) {
   const bool pattern = GetParam() == Gemma3Variant::kPattern;
   const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, GetParam());
   const fs::path dir = TempModelPath(pattern ? "pattern" : "layer_types");
-  WriteTinyGemma3(m, dir, SharedPath("models/stories260K"));
+  m.Write(dir, SharedPath("models/stories260K"));
   ExpectEngineMatchesReference(
       dir.string(), m, pattern ? std::vector<int>{4, 0, 4, 0} : std::vector<int>{4, 0, 4, 4},
       pattern ? "sliding_window_pattern" : "layer_types+softcaps");
@@ -231,7 +195,7 @@ TEST(Gemma3Gguf, F32GgufMatchesReference) {
   const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kGguf);
   const std::vector<int> window = {4, 4, 4, 4, 4, 0};
   const fs::path dir = TempModelPath("gguf_hf");
-  WriteTinyGemma3(m, dir, SharedPath("models/stories260K"));
+  m.Write(dir, SharedPath("models/stories260K"));
   ExpectEngineMatchesReference(dir.string(), m, window, "pattern 6 hf");
   fs::remove_all(dir);
   const fs::path path = TempModelPath("m.gguf");

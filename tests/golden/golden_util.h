@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -87,6 +89,50 @@ inline int32_t Argmax(const float* x, int n) {
     if (x[i] > x[best]) best = i;
   }
   return best;
+}
+
+// One sequence through the engine as transformers' generate feeds it: the whole prompt in one
+// step (logits at every position), then `steps` greedy tokens, one per step.
+struct EngineRun {
+  std::vector<std::vector<float>> prompt_logits;  // [position][vocab]
+  std::vector<std::vector<float>> step_logits;    // the logits that chose each greedy id
+  std::vector<int32_t> ids;
+};
+
+inline EngineRun RunEngineGreedy(RankExecutor& model, const std::vector<int32_t>& prompt,
+                                 int steps) {
+  const int vocab = model.config().vocab_size;
+  EngineRun r;
+  SequenceRunner runner(model, static_cast<int>(prompt.size()) + steps);
+  const std::vector<float> all = runner.Feed(prompt, /*all_rows=*/true);
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    r.prompt_logits.emplace_back(all.begin() + p * vocab, all.begin() + (p + 1) * vocab);
+  }
+  std::vector<float> step = r.prompt_logits.back();
+  for (int k = 0; k < steps; ++k) {
+    r.step_logits.push_back(step);
+    r.ids.push_back(Argmax(step.data(), vocab));
+    if (k + 1 < steps) step = runner.Feed({r.ids.back()}, false);
+  }
+  return r;
+}
+
+// Expects every row of `got` (the engine's logits) within `tolerance` of the same row of `want`
+// (a float64 reference's); returns the largest difference. `what` names the rows in failures.
+inline double ExpectRowsNear(const std::vector<std::vector<float>>& got,
+                             const std::vector<std::vector<double>>& want, double tolerance,
+                             const std::string& what) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  double max_diff = 0;
+  for (size_t r = 0; r < std::min(got.size(), want.size()); ++r) {
+    double d = 0;
+    for (size_t v = 0; v < want[r].size(); ++v) {
+      d = std::max(d, std::fabs(static_cast<double>(got[r][v]) - want[r][v]));
+    }
+    EXPECT_LE(d, tolerance) << what << " " << r;
+    max_diff = std::max(max_diff, d);
+  }
+  return max_diff;
 }
 
 }  // namespace llm::testing

@@ -116,35 +116,6 @@ TEST(Qwen3MoeReference, TopKRenormalization) {
               1e-12);
 }
 
-struct EngineRun {
-  std::vector<std::vector<float>> prompt_logits;  // [position][vocab]
-  std::vector<std::vector<float>> step_logits;    // the logits that chose each greedy id
-  std::vector<int32_t> ids;
-};
-
-EngineRun RunEngine(RankExecutor& model, const std::vector<int32_t>& prompt, int steps) {
-  const int vocab = model.config().vocab_size;
-  EngineRun r;
-  SequenceRunner runner(model, static_cast<int>(prompt.size()) + steps);
-  const std::vector<float> all = runner.Feed(prompt, /*all_rows=*/true);
-  for (size_t p = 0; p < prompt.size(); ++p) {
-    r.prompt_logits.emplace_back(all.begin() + p * vocab, all.begin() + (p + 1) * vocab);
-  }
-  std::vector<float> step = r.prompt_logits.back();
-  for (int k = 0; k < steps; ++k) {
-    r.step_logits.push_back(step);
-    r.ids.push_back(Argmax(step.data(), vocab));
-    if (k + 1 < steps) step = runner.Feed({r.ids.back()}, false);
-  }
-  return r;
-}
-
-double MaxDiff(const std::vector<float>& got, const reference::Vec& want) {
-  double d = 0;
-  for (size_t v = 0; v < want.size(); ++v) d = std::max(d, std::fabs(got[v] - want[v]));
-  return d;
-}
-
 // Loads `path` (a folder or a .gguf) and runs both prompts against the reference of `m`.
 void ExpectEngineMatchesReference(const std::string& path, const TinyQwen3Moe& m, int dense_layer) {
   auto weights = LoadModelWeights(path, LoadFormat::kSafetensors);
@@ -165,18 +136,11 @@ void ExpectEngineMatchesReference(const std::string& path, const TinyQwen3Moe& m
     full.insert(full.end(), want.ids.begin(), want.ids.end() - 1);
     min_gap = std::min(min_gap, ref.MinRouterGap(full));
     min_margin = std::min(min_margin, want.min_margin);
-    const EngineRun got = RunEngine(**exec, prompt, kSteps);
+    const EngineRun got = RunEngineGreedy(**exec, prompt, kSteps);
     EXPECT_EQ(got.ids, want.ids);
-    for (size_t p = 0; p < prompt.size(); ++p) {
-      const double d = MaxDiff(got.prompt_logits[p], want.prompt_logits[p]);
-      EXPECT_LE(d, kTolerance) << "position " << p;
-      max_diff = std::max(max_diff, d);
-    }
-    for (int k = 0; k < kSteps; ++k) {
-      const double d = MaxDiff(got.step_logits[k], want.step_logits[k]);
-      EXPECT_LE(d, kTolerance) << "greedy step " << k;
-      max_diff = std::max(max_diff, d);
-    }
+    max_diff = std::max(
+        {max_diff, ExpectRowsNear(got.prompt_logits, want.prompt_logits, kTolerance, "position"),
+         ExpectRowsNear(got.step_logits, want.step_logits, kTolerance, "greedy step")});
   }
   // The comparison means something only if neither greedy choice nor routing is a near-tie.
   EXPECT_GT(min_margin, 50 * kTolerance);
@@ -198,7 +162,7 @@ TEST_P(Qwen3MoeGolden, EngineMatchesReference) {
   const int dense_layer = GetParam();
   const TinyQwen3Moe m = MakeTinyQwen3Moe(kQwen3MoeSeed, dense_layer);
   const fs::path dir = TempModelPath(std::to_string(dense_layer + 1));
-  WriteTinyQwen3Moe(m, dir, SharedPath("models/stories260K"));
+  m.Write(dir, SharedPath("models/stories260K"));
   ExpectEngineMatchesReference(dir.string(), m, dense_layer);
   fs::remove_all(dir);
 }
