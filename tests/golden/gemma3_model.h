@@ -31,15 +31,6 @@ namespace llm::testing {
 
 enum class Gemma3Variant { kPattern, kLayerTypes, kGguf };
 
-// Stories260K ids: the two prompts of ../shared/golden/families (5 and 12 tokens) and a longer
-// one (21 tokens); all but the first are longer than the sliding window of 4.
-inline std::vector<std::vector<int32_t>> Gemma3Prompts() {
-  return {{1, 403, 407, 261, 378},
-          {1, 317, 269, 274, 287, 263, 377, 267, 265, 282, 295, 433},
-          {1,   403, 407, 261, 378, 317, 269, 274, 287, 263, 377,
-           267, 265, 282, 295, 433, 403, 407, 261, 378, 269}};
-}
-
 // The seed of the test model: of seeds 1-40, the one whose reference (all three variants,
 // every prompt, 8 greedy steps) keeps the greedy top-1 minus top-2 logit farthest from a tie
 // (3.85; gemma3_golden_test.cc's DISABLED_SeedScan).

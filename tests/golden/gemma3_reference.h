@@ -99,29 +99,18 @@ inline GemmaRefConfig GemmaRefConfigFromJson(const nlohmann::json& j) {
   return c;
 }
 
-class GemmaReference {
+class GemmaReference : public ReferenceModel {
  public:
-  GemmaReference(GemmaRefConfig c, const RefTensors* t) : c_(std::move(c)), t_(*t) {}
+  GemmaReference(GemmaRefConfig c, const RefTensors* t) : ReferenceModel(t), c_(std::move(c)) {}
 
   // Logits [ids.size()][vocab] of every position of `ids` (position p = index p).
   std::vector<Vec> Forward(const std::vector<int32_t>& ids) const {
-    const int n = static_cast<int>(ids.size());
-    std::vector<Vec> x(n);
-    const Vec& embed = T("model.embed_tokens.weight");
-    const double scale = std::sqrt(static_cast<double>(c_.hidden));
-    for (int i = 0; i < n; ++i) {
-      x[i].resize(c_.hidden);
-      for (int k = 0; k < c_.hidden; ++k) {
-        x[i][k] = embed[static_cast<size_t>(ids[i]) * c_.hidden + k] * scale;
-      }
-    }
+    std::vector<Vec> x = Embed(ids, c_.hidden, std::sqrt(static_cast<double>(c_.hidden)));
     for (int l = 0; l < c_.layers; ++l) Layer(l, &x);
-    const Vec& head = T(c_.tied ? "model.embed_tokens.weight" : "lm_head.weight");
-    std::vector<Vec> logits(n);
-    for (int i = 0; i < n; ++i) {
-      logits[i] = MatVec(head, c_.vocab, c_.hidden, RmsNorm(x[i], T("model.norm.weight")));
-      if (c_.final_softcap > 0) {
-        for (double& v : logits[i]) v = std::tanh(v / c_.final_softcap) * c_.final_softcap;
+    std::vector<Vec> logits = Logits(x, c_.vocab, c_.tied, c_.eps, /*w_offset=*/1.0);
+    if (c_.final_softcap > 0) {
+      for (Vec& row : logits) {
+        for (double& v : row) v = std::tanh(v / c_.final_softcap) * c_.final_softcap;
       }
     }
     return logits;
@@ -144,12 +133,6 @@ class GemmaReference {
   Vec RmsNorm(const Vec& x, const Vec& w) const { return reference::RmsNorm(x, w, c_.eps, 1.0); }
 
  private:
-  const Vec& T(const std::string& name) const {
-    auto it = t_.find(name);
-    if (it == t_.end()) throw std::runtime_error("gemma reference: missing tensor " + name);
-    return it->second;
-  }
-
   // One head of head_dim at `pos`: the per-head norm (Gemma 3), then rotate-half.
   void NormRope(double* v, const Vec* norm, const Vec& inv_freq, int pos) const {
     const int d = c_.head_dim;
@@ -212,7 +195,6 @@ class GemmaReference {
   }
 
   GemmaRefConfig c_;
-  const RefTensors& t_;
 };
 
 }  // namespace llm::testing::reference

@@ -104,19 +104,11 @@ void ExpectEngineMatchesReference(const std::string& path, const TinyModel& m) {
   auto exec = RankExecutor::Create(**weights);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   const Phi3Reference ref(reference::Phi3RefConfigFromJson(m.config), &m.tensors);
-  double max_diff = 0, min_margin = 1e300;
-  for (const auto& prompt : Phi3Prompts()) {
-    const RefGreedy want = reference::ReferenceGreedy(ref, prompt, kSteps);
-    min_margin = std::min(min_margin, want.min_margin);
-    const EngineRun got = RunEngineGreedy(**exec, prompt, kSteps);
-    EXPECT_EQ(got.ids, want.ids) << "prompt of " << prompt.size();
-    max_diff = std::max(
-        {max_diff, ExpectRowsNear(got.prompt_logits, want.prompt_logits, kTolerance, "position"),
-         ExpectRowsNear(got.step_logits, want.step_logits, kTolerance, "greedy step")});
-  }
-  EXPECT_GT(min_margin, 50 * kTolerance);  // no greedy choice is a near-tie
+  const GreedyComparison r =
+      ExpectEngineMatchesGreedy(**exec, ref, Phi3Prompts(), kSteps, kTolerance);
+  EXPECT_GT(r.min_margin, 50 * kTolerance);  // no greedy choice is a near-tie
   std::printf("[ phi3 longrope %s ] max |engine - reference| = %.3g, min greedy margin %.3g\n",
-              IsGgufPath(path) ? "gguf" : "hf", max_diff, min_margin);
+              IsGgufPath(path) ? "gguf" : "hf", r.max_diff, r.min_margin);
 }
 
 TEST(Phi3LongRopeGolden, EngineMatchesReference) {

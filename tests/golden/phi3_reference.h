@@ -75,26 +75,15 @@ inline Phi3RefConfig Phi3RefConfigFromJson(const nlohmann::json& j) {
   return c;
 }
 
-class Phi3Reference {
+class Phi3Reference : public ReferenceModel {
  public:
-  Phi3Reference(Phi3RefConfig c, const RefTensors* t) : c_(std::move(c)), t_(*t) {}
+  Phi3Reference(Phi3RefConfig c, const RefTensors* t) : ReferenceModel(t), c_(std::move(c)) {}
 
   // Logits [ids.size()][vocab] of every position, the first `prompt_len` tokens fed as one call.
   std::vector<Vec> Forward(const std::vector<int32_t>& ids, size_t prompt_len) const {
-    const int n = static_cast<int>(ids.size());
-    std::vector<Vec> x(n);
-    const Vec& embed = T("model.embed_tokens.weight");
-    for (int i = 0; i < n; ++i) {
-      x[i].assign(embed.begin() + static_cast<size_t>(ids[i]) * c_.hidden,
-                  embed.begin() + static_cast<size_t>(ids[i] + 1) * c_.hidden);
-    }
+    std::vector<Vec> x = Embed(ids, c_.hidden);
     for (int l = 0; l < c_.layers; ++l) Layer(l, prompt_len, &x);
-    std::vector<Vec> logits(n);
-    for (int i = 0; i < n; ++i) {
-      logits[i] = MatVec(T("lm_head.weight"), c_.vocab, c_.hidden,
-                         RmsNorm(x[i], T("model.norm.weight"), c_.eps));
-    }
-    return logits;
+    return Logits(x, c_.vocab, /*tied=*/false, c_.eps);
   }
 
   // The inverse frequencies of the short or long factors (exposed for the hand checks).
@@ -108,12 +97,6 @@ class Phi3Reference {
   }
 
  private:
-  const Vec& T(const std::string& name) const {
-    auto it = t_.find(name);
-    if (it == t_.end()) throw std::runtime_error("phi3 reference: missing tensor " + name);
-    return it->second;
-  }
-
   bool UsesLong(int pos, size_t prompt_len) const {
     return c_.longrope && std::max<int64_t>(pos + 1, static_cast<int64_t>(prompt_len)) >
                               static_cast<int64_t>(c_.original_max);
@@ -154,7 +137,6 @@ class Phi3Reference {
   }
 
   Phi3RefConfig c_;
-  const RefTensors& t_;
 };
 
 }  // namespace llm::testing::reference

@@ -83,26 +83,15 @@ inline RefConfig RefConfigFromJson(const nlohmann::json& j) {
   return c;
 }
 
-class Reference {
+class Reference : public ReferenceModel {
  public:
-  Reference(RefConfig c, const RefTensors* t) : c_(std::move(c)), t_(*t) {}
+  Reference(RefConfig c, const RefTensors* t) : ReferenceModel(t), c_(std::move(c)) {}
 
   // Logits [ids.size()][vocab] of every position of `ids` (position p = index p).
   std::vector<Vec> Forward(const std::vector<int32_t>& ids) const {
-    const int n = static_cast<int>(ids.size());
-    std::vector<Vec> x(n);
-    const Vec& embed = T("model.embed_tokens.weight");
-    for (int i = 0; i < n; ++i) {
-      x[i].assign(embed.begin() + static_cast<size_t>(ids[i]) * c_.hidden,
-                  embed.begin() + static_cast<size_t>(ids[i] + 1) * c_.hidden);
-    }
+    std::vector<Vec> x = Embed(ids, c_.hidden);
     for (int l = 0; l < c_.layers; ++l) Layer(l, &x);
-    const Vec& head = T(c_.tied ? "model.embed_tokens.weight" : "lm_head.weight");
-    std::vector<Vec> logits(n);
-    for (int i = 0; i < n; ++i) {
-      logits[i] = MatVec(head, c_.vocab, c_.hidden, RmsNorm(x[i], T("model.norm.weight")));
-    }
-    return logits;
+    return Logits(x, c_.vocab, c_.tied, c_.eps);
   }
 
   // The smallest gap, over every token and sparse layer of Forward(ids), between the top_k-th
@@ -147,12 +136,6 @@ class Reference {
   }
 
  private:
-  const Vec& T(const std::string& name) const {
-    auto it = t_.find(name);
-    if (it == t_.end()) throw std::runtime_error("reference: missing tensor " + name);
-    return it->second;
-  }
-
   Vec RmsNorm(const Vec& x, const Vec& w) const { return reference::RmsNorm(x, w, c_.eps); }
 
   // One head's vector of head_dim at `pos`: per-head RMSNorm (q_norm/k_norm), then rotate-half.
@@ -219,7 +202,6 @@ class Reference {
   }
 
   RefConfig c_;
-  const RefTensors& t_;
   mutable double min_gap_ = 1e300;
 };
 

@@ -118,6 +118,47 @@ inline double Silu(double x) {
   return x / (1.0 + std::exp(-x));
 }
 
+// What every reference model does alike: its tensors by name, the embedding rows, and the
+// logits (lm_head, or the tied embedding, of the final RMSNorm).
+class ReferenceModel {
+ public:
+  explicit ReferenceModel(const RefTensors* t) : t_(*t) {}
+
+ protected:
+  const Vec& T(const std::string& name) const {
+    auto it = t_.find(name);
+    if (it == t_.end()) throw std::runtime_error("reference: missing tensor " + name);
+    return it->second;
+  }
+
+  // model.embed_tokens rows of `ids`, times `scale`.
+  std::vector<Vec> Embed(const std::vector<int32_t>& ids, int hidden, double scale = 1.0) const {
+    const Vec& embed = T("model.embed_tokens.weight");
+    std::vector<Vec> x(ids.size(), Vec(hidden));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      for (int k = 0; k < hidden; ++k) {
+        x[i][k] = embed[static_cast<size_t>(ids[i]) * hidden + k] * scale;
+      }
+    }
+    return x;
+  }
+
+  // Logits [n][vocab] of the hidden states `x` after model.norm (weight + w_offset).
+  std::vector<Vec> Logits(const std::vector<Vec>& x, int vocab, bool tied, double eps,
+                          double w_offset = 0.0) const {
+    const Vec& head = T(tied ? "model.embed_tokens.weight" : "lm_head.weight");
+    std::vector<Vec> logits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int hidden = static_cast<int>(x[i].size());
+      logits[i] = MatVec(head, vocab, hidden, RmsNorm(x[i], T("model.norm.weight"), eps, w_offset));
+    }
+    return logits;
+  }
+
+ private:
+  const RefTensors& t_;
+};
+
 // Greedy decoding with a reference: `steps` argmax tokens after `prompt` (no stop at EOS),
 // and the logits that chose each (step 0: the last prompt position).
 struct RefGreedy {
@@ -169,6 +210,15 @@ inline double MaxAbsDiff(const std::vector<Vec>& a, const std::vector<Vec>& b) {
 }
 
 }  // namespace reference
+
+// Stories260K ids (BOS included): "Once upon a time" and "Lily and Tom went to the park", the
+// two prompts of ../shared/golden/families (5 and 12 tokens), and a longer one (21 tokens).
+inline std::vector<std::vector<int32_t>> StoriesPrompts() {
+  return {{1, 403, 407, 261, 378},
+          {1, 317, 269, 274, 287, 263, 377, 267, 265, 282, 295, 433},
+          {1,   403, 407, 261, 378, 317, 269, 274, 287, 263, 377,
+           267, 265, 282, 295, 433, 403, 407, 261, 378, 269}};
+}
 
 // A standard normal stream from SplitMix64 + Box-Muller: every platform draws the same values
 // for a seed, so the test models are the same bytes everywhere.

@@ -221,7 +221,7 @@ TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
     m.Write(model, SharedPath("models/stories260K"));
     const reference::GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
     std::vector<Request> reqs;
-    for (const auto& prompt : Gemma3Prompts()) {
+    for (const auto& prompt : StoriesPrompts()) {
       reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
     }
     for (int np : {1, 2, 4}) ExpectGolden(mpirun, model.string(), reqs, np);
@@ -234,7 +234,7 @@ TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
   const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kGguf);
   const reference::GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
   std::vector<Request> reqs;
-  for (const auto& prompt : Gemma3Prompts()) {
+  for (const auto& prompt : StoriesPrompts()) {
     reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
   }
   const std::string gguf = (dir_ / "gemma3.gguf").string();
