@@ -18,7 +18,8 @@ namespace {
 constexpr const char* kSupported =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
     "GemmaForCausalLM, Gemma2ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
-    "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM";
+    "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, GlmForCausalLM, "
+    "Glm4ForCausalLM";
 
 // Upper bounds on the sizes a config.json may declare: far above any released model, low enough
 // that no derived size (a layer list, a dummy weight tensor's element count) overflows.
@@ -101,7 +102,8 @@ Status ReadIdList(const json& j, const std::string& source, const char* key,
 Status ReadFactorList(const json& rs, const std::string& where, const char* key, int n,
                       std::vector<double>* out) {
   const std::string what = where + ": key '" + key +
-                           "' must list head_dim / 2 = " + std::to_string(n) + " positive numbers";
+                           "' must list the rotary dimension / 2 = " + std::to_string(n) +
+                           " positive numbers";
   if (!rs.contains(key) || !rs[key].is_array()) return InvalidArgument(what + " (missing)");
   if (rs[key].size() != static_cast<size_t>(n)) {
     return InvalidArgument(what + ", got " + std::to_string(rs[key].size()));
@@ -124,7 +126,7 @@ Status ReadFactorList(const json& rs, const std::string& where, const char* key,
 Status ReadLongRope(const json& j, const std::string& source, const json& rs,
                     const std::string& where, const ModelConfig& c, RopeScaling* out) {
   out->type = RopeScalingType::kLongRope;
-  const int n = c.head_dim / 2;
+  const int n = c.rope_dim() / 2;
   LLM_RETURN_IF_ERROR(ReadFactorList(rs, where, "short_factor", n, &out->short_factor));
   LLM_RETURN_IF_ERROR(ReadFactorList(rs, where, "long_factor", n, &out->long_factor));
   int orig = 0;
@@ -176,6 +178,25 @@ Status ReadRopeScaling(const json& j, const std::string& source, const ModelConf
   return Status::Ok();
 }
 
+// The rotary dimension: int(head_dim * partial_rotary_factor) as transformers computes it (Phi-3
+// default 1, GLM 0.5; other architectures rotate whole heads), even and positive.
+Status ReadRotaryDim(const json& j, const std::string& source, ModelConfig* c) {
+  const bool glm = c->arch == ModelArch::kGlm || c->arch == ModelArch::kGlm4;
+  c->rope_interleaved = glm;
+  c->rotary_dim = c->head_dim;
+  if (!glm && c->arch != ModelArch::kPhi3) return Status::Ok();
+  double factor = 1.0;
+  LLM_RETURN_IF_ERROR(ReadNumber(j, source, "partial_rotary_factor", glm ? 0.5 : 1.0, &factor));
+  const double dim = c->head_dim * factor;
+  if (factor > 1.0 || dim < 2 || static_cast<int>(dim) % 2 != 0) {
+    return InvalidArgument(source + ": key 'partial_rotary_factor' must give an even rotary " +
+                           "dimension int(head_dim × factor) in [2, head_dim], got " +
+                           std::to_string(static_cast<int>(dim)));
+  }
+  c->rotary_dim = static_cast<int>(dim);
+  return Status::Ok();
+}
+
 Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
   if (!j.contains("architectures") || !j["architectures"].is_array() ||
       j["architectures"].empty() || !j["architectures"][0].is_string()) {
@@ -205,6 +226,10 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
     c->arch = ModelArch::kQwen3Moe;
   } else if (c->architecture == "Gemma3ForCausalLM") {
     c->arch = ModelArch::kGemma3;
+  } else if (c->architecture == "GlmForCausalLM") {
+    c->arch = ModelArch::kGlm;
+  } else if (c->architecture == "Glm4ForCausalLM") {
+    c->arch = ModelArch::kGlm4;
   } else if (c->architecture == "Gemma3ForConditionalGeneration") {
     // Its text_config alone would parse, but the weights are not a Gemma3ForCausalLM's: they
     // live under language_model.* / model.language_model.* next to a vision tower.
@@ -409,8 +434,10 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
                            ": hidden_size is not a multiple of num_attention_heads and "
                            "no 'head_dim' is given");
   }
-  LLM_RETURN_IF_ERROR(
-      ReadInt(j, source, "head_dim", false, c.hidden_size / c.num_heads, &c.head_dim, kMaxWidth));
+  const bool glm = c.arch == ModelArch::kGlm || c.arch == ModelArch::kGlm4;
+  // transformers' GlmConfig / Glm4Config default head_dim to 128.
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "head_dim", false, glm ? 128 : c.hidden_size / c.num_heads,
+                              &c.head_dim, kMaxWidth));
   if (c.num_heads % c.num_kv_heads != 0) {
     return InvalidArgument(source + ": num_attention_heads (" + std::to_string(c.num_heads) +
                            ") is not a multiple of num_key_value_heads (" +
@@ -426,13 +453,16 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     return InvalidArgument(source + ": head_dim must be even and positive, got " +
                            std::to_string(c.head_dim));
   }
-  LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rms_norm_eps", 1e-6, &c.rms_norm_eps));
+  LLM_RETURN_IF_ERROR(
+      ReadNumber(j, source, "rms_norm_eps", glm ? 1.5625e-07 : 1e-6, &c.rms_norm_eps));
   LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rope_theta", 10000.0, &c.rope_theta));
+  LLM_RETURN_IF_ERROR(ReadRotaryDim(j, source, &c));
   LLM_RETURN_IF_ERROR(ReadRopeScaling(j, source, c, &c.rope_scaling));
-  const bool attention_bias = ReadBool(j, "attention_bias", false);
+  // GLM: attention_bias (default true) on q/k/v only, o_proj has none.
+  const bool attention_bias = ReadBool(j, "attention_bias", glm);
   const bool qwen2 = c.arch == ModelArch::kQwen2 || c.arch == ModelArch::kQwen2Moe;
   c.qkv_bias = qwen2 || attention_bias;
-  c.o_bias = !qwen2 && attention_bias;
+  c.o_bias = !qwen2 && !glm && attention_bias;
   c.mlp_bias = ReadBool(j, "mlp_bias", false);
   c.qk_norm =
       c.arch == ModelArch::kQwen3 || c.arch == ModelArch::kQwen3Moe || c.arch == ModelArch::kGemma3;
@@ -443,7 +473,9 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     c.norm_weight_plus_one = true;
     c.embedding_scale = std::sqrt(static_cast<float>(c.hidden_size));
   }
-  c.fused_qkv = c.fused_gate_up = c.arch == ModelArch::kPhi3;
+  c.fused_qkv = c.arch == ModelArch::kPhi3;
+  c.fused_gate_up = c.arch == ModelArch::kPhi3 || glm;
+  c.sandwich_norms = c.arch == ModelArch::kGlm4;
   LLM_RETURN_IF_ERROR(ReadMoe(j, source, &c));
   if (c.arch == ModelArch::kGemma3) LLM_RETURN_IF_ERROR(ReadGemma3(j, source, &c));
   if (c.arch == ModelArch::kGemma2 || c.arch == ModelArch::kGemma3) {
@@ -521,11 +553,11 @@ bool RopeUsesLongFactors(const RopeScaling& rs, int64_t length) {
 }
 
 std::vector<float> RopeInvFreq(const ModelConfig& c, bool long_factors) {
-  const int half = c.head_dim / 2;
+  const int dim = c.rope_dim(), half = dim / 2;
   std::vector<float> inv(half);
   const RopeScaling& rs = c.rope_scaling;
   for (int i = 0; i < half; ++i) {
-    double freq = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
+    double freq = 1.0 / std::pow(c.rope_theta, (2.0 * i) / dim);
     if (rs.type == RopeScalingType::kLongRope) {
       freq /= (long_factors ? rs.long_factor : rs.short_factor)[i];
     } else if (rs.type == RopeScalingType::kLinear) {

@@ -299,9 +299,9 @@ Status ReadPhi3LongRope(const GgufFile& f, const Reader& r, ModelConfig* c) {
   }
   rs.type = RopeScalingType::kLongRope;
   LLM_RETURN_IF_ERROR(
-      ReadFactorTensor(f, "rope_factors_short.weight", c->head_dim / 2, &rs.short_factor));
+      ReadFactorTensor(f, "rope_factors_short.weight", c->rope_dim() / 2, &rs.short_factor));
   LLM_RETURN_IF_ERROR(
-      ReadFactorTensor(f, "rope_factors_long.weight", c->head_dim / 2, &rs.long_factor));
+      ReadFactorTensor(f, "rope_factors_long.weight", c->rope_dim() / 2, &rs.long_factor));
   int orig = 0;
   LLM_RETURN_IF_ERROR(r.Int("rope.scaling.original_context_length", false,
                             c->max_position_embeddings, kMaxPositions, &orig));

@@ -239,5 +239,27 @@ TEST(Phi3LongRopeConfig, KeysFollowTransformers) {
   }
 }
 
+// Phi-4-mini's partial_rotary_factor: RoPE on int(head_dim × factor) lanes, and the LongRoPE
+// factor lists have that / 2 entries (transformers' dim in _compute_longrope_parameters).
+TEST(Phi3LongRopeConfig, PartialRotary) {
+  auto c = ParseModelConfig(std::string(kBase) + R"(, "partial_rotary_factor": 0.75,
+      "rope_scaling": {"type": "longrope", "short_factor": )" +
+                                Factors(6, 1) + R"(, "long_factor": )" + Factors(6, 2) + "}}",
+                            "t");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->rotary_dim, 12);
+  EXPECT_FALSE(c->rope_interleaved);
+  const std::vector<float> inv = RopeInvFreq(*c);
+  ASSERT_EQ(inv.size(), 6u);
+  EXPECT_FLOAT_EQ(inv[1], static_cast<float>(1 / (2.0 * std::pow(1e4, 2.0 / 12))));
+  auto bad = ParseModelConfig(std::string(kBase) + R"(, "partial_rotary_factor": 0.75,
+      "rope_scaling": {"type": "longrope", "short_factor": )" +
+                                  Factors(8, 1) + R"(, "long_factor": )" + Factors(8, 2) + "}}",
+                              "t");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("short_factor"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace llm::testing

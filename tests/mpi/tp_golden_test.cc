@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "tests/golden/gemma3_model.h"
+#include "tests/golden/glm_model.h"
+#include "tests/golden/glm_reference.h"
 #include "tests/golden/phi3_model.h"
 #include "tests/golden/phi3_reference.h"
 #include "tests/golden/qwen3moe_model.h"
@@ -263,6 +265,24 @@ TEST_F(TpTest, Phi3LongRopeGreedyIdsOn1And2Ranks) {
   const std::string gguf = (dir_ / "phi3.gguf").string();
   WriteTinyPhi3Gguf(m, gguf);
   ExpectGolden(mpirun, gguf, reqs, 2, whole);
+}
+
+// GLM-4 and GLM-4-0414 (tests/golden/glm_model.h against the float64 reference of
+// glm_reference.h): partial interleaved RoPE, q/k/v biases, fused gate_up_proj (and GLM-4-0414's
+// extra norms) on 1 and 2 ranks (2 query heads, 1 KV head and half of each MLP row block each).
+TEST_F(TpTest, GlmGreedyIdsOn1And2Ranks) {
+  LLM_REQUIRE_MPIRUN();
+  for (bool glm4 : {false, true}) {
+    const TinyModel m = MakeTinyGlm(kGlmSeed, glm4);
+    const fs::path model = dir_ / (glm4 ? "glm4" : "glm");
+    m.Write(model, SharedPath("models/stories260K"));
+    const reference::GlmReference ref(reference::GlmRefConfigFromJson(m.config), &m.tensors);
+    std::vector<Request> reqs;
+    for (const auto& prompt : StoriesPrompts()) {
+      reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
+    }
+    for (int np : {1, 2}) ExpectGolden(mpirun, model.string(), reqs, np);
+  }
 }
 
 // The same from the families' F32 GGUF files, and the llama F16 / Q8_0 GGUFs (Q8_0: the greedy

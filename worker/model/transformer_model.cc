@@ -343,14 +343,14 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
                      k);
   }
   const bool local = c.layer_uses_local_rope(layer) && inv_freq_local_.bytes() > 0;
+  const kernels::RopeLayout layout{c.head_dim, c.rope_dim(), c.rope_interleaved};
   for (const RopeRun& run : rope_runs_) {
     const float* inv_freq = local              ? inv_freq_local_.as<float>()
                             : run.long_factors ? inv_freq_long_.as<float>()
                                                : inv_freq_.as<float>();
     const size_t row = static_cast<size_t>(run.begin) * c.head_dim;
-    backend_.Rope(q + row * heads_, db.positions + run.begin, run.count, heads_, c.head_dim,
-                  inv_freq);
-    backend_.Rope(k + row * kv_heads_, db.positions + run.begin, run.count, kv_heads_, c.head_dim,
+    backend_.Rope(q + row * heads_, db.positions + run.begin, run.count, heads_, layout, inv_freq);
+    backend_.Rope(k + row * kv_heads_, db.positions + run.begin, run.count, kv_heads_, layout,
                   inv_freq);
   }
   const KvCacheShape& cs = cache.shape();
