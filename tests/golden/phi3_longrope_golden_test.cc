@@ -128,6 +128,18 @@ TEST(Phi3LongRopeGolden, F32GgufMatchesReference) {
   fs::remove(path);
 }
 
+// A GGUF with only one of the two factor tensors is an error naming the missing one.
+TEST(Phi3LongRopeGolden, GgufWithoutShortFactorsIsAnError) {
+  const fs::path path = TempModelPath("broken.gguf");
+  WriteTinyPhi3Gguf(MakeTinyPhi3(kPhi3Seed), path.string(), /*short_factors=*/false);
+  auto c = LoadModelConfig(path.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().ToString().find("rope_factors_short.weight"), std::string::npos)
+      << c.status().ToString();
+  fs::remove(path);
+}
+
 // One step holding a long and a short sequence: each rotates with its own factors (the rule is
 // per sequence), so both give the logits they give alone.
 TEST(Phi3LongRopeGolden, FactorsArePerSequenceInOneBatch) {

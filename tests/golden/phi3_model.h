@@ -88,8 +88,10 @@ inline TinyModel MakeTinyPhi3(uint64_t seed, double attention_factor = -1) {
 // `m` as an F32 GGUF the way llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
 // attn_qkv and ffn_up (= [gate; up]) fused, rope_factors_{long,short}.weight,
 // rope.scaling.original_context_length and rope.scaling.attn_factor (which the converter always
-// computes from the lengths). No tokenizer.
-inline void WriteTinyPhi3Gguf(const TinyModel& m, const std::string& path) {
+// computes from the lengths). No tokenizer. `short_factors` false leaves out
+// rope_factors_short.weight (a broken file, for the error test).
+inline void WriteTinyPhi3Gguf(const TinyModel& m, const std::string& path,
+                              bool short_factors = true) {
   const nlohmann::json& c = m.config;
   const int hidden = c["hidden_size"], heads = c["num_attention_heads"];
   const double max_pos = c["max_position_embeddings"], orig = c["original_max_position_embeddings"];
@@ -116,6 +118,7 @@ inline void WriteTinyPhi3Gguf(const TinyModel& m, const std::string& path) {
     w.TensorF32(gguf, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()), t.values);
   };
   for (const char* which : {"long", "short"}) {
+    if (!short_factors && std::string(which) == "short") continue;
     const auto f = c["rope_scaling"][std::string(which) + "_factor"].get<std::vector<float>>();
     w.TensorF32(std::string("rope_factors_") + which + ".weight", {f.size()}, f);
   }
