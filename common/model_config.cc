@@ -18,7 +18,8 @@ namespace {
 constexpr const char* kSupported =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
     "GemmaForCausalLM, Gemma2ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
-    "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM";
+    "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, GlmForCausalLM, "
+    "Glm4ForCausalLM";
 
 // Upper bounds on the sizes a config.json may declare: far above any released model, low enough
 // that no derived size (a layer list, a dummy weight tensor's element count) overflows.
@@ -97,7 +98,57 @@ Status ReadIdList(const json& j, const std::string& source, const char* key,
                          "' must be a token id or a list of token ids (integers in [0, 2^31))");
 }
 
-Status ReadRopeScaling(const json& j, const std::string& source, RopeScaling* out) {
+// A list of exactly `n` positive numbers under `key` of `rs`.
+Status ReadFactorList(const json& rs, const std::string& where, const char* key, int n,
+                      std::vector<double>* out) {
+  const std::string what = where + ": key '" + key +
+                           "' must list the rotary dimension / 2 = " + std::to_string(n) +
+                           " positive numbers";
+  if (!rs.contains(key) || !rs[key].is_array()) return InvalidArgument(what + " (missing)");
+  if (rs[key].size() != static_cast<size_t>(n)) {
+    return InvalidArgument(what + ", got " + std::to_string(rs[key].size()));
+  }
+  out->clear();
+  for (const json& v : rs[key]) {
+    if (!v.is_number() || !(v.get<double>() > 0)) {
+      return InvalidArgument(what + ", got " + v.dump());
+    }
+    out->push_back(v.get<double>());
+  }
+  return Status::Ok();
+}
+
+// LongRoPE as transformers' _compute_longrope_parameters reads it. original_max_position_embeddings
+// from the top level (Phi-3), else from rope_scaling, else max_position_embeddings; the
+// extension factor max_position_embeddings / original_max_position_embeddings when an original
+// length is given, else rope_scaling.factor (default 1); attention_factor as given, else
+// sqrt(1 + ln(factor) / ln(original)) when factor > 1, else 1.
+Status ReadLongRope(const json& j, const std::string& source, const json& rs,
+                    const std::string& where, const ModelConfig& c, RopeScaling* out) {
+  out->type = RopeScalingType::kLongRope;
+  const int n = c.rope_dim() / 2;
+  LLM_RETURN_IF_ERROR(ReadFactorList(rs, where, "short_factor", n, &out->short_factor));
+  LLM_RETURN_IF_ERROR(ReadFactorList(rs, where, "long_factor", n, &out->long_factor));
+  int orig = 0;
+  LLM_RETURN_IF_ERROR(ReadInt(rs, where, "original_max_position_embeddings", false, 0, &orig));
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "original_max_position_embeddings", false, orig, &orig));
+  LLM_RETURN_IF_ERROR(ReadNumber(rs, where, "factor", 1.0, &out->factor));
+  if (orig > 0) {
+    out->factor = static_cast<double>(c.max_position_embeddings) / orig;
+  } else {
+    orig = c.max_position_embeddings;
+  }
+  out->original_max_position_embeddings = orig;
+  if (out->factor > 1.0 && orig < 2) {  // ln(original) would be 0
+    return InvalidArgument(where + ": original_max_position_embeddings must be at least 2");
+  }
+  const double fallback =
+      out->factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(out->factor) / std::log(orig));
+  return ReadNumber(rs, where, "attention_factor", fallback, &out->attention_factor);
+}
+
+Status ReadRopeScaling(const json& j, const std::string& source, const ModelConfig& c,
+                       RopeScaling* out) {
   if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return Status::Ok();
   const json& rs = j["rope_scaling"];
   const std::string where = source + ": rope_scaling";
@@ -106,9 +157,10 @@ Status ReadRopeScaling(const json& j, const std::string& source, RopeScaling* ou
   LLM_RETURN_IF_ERROR(ReadString(rs, where, "type", "", &legacy_type));
   LLM_RETURN_IF_ERROR(ReadString(rs, where, "rope_type", legacy_type, &type));
   if (type == "default") return Status::Ok();
+  if (type == "longrope" || type == "su") return ReadLongRope(j, source, rs, where, c, out);
   if (type != "linear" && type != "llama3") {
     return Unimplemented(where + ": type '" + type +
-                         "' is not supported (supported: linear, llama3)");
+                         "' is not supported (supported: linear, llama3, longrope, su)");
   }
   out->type = type == "linear" ? RopeScalingType::kLinear : RopeScalingType::kLlama3;
   LLM_RETURN_IF_ERROR(ReadNumber(rs, where, "factor", 0, &out->factor));
@@ -123,6 +175,25 @@ Status ReadRopeScaling(const json& j, const std::string& source, RopeScaling* ou
       return InvalidArgument(where + ": high_freq_factor must exceed low_freq_factor");
     }
   }
+  return Status::Ok();
+}
+
+// The rotary dimension: int(head_dim * partial_rotary_factor) as transformers computes it (Phi-3
+// default 1, GLM 0.5; other architectures rotate whole heads), even and positive.
+Status ReadRotaryDim(const json& j, const std::string& source, ModelConfig* c) {
+  const bool glm = c->arch == ModelArch::kGlm || c->arch == ModelArch::kGlm4;
+  c->rope_interleaved = glm;
+  c->rotary_dim = c->head_dim;
+  if (!glm && c->arch != ModelArch::kPhi3) return Status::Ok();
+  double factor = 1.0;
+  LLM_RETURN_IF_ERROR(ReadNumber(j, source, "partial_rotary_factor", glm ? 0.5 : 1.0, &factor));
+  const double dim = c->head_dim * factor;
+  if (factor > 1.0 || dim < 2 || static_cast<int>(dim) % 2 != 0) {
+    return InvalidArgument(source + ": key 'partial_rotary_factor' must give an even rotary " +
+                           "dimension int(head_dim × factor) in [2, head_dim], got " +
+                           std::to_string(static_cast<int>(dim)));
+  }
+  c->rotary_dim = static_cast<int>(dim);
   return Status::Ok();
 }
 
@@ -155,6 +226,10 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
     c->arch = ModelArch::kQwen3Moe;
   } else if (c->architecture == "Gemma3ForCausalLM") {
     c->arch = ModelArch::kGemma3;
+  } else if (c->architecture == "GlmForCausalLM") {
+    c->arch = ModelArch::kGlm;
+  } else if (c->architecture == "Glm4ForCausalLM") {
+    c->arch = ModelArch::kGlm4;
   } else if (c->architecture == "Gemma3ForConditionalGeneration") {
     // Its text_config alone would parse, but the weights are not a Gemma3ForCausalLM's: they
     // live under language_model.* / model.language_model.* next to a vision tower.
@@ -317,8 +392,8 @@ Status ReadGemma3(const json& j, const std::string& source, ModelConfig* c) {
     LLM_RETURN_IF_ERROR(
         ReadNumber(full, where + ".full_attention", "rope_theta", c->rope_theta, &c->rope_theta));
     c->rope_scaling = RopeScaling{};
-    LLM_RETURN_IF_ERROR(
-        ReadRopeScaling(json{{"rope_scaling", full}}, where + ".full_attention", &c->rope_scaling));
+    LLM_RETURN_IF_ERROR(ReadRopeScaling(json{{"rope_scaling", full}}, where + ".full_attention", *c,
+                                        &c->rope_scaling));
     if (rp.contains("sliding_attention") && !rp["sliding_attention"].is_null()) {
       const json& local = rp["sliding_attention"];
       if (!local.is_object()) {
@@ -328,7 +403,7 @@ Status ReadGemma3(const json& j, const std::string& source, ModelConfig* c) {
                                      c->rope_local_theta, &c->rope_local_theta));
       RopeScaling local_scaling;
       LLM_RETURN_IF_ERROR(ReadRopeScaling(json{{"rope_scaling", local}},
-                                          where + ".sliding_attention", &local_scaling));
+                                          where + ".sliding_attention", *c, &local_scaling));
       if (local_scaling.type != RopeScalingType::kNone) {
         return Unimplemented(where + ".sliding_attention: only rope_type 'default' is supported");
       }
@@ -359,8 +434,10 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
                            ": hidden_size is not a multiple of num_attention_heads and "
                            "no 'head_dim' is given");
   }
-  LLM_RETURN_IF_ERROR(
-      ReadInt(j, source, "head_dim", false, c.hidden_size / c.num_heads, &c.head_dim, kMaxWidth));
+  const bool glm = c.arch == ModelArch::kGlm || c.arch == ModelArch::kGlm4;
+  // transformers' GlmConfig / Glm4Config default head_dim to 128.
+  LLM_RETURN_IF_ERROR(ReadInt(j, source, "head_dim", false, glm ? 128 : c.hidden_size / c.num_heads,
+                              &c.head_dim, kMaxWidth));
   if (c.num_heads % c.num_kv_heads != 0) {
     return InvalidArgument(source + ": num_attention_heads (" + std::to_string(c.num_heads) +
                            ") is not a multiple of num_key_value_heads (" +
@@ -376,13 +453,16 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     return InvalidArgument(source + ": head_dim must be even and positive, got " +
                            std::to_string(c.head_dim));
   }
-  LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rms_norm_eps", 1e-6, &c.rms_norm_eps));
+  LLM_RETURN_IF_ERROR(
+      ReadNumber(j, source, "rms_norm_eps", glm ? 1.5625e-07 : 1e-6, &c.rms_norm_eps));
   LLM_RETURN_IF_ERROR(ReadNumber(j, source, "rope_theta", 10000.0, &c.rope_theta));
-  LLM_RETURN_IF_ERROR(ReadRopeScaling(j, source, &c.rope_scaling));
-  const bool attention_bias = ReadBool(j, "attention_bias", false);
+  LLM_RETURN_IF_ERROR(ReadRotaryDim(j, source, &c));
+  LLM_RETURN_IF_ERROR(ReadRopeScaling(j, source, c, &c.rope_scaling));
+  // GLM: attention_bias (default true) on q/k/v only, o_proj has none.
+  const bool attention_bias = ReadBool(j, "attention_bias", glm);
   const bool qwen2 = c.arch == ModelArch::kQwen2 || c.arch == ModelArch::kQwen2Moe;
   c.qkv_bias = qwen2 || attention_bias;
-  c.o_bias = !qwen2 && attention_bias;
+  c.o_bias = !qwen2 && !glm && attention_bias;
   c.mlp_bias = ReadBool(j, "mlp_bias", false);
   c.qk_norm =
       c.arch == ModelArch::kQwen3 || c.arch == ModelArch::kQwen3Moe || c.arch == ModelArch::kGemma3;
@@ -393,7 +473,9 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     c.norm_weight_plus_one = true;
     c.embedding_scale = std::sqrt(static_cast<float>(c.hidden_size));
   }
-  c.fused_qkv = c.fused_gate_up = c.arch == ModelArch::kPhi3;
+  c.fused_qkv = c.arch == ModelArch::kPhi3;
+  c.fused_gate_up = c.arch == ModelArch::kPhi3 || glm;
+  c.sandwich_norms = c.arch == ModelArch::kGlm4;
   LLM_RETURN_IF_ERROR(ReadMoe(j, source, &c));
   if (c.arch == ModelArch::kGemma3) LLM_RETURN_IF_ERROR(ReadGemma3(j, source, &c));
   if (c.arch == ModelArch::kGemma2 || c.arch == ModelArch::kGemma3) {
@@ -466,13 +548,19 @@ std::vector<float> RopeInvFreqLocal(const ModelConfig& c) {
   return RopeInvFreq(local);
 }
 
-std::vector<float> RopeInvFreq(const ModelConfig& c) {
-  const int half = c.head_dim / 2;
+bool RopeUsesLongFactors(const RopeScaling& rs, int64_t length) {
+  return rs.type == RopeScalingType::kLongRope && length > rs.original_max_position_embeddings;
+}
+
+std::vector<float> RopeInvFreq(const ModelConfig& c, bool long_factors) {
+  const int dim = c.rope_dim(), half = dim / 2;
   std::vector<float> inv(half);
   const RopeScaling& rs = c.rope_scaling;
   for (int i = 0; i < half; ++i) {
-    double freq = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
-    if (rs.type == RopeScalingType::kLinear) {
+    double freq = 1.0 / std::pow(c.rope_theta, (2.0 * i) / dim);
+    if (rs.type == RopeScalingType::kLongRope) {
+      freq /= (long_factors ? rs.long_factor : rs.short_factor)[i];
+    } else if (rs.type == RopeScalingType::kLinear) {
       freq /= rs.factor;
     } else if (rs.type == RopeScalingType::kLlama3) {
       // transformers _compute_llama3_parameters

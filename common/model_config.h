@@ -32,13 +32,15 @@ enum class ModelArch {
   kMixtral,
   kQwen2Moe,
   kQwen3Moe,
-  kGemma3
+  kGemma3,
+  kGlm,  // GlmForCausalLM (GLM-4, model_type "glm")
+  kGlm4  // Glm4ForCausalLM (GLM-4-0414, model_type "glm4")
 };
 
 // The MLP's activation: silu(gate) * up, or Gemma's gelu_pytorch_tanh(gate) * up.
 enum class Activation { kSilu, kGeluTanh };
 
-enum class RopeScalingType { kNone, kLinear, kLlama3 };
+enum class RopeScalingType { kNone, kLinear, kLlama3, kLongRope };
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
@@ -46,7 +48,21 @@ struct RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  // LongRoPE (Phi-3's "longrope" / "su"; transformers _compute_longrope_parameters):
+  // inv_freq_i = 1 / (factor_i * theta^(2i / head_dim)) with short_factor, or with long_factor
+  // for a sequence longer than original_max_position_embeddings (RopeUsesLongFactors); cos and
+  // sin are multiplied by attention_factor. rope_dim() / 2 factors each.
+  std::vector<double> short_factor, long_factor;
+  double attention_factor = 1.0;
 };
+
+// LongRoPE: whether a sequence that holds `length` tokens after this step rotates this step's
+// tokens with the long factors. transformers decides per forward call, with the largest position
+// + 1 of the call; the engine decides per sequence, which is the same for one sequence with a KV
+// cache (the prompt in one call, then one token per call): tokens already cached keep the
+// rotation they were stored with. A prompt prefilled in several chunks decides per chunk. False
+// for every other scaling.
+bool RopeUsesLongFactors(const RopeScaling& rs, int64_t length);
 
 struct ModelConfig {
   std::string architecture;  // as in config.json, e.g. "LlamaForCausalLM"
@@ -61,6 +77,11 @@ struct ModelConfig {
   int max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  // RoPE rotates the first rotary_dim lanes of each head (head_dim * partial_rotary_factor:
+  // Phi-3 default 1, GLM default 0.5), in rotate-half pairs (i, i + rotary_dim / 2) or, with
+  // rope_interleaved (GLM), (2i, 2i + 1). 0: head_dim.
+  int rotary_dim = 0;
+  bool rope_interleaved = false;
   RopeScaling rope_scaling;
   // Gemma 3: the layers marked in layer_local_rope (its sliding-window layers) rotate with
   // base rope_local_theta and no rope_scaling; the others with rope_theta and rope_scaling.
@@ -90,6 +111,8 @@ struct ModelConfig {
   // (rows [gate; up]); split into the usual matrices when the weights load.
   bool fused_qkv = false;
   bool fused_gate_up = false;
+  // GLM-4-0414: the sandwich norms (sandwich_norms) are named post_self_attn_layernorm (the
+  // attention output), post_attention_layernorm (the MLP input) and post_mlp_layernorm.
   // Sparse mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): a router picks
   // experts_per_token of num_experts per token (softmax, top-k, renormalized when
   // norm_topk_prob); each expert is a SwiGLU MLP of moe_intermediate_size. Qwen2-MoE adds a
@@ -110,6 +133,7 @@ struct ModelConfig {
   DType torch_dtype = DType::kF32;
 
   int q_dim() const { return num_heads * head_dim; }
+  int rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
   bool layer_uses_local_rope(int layer) const {
     return layer < static_cast<int>(layer_local_rope.size()) && layer_local_rope[layer] != 0;
@@ -132,8 +156,9 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 // Same, from the JSON text (for tests); `source` names it in errors.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
 
-// The rotary inverse frequencies (head_dim / 2 of them), with rope_scaling applied.
-std::vector<float> RopeInvFreq(const ModelConfig& config);
+// The rotary inverse frequencies (rope_dim() / 2 of them), with rope_scaling applied (LongRoPE:
+// the short factors, or the long ones when `long_factors`).
+std::vector<float> RopeInvFreq(const ModelConfig& config, bool long_factors = false);
 // Gemma 3's local layers: base rope_local_theta, no scaling (empty when rope_local_theta is 0).
 std::vector<float> RopeInvFreqLocal(const ModelConfig& config);
 

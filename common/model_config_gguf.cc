@@ -2,6 +2,7 @@
 // gguf-py/gguf/constants.py Keys.LLM / Keys.Attention / Keys.Rope).
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,63 @@ Status ReadGemma(const GgufFile& f, const Reader& r, int window, ModelConfig* c)
   return Status::Ok();
 }
 
+// One F32 vector tensor of exactly `n` positive entries.
+Status ReadFactorTensor(const GgufFile& f, const std::string& name, int n,
+                        std::vector<double>* out) {
+  const GgufTensorInfo* t = f.FindTensor(name);
+  if (t == nullptr) {
+    return InvalidArgument(f.path() + ": tensor '" + name +
+                           "' is missing (LongRoPE needs both rope_factors_long.weight and "
+                           "rope_factors_short.weight)");
+  }
+  if (t->type != static_cast<uint32_t>(GgmlType::kF32) || t->dims.size() != 1 || t->dims[0] != n ||
+      t->data == nullptr) {
+    return InvalidArgument(f.path() + ": tensor '" + name +
+                           "' must be F32 [rope dimension / 2 = " + std::to_string(n) + "]");
+  }
+  out->resize(n);
+  for (int i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, static_cast<const char*>(t->data) + sizeof(float) * i, sizeof(float));
+    if (!(v > 0)) {
+      return InvalidArgument(f.path() + ": tensor '" + name +
+                             "' holds a factor that is not positive");
+    }
+    (*out)[i] = v;
+  }
+  return Status::Ok();
+}
+
+// Phi-3 LongRoPE as llama.cpp's convert_hf_to_gguf.py stores it: the factors as the F32 tensors
+// rope_factors_long.weight / rope_factors_short.weight, rope.scaling.original_context_length and
+// rope.scaling.attn_factor (absent: transformers' default from context_length / the original
+// length). The engine then follows transformers (RopeUsesLongFactors), not llama.cpp's choice by
+// the configured context size.
+Status ReadPhi3LongRope(const GgufFile& f, const Reader& r, ModelConfig* c) {
+  if (c->arch != ModelArch::kPhi3 ||
+      (!f.FindTensor("rope_factors_long.weight") && !f.FindTensor("rope_factors_short.weight"))) {
+    return Status::Ok();
+  }
+  RopeScaling& rs = c->rope_scaling;
+  if (rs.type != RopeScalingType::kNone) {
+    return InvalidArgument(f.path() + ": rope_factors tensors together with " +
+                           r.Key("rope.scaling.type"));
+  }
+  rs.type = RopeScalingType::kLongRope;
+  LLM_RETURN_IF_ERROR(
+      ReadFactorTensor(f, "rope_factors_short.weight", c->rope_dim() / 2, &rs.short_factor));
+  LLM_RETURN_IF_ERROR(
+      ReadFactorTensor(f, "rope_factors_long.weight", c->rope_dim() / 2, &rs.long_factor));
+  int orig = 0;
+  LLM_RETURN_IF_ERROR(r.Int("rope.scaling.original_context_length", false,
+                            c->max_position_embeddings, kMaxPositions, &orig));
+  rs.original_max_position_embeddings = orig;
+  rs.factor = static_cast<double>(c->max_position_embeddings) / orig;
+  const double fallback =
+      rs.factor > 1.0 && orig > 1 ? std::sqrt(1.0 + std::log(rs.factor) / std::log(orig)) : 1.0;
+  return r.Float("rope.scaling.attn_factor", false, fallback, &rs.attention_factor);
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
@@ -336,6 +394,7 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
     c.fused_qkv = c.fused_gate_up = true;
     c.layer_sliding_window.assign(c.num_layers, static_cast<int>(window));
   }
+  LLM_RETURN_IF_ERROR(ReadPhi3LongRope(f, r, &c));
   LLM_RETURN_IF_ERROR(ReadGemma(f, r, static_cast<int>(window), &c));
   LLM_RETURN_IF_ERROR(ReadMoe(f, r, &c));
   LLM_RETURN_IF_ERROR(ReadTokenIds(f, &c));

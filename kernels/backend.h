@@ -88,6 +88,15 @@ struct AttentionBatch {
   int max_blocks_per_seq = 0;
 };
 
+// Which lanes of each head RoPE rotates and how they pair up.
+struct RopeLayout {
+  int head_dim = 0;    // lanes per head (the stride between heads)
+  int rotary_dim = 0;  // the first rotary_dim lanes rotate (even, <= head_dim); the rest pass
+  // Pairs (2i, 2i + 1) (GPT-J, GLM) instead of rotate-half's (i, i + rotary_dim / 2) (NEOX,
+  // Hugging Face's default).
+  bool interleaved = false;
+};
+
 struct AttentionParams {
   int q_heads = 0;
   int kv_heads = 0;  // q_heads % kv_heads == 0 (GQA/MQA)
@@ -119,10 +128,10 @@ class Backend {
   // residual += x, then out = RmsNorm(residual): the residual add fused with the next norm.
   virtual void AddRmsNorm(float* residual, const float* x, const float* weight, int rows, int dim,
                           float eps, float* out) = 0;
-  // Rotate-half (Hugging Face / NEOX) rotary embedding over whole heads, in place, on
-  // x[t, head, :head_dim]; inv_freq has head_dim / 2 entries.
-  virtual void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
-                    const float* inv_freq) = 0;
+  // Rotary embedding in place on x[t, head, :layout.head_dim]: pair i of the first
+  // layout.rotary_dim lanes rotates by positions[t] * inv_freq[i] (rotary_dim / 2 entries).
+  virtual void Rope(float* x, const int32_t* positions, int tokens, int heads,
+                    const RopeLayout& layout, const float* inv_freq) = 0;
   // out[i] = silu(gate[i]) * up[i].
   virtual void SiluMul(const float* gate, const float* up, int64_t count, float* out) = 0;
   // out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh)

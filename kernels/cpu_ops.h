@@ -42,10 +42,12 @@ void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, 
 void AddRmsNorm(float* residual, const float* x, const float* weight, int rows, int dim, float eps,
                 float* out);
 
-// Rotate-half rotary embedding (Hugging Face / NEOX pairs (i, i + head_dim/2)), in place, on
-// x[t, head, :head_dim] for `heads` heads per token. inv_freq has head_dim / 2 entries.
-// Precondition: 0 < head_dim <= kMaxHeadDim (otherwise x is left as is).
-void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+// Rotary embedding, in place, on x[t, head, :layout.head_dim] for `heads` heads per token: the
+// first layout.rotary_dim lanes rotate in rotate-half pairs (i, i + rotary_dim / 2) (Hugging
+// Face / NEOX) or, interleaved, (2i, 2i + 1) (GLM); the others pass through. inv_freq has
+// rotary_dim / 2 entries. Precondition: 0 < rotary_dim <= head_dim <= kMaxHeadDim, rotary_dim
+// even (otherwise x is left as is).
+void Rope(float* x, const int32_t* positions, int tokens, int heads, const RopeLayout& layout,
           const float* inv_freq);
 
 // out[t, :] = table[ids[t] - first_id, :], table is [rows, dim] in `table_type`.

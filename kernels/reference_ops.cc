@@ -96,21 +96,22 @@ void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, 
   }
 }
 
-void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+void Rope(float* x, const int32_t* positions, int tokens, int heads, const RopeLayout& layout,
           const float* inv_freq) {
-  int half = head_dim / 2;
+  const int half = layout.rotary_dim / 2;
   for (int t = 0; t < tokens; ++t) {
     for (int h = 0; h < heads; ++h) {
-      float* v = x + (static_cast<int64_t>(t) * heads + h) * head_dim;
+      float* v = x + (static_cast<int64_t>(t) * heads + h) * layout.head_dim;
       for (int i = 0; i < half; ++i) {
         // The angle is formed in float32 as Hugging Face does; cos/sin are exact in double.
         float angle = static_cast<float>(positions[t]) * inv_freq[i];
         double c = std::cos(static_cast<double>(angle));
         double s = std::sin(static_cast<double>(angle));
-        double x0 = v[i];
-        double x1 = v[i + half];
-        v[i] = static_cast<float>(x0 * c - x1 * s);
-        v[i + half] = static_cast<float>(x1 * c + x0 * s);
+        float& a = layout.interleaved ? v[2 * i] : v[i];
+        float& b = layout.interleaved ? v[2 * i + 1] : v[i + half];
+        const double x0 = a, x1 = b;
+        a = static_cast<float>(x0 * c - x1 * s);
+        b = static_cast<float>(x1 * c + x0 * s);
       }
     }
   }

@@ -21,7 +21,7 @@ void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, co
 void MatmulQ8Activations(const float* x, int m, int k, const void* w, int n, const float* bias,
                          float* y);
 void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out);
-void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+void Rope(float* x, const int32_t* positions, int tokens, int heads, const RopeLayout& layout,
           const float* inv_freq);
 void SiluMul(const float* gate, const float* up, int64_t count, float* out);
 void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out);

@@ -85,9 +85,9 @@ class CpuBackendImpl final : public Backend {
                   float eps, float* out) override {
     kernels::AddRmsNorm(residual, x, weight, rows, dim, eps, out);
   }
-  void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+  void Rope(float* x, const int32_t* positions, int tokens, int heads, const RopeLayout& layout,
             const float* inv_freq) override {
-    kernels::Rope(x, positions, tokens, heads, head_dim, inv_freq);
+    kernels::Rope(x, positions, tokens, heads, layout, inv_freq);
   }
   void SiluMul(const float* gate, const float* up, int64_t count, float* out) override {
     kernels::SiluMul(gate, up, count, out);

@@ -19,12 +19,25 @@ void RotateHead(float* v, const float* cs, const float* sn, int half) {
   }
 }
 
+void RotateHeadInterleaved(float* v, const float* cs, const float* sn, int half) {
+  for (int i = 0; i < half; ++i) {
+    const float x0 = v[2 * i];
+    const float x1 = v[2 * i + 1];
+    v[2 * i] = x0 * cs[i] - x1 * sn[i];
+    v[2 * i + 1] = x1 * cs[i] + x0 * sn[i];
+  }
+}
+
 }  // namespace
 
-void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+void Rope(float* x, const int32_t* positions, int tokens, int heads, const RopeLayout& layout,
           const float* inv_freq) {
-  const int half = head_dim / 2;
-  if (half <= 0 || half > kMaxHalf) return;  // precondition: 0 < head_dim <= kMaxHeadDim
+  const int half = layout.rotary_dim / 2, head_dim = layout.head_dim;
+  // precondition: 0 < rotary_dim <= head_dim <= kMaxHeadDim, rotary_dim even
+  if (half <= 0 || layout.rotary_dim % 2 != 0 || layout.rotary_dim > head_dim ||
+      head_dim > kMaxHeadDim) {
+    return;
+  }
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(tokens) * heads * head_dim >= \
                                               (1 << 15))
   for (int t = 0; t < tokens; ++t) {
@@ -36,7 +49,12 @@ void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_di
       sn[i] = std::sin(angle);
     }
     for (int h = 0; h < heads; ++h) {
-      RotateHead(x + (static_cast<int64_t>(t) * heads + h) * head_dim, cs, sn, half);
+      float* v = x + (static_cast<int64_t>(t) * heads + h) * head_dim;
+      if (layout.interleaved) {
+        RotateHeadInterleaved(v, cs, sn, half);
+      } else {
+        RotateHead(v, cs, sn, half);
+      }
     }
   }
 }

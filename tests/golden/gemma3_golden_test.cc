@@ -26,17 +26,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using reference::GemmaReference;
-using reference::RefGreedy;
 
 constexpr double kTolerance = 1e-3;  // engine (float32) vs reference (float64)
 constexpr int kSteps = 8;            // greedy tokens per prompt
-
-// reference.json stores logits to 7 significant digits: a float64 reference computing the
-// same function lands within half a unit of the last digit, plus 1e-7 of slack.
-double StoredPrecision(double want) {
-  const double mag = std::max(std::fabs(want), 1e-3);
-  return 0.5 * std::pow(10.0, std::floor(std::log10(mag)) - 6) + 1e-7;
-}
 
 TEST(Gemma3Reference, ReferenceMatchesSharedGemma2) {
   LLM_REQUIRE_SHARED("golden/families/gemma2/reference.json");
@@ -45,39 +37,7 @@ TEST(Gemma3Reference, ReferenceMatchesSharedGemma2) {
   EXPECT_EQ(config.sliding, (std::vector<bool>{true, false, true}));
   const auto tensors = ReadSafetensorsF32(dir + "/model.safetensors");
   const GemmaReference ref(config, &tensors);
-  const nlohmann::json golden = ReadJson(SharedPath("golden/families/gemma2/reference.json"));
-  double max_diff = 0;
-  int checked = 0;
-  auto check = [&](double got, double want, const std::string& where) {
-    const double diff = std::fabs(got - want);
-    max_diff = std::max(max_diff, diff);
-    ++checked;
-    EXPECT_LE(diff, StoredPrecision(want)) << "gemma2 " << where << ": " << got << " vs " << want;
-  };
-  for (const auto& prompt : golden["prompts"]) {
-    const std::string name = prompt["name"];
-    const auto ids = prompt["ids"].get<std::vector<int32_t>>();
-    const auto want = prompt["greedy_ids"].get<std::vector<int32_t>>();
-    const RefGreedy g = reference::ReferenceGreedy(ref, ids, static_cast<int>(want.size()));
-    EXPECT_EQ(g.ids, want) << "gemma2 " << name;
-    for (size_t p = 0; p < ids.size(); ++p) {
-      for (const auto& pair : prompt["top10_per_position"][p]) {
-        check(g.prompt_logits[p][pair[0].get<int>()], pair[1], name + " position");
-      }
-    }
-    const auto& last = prompt["last_position_logits"];
-    for (size_t v = 0; v < last.size(); ++v) check(g.prompt_logits.back()[v], last[v], name);
-    for (size_t k = 0; k < want.size(); ++k) {
-      for (const auto& pair : prompt["greedy_step_top10"][k]) {
-        check(g.step_logits[k][pair[0].get<int>()], pair[1], name + " greedy step");
-      }
-    }
-  }
-  EXPECT_GT(checked, 1000);
-  std::printf(
-      "[ gemma2 ] %d logits: max |reference - shared numpy_float64| = %.3g (stored to 7 "
-      "digits)\n",
-      checked, max_diff);
+  ExpectReferenceMatchesSharedGolden(ref, "gemma2");
 }
 
 // The Gemma 3 rules of the reference, by hand against transformers' Gemma3TextConfig and
@@ -114,7 +74,7 @@ TEST(Gemma3Reference, EveryRuleMovesTheLogits) {
   const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kPattern);
   const reference::GemmaRefConfig c = reference::GemmaRefConfigFromJson(m.config);
   const GemmaReference ref(c, &m.tensors);
-  const std::vector<int32_t> prompt = Gemma3Prompts().back();
+  const std::vector<int32_t> prompt = StoriesPrompts().back();
   const std::vector<reference::Vec> want = ref.Forward(prompt);
   auto moved = [&](const reference::GemmaRefConfig& other) {
     const std::vector<reference::Vec> got = GemmaReference(other, &m.tensors).Forward(prompt);
@@ -138,35 +98,6 @@ TEST(Gemma3Reference, EveryRuleMovesTheLogits) {
   EXPECT_GT(moved(x), 100 * kTolerance) << "q/k norms";
 }
 
-struct EngineRun {
-  std::vector<std::vector<float>> prompt_logits;  // [position][vocab]
-  std::vector<std::vector<float>> step_logits;    // the logits that chose each greedy id
-  std::vector<int32_t> ids;
-};
-
-EngineRun RunEngine(RankExecutor& model, const std::vector<int32_t>& prompt, int steps) {
-  const int vocab = model.config().vocab_size;
-  EngineRun r;
-  SequenceRunner runner(model, static_cast<int>(prompt.size()) + steps);
-  const std::vector<float> all = runner.Feed(prompt, /*all_rows=*/true);
-  for (size_t p = 0; p < prompt.size(); ++p) {
-    r.prompt_logits.emplace_back(all.begin() + p * vocab, all.begin() + (p + 1) * vocab);
-  }
-  std::vector<float> step = r.prompt_logits.back();
-  for (int k = 0; k < steps; ++k) {
-    r.step_logits.push_back(step);
-    r.ids.push_back(Argmax(step.data(), vocab));
-    if (k + 1 < steps) step = runner.Feed({r.ids.back()}, false);
-  }
-  return r;
-}
-
-double MaxDiff(const std::vector<float>& got, const reference::Vec& want) {
-  double d = 0;
-  for (size_t v = 0; v < want.size(); ++v) d = std::max(d, std::fabs(got[v] - want[v]));
-  return d;
-}
-
 fs::path TempModelPath(const std::string& name) {
   return fs::temp_directory_path() / ("llm_gemma3_" + std::to_string(getpid()) + "_" + name);
 }
@@ -188,27 +119,12 @@ void ExpectEngineMatchesReference(const std::string& path, const TinyGemma3& m,
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
 
   const GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
-  double max_diff = 0, min_margin = 1e300;
-  for (const auto& prompt : Gemma3Prompts()) {
-    const RefGreedy want = reference::ReferenceGreedy(ref, prompt, kSteps);
-    min_margin = std::min(min_margin, want.min_margin);
-    const EngineRun got = RunEngine(**exec, prompt, kSteps);
-    EXPECT_EQ(got.ids, want.ids) << "prompt of " << prompt.size();
-    for (size_t p = 0; p < prompt.size(); ++p) {
-      const double d = MaxDiff(got.prompt_logits[p], want.prompt_logits[p]);
-      EXPECT_LE(d, kTolerance) << "position " << p;
-      max_diff = std::max(max_diff, d);
-    }
-    for (int k = 0; k < kSteps; ++k) {
-      const double d = MaxDiff(got.step_logits[k], want.step_logits[k]);
-      EXPECT_LE(d, kTolerance) << "greedy step " << k;
-      max_diff = std::max(max_diff, d);
-    }
-  }
+  const GreedyComparison r =
+      ExpectEngineMatchesGreedy(**exec, ref, StoriesPrompts(), kSteps, kTolerance);
   // The comparison means something only if no greedy choice is a near-tie.
-  EXPECT_GT(min_margin, 50 * kTolerance);
+  EXPECT_GT(r.min_margin, 50 * kTolerance);
   std::printf("[ gemma3 %s ] max |engine - reference| = %.3g, min greedy margin %.3g\n",
-              name.c_str(), max_diff, min_margin);
+              name.c_str(), r.max_diff, r.min_margin);
 }
 
 class Gemma3Golden : public ::testing::TestWithParam<Gemma3Variant> {};
@@ -217,7 +133,7 @@ TEST_P(Gemma3Golden, EngineMatchesReference) {
   const bool pattern = GetParam() == Gemma3Variant::kPattern;
   const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, GetParam());
   const fs::path dir = TempModelPath(pattern ? "pattern" : "layer_types");
-  WriteTinyGemma3(m, dir, SharedPath("models/stories260K"));
+  m.Write(dir, SharedPath("models/stories260K"));
   ExpectEngineMatchesReference(
       dir.string(), m, pattern ? std::vector<int>{4, 0, 4, 0} : std::vector<int>{4, 0, 4, 4},
       pattern ? "sliding_window_pattern" : "layer_types+softcaps");
@@ -231,7 +147,7 @@ TEST(Gemma3Gguf, F32GgufMatchesReference) {
   const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kGguf);
   const std::vector<int> window = {4, 4, 4, 4, 4, 0};
   const fs::path dir = TempModelPath("gguf_hf");
-  WriteTinyGemma3(m, dir, SharedPath("models/stories260K"));
+  m.Write(dir, SharedPath("models/stories260K"));
   ExpectEngineMatchesReference(dir.string(), m, window, "pattern 6 hf");
   fs::remove_all(dir);
   const fs::path path = TempModelPath("m.gguf");
@@ -255,7 +171,7 @@ TEST(Gemma3Golden, DISABLED_SeedScan) {
     for (auto v : {Gemma3Variant::kPattern, Gemma3Variant::kLayerTypes, Gemma3Variant::kGguf}) {
       const TinyGemma3 m = MakeTinyGemma3(seed, v);
       const GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
-      for (const auto& prompt : Gemma3Prompts()) {
+      for (const auto& prompt : StoriesPrompts()) {
         margin = std::min(margin, reference::ReferenceGreedy(ref, prompt, kSteps).min_margin);
       }
     }

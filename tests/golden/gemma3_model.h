@@ -16,41 +16,27 @@
 //                sliding_window_pattern 6 (layer 5 global), query_pre_attn_scalar = head_dim.
 // Weights: projections N(0, 0.25²), embeddings N(0, 0.5²), RMSNorm weights N(0, 0.1²) (Gemma
 // stores w and applies 1 + w), drawn from the SplitMix64 + Box-Muller stream of
-// qwen3moe_model.h so every platform writes the same bytes for a seed.
+// reference_common.h so every platform writes the same bytes for a seed.
 #pragma once
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "tests/common/gguf_writer.h"
 #include "tests/golden/gemma3_reference.h"
-#include "tests/golden/qwen3moe_model.h"  // NormalStream, ReadSafetensorsF32, WriteSafetensors
+#include "tests/golden/reference_common.h"
 
 namespace llm::testing {
 
 enum class Gemma3Variant { kPattern, kLayerTypes, kGguf };
-
-// Stories260K ids: the two prompts of ../shared/golden/families (5 and 12 tokens) and a longer
-// one (21 tokens); all but the first are longer than the sliding window of 4.
-inline std::vector<std::vector<int32_t>> Gemma3Prompts() {
-  return {{1, 403, 407, 261, 378},
-          {1, 317, 269, 274, 287, 263, 377, 267, 265, 282, 295, 433},
-          {1,   403, 407, 261, 378, 317, 269, 274, 287, 263, 377,
-           267, 265, 282, 295, 433, 403, 407, 261, 378, 269}};
-}
 
 // The seed of the test model: of seeds 1-40, the one whose reference (all three variants,
 // every prompt, 8 greedy steps) keeps the greedy top-1 minus top-2 logit farthest from a tie
 // (3.85; gemma3_golden_test.cc's DISABLED_SeedScan).
 constexpr uint64_t kGemma3Seed = 25;
 
-struct TinyGemma3 {
-  nlohmann::json config;
-  reference::RefTensors tensors;  // the stored float32 values, as double
-  std::map<std::string, FakeTensor> files;
-};
+using TinyGemma3 = TinyModel;
 
 inline TinyGemma3 MakeTinyGemma3(uint64_t seed, Gemma3Variant variant) {
   constexpr int kHidden = 64, kHeads = 4, kKvHeads = 2, kHeadDim = 16;
@@ -96,17 +82,7 @@ inline TinyGemma3 MakeTinyGemma3(uint64_t seed, Gemma3Variant variant) {
   }
   NormalStream rng(seed);
   auto add = [&](const std::string& name, std::vector<int64_t> shape, double std) {
-    FakeTensor t;
-    t.shape = shape;
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    auto& ref = m.tensors[name];
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = static_cast<float>(std * rng.Next());
-      t.values.push_back(v);
-      ref.push_back(v);
-    }
-    m.files[name] = std::move(t);
+    m.Add(rng, name, std::move(shape), 0.0, std);
   };
   add("model.embed_tokens.weight", {kVocab, kHidden}, 0.5);
   add("model.norm.weight", {kHidden}, 0.1);
@@ -127,21 +103,6 @@ inline TinyGemma3 MakeTinyGemma3(uint64_t seed, Gemma3Variant variant) {
     add(p + "mlp.down_proj.weight", {kHidden, kInter}, 0.25);
   }
   return m;
-}
-
-// Writes `m` as config.json + model.safetensors (+ the stories260K tokenizer files found in
-// `tokenizer_dir`) into a fresh folder `dir`.
-inline void WriteTinyGemma3(const TinyGemma3& m, const std::filesystem::path& dir,
-                            const std::filesystem::path& tokenizer_dir) {
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "config.json") << m.config.dump(2);
-  WriteSafetensors((dir / "model.safetensors").string(), m.files);
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"}) {
-    if (std::filesystem::exists(tokenizer_dir / f)) {
-      std::filesystem::copy_file(tokenizer_dir / f, dir / f);
-    }
-  }
 }
 
 // `m` (the kGguf variant) as an F32 GGUF in llama.cpp's gemma3 layout: norms stored as 1 + w,

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/golden/qwen3moe_reference.h"  // RefTensors, Vec
+#include "tests/golden/reference_common.h"
 
 namespace llm::testing::reference {
 
@@ -57,10 +57,6 @@ struct GemmaRefConfig {
   bool qk_norm = false;       // Gemma 3
   std::vector<bool> sliding;  // per layer
 };
-
-inline double JsonNumberOr(const nlohmann::json& j, const char* key, double fallback) {
-  return j.contains(key) && !j[key].is_null() ? j[key].get<double>() : fallback;
-}
 
 inline GemmaRefConfig GemmaRefConfigFromJson(const nlohmann::json& j) {
   GemmaRefConfig c;
@@ -103,29 +99,18 @@ inline GemmaRefConfig GemmaRefConfigFromJson(const nlohmann::json& j) {
   return c;
 }
 
-class GemmaReference {
+class GemmaReference : public ReferenceModel {
  public:
-  GemmaReference(GemmaRefConfig c, const RefTensors* t) : c_(std::move(c)), t_(*t) {}
+  GemmaReference(GemmaRefConfig c, const RefTensors* t) : ReferenceModel(t), c_(std::move(c)) {}
 
   // Logits [ids.size()][vocab] of every position of `ids` (position p = index p).
   std::vector<Vec> Forward(const std::vector<int32_t>& ids) const {
-    const int n = static_cast<int>(ids.size());
-    std::vector<Vec> x(n);
-    const Vec& embed = T("model.embed_tokens.weight");
-    const double scale = std::sqrt(static_cast<double>(c_.hidden));
-    for (int i = 0; i < n; ++i) {
-      x[i].resize(c_.hidden);
-      for (int k = 0; k < c_.hidden; ++k) {
-        x[i][k] = embed[static_cast<size_t>(ids[i]) * c_.hidden + k] * scale;
-      }
-    }
+    std::vector<Vec> x = Embed(ids, c_.hidden, std::sqrt(static_cast<double>(c_.hidden)));
     for (int l = 0; l < c_.layers; ++l) Layer(l, &x);
-    const Vec& head = T(c_.tied ? "model.embed_tokens.weight" : "lm_head.weight");
-    std::vector<Vec> logits(n);
-    for (int i = 0; i < n; ++i) {
-      logits[i] = MatVec(head, c_.vocab, c_.hidden, RmsNorm(x[i], T("model.norm.weight")));
-      if (c_.final_softcap > 0) {
-        for (double& v : logits[i]) v = std::tanh(v / c_.final_softcap) * c_.final_softcap;
+    std::vector<Vec> logits = Logits(x, c_.vocab, c_.tied, c_.eps, /*w_offset=*/1.0);
+    if (c_.final_softcap > 0) {
+      for (Vec& row : logits) {
+        for (double& v : row) v = std::tanh(v / c_.final_softcap) * c_.final_softcap;
       }
     }
     return logits;
@@ -145,50 +130,22 @@ class GemmaReference {
   }
 
   // Gemma RMSNorm: x / rms * (1 + w).
-  Vec RmsNorm(const Vec& x, const Vec& w) const {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double inv = 1.0 / std::sqrt(ss / x.size() + c_.eps);
-    Vec y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * (1.0 + w[i]);
-    return y;
-  }
+  Vec RmsNorm(const Vec& x, const Vec& w) const { return reference::RmsNorm(x, w, c_.eps, 1.0); }
 
  private:
-  const Vec& T(const std::string& name) const {
-    auto it = t_.find(name);
-    if (it == t_.end()) throw std::runtime_error("gemma reference: missing tensor " + name);
-    return it->second;
-  }
-
-  static Vec MatVec(const Vec& w, int rows, int cols, const Vec& x) {
-    Vec y(rows, 0.0);
-    for (int r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int k = 0; k < cols; ++k) s += w[static_cast<size_t>(r) * cols + k] * x[k];
-      y[r] = s;
-    }
-    return y;
-  }
-
   // One head of head_dim at `pos`: the per-head norm (Gemma 3), then rotate-half.
   void NormRope(double* v, const Vec* norm, const Vec& inv_freq, int pos) const {
-    const int d = c_.head_dim, half = d / 2;
+    const int d = c_.head_dim;
     if (norm) {
       const Vec normed = RmsNorm(Vec(v, v + d), *norm);
       std::copy(normed.begin(), normed.end(), v);
     }
-    for (int i = 0; i < half; ++i) {
-      const double a = pos * inv_freq[i], cs = std::cos(a), sn = std::sin(a);
-      const double x1 = v[i], x2 = v[i + half];
-      v[i] = x1 * cs - x2 * sn;
-      v[i + half] = x2 * cs + x1 * sn;
-    }
+    Rope(v, inv_freq, pos);
   }
 
   std::vector<Vec> Attention(int l, const std::string& p, const std::vector<Vec>& h) const {
     const int n = static_cast<int>(h.size()), d = c_.head_dim;
-    const int qd = c_.heads * d, kd = c_.kv_heads * d, group = c_.heads / c_.kv_heads;
+    const int qd = c_.heads * d, kd = c_.kv_heads * d;
     const Vec inv_freq = InvFreq(l);
     std::vector<Vec> q(n), k(n), v(n);
     for (int i = 0; i < n; ++i) {
@@ -200,31 +157,12 @@ class GemmaReference {
       for (int hd = 0; hd < c_.heads; ++hd) NormRope(&q[i][hd * d], qn, inv_freq, i);
       for (int hd = 0; hd < c_.kv_heads; ++hd) NormRope(&k[i][hd * d], kn, inv_freq, i);
     }
-    const double scale = 1.0 / std::sqrt(c_.query_pre_attn_scalar);
-    const bool sliding = c_.sliding[l] && c_.window > 0;
+    AttentionShape shape{c_.heads, c_.kv_heads, d, 1.0 / std::sqrt(c_.query_pre_attn_scalar)};
+    shape.window = c_.sliding[l] ? c_.window : 0;
+    shape.softcap = c_.attn_softcap;
+    const std::vector<Vec> attn = CausalAttention(q, k, v, shape);
     std::vector<Vec> out(n);
-    for (int i = 0; i < n; ++i) {
-      Vec attn(qd, 0.0);
-      const int first = sliding ? std::max(0, i - c_.window + 1) : 0;  // kv > i - window
-      for (int hd = 0; hd < c_.heads; ++hd) {
-        const int kv = hd / group;
-        Vec s(i + 1, 0.0);
-        double mx = -1e300;
-        for (int j = first; j <= i; ++j) {
-          double dot = 0;
-          for (int e = 0; e < d; ++e) dot += q[i][hd * d + e] * k[j][kv * d + e];
-          s[j] = dot * scale;
-          if (c_.attn_softcap > 0) s[j] = std::tanh(s[j] / c_.attn_softcap) * c_.attn_softcap;
-          mx = std::max(mx, s[j]);
-        }
-        double sum = 0;
-        for (int j = first; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
-        for (int j = first; j <= i; ++j) {
-          for (int e = 0; e < d; ++e) attn[hd * d + e] += s[j] / sum * v[j][kv * d + e];
-        }
-      }
-      out[i] = MatVec(T(p + "o_proj.weight"), c_.hidden, qd, attn);
-    }
+    for (int i = 0; i < n; ++i) out[i] = MatVec(T(p + "o_proj.weight"), c_.hidden, qd, attn[i]);
     return out;
   }
 
@@ -257,7 +195,6 @@ class GemmaReference {
   }
 
   GemmaRefConfig c_;
-  const RefTensors& t_;
 };
 
 }  // namespace llm::testing::reference

@@ -4,12 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "tests/golden/reference_common.h"
 #include "worker/model/rank_executor.h"
 
 namespace llm::testing {
@@ -87,6 +90,124 @@ inline int32_t Argmax(const float* x, int n) {
     if (x[i] > x[best]) best = i;
   }
   return best;
+}
+
+// One sequence through the engine as transformers' generate feeds it: the whole prompt in one
+// step (logits at every position), then `steps` greedy tokens, one per step.
+struct EngineRun {
+  std::vector<std::vector<float>> prompt_logits;  // [position][vocab]
+  std::vector<std::vector<float>> step_logits;    // the logits that chose each greedy id
+  std::vector<int32_t> ids;
+};
+
+inline EngineRun RunEngineGreedy(RankExecutor& model, const std::vector<int32_t>& prompt,
+                                 int steps) {
+  const int vocab = model.config().vocab_size;
+  EngineRun r;
+  SequenceRunner runner(model, static_cast<int>(prompt.size()) + steps);
+  const std::vector<float> all = runner.Feed(prompt, /*all_rows=*/true);
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    r.prompt_logits.emplace_back(all.begin() + p * vocab, all.begin() + (p + 1) * vocab);
+  }
+  std::vector<float> step = r.prompt_logits.back();
+  for (int k = 0; k < steps; ++k) {
+    r.step_logits.push_back(step);
+    r.ids.push_back(Argmax(step.data(), vocab));
+    if (k + 1 < steps) step = runner.Feed({r.ids.back()}, false);
+  }
+  return r;
+}
+
+// Expects every row of `got` (the engine's logits) within `tolerance` of the same row of `want`
+// (a float64 reference's); returns the largest difference. `what` names the rows in failures.
+inline double ExpectRowsNear(const std::vector<std::vector<float>>& got,
+                             const std::vector<std::vector<double>>& want, double tolerance,
+                             const std::string& what) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  double max_diff = 0;
+  for (size_t r = 0; r < std::min(got.size(), want.size()); ++r) {
+    double d = 0;
+    for (size_t v = 0; v < want[r].size(); ++v) {
+      d = std::max(d, std::fabs(static_cast<double>(got[r][v]) - want[r][v]));
+    }
+    EXPECT_LE(d, tolerance) << what << " " << r;
+    max_diff = std::max(max_diff, d);
+  }
+  return max_diff;
+}
+
+// reference.json stores logits to 7 significant digits (12.43476): a float64 reference that
+// computes the same function lands within half a unit of the last digit, plus 1e-7 of slack.
+inline double StoredPrecision(double want) {
+  const double mag = std::max(std::fabs(want), 1e-3);
+  return 0.5 * std::pow(10.0, std::floor(std::log10(mag)) - 6) + 1e-7;
+}
+
+// Runs a float64 reference (anything ReferenceGreedy takes) on the prompts of
+// ../shared/golden/families/<family>/reference.json: greedy ids exact, every stored logit (top 10
+// per prompt position and greedy step, the whole last position) to the precision it is stored
+// with.
+template <typename Ref>
+void ExpectReferenceMatchesSharedGolden(const Ref& ref, const std::string& family) {
+  const nlohmann::json golden =
+      ReadJson(SharedPath("golden/families/" + family + "/reference.json"));
+  double max_diff = 0;
+  int checked = 0;
+  auto check = [&](double got, double want, const std::string& where) {
+    const double diff = std::fabs(got - want);
+    max_diff = std::max(max_diff, diff);
+    ++checked;
+    EXPECT_LE(diff, StoredPrecision(want))
+        << family << " " << where << ": " << got << " vs " << want;
+  };
+  for (const auto& prompt : golden["prompts"]) {
+    const std::string name = prompt["name"];
+    const auto ids = prompt["ids"].get<std::vector<int32_t>>();
+    const auto want = prompt["greedy_ids"].get<std::vector<int32_t>>();
+    const reference::RefGreedy g =
+        reference::ReferenceGreedy(ref, ids, static_cast<int>(want.size()));
+    EXPECT_EQ(g.ids, want) << family << " " << name;
+    for (size_t p = 0; p < ids.size(); ++p) {
+      for (const auto& pair : prompt["top10_per_position"][p]) {
+        check(g.prompt_logits[p][pair[0].get<int>()], pair[1], name + " position");
+      }
+    }
+    const auto& last = prompt["last_position_logits"];
+    for (size_t v = 0; v < last.size(); ++v) check(g.prompt_logits.back()[v], last[v], name);
+    for (size_t k = 0; k < want.size(); ++k) {
+      for (const auto& pair : prompt["greedy_step_top10"][k]) {
+        check(g.step_logits[k][pair[0].get<int>()], pair[1], name + " greedy step");
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  std::printf(
+      "[ %s ] %d logits: max |reference - shared numpy_float64| = %.3g (stored to 7 digits)\n",
+      family.c_str(), checked, max_diff);
+}
+
+struct GreedyComparison {
+  double max_diff = 0;        // the largest |engine - reference| logit
+  double min_margin = 1e300;  // the reference's smallest greedy top-1 minus top-2 logit
+};
+
+// Each prompt through the engine (RunEngineGreedy) and through `ref` (ReferenceGreedy): the
+// same greedy ids, and every logit of every prompt position and greedy step within `tolerance`.
+template <typename Ref>
+GreedyComparison ExpectEngineMatchesGreedy(RankExecutor& exec, const Ref& ref,
+                                           const std::vector<std::vector<int32_t>>& prompts,
+                                           int steps, double tolerance) {
+  GreedyComparison r;
+  for (const auto& prompt : prompts) {
+    const reference::RefGreedy want = reference::ReferenceGreedy(ref, prompt, steps);
+    r.min_margin = std::min(r.min_margin, want.min_margin);
+    const EngineRun got = RunEngineGreedy(exec, prompt, steps);
+    EXPECT_EQ(got.ids, want.ids) << "prompt of " << prompt.size();
+    r.max_diff = std::max(
+        {r.max_diff, ExpectRowsNear(got.prompt_logits, want.prompt_logits, tolerance, "position"),
+         ExpectRowsNear(got.step_logits, want.step_logits, tolerance, "greedy step")});
+  }
+  return r;
 }
 
 }  // namespace llm::testing

@@ -26,17 +26,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using reference::Reference;
-using reference::RefGreedy;
 
 constexpr double kTolerance = 1e-3;  // engine (float32) vs reference (float64)
 constexpr int kSteps = 8;            // greedy tokens per prompt
-
-// reference.json stores logits to 7 significant digits (12.43476): a float64 reference that
-// computes the same function lands within half a unit of the last digit, plus 1e-7 of slack.
-double StoredPrecision(double want) {
-  const double mag = std::max(std::fabs(want), 1e-3);
-  return 0.5 * std::pow(10.0, std::floor(std::log10(mag)) - 6) + 1e-7;
-}
 
 // Runs the reference on a shared family's hf/ folder and compares with its reference.json:
 // greedy ids exact, every stored logit equal to the stored precision.
@@ -45,41 +37,7 @@ void ExpectReferenceMatchesShared(const std::string& family) {
   const auto config = reference::RefConfigFromJson(ReadJson(dir + "/config.json"));
   const auto tensors = ReadSafetensorsF32(dir + "/model.safetensors");
   const Reference ref(config, &tensors);
-  const nlohmann::json golden =
-      ReadJson(SharedPath("golden/families/" + family + "/reference.json"));
-  double max_diff = 0;
-  int checked = 0;
-  auto check = [&](double got, double want, const std::string& where) {
-    const double diff = std::fabs(got - want);
-    max_diff = std::max(max_diff, diff);
-    ++checked;
-    EXPECT_LE(diff, StoredPrecision(want))
-        << family << " " << where << ": " << got << " vs " << want;
-  };
-  for (const auto& prompt : golden["prompts"]) {
-    const std::string name = prompt["name"];
-    const auto ids = prompt["ids"].get<std::vector<int32_t>>();
-    const auto want = prompt["greedy_ids"].get<std::vector<int32_t>>();
-    const RefGreedy g = reference::ReferenceGreedy(ref, ids, static_cast<int>(want.size()));
-    EXPECT_EQ(g.ids, want) << family << " " << name;
-    for (size_t p = 0; p < ids.size(); ++p) {
-      for (const auto& pair : prompt["top10_per_position"][p]) {
-        check(g.prompt_logits[p][pair[0].get<int>()], pair[1], name + " position");
-      }
-    }
-    const auto& last = prompt["last_position_logits"];
-    for (size_t v = 0; v < last.size(); ++v) check(g.prompt_logits.back()[v], last[v], name);
-    for (size_t k = 0; k < want.size(); ++k) {
-      for (const auto& pair : prompt["greedy_step_top10"][k]) {
-        check(g.step_logits[k][pair[0].get<int>()], pair[1], name + " greedy step");
-      }
-    }
-  }
-  EXPECT_GT(checked, 1000);
-  std::printf(
-      "[ %s ] %d logits: max |reference - shared numpy_float64| = %.3g (stored to 7 "
-      "digits)\n",
-      family.c_str(), checked, max_diff);
+  ExpectReferenceMatchesSharedGolden(ref, family);
 }
 
 TEST(Qwen3MoeReference, ReferenceMatchesSharedQwen3) {
@@ -116,35 +74,6 @@ TEST(Qwen3MoeReference, TopKRenormalization) {
               1e-12);
 }
 
-struct EngineRun {
-  std::vector<std::vector<float>> prompt_logits;  // [position][vocab]
-  std::vector<std::vector<float>> step_logits;    // the logits that chose each greedy id
-  std::vector<int32_t> ids;
-};
-
-EngineRun RunEngine(RankExecutor& model, const std::vector<int32_t>& prompt, int steps) {
-  const int vocab = model.config().vocab_size;
-  EngineRun r;
-  SequenceRunner runner(model, static_cast<int>(prompt.size()) + steps);
-  const std::vector<float> all = runner.Feed(prompt, /*all_rows=*/true);
-  for (size_t p = 0; p < prompt.size(); ++p) {
-    r.prompt_logits.emplace_back(all.begin() + p * vocab, all.begin() + (p + 1) * vocab);
-  }
-  std::vector<float> step = r.prompt_logits.back();
-  for (int k = 0; k < steps; ++k) {
-    r.step_logits.push_back(step);
-    r.ids.push_back(Argmax(step.data(), vocab));
-    if (k + 1 < steps) step = runner.Feed({r.ids.back()}, false);
-  }
-  return r;
-}
-
-double MaxDiff(const std::vector<float>& got, const reference::Vec& want) {
-  double d = 0;
-  for (size_t v = 0; v < want.size(); ++v) d = std::max(d, std::fabs(got[v] - want[v]));
-  return d;
-}
-
 // Loads `path` (a folder or a .gguf) and runs both prompts against the reference of `m`.
 void ExpectEngineMatchesReference(const std::string& path, const TinyQwen3Moe& m, int dense_layer) {
   auto weights = LoadModelWeights(path, LoadFormat::kSafetensors);
@@ -158,33 +87,22 @@ void ExpectEngineMatchesReference(const std::string& path, const TinyQwen3Moe& m
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
 
   const Reference ref(reference::RefConfigFromJson(m.config), &m.tensors);
-  double max_diff = 0, min_margin = 1e300, min_gap = 1e300;
+  const GreedyComparison r =
+      ExpectEngineMatchesGreedy(**exec, ref, Qwen3MoePrompts(), kSteps, kTolerance);
+  double min_gap = 1e300;
   for (const auto& prompt : Qwen3MoePrompts()) {
-    const RefGreedy want = reference::ReferenceGreedy(ref, prompt, kSteps);
     std::vector<int32_t> full = prompt;
-    full.insert(full.end(), want.ids.begin(), want.ids.end() - 1);
+    const std::vector<int32_t> ids = reference::ReferenceGreedy(ref, prompt, kSteps).ids;
+    full.insert(full.end(), ids.begin(), ids.end() - 1);
     min_gap = std::min(min_gap, ref.MinRouterGap(full));
-    min_margin = std::min(min_margin, want.min_margin);
-    const EngineRun got = RunEngine(**exec, prompt, kSteps);
-    EXPECT_EQ(got.ids, want.ids);
-    for (size_t p = 0; p < prompt.size(); ++p) {
-      const double d = MaxDiff(got.prompt_logits[p], want.prompt_logits[p]);
-      EXPECT_LE(d, kTolerance) << "position " << p;
-      max_diff = std::max(max_diff, d);
-    }
-    for (int k = 0; k < kSteps; ++k) {
-      const double d = MaxDiff(got.step_logits[k], want.step_logits[k]);
-      EXPECT_LE(d, kTolerance) << "greedy step " << k;
-      max_diff = std::max(max_diff, d);
-    }
   }
   // The comparison means something only if neither greedy choice nor routing is a near-tie.
-  EXPECT_GT(min_margin, 50 * kTolerance);
+  EXPECT_GT(r.min_margin, 50 * kTolerance);
   EXPECT_GT(min_gap, 1e-3);  // in probability; every variant has a sparse layer
   std::printf(
       "[ qwen3moe %s dense_layer=%d ] max |engine - reference| = %.3g, min greedy margin "
       "%.3g, min router gap %.3g\n",
-      IsGgufPath(path) ? "gguf" : "hf", dense_layer, max_diff, min_margin, min_gap);
+      IsGgufPath(path) ? "gguf" : "hf", dense_layer, r.max_diff, r.min_margin, min_gap);
 }
 
 fs::path TempModelPath(const std::string& name) {
@@ -198,7 +116,7 @@ TEST_P(Qwen3MoeGolden, EngineMatchesReference) {
   const int dense_layer = GetParam();
   const TinyQwen3Moe m = MakeTinyQwen3Moe(kQwen3MoeSeed, dense_layer);
   const fs::path dir = TempModelPath(std::to_string(dense_layer + 1));
-  WriteTinyQwen3Moe(m, dir, SharedPath("models/stories260K"));
+  m.Write(dir, SharedPath("models/stories260K"));
   ExpectEngineMatchesReference(dir.string(), m, dense_layer);
   fs::remove_all(dir);
 }

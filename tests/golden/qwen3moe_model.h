@@ -1,7 +1,6 @@
 // A small random-weight Qwen3-MoE model (Qwen3MoeForCausalLM) written at test time as an F32
-// safetensors folder, and a plain F32 safetensors reader for the reference
-// (tests/golden/qwen3moe_reference.h). Used by qwen3moe_golden_test.cc and, under mpirun, by
-// tests/mpi/tp_golden_test.cc.
+// safetensors folder (TinyModel::Write), for the reference of tests/golden/qwen3moe_reference.h.
+// Used by qwen3moe_golden_test.cc and, under mpirun, by tests/mpi/tp_golden_test.cc.
 //
 // The model: hidden 64, 2 layers, 4 query / 2 KV heads of head_dim 32 (4 × 32 = 128 ≠ 64),
 // 8 experts of moe_intermediate_size 32, top-2 renormalized (norm_topk_prob true), no shared
@@ -13,21 +12,13 @@
 // Box-Muller so every platform writes the same bytes for a seed.
 #pragma once
 
-#include <unistd.h>
-
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tests/common/gguf_writer.h"
 #include "tests/golden/qwen3moe_reference.h"
-#include "tests/worker/tiny_model.h"
 
 namespace llm::testing {
 
@@ -42,30 +33,7 @@ inline std::vector<std::vector<int32_t>> Qwen3MoePrompts() {
 // and the k-th minus (k+1)-th router probability >= 1.5e-3 on every token and sparse layer.
 constexpr uint64_t kQwen3MoeSeed = 39;
 
-struct TinyQwen3Moe {
-  nlohmann::json config;
-  reference::RefTensors tensors;  // the stored float32 values, as double
-  std::map<std::string, FakeTensor> files;
-};
-
-class NormalStream {
- public:
-  explicit NormalStream(uint64_t seed) : state_(seed) {}
-  double Next() {  // a standard normal (Box-Muller)
-    const double u1 = (static_cast<double>(Bits() >> 11) + 0.5) * 0x1.0p-53;
-    const double u2 = static_cast<double>(Bits() >> 11) * 0x1.0p-53;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-  }
-
- private:
-  uint64_t Bits() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  uint64_t state_;
-};
+using TinyQwen3Moe = TinyModel;
 
 inline TinyQwen3Moe MakeTinyQwen3Moe(uint64_t seed, int dense_layer = -1) {
   constexpr int kHidden = 64, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 32;
@@ -102,17 +70,7 @@ inline TinyQwen3Moe MakeTinyQwen3Moe(uint64_t seed, int dense_layer = -1) {
       {"vocab_size", kVocab}};
   NormalStream rng(seed);
   auto add = [&](const std::string& name, std::vector<int64_t> shape, double mean, double std) {
-    FakeTensor t;
-    t.shape = shape;
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    auto& ref = m.tensors[name];
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = static_cast<float>(mean + std * rng.Next());
-      t.values.push_back(v);
-      ref.push_back(v);
-    }
-    m.files[name] = std::move(t);
+    m.Add(rng, name, std::move(shape), mean, std);
   };
   add("model.embed_tokens.weight", {kVocab, kHidden}, 0, 0.5);
   add("model.norm.weight", {kHidden}, 1, 0.1);
@@ -141,21 +99,6 @@ inline TinyQwen3Moe MakeTinyQwen3Moe(uint64_t seed, int dense_layer = -1) {
     }
   }
   return m;
-}
-
-// Writes `m` as config.json + model.safetensors (+ the stories260K tokenizer files found in
-// `tokenizer_dir`) into a fresh folder `dir`.
-inline void WriteTinyQwen3Moe(const TinyQwen3Moe& m, const std::filesystem::path& dir,
-                              const std::filesystem::path& tokenizer_dir) {
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "config.json") << m.config.dump(2);
-  WriteSafetensors((dir / "model.safetensors").string(), m.files);
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"}) {
-    if (std::filesystem::exists(tokenizer_dir / f)) {
-      std::filesystem::copy_file(tokenizer_dir / f, dir / f);
-    }
-  }
 }
 
 // `m` (every layer sparse: llama.cpp's qwen3moe has no dense layers) as an F32 GGUF in
@@ -217,31 +160,6 @@ inline void WriteTinyQwen3MoeGguf(const TinyQwen3Moe& m, const std::string& path
     }
   }
   w.Write(path);
-}
-
-// Every F32 tensor of a safetensors file, as double (the reference's own reader).
-inline reference::RefTensors ReadSafetensorsF32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  uint64_t len = 0;
-  in.read(reinterpret_cast<char*>(&len), 8);
-  std::string header(len, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(len));
-  const std::string data((std::istreambuf_iterator<char>(in)), {});
-  if (!in.eof() && !in) throw std::runtime_error("cannot read " + path);
-  reference::RefTensors out;
-  const nlohmann::json index = nlohmann::json::parse(header);
-  for (const auto& [name, info] : index.items()) {
-    if (name == "__metadata__") continue;
-    if (info["dtype"] != "F32") throw std::runtime_error(path + ": " + name + " is not F32");
-    const size_t begin = info["data_offsets"][0], end = info["data_offsets"][1];
-    auto& v = out[name];
-    for (size_t off = begin; off + 4 <= end; off += 4) {
-      float f;
-      std::memcpy(&f, data.data() + off, 4);
-      v.push_back(f);
-    }
-  }
-  return out;
 }
 
 }  // namespace llm::testing

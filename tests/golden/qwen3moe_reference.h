@@ -27,11 +27,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tests/golden/reference_common.h"
 
 namespace llm::testing::reference {
 
@@ -82,30 +83,15 @@ inline RefConfig RefConfigFromJson(const nlohmann::json& j) {
   return c;
 }
 
-// Tensors by their transformers name, row-major, as double.
-using RefTensors = std::map<std::string, std::vector<double>>;
-using Vec = std::vector<double>;
-
-class Reference {
+class Reference : public ReferenceModel {
  public:
-  Reference(RefConfig c, const RefTensors* t) : c_(std::move(c)), t_(*t) {}
+  Reference(RefConfig c, const RefTensors* t) : ReferenceModel(t), c_(std::move(c)) {}
 
   // Logits [ids.size()][vocab] of every position of `ids` (position p = index p).
   std::vector<Vec> Forward(const std::vector<int32_t>& ids) const {
-    const int n = static_cast<int>(ids.size());
-    std::vector<Vec> x(n);
-    const Vec& embed = T("model.embed_tokens.weight");
-    for (int i = 0; i < n; ++i) {
-      x[i].assign(embed.begin() + static_cast<size_t>(ids[i]) * c_.hidden,
-                  embed.begin() + static_cast<size_t>(ids[i] + 1) * c_.hidden);
-    }
+    std::vector<Vec> x = Embed(ids, c_.hidden);
     for (int l = 0; l < c_.layers; ++l) Layer(l, &x);
-    const Vec& head = T(c_.tied ? "model.embed_tokens.weight" : "lm_head.weight");
-    std::vector<Vec> logits(n);
-    for (int i = 0; i < n; ++i) {
-      logits[i] = MatVec(head, c_.vocab, c_.hidden, RmsNorm(x[i], T("model.norm.weight")));
-    }
-    return logits;
+    return Logits(x, c_.vocab, c_.tied, c_.eps);
   }
 
   // The smallest gap, over every token and sparse layer of Forward(ids), between the top_k-th
@@ -150,46 +136,16 @@ class Reference {
   }
 
  private:
-  const Vec& T(const std::string& name) const {
-    auto it = t_.find(name);
-    if (it == t_.end()) throw std::runtime_error("reference: missing tensor " + name);
-    return it->second;
-  }
-
-  // y = W x with W [rows, cols] row-major.
-  static Vec MatVec(const Vec& w, int rows, int cols, const Vec& x) {
-    Vec y(rows, 0.0);
-    for (int r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int k = 0; k < cols; ++k) s += w[static_cast<size_t>(r) * cols + k] * x[k];
-      y[r] = s;
-    }
-    return y;
-  }
-
-  Vec RmsNorm(const Vec& x, const Vec& w) const {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double inv = 1.0 / std::sqrt(ss / x.size() + c_.eps);
-    Vec y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
-    return y;
-  }
+  Vec RmsNorm(const Vec& x, const Vec& w) const { return reference::RmsNorm(x, w, c_.eps); }
 
   // One head's vector of head_dim at `pos`: per-head RMSNorm (q_norm/k_norm), then rotate-half.
   void NormRope(double* v, const Vec* norm, int pos) const {
-    const int d = c_.head_dim, half = d / 2;
+    const int d = c_.head_dim;
     if (norm) {
       const Vec normed = RmsNorm(Vec(v, v + d), *norm);
       std::copy(normed.begin(), normed.end(), v);
     }
-    for (int i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(c_.theta, -2.0 * i / d);
-      const double a = pos * inv_freq, cs = std::cos(a), sn = std::sin(a);
-      const double x1 = v[i], x2 = v[i + half];
-      v[i] = x1 * cs - x2 * sn;
-      v[i + half] = x2 * cs + x1 * sn;
-    }
+    Rope(v, DefaultInvFreq(c_.theta, d), pos);
   }
 
   Vec Project(const std::string& p, int rows, const Vec& h, bool bias) const {
@@ -203,7 +159,7 @@ class Reference {
 
   void Attention(const std::string& p, const std::vector<Vec>& h, std::vector<Vec>* x) const {
     const int n = static_cast<int>(h.size()), d = c_.head_dim;
-    const int qd = c_.heads * d, kd = c_.kv_heads * d, group = c_.heads / c_.kv_heads;
+    const int qd = c_.heads * d, kd = c_.kv_heads * d;
     std::vector<Vec> q(n), k(n), v(n);
     for (int i = 0; i < n; ++i) {
       q[i] = Project(p + "q_proj", qd, h[i], c_.qkv_bias);
@@ -214,26 +170,10 @@ class Reference {
       for (int hd = 0; hd < c_.heads; ++hd) NormRope(&q[i][hd * d], qn, i);
       for (int hd = 0; hd < c_.kv_heads; ++hd) NormRope(&k[i][hd * d], kn, i);
     }
-    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    const std::vector<Vec> attn = CausalAttention(
+        q, k, v, {c_.heads, c_.kv_heads, d, 1.0 / std::sqrt(static_cast<double>(d))});
     for (int i = 0; i < n; ++i) {
-      Vec attn(qd, 0.0);
-      for (int hd = 0; hd < c_.heads; ++hd) {
-        const int kv = hd / group;
-        Vec s(i + 1);
-        double mx = -1e300;
-        for (int j = 0; j <= i; ++j) {
-          double dot = 0;
-          for (int e = 0; e < d; ++e) dot += q[i][hd * d + e] * k[j][kv * d + e];
-          s[j] = dot * scale;
-          mx = std::max(mx, s[j]);
-        }
-        double sum = 0;
-        for (int j = 0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
-        for (int j = 0; j <= i; ++j) {
-          for (int e = 0; e < d; ++e) attn[hd * d + e] += s[j] / sum * v[j][kv * d + e];
-        }
-      }
-      const Vec o = MatVec(T(p + "o_proj.weight"), c_.hidden, qd, attn);
+      const Vec o = MatVec(T(p + "o_proj.weight"), c_.hidden, qd, attn[i]);
       for (int e = 0; e < c_.hidden; ++e) (*x)[i][e] += o[e];
     }
   }
@@ -243,7 +183,7 @@ class Reference {
     const Vec g = MatVec(T(p + "gate_proj.weight"), inter, c_.hidden, h);
     const Vec u = MatVec(T(p + "up_proj.weight"), inter, c_.hidden, h);
     Vec a(inter);
-    for (int i = 0; i < inter; ++i) a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+    for (int i = 0; i < inter; ++i) a[i] = Silu(g[i]) * u[i];
     return MatVec(T(p + "down_proj.weight"), c_.hidden, inter, a);
   }
 
@@ -262,42 +202,7 @@ class Reference {
   }
 
   RefConfig c_;
-  const RefTensors& t_;
   mutable double min_gap_ = 1e300;
 };
-
-// Greedy decoding with the reference: `steps` argmax tokens after `prompt` (no stop at EOS),
-// and the logits that chose each (step 0: the last prompt position).
-struct RefGreedy {
-  std::vector<Vec> prompt_logits;  // every prompt position
-  std::vector<int32_t> ids;
-  std::vector<Vec> step_logits;
-  double min_margin = 1e300;  // smallest top-1 minus top-2 logit over the steps
-};
-
-// Any reference with Forward(ids) -> logits per position (this one, gemma3_reference.h's).
-template <typename Model>
-RefGreedy ReferenceGreedy(const Model& ref, const std::vector<int32_t>& prompt, int steps) {
-  RefGreedy g;
-  std::vector<int32_t> seq = prompt;
-  for (int s = 0; s < steps; ++s) {
-    std::vector<Vec> all = ref.Forward(seq);
-    if (s == 0) g.prompt_logits = all;
-    const Vec& last = all.back();
-    int best = 0;
-    for (int v = 1; v < static_cast<int>(last.size()); ++v) {
-      if (last[v] > last[best]) best = v;
-    }
-    double second = -1e300;
-    for (int v = 0; v < static_cast<int>(last.size()); ++v) {
-      if (v != best) second = std::max(second, last[v]);
-    }
-    g.min_margin = std::min(g.min_margin, last[best] - second);
-    g.ids.push_back(best);
-    g.step_logits.push_back(last);
-    seq.push_back(best);
-  }
-  return g;
-}
 
 }  // namespace llm::testing::reference

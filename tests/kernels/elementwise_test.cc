@@ -65,18 +65,39 @@ TEST(RmsNormTest, FusedAddIsBitwiseAddThenNorm) {
 TEST(RopeTest, MatchesReference) {
   const int tokens = 5, heads = 3;
   const int32_t positions[tokens] = {0, 1, 17, 1000, 32767};
-  for (int head_dim : {64, 128, 32}) {
-    std::vector<float> inv_freq(head_dim / 2);
-    for (int i = 0; i < head_dim / 2; ++i) {
-      inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / head_dim));
+  // Whole heads, partial rotary (GLM, Phi-4-mini) and interleaved pairs (GLM).
+  const RopeLayout layouts[] = {{64, 64, false}, {128, 128, false}, {32, 32, false},
+                                {128, 64, true}, {96, 64, false},   {32, 32, true}};
+  for (const RopeLayout& layout : layouts) {
+    const int head_dim = layout.head_dim, rot = layout.rotary_dim;
+    std::vector<float> inv_freq(rot / 2);
+    for (int i = 0; i < rot / 2; ++i) {
+      inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rot));
     }
     auto x = RandomVec(tokens * heads * head_dim, 3);
     auto got = x, want = x;
-    Rope(got.data(), positions, tokens, heads, head_dim, inv_freq.data());
-    ref::Rope(want.data(), positions, tokens, heads, head_dim, inv_freq.data());
+    Rope(got.data(), positions, tokens, heads, layout, inv_freq.data());
+    ref::Rope(want.data(), positions, tokens, heads, layout, inv_freq.data());
     ExpectClose(got, want, 1e-5f, 2e-6f);
     for (int d = 0; d < head_dim; ++d) ASSERT_EQ(got[d], x[d]);  // position 0 is the identity
+    for (int t = 0; t < tokens; ++t) {  // lanes past rotary_dim pass through
+      for (int h = 0; h < heads; ++h) {
+        for (int d = rot; d < head_dim; ++d) {
+          const size_t i = (static_cast<size_t>(t) * heads + h) * head_dim + d;
+          ASSERT_EQ(got[i], x[i]);
+        }
+      }
+    }
   }
+  // Interleaved by hand: lanes (0, 1) rotate by position * inv_freq[0] = 1 radian.
+  std::vector<float> v = {1.0f, 0.0f, 5.0f, 7.0f};
+  const int32_t one = 1;
+  const float freq[] = {1.0f, 0.0f};
+  Rope(v.data(), &one, 1, 1, RopeLayout{4, 4, true}, freq);
+  EXPECT_NEAR(v[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(v[1], std::sin(1.0), 1e-6);
+  EXPECT_EQ(v[2], 5.0f);
+  EXPECT_EQ(v[3], 7.0f);
 }
 
 TEST(ActivationTest, SiluMulMatchesReference) {

@@ -16,6 +16,10 @@
 #include <vector>
 
 #include "tests/golden/gemma3_model.h"
+#include "tests/golden/glm_model.h"
+#include "tests/golden/glm_reference.h"
+#include "tests/golden/phi3_model.h"
+#include "tests/golden/phi3_reference.h"
 #include "tests/golden/qwen3moe_model.h"
 
 namespace llm::testing {
@@ -190,7 +194,7 @@ TEST_F(TpTest, Qwen3MoeGreedyIdsOn1And2Ranks) {
   for (int dense_layer : {-1, 0}) {
     const TinyQwen3Moe m = MakeTinyQwen3Moe(kQwen3MoeSeed, dense_layer);
     const fs::path model = dir_ / ("qwen3moe" + std::to_string(dense_layer + 1));
-    WriteTinyQwen3Moe(m, model, SharedPath("models/stories260K"));
+    m.Write(model, SharedPath("models/stories260K"));
     const reference::Reference ref(reference::RefConfigFromJson(m.config), &m.tensors);
     std::vector<Request> reqs;
     for (const auto& prompt : Qwen3MoePrompts()) {
@@ -216,10 +220,10 @@ TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
     const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, variant);
     const fs::path model =
         dir_ / (variant == Gemma3Variant::kPattern ? "gemma3_pattern" : "gemma3_layer_types");
-    WriteTinyGemma3(m, model, SharedPath("models/stories260K"));
+    m.Write(model, SharedPath("models/stories260K"));
     const reference::GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
     std::vector<Request> reqs;
-    for (const auto& prompt : Gemma3Prompts()) {
+    for (const auto& prompt : StoriesPrompts()) {
       reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
     }
     for (int np : {1, 2, 4}) ExpectGolden(mpirun, model.string(), reqs, np);
@@ -232,12 +236,53 @@ TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
   const TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kGguf);
   const reference::GemmaReference ref(reference::GemmaRefConfigFromJson(m.config), &m.tensors);
   std::vector<Request> reqs;
-  for (const auto& prompt : Gemma3Prompts()) {
+  for (const auto& prompt : StoriesPrompts()) {
     reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
   }
   const std::string gguf = (dir_ / "gemma3.gguf").string();
   WriteTinyGemma3Gguf(m, gguf);
   for (int np : {1, 2}) ExpectGolden(mpirun, gguf, reqs, np);
+}
+
+// Phi-3 with LongRoPE (tests/golden/phi3_model.h against the float64 reference of
+// phi3_reference.h): a prompt that stays short, one that crosses original_max_position_embeddings
+// while decoding and one that starts long, batched in one engine (each sequence picks its own
+// factors), on 1 and 2 ranks (2 query heads and 1 KV head each), also from its GGUF. Whole
+// prompts in one step, as transformers' generate feeds them: the factors of a prompt prefilled
+// in chunks are chosen per chunk.
+TEST_F(TpTest, Phi3LongRopeGreedyIdsOn1And2Ranks) {
+  LLM_REQUIRE_MPIRUN();
+  const TinyModel m = MakeTinyPhi3(kPhi3Seed);
+  const fs::path model = dir_ / "phi3_longrope";
+  m.Write(model, SharedPath("models/stories260K"));
+  const reference::Phi3Reference ref(reference::Phi3RefConfigFromJson(m.config), &m.tensors);
+  std::vector<Request> reqs;
+  for (const auto& prompt : Phi3Prompts()) {
+    reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
+  }
+  const std::string whole = "--prefill-chunk 0 --batched-tokens 256";
+  for (int np : {1, 2}) ExpectGolden(mpirun, model.string(), reqs, np, whole);
+  const std::string gguf = (dir_ / "phi3.gguf").string();
+  WriteTinyPhi3Gguf(m, gguf);
+  ExpectGolden(mpirun, gguf, reqs, 2, whole);
+}
+
+// GLM-4 and GLM-4-0414 (tests/golden/glm_model.h against the float64 reference of
+// glm_reference.h): partial interleaved RoPE, q/k/v biases, fused gate_up_proj (and GLM-4-0414's
+// extra norms) on 1 and 2 ranks (2 query heads, 1 KV head and half of each MLP row block each).
+TEST_F(TpTest, GlmGreedyIdsOn1And2Ranks) {
+  LLM_REQUIRE_MPIRUN();
+  for (bool glm4 : {false, true}) {
+    const TinyModel m = MakeTinyGlm(kGlmSeed, glm4);
+    const fs::path model = dir_ / (glm4 ? "glm4" : "glm");
+    m.Write(model, SharedPath("models/stories260K"));
+    const reference::GlmReference ref(reference::GlmRefConfigFromJson(m.config), &m.tensors);
+    std::vector<Request> reqs;
+    for (const auto& prompt : StoriesPrompts()) {
+      reqs.push_back({prompt, reference::ReferenceGreedy(ref, prompt, 8).ids});
+    }
+    for (int np : {1, 2}) ExpectGolden(mpirun, model.string(), reqs, np);
+  }
 }
 
 // The same from the families' F32 GGUF files, and the llama F16 / Q8_0 GGUFs (Q8_0: the greedy

@@ -80,12 +80,12 @@ class CheckedBackend final : public kernels::Backend {
     Check(out, "AddRmsNorm out");
     cpu().AddRmsNorm(residual, x, weight, rows, dim, eps, out);
   }
-  void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
-            const float* inv_freq) override {
+  void Rope(float* x, const int32_t* positions, int tokens, int heads,
+            const kernels::RopeLayout& layout, const float* inv_freq) override {
     Check(x, "Rope x");
     Check(positions, "Rope positions");
     Check(inv_freq, "Rope inv_freq");
-    cpu().Rope(x, positions, tokens, heads, head_dim, inv_freq);
+    cpu().Rope(x, positions, tokens, heads, layout, inv_freq);
   }
   void SiluMul(const float* gate, const float* up, int64_t count, float* out) override {
     Check(gate, "SiluMul gate");

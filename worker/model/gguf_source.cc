@@ -181,8 +181,14 @@ class GgufSource : public TensorSource {
   }
 
   std::vector<std::string> Unexpected() const override {
+    // Phi-3's LongRoPE factors are read into the config (ModelConfigFromGguf).
+    const bool longrope = w_->config.rope_scaling.type == RopeScalingType::kLongRope;
     std::vector<std::string> out;
     for (const auto& t : f_.tensors()) {
+      if (longrope &&
+          (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight")) {
+        continue;
+      }
       if (!used_.count(t.name)) out.push_back(t.name);
     }
     return out;

@@ -348,16 +348,27 @@ Status LoadLayer(TensorSource& src, ModelWeights& w, int l, LayerWeights* lw) {
   const std::string p = "model.layers." + std::to_string(l) + ".";
   const int h = c.hidden_size, inter = c.intermediate_size;
   const ShardRange mine = w.shard.intermediate;
+  // With sandwich norms post_attention_norm is the attention output's, pre_ffw_norm the MLP
+  // input's and post_ffw_norm the MLP output's: Gemma 2/3's post_attention_layernorm,
+  // pre_feedforward_layernorm, post_feedforward_layernorm; GLM-4-0414's
+  // post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm.
+  const bool glm4 = c.arch == ModelArch::kGlm4;
   LLM_ASSIGN_OR_RETURN(auto in_norm, NormVector(src, c, p + "input_layernorm.weight", h));
-  LLM_ASSIGN_OR_RETURN(auto post_norm,
-                       NormVector(src, c, p + "post_attention_layernorm.weight", h));
+  LLM_ASSIGN_OR_RETURN(auto post_norm, NormVector(src, c,
+                                                  p + (glm4 ? "post_self_attn_layernorm.weight"
+                                                            : "post_attention_layernorm.weight"),
+                                                  h));
   lw->input_norm = Own(w, std::move(in_norm));
   lw->post_attention_norm = Own(w, std::move(post_norm));
   if (c.sandwich_norms) {
-    LLM_ASSIGN_OR_RETURN(auto pre_ffw,
-                         NormVector(src, c, p + "pre_feedforward_layernorm.weight", h));
-    LLM_ASSIGN_OR_RETURN(auto post_ffw,
-                         NormVector(src, c, p + "post_feedforward_layernorm.weight", h));
+    LLM_ASSIGN_OR_RETURN(auto pre_ffw, NormVector(src, c,
+                                                  p + (glm4 ? "post_attention_layernorm.weight"
+                                                            : "pre_feedforward_layernorm.weight"),
+                                                  h));
+    LLM_ASSIGN_OR_RETURN(auto post_ffw, NormVector(src, c,
+                                                   p + (glm4 ? "post_mlp_layernorm.weight"
+                                                             : "post_feedforward_layernorm.weight"),
+                                                   h));
     lw->pre_ffw_norm = Own(w, std::move(pre_ffw));
     lw->post_ffw_norm = Own(w, std::move(post_ffw));
   }

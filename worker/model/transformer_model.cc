@@ -64,6 +64,12 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(const Model
   const std::vector<float> inv_freq = RopeInvFreq(c);
   LLM_RETURN_IF_ERROR(Grow<float>(backend, m->inv_freq_, inv_freq.size()));
   backend.CopyToDevice(m->inv_freq_.data(), inv_freq.data(), sizeof(float) * inv_freq.size());
+  if (c.rope_scaling.type == RopeScalingType::kLongRope) {
+    const std::vector<float> long_freq = RopeInvFreq(c, /*long_factors=*/true);
+    LLM_RETURN_IF_ERROR(Grow<float>(backend, m->inv_freq_long_, long_freq.size()));
+    backend.CopyToDevice(m->inv_freq_long_.data(), long_freq.data(),
+                         sizeof(float) * long_freq.size());
+  }
   const std::vector<float> local = RopeInvFreqLocal(c);  // Gemma 3's sliding layers
   if (!local.empty()) {
     LLM_RETURN_IF_ERROR(Grow<float>(backend, m->inv_freq_local_, local.size()));
@@ -123,6 +129,24 @@ Status TransformerModel::Reserve(const ForwardBatch& batch) {
   return Status::Ok();
 }
 
+void TransformerModel::PlanRope(const ForwardBatch& batch) {
+  rope_runs_.clear();
+  const RopeScaling& rs = w_.config.rope_scaling;
+  if (rs.type != RopeScalingType::kLongRope) {
+    rope_runs_.push_back({0, batch.num_tokens(), false});
+    return;
+  }
+  for (int s = 0; s < batch.num_seqs(); ++s) {
+    const int begin = batch.query_start[s], count = batch.query_start[s + 1] - begin;
+    const bool long_factors = RopeUsesLongFactors(rs, batch.context_len[s]);
+    if (!rope_runs_.empty() && rope_runs_.back().long_factors == long_factors) {
+      rope_runs_.back().count += count;
+    } else {
+      rope_runs_.push_back({begin, count, long_factors});
+    }
+  }
+}
+
 TransformerModel::DeviceBatch TransformerModel::Upload(const ForwardBatch& batch) {
   const std::vector<int32_t>* arrays[] = {
       &batch.token_ids,   &batch.positions,    &batch.slot_mapping, &batch.query_start,
@@ -156,6 +180,7 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
   const int rows = static_cast<int>(batch.logit_rows.size());
   LLM_RETURN_IF_ERROR(Reserve(batch));
   const DeviceBatch db = Upload(batch);
+  PlanRope(batch);
   const float eps = static_cast<float>(c.rms_norm_eps);
   float* x = x_.as<float>();
   float* h = h_.as<float>();
@@ -317,11 +342,17 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
     backend_.RmsNorm(k, static_cast<const float*>(lw.k_norm.data), t * kv_heads_, c.head_dim, eps,
                      k);
   }
-  const float* inv_freq = c.layer_uses_local_rope(layer) && inv_freq_local_.bytes() > 0
-                              ? inv_freq_local_.as<float>()
-                              : inv_freq_.as<float>();
-  backend_.Rope(q, db.positions, t, heads_, c.head_dim, inv_freq);
-  backend_.Rope(k, db.positions, t, kv_heads_, c.head_dim, inv_freq);
+  const bool local = c.layer_uses_local_rope(layer) && inv_freq_local_.bytes() > 0;
+  const kernels::RopeLayout layout{c.head_dim, c.rope_dim(), c.rope_interleaved};
+  for (const RopeRun& run : rope_runs_) {
+    const float* inv_freq = local              ? inv_freq_local_.as<float>()
+                            : run.long_factors ? inv_freq_long_.as<float>()
+                                               : inv_freq_.as<float>();
+    const size_t row = static_cast<size_t>(run.begin) * c.head_dim;
+    backend_.Rope(q + row * heads_, db.positions + run.begin, run.count, heads_, layout, inv_freq);
+    backend_.Rope(k + row * kv_heads_, db.positions + run.begin, run.count, kv_heads_, layout,
+                  inv_freq);
+  }
   const KvCacheShape& cs = cache.shape();
   const int cl = layer - w_.pipeline.layers.begin;  // this stage's cache holds its layers only
   backend_.ReshapeAndCache(k, v, t, kv_heads_, c.head_dim, db.slot_mapping, cs.block_size,
@@ -339,6 +370,10 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
   ap.block_size = cs.block_size;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(
                         c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : c.head_dim));
+  // LongRoPE multiplies cos and sin by attention_factor, which scales every rotated q and k by
+  // it: q . k by its square, folded into the scale here (exact in real arithmetic).
+  const double mscale = c.rope_scaling.attention_factor;
+  if (mscale != 1.0) ap.scale = static_cast<float>(ap.scale * mscale * mscale);
   ap.softcap = static_cast<float>(c.attn_logit_softcap);
   ap.sliding_window = c.layer_sliding_window[layer];
   backend_.PagedAttention(q, cache.k(cl), cache.v(cl), ab, ap, attn_.as<float>());

@@ -66,6 +66,9 @@ class TransformerModel {
         *logit_rows;
   };
   Status Reserve(const ForwardBatch& batch);
+  // The batch's RoPE runs: consecutive sequences that rotate with the same table (LongRoPE picks
+  // the short or long factors per sequence; every other model has one run over all tokens).
+  void PlanRope(const ForwardBatch& batch);
   DeviceBatch Upload(const ForwardBatch& batch);
   void Embed(const DeviceBatch& db, int tokens);
   void Attention(int layer, const ForwardBatch& batch, const DeviceBatch& db, KvCache& cache);
@@ -93,6 +96,12 @@ class TransformerModel {
   int heads_, kv_heads_, inter_;  // this rank's share
   kernels::Buffer inv_freq_;
   kernels::Buffer inv_freq_local_;  // Gemma 3's sliding layers (empty otherwise)
+  kernels::Buffer inv_freq_long_;   // LongRoPE's long factors (empty otherwise)
+  struct RopeRun {
+    int begin = 0, count = 0;  // token rows
+    bool long_factors = false;
+  };
+  std::vector<RopeRun> rope_runs_;
   // Workspace in backend memory, [tokens, ...] each.
   kernels::Buffer x_, h_, q_, k_, v_, attn_, gate_, up_, act_, out_, last_, logits_, gathered_;
   kernels::Buffer ids_;  // the batch's index arrays, back to back (device backends only)

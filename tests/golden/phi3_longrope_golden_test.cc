@@ -1,0 +1,277 @@
+// Phi-3 with LongRoPE (rope_scaling "longrope" / "su"): there is no shared golden for it, so the
+// test builds its own. phi3_model.h writes a small random-weight model (fixed seed) with
+// original_max_position_embeddings 32, and phi3_reference.h runs a naive float64 forward pass
+// written from transformers' modeling_phi3.py and _compute_longrope_parameters. The engine must
+// give the reference's greedy ids exactly and every logit (all 512, every prompt position and
+// every decode step) within 1e-3, on prompts that stay short, cross 32 while decoding, and start
+// long; from the folder and from the same model as a llama.cpp-layout GGUF.
+//
+// Why the reference can be trusted: everything but LongRoPE is the shared phi3 family's
+// architecture, which families_golden_test.cc checks against ../shared's NumPy reference;
+// ReferenceRules checks the LongRoPE arithmetic by hand, and EveryRuleMovesTheLogits shows the
+// comparison would catch each rule (long vs short factors, the switch point, attention_factor).
+#include <cmath>
+#include <cstdio>
+
+#include "common/gguf.h"
+#include "common/model_config.h"
+#include "tests/golden/golden_util.h"
+#include "tests/golden/phi3_model.h"
+#include "tests/golden/phi3_reference.h"
+#include "worker/model/model_weights.h"
+
+namespace llm::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using reference::Phi3RefConfig;
+using reference::Phi3Reference;
+using reference::RefGreedy;
+
+constexpr double kTolerance = 1e-3;  // engine (float32) vs reference (float64)
+constexpr int kSteps = 8;            // greedy tokens per prompt
+
+fs::path TempModelPath(const std::string& name) {
+  return fs::temp_directory_path() / ("llm_phi3_" + std::to_string(getpid()) + "_" + name);
+}
+
+TEST(Phi3LongRopeReference, ReferenceRules) {
+  const TinyModel m = MakeTinyPhi3(kPhi3Seed);
+  const Phi3RefConfig c = reference::Phi3RefConfigFromJson(m.config);
+  EXPECT_EQ(c.original_max, 32);
+  EXPECT_NEAR(c.attention_factor, std::sqrt(1 + std::log(4.0) / std::log(32.0)), 1e-15);
+  const Phi3Reference ref(c, &m.tensors);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_NEAR(ref.InvFreq(false)[i], 1 / ((1 + 0.1 * i) * std::pow(1e4, i / 8.0)), 1e-15);
+    EXPECT_NEAR(ref.InvFreq(true)[i], 1 / (std::pow(1.6, i) * std::pow(1e4, i / 8.0)), 1e-15);
+  }
+  // An explicit attention_factor wins; without an original length the factor is
+  // rope_scaling.factor (absent: 1, so attention_factor 1).
+  EXPECT_EQ(reference::Phi3RefConfigFromJson(MakeTinyPhi3(kPhi3Seed, 0.5).config).attention_factor,
+            0.5);
+  nlohmann::json j = m.config;
+  j.erase("original_max_position_embeddings");
+  EXPECT_EQ(reference::Phi3RefConfigFromJson(j).attention_factor, 1.0);
+}
+
+// The golden is sensitive to every LongRoPE rule: the reference with any one changed moves some
+// logit of the prompts far more than the tolerance.
+TEST(Phi3LongRopeReference, EveryRuleMovesTheLogits) {
+  const TinyModel m = MakeTinyPhi3(kPhi3Seed);
+  const Phi3RefConfig c = reference::Phi3RefConfigFromJson(m.config);
+  for (const auto& prompt : Phi3Prompts()) {
+    const RefGreedy g = reference::ReferenceGreedy(Phi3Reference(c, &m.tensors), prompt, kSteps);
+    std::vector<int32_t> seq = prompt;
+    seq.insert(seq.end(), g.ids.begin(), g.ids.end() - 1);
+    const auto want = Phi3Reference(c, &m.tensors).Forward(seq, prompt.size());
+    auto moved = [&](const Phi3RefConfig& other) {
+      return reference::MaxAbsDiff(Phi3Reference(other, &m.tensors).Forward(seq, prompt.size()),
+                                   want);
+    };
+    Phi3RefConfig x = c;
+    x.original_max = 1 << 20;  // short factors everywhere
+    const double all_short = moved(x);
+    x.original_max = 0;  // long factors everywhere
+    const double all_long = moved(x);
+    x = c;
+    x.attention_factor = 1;
+    const double no_mscale = moved(x);
+    EXPECT_GT(no_mscale, 100 * kTolerance) << "attention_factor, prompt of " << prompt.size();
+    std::printf(
+        "[ phi3 longrope prompt of %zu ] max logit change: all short %.3g, all long %.3g, "
+        "attention_factor 1: %.3g\n",
+        prompt.size(), all_short, all_long, no_mscale);
+    if (prompt.size() > 32) {
+      EXPECT_GT(all_short, 100 * kTolerance) << "long factors";
+      EXPECT_EQ(all_long, 0.0);
+    } else if (seq.size() > 32) {  // short prompt, long decode steps
+      EXPECT_GT(all_short, 100 * kTolerance) << "long factors from length 33";
+      EXPECT_GT(all_long, 100 * kTolerance) << "short factors up to length 32";
+    } else {
+      EXPECT_EQ(all_short, 0.0);
+      EXPECT_GT(all_long, 100 * kTolerance) << "short factors";
+    }
+  }
+}
+
+// Loads `path` (a folder or a .gguf) and runs every prompt against the reference of `m`.
+void ExpectEngineMatchesReference(const std::string& path, const TinyModel& m) {
+  auto weights = LoadModelWeights(path, LoadFormat::kSafetensors);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  const RopeScaling& rs = (*weights)->config.rope_scaling;
+  EXPECT_EQ(rs.type, RopeScalingType::kLongRope);
+  EXPECT_EQ(rs.original_max_position_embeddings, 32);
+  auto exec = RankExecutor::Create(**weights);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  const Phi3Reference ref(reference::Phi3RefConfigFromJson(m.config), &m.tensors);
+  const GreedyComparison r =
+      ExpectEngineMatchesGreedy(**exec, ref, Phi3Prompts(), kSteps, kTolerance);
+  EXPECT_GT(r.min_margin, 50 * kTolerance);  // no greedy choice is a near-tie
+  std::printf("[ phi3 longrope %s ] max |engine - reference| = %.3g, min greedy margin %.3g\n",
+              IsGgufPath(path) ? "gguf" : "hf", r.max_diff, r.min_margin);
+}
+
+TEST(Phi3LongRopeGolden, EngineMatchesReference) {
+  const TinyModel m = MakeTinyPhi3(kPhi3Seed);
+  const fs::path dir = TempModelPath("hf");
+  m.Write(dir, SharedPath("models/stories260K"));
+  ExpectEngineMatchesReference(dir.string(), m);
+  fs::remove_all(dir);
+}
+
+// The same model as llama.cpp's converter writes it (factors as tensors, written here).
+TEST(Phi3LongRopeGolden, F32GgufMatchesReference) {
+  const TinyModel m = MakeTinyPhi3(kPhi3Seed);
+  const fs::path path = TempModelPath("m.gguf");
+  WriteTinyPhi3Gguf(m, path.string());
+  ExpectEngineMatchesReference(path.string(), m);
+  fs::remove(path);
+}
+
+// A GGUF with only one of the two factor tensors is an error naming the missing one.
+TEST(Phi3LongRopeGolden, GgufWithoutShortFactorsIsAnError) {
+  const fs::path path = TempModelPath("broken.gguf");
+  WriteTinyPhi3Gguf(MakeTinyPhi3(kPhi3Seed), path.string(), /*short_factors=*/false);
+  auto c = LoadModelConfig(path.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().ToString().find("rope_factors_short.weight"), std::string::npos)
+      << c.status().ToString();
+  fs::remove(path);
+}
+
+// One step holding a long and a short sequence: each rotates with its own factors (the rule is
+// per sequence), so both give the logits they give alone.
+TEST(Phi3LongRopeGolden, FactorsArePerSequenceInOneBatch) {
+  const TinyModel m = MakeTinyPhi3(kPhi3Seed);
+  const fs::path dir = TempModelPath("batch");
+  m.Write(dir, SharedPath("models/stories260K"));
+  auto weights = LoadModelWeights(dir.string(), LoadFormat::kSafetensors);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  auto exec = RankExecutor::Create(**weights);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  RankExecutor& model = **exec;
+  const Phi3Reference ref(reference::Phi3RefConfigFromJson(m.config), &m.tensors);
+  constexpr int kBlock = 4, kBlocksPerSeq = 10;
+  ASSERT_TRUE(model.AllocateCache(3 * kBlocksPerSeq, kBlock).ok());
+  // Short, long, short: three runs of the RoPE tables in one batch.
+  const std::vector<std::vector<int32_t>> seqs = {Phi3Prompts()[0], Phi3Prompts()[2],
+                                                  Phi3Prompts()[1]};
+  ForwardBatch& b = model.batch();
+  b.Clear();
+  b.max_blocks_per_seq = kBlocksPerSeq;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (size_t p = 0; p < seqs[s].size(); ++p) {
+      b.logit_rows.push_back(b.num_tokens());
+      b.token_ids.push_back(seqs[s][p]);
+      b.positions.push_back(static_cast<int32_t>(p));
+      b.slot_mapping.push_back(static_cast<int32_t>(s * kBlocksPerSeq * kBlock + p));
+    }
+    b.query_start.push_back(b.num_tokens());
+    b.context_len.push_back(static_cast<int32_t>(seqs[s].size()));
+    for (int i = 0; i < kBlocksPerSeq; ++i) {
+      b.block_tables.push_back(static_cast<int32_t>(s * kBlocksPerSeq + i));
+    }
+  }
+  auto logits = model.Execute();
+  ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+  const int vocab = model.config().vocab_size;
+  size_t row = 0;
+  double max_diff = 0;
+  for (const auto& seq : seqs) {
+    std::vector<std::vector<float>> got;
+    for (size_t p = 0; p < seq.size(); ++p, ++row) {
+      got.emplace_back(*logits + row * vocab, *logits + (row + 1) * vocab);
+    }
+    max_diff =
+        std::max(max_diff, ExpectRowsNear(got, ref.Forward(seq, seq.size()), kTolerance,
+                                          "batched prompt of " + std::to_string(seq.size())));
+  }
+  std::printf("[ phi3 longrope batch ] max |engine - reference| = %.3g\n", max_diff);
+  fs::remove_all(dir);
+}
+
+// Config parsing follows transformers' _compute_longrope_parameters; errors name the key.
+constexpr const char* kBase = R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 64,
+    "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "vocab_size": 512, "max_position_embeddings": 131072)";
+
+std::string Factors(int n, double v) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(v + i);
+  return s + "]";
+}
+
+TEST(Phi3LongRopeConfig, KeysFollowTransformers) {
+  const std::string rope = R"(, "rope_scaling": {"type": "su", "short_factor": )" + Factors(8, 1) +
+                           R"(, "long_factor": )" + Factors(8, 2) + "}";
+  auto c = ParseModelConfig(
+      std::string(kBase) + R"(, "original_max_position_embeddings": 4096)" + rope + "}", "t");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const RopeScaling& rs = c->rope_scaling;
+  EXPECT_EQ(rs.type, RopeScalingType::kLongRope);
+  EXPECT_EQ(rs.original_max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(rs.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)));
+  EXPECT_FALSE(RopeUsesLongFactors(rs, 4096));
+  EXPECT_TRUE(RopeUsesLongFactors(rs, 4097));
+  const std::vector<float> s = RopeInvFreq(*c), l = RopeInvFreq(*c, true);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_FLOAT_EQ(s[i], static_cast<float>(1 / ((1.0 + i) * std::pow(1e4, i / 8.0))));
+    EXPECT_FLOAT_EQ(l[i], static_cast<float>(1 / ((2.0 + i) * std::pow(1e4, i / 8.0))));
+  }
+  // The original length from rope_scaling, an explicit attention_factor.
+  c = ParseModelConfig(std::string(kBase) + R"(, "rope_scaling": {"rope_type": "longrope",
+      "original_max_position_embeddings": 8192, "attention_factor": 1.5, "short_factor": )" +
+                           Factors(8, 1) + R"(, "long_factor": )" + Factors(8, 2) + "}}",
+                       "t");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c->rope_scaling.attention_factor, 1.5);
+  // No original length: max_position_embeddings, factor 1, attention_factor 1.
+  c = ParseModelConfig(std::string(kBase) + rope + "}", "t");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 131072);
+  EXPECT_EQ(c->rope_scaling.attention_factor, 1.0);
+  // Other models keep attention_factor 1 and never use long factors.
+  c = ParseModelConfig(std::string(kBase) + "}", "t");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->rope_scaling.attention_factor, 1.0);
+  EXPECT_FALSE(RopeUsesLongFactors(c->rope_scaling, 1 << 30));
+
+  for (const std::string& bad :
+       {R"(, "rope_scaling": {"type": "longrope", "short_factor": )" + Factors(7, 1) +
+            R"(, "long_factor": )" + Factors(8, 1) + "}}",
+        R"(, "rope_scaling": {"type": "longrope", "short_factor": )" + Factors(8, 1) + "}}",
+        R"(, "rope_scaling": {"type": "longrope", "short_factor": )" + Factors(8, 1) +
+            R"(, "long_factor": )" + Factors(8, -3) + "}}"}) {
+    auto e = ParseModelConfig(std::string(kBase) + bad, "t");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(e.status().ToString().find("_factor'"), std::string::npos) << e.status().ToString();
+  }
+}
+
+// Phi-4-mini's partial_rotary_factor: RoPE on int(head_dim × factor) lanes, and the LongRoPE
+// factor lists have that / 2 entries (transformers' dim in _compute_longrope_parameters).
+TEST(Phi3LongRopeConfig, PartialRotary) {
+  auto c = ParseModelConfig(std::string(kBase) + R"(, "partial_rotary_factor": 0.75,
+      "rope_scaling": {"type": "longrope", "short_factor": )" +
+                                Factors(6, 1) + R"(, "long_factor": )" + Factors(6, 2) + "}}",
+                            "t");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->rotary_dim, 12);
+  EXPECT_FALSE(c->rope_interleaved);
+  const std::vector<float> inv = RopeInvFreq(*c);
+  ASSERT_EQ(inv.size(), 6u);
+  EXPECT_FLOAT_EQ(inv[1], static_cast<float>(1 / (2.0 * std::pow(1e4, 2.0 / 12))));
+  auto bad = ParseModelConfig(std::string(kBase) + R"(, "partial_rotary_factor": 0.75,
+      "rope_scaling": {"type": "longrope", "short_factor": )" +
+                                  Factors(8, 1) + R"(, "long_factor": )" + Factors(8, 2) + "}}",
+                              "t");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("short_factor"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace llm::testing
