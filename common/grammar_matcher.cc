@@ -18,6 +18,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)
     : grammar_(std::move(grammar)) {
   Reset();
   std::vector<uint32_t> top;
+  NewEpoch();
   for (uint32_t alt : grammar_->rules[grammar_->root]) Expand(Intern(alt, 0), &top);
   state_ = InternSet(&top);
 }
@@ -45,13 +46,19 @@ uint32_t GrammarMatcher::Intern(uint32_t pos, uint32_t parent) {
   return it->second;
 }
 
-void GrammarMatcher::Expand(uint32_t node, std::vector<uint32_t>* out) {
-  // Iterative (a deep JSON nesting means a long chain of returns) and with a visited mark per
-  // call, so an empty loop in a grammar cannot run forever.
+void GrammarMatcher::NewEpoch() {
   if (++epoch_ == 0) {
     std::fill(visited_.begin(), visited_.end(), 0);
     epoch_ = 1;
   }
+}
+
+void GrammarMatcher::Expand(uint32_t node, std::vector<uint32_t>* out) {
+  // Iterative (a deep JSON nesting means a long chain of returns) and with a visited mark per
+  // epoch, so an empty loop in a grammar cannot run forever. One epoch spans all the Expand
+  // calls into the same `out` (a node seen before has already put its expansion there), so
+  // stacks that share their continuation (ambiguous repetitions, a regex's nested counts) are
+  // expanded once per step, not once per stack.
   const auto& elements = grammar_->elements;
   work_.clear();
   work_.push_back(node);
@@ -108,6 +115,7 @@ GrammarMatcher::State GrammarMatcher::Advance(State s, uint8_t byte) {
   next.clear();
   const auto& elements = grammar_->elements;
   const auto& sets = grammar_->byte_sets;
+  NewEpoch();
   // Set(s) points into set_items_, which Expand does not touch.
   const size_t begin = set_begin_[s], end = set_begin_[s + 1];
   for (size_t i = begin; i < end; ++i) {

@@ -62,7 +62,9 @@ class GrammarMatcher {
   uint32_t Intern(uint32_t pos, uint32_t parent);
   // Adds to `out` the nodes with a byte set on top reachable from `node` (and node 0 when the
   // bottom is reachable).
+  // Within one NewEpoch(), each node is expanded once (the callers collect into one set).
   void Expand(uint32_t node, std::vector<uint32_t>* out);
+  void NewEpoch();
   State InternSet(std::vector<uint32_t>* nodes);
   std::span<const uint32_t> Set(State s) const {
     return {set_items_.data() + set_begin_[s], set_begin_[s + 1] - set_begin_[s]};

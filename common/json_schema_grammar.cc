@@ -1,7 +1,10 @@
 #include "common/json_schema_grammar.h"
 
 #include "common/grammar_matcher.h"
+#include "common/integer_range_grammar.h"
+#include "common/regex_grammar.h"
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -25,11 +28,26 @@ const std::set<std::string>& IgnoredKeywords() {
 }
 
 const std::set<std::string>& SupportedKeywords() {
-  static const std::set<std::string> k = {
-      "type",      "properties", "required", "additionalProperties",
-      "items",     "minItems",   "maxItems", "minLength",
-      "maxLength", "enum",       "const",    "anyOf",
-      "oneOf",     "allOf",      "$ref"};
+  static const std::set<std::string> k = {"type",
+                                          "properties",
+                                          "required",
+                                          "additionalProperties",
+                                          "items",
+                                          "minItems",
+                                          "maxItems",
+                                          "minLength",
+                                          "maxLength",
+                                          "enum",
+                                          "const",
+                                          "anyOf",
+                                          "oneOf",
+                                          "allOf",
+                                          "$ref",
+                                          "pattern",
+                                          "minimum",
+                                          "maximum",
+                                          "exclusiveMinimum",
+                                          "exclusiveMaximum"};
   return k;
 }
 
@@ -117,8 +135,10 @@ class SchemaCompiler {
       types.push_back("object");
     } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
       types.push_back("array");
-    } else if (s.contains("minLength") || s.contains("maxLength")) {
+    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern")) {
       types.push_back("string");
+    } else if (const char* bound = BoundKeyword(s)) {
+      return Fail(std::string("'") + bound + "' is supported with \"type\": \"integer\"", at);
     } else {
       return AnyValue();
     }
@@ -327,10 +347,25 @@ class SchemaCompiler {
     if (type == "string") {
       int min = 0, max = -1;
       LLM_RETURN_IF_ERROR(MinMax(s, "minLength", "maxLength", kMaxSchemaLength, at, &min, &max));
+      LLM_ASSIGN_OR_RETURN(std::optional<uint32_t> shaped, PatternOrFormat(s, at));
+      if (shaped) {
+        if (s.contains("minLength") || s.contains("maxLength")) {
+          return Fail(
+              "'minLength' / 'maxLength' together with a pattern or format are not "
+              "supported",
+              at);
+        }
+        return *shaped;
+      }
       return String(min, max);
     }
-    if (type == "integer") return Integer();
-    if (type == "number") return Number();
+    if (type == "integer") return BoundedInteger(s, at);
+    if (type == "number") {
+      if (const char* bound = BoundKeyword(s)) {
+        return Fail(std::string("'") + bound + "' is supported on integers, not numbers", at);
+      }
+      return Number();
+    }
     if (type == "boolean") return Boolean();
     if (type == "null") return Null();
     if (type == "array") return CompileArray(s, at, depth);
@@ -416,6 +451,89 @@ class SchemaCompiler {
       first = new_first;
     }
     return b_.Rule({Cat({B("{"), Ref(space_), Ref(first), B("}")})});
+  }
+
+  // The first integer-bound keyword of `s` (nullptr: none).
+  static const char* BoundKeyword(const ojson& s) {
+    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (s.contains(key)) return key;
+    }
+    return nullptr;
+  }
+
+  // A string with a "pattern" (full match, as llama.cpp and xgrammar) or a known "format"
+  // (nullopt: neither; other formats are annotations, as vLLM / xgrammar treat them).
+  StatusOr<std::optional<uint32_t>> PatternOrFormat(const ojson& s, const std::string& at) {
+    std::string regex;
+    const char* key = "pattern";
+    if (const auto it = s.find("pattern"); it != s.end()) {
+      if (!it->is_string()) return Fail("'pattern' must be a string", at);
+      regex = it->get<std::string>();
+    } else if (const auto f = s.find("format"); f != s.end() && f->is_string()) {
+      const auto known = FormatPatterns().find(f->get<std::string>());
+      if (known == FormatPatterns().end()) return std::optional<uint32_t>();
+      regex = known->second;
+      key = "format";
+    } else {
+      return std::optional<uint32_t>();
+    }
+    StatusOr<uint32_t> body = RegexRule(regex, RegexTarget::kJsonString, &b_);
+    if (!body.ok()) return Fail(std::string("'") + key + "': " + body.status().message(), at);
+    return std::optional<uint32_t>(b_.Rule({Cat({B("\""), Ref(*body), B("\"")})}));
+  }
+
+  static const std::map<std::string, std::string>& FormatPatterns() {
+    static const std::string date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
+    static const std::string time =
+        "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?"
+        "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+    static const std::string atom = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
+    static const std::string label = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    static const std::map<std::string, std::string> k = {
+        {"date", date},
+        {"time", time},
+        {"date-time", date + "T" + time},
+        {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+        {"email", atom + "(\\." + atom + ")*@" + label + "(\\." + label + ")+"},
+    };
+    return k;
+  }
+
+  // Reads the integer bound `key` into *out (the tighter one wins): a lower or an upper one,
+  // exclusive or not; fractional bounds round inwards.
+  Status ReadBound(const ojson& s, const char* key, bool lower, bool exclusive,
+                   const std::string& at, std::optional<int64_t>* out) {
+    const auto it = s.find(key);
+    if (it == s.end() || it->is_boolean()) return Status::Ok();  // draft 4's booleans: below
+    if (!it->is_number()) return Fail(std::string("'") + key + "' must be a number", at);
+    const double d = it->get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > static_cast<double>(kMaxIntegerBound)) {
+      return Fail(std::string("'") + key + "' beyond 10^18 is not supported", at);
+    }
+    int64_t v = 0;
+    if (it->is_number_integer()) {
+      v = it->get<int64_t>();
+      if (exclusive) v += lower ? 1 : -1;
+    } else {
+      v = static_cast<int64_t>(lower ? (exclusive ? std::floor(d) + 1 : std::ceil(d))
+                                     : (exclusive ? std::ceil(d) - 1 : std::floor(d)));
+    }
+    if (!*out || (lower ? v > **out : v < **out)) *out = v;
+    return Status::Ok();
+  }
+
+  StatusOr<uint32_t> BoundedInteger(const ojson& s, const std::string& at) {
+    if (!BoundKeyword(s)) return Integer();
+    // Draft 4: "exclusiveMinimum": true makes "minimum" exclusive.
+    const bool ex_min = s.value("exclusiveMinimum", ojson()) == true;
+    const bool ex_max = s.value("exclusiveMaximum", ojson()) == true;
+    std::optional<int64_t> lo, hi;
+    LLM_RETURN_IF_ERROR(ReadBound(s, "minimum", true, ex_min, at, &lo));
+    LLM_RETURN_IF_ERROR(ReadBound(s, "exclusiveMinimum", true, true, at, &lo));
+    LLM_RETURN_IF_ERROR(ReadBound(s, "maximum", false, ex_max, at, &hi));
+    LLM_RETURN_IF_ERROR(ReadBound(s, "exclusiveMaximum", false, true, at, &hi));
+    if (lo && hi && *lo > *hi) return Fail("no integer lies between the bounds", at);
+    return IntegerRangeRule(lo, hi, &b_);
   }
 
   const ojson& doc_;

@@ -11,11 +11,17 @@
 // schema for the values of an object without a properties keyword; otherwise no properties
 // beyond those listed are generated, so "properties": {} gives {}), items, minItems, maxItems,
 // minLength, maxLength, enum, const, anyOf, oneOf (as anyOf), allOf with one entry, $ref to the
-// same document ("#", "#/$defs/X", any JSON pointer; recursion allowed), the empty schema / true.
+// same document ("#", "#/$defs/X", any JSON pointer; recursion allowed), the empty schema / true;
+// on strings pattern (common/regex_grammar.h; the whole string matches it, as llama.cpp and
+// xgrammar read it; characters JSON must escape come out escaped) and format date, time,
+// date-time, uuid and email (other formats are annotations, ignored as vLLM / xgrammar do; a
+// pattern or format cannot be combined with minLength / maxLength); on integers minimum,
+// maximum, exclusiveMinimum, exclusiveMaximum (an exact digit-range grammar, bounds up to
+// 10^18; on numbers they are refused).
 // Annotations (title, description, default, examples, format, $schema, $id, $comment, deprecated,
-// readOnly, writeOnly, strict, ...) are ignored. Any other validation keyword (pattern, minimum,
-// multipleOf, uniqueItems, not, ...) is an InvalidArgument naming it and where it is, rather than
-// output that silently breaks it.
+// readOnly, writeOnly, strict, ...) are ignored. Any other validation keyword (multipleOf,
+// uniqueItems, not, minProperties, ...) is an InvalidArgument naming it and where it is, rather
+// than output that silently breaks it.
 #pragma once
 
 #include <string>

@@ -100,6 +100,8 @@ v1::GenerateRequest MakeGenerateRequest(const JobSpec& spec, const JobChoiceSpec
   } else if (o.structured == StructuredOutput::kChoice) {
     auto* values = req.mutable_structured_output()->mutable_choice()->mutable_values();
     for (const std::string& c : o.choices) values->Add(std::string(c));
+  } else if (o.structured == StructuredOutput::kRegex) {
+    req.mutable_structured_output()->set_regex(o.regex);
   }
   return req;
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/json_schema_grammar.h"
+#include "common/regex_grammar.h"
 #include "common/sampling_params.h"
 #include "router/json_body.h"
 
@@ -368,37 +369,43 @@ void ReadResponseFormat(FieldReader& r, std::string_view body, GenerationOptions
 }
 
 // vLLM's names for the same: guided_json (a schema, or its JSON text), guided_choice (a list
-// of strings), and structured_outputs {"json" | "choice" | "json_object"}. One way per request.
+// of strings), guided_regex (a pattern the whole output matches), and structured_outputs
+// {"json" | "choice" | "regex" | "json_object"}. One way per request.
 void ReadGuidedDecoding(FieldReader& r, std::string_view body, GenerationOptions* o) {
   if (r.error) return;
   const json* guided_json = r.Get("guided_json");
   const json* guided_choice = r.Get("guided_choice");
+  const json* guided_regex = r.Get("guided_regex");
   const json* so = r.Get("structured_outputs");
   const int ways = (o->structured != StructuredOutput::kNone) + (guided_json != nullptr) +
-                   (guided_choice != nullptr) + (so != nullptr);
-  if (ways > 1) {
-    return r.Fail(guided_json     ? "guided_json"
-                  : guided_choice ? "guided_choice"
-                                  : "structured_outputs",
-                  "set only one of 'response_format', 'guided_json', 'guided_choice' and "
-                  "'structured_outputs'");
-  }
+                   (guided_choice != nullptr) + (guided_regex != nullptr) + (so != nullptr);
   const char* param = guided_json     ? "guided_json"
                       : guided_choice ? "guided_choice"
+                      : guided_regex  ? "guided_regex"
                                       : "structured_outputs";
+  if (ways > 1) {
+    return r.Fail(param,
+                  "set only one of 'response_format', 'guided_json', 'guided_choice', "
+                  "'guided_regex' and 'structured_outputs'");
+  }
   const json* choice = guided_choice;
+  const json* regex = guided_regex;
+  std::string where = param;  // the field named in errors
   bool json_object = false;
   const ojson ordered = (guided_json || so) ? OrderedBody(body) : ojson();
   const ojson* schema = guided_json ? &ordered["guided_json"] : nullptr;
   if (so != nullptr) {
     const char* kShape =
-        "'structured_outputs' must be {\"json\": <schema>}, {\"choice\": [<strings>]} or "
-        "{\"json_object\": true}";
+        "'structured_outputs' must be {\"json\": <schema>}, {\"choice\": [<strings>]}, "
+        "{\"regex\": <pattern>} or {\"json_object\": true}";
     if (!so->is_object() || so->size() != 1) return r.Fail(param, kShape);
     if (so->contains("json")) {
       schema = &ordered["structured_outputs"]["json"];
     } else if (so->contains("choice")) {
       choice = &(*so)["choice"];
+    } else if (so->contains("regex")) {
+      regex = &(*so)["regex"];
+      where = "structured_outputs.regex";
     } else if (so->contains("json_object") && (*so)["json_object"] == true) {
       json_object = true;
     } else {
@@ -414,6 +421,13 @@ void ReadGuidedDecoding(FieldReader& r, std::string_view body, GenerationOptions
       return r.Fail(param, std::string("'") + param + "' must be a JSON Schema");
     }
     CheckedSchema(r, parsed, param, param, o);
+  } else if (regex != nullptr) {
+    if (!regex->is_string()) return r.Fail(param, "'" + where + "' must be a string");
+    if (auto g = RegexGrammar(regex->get<std::string>()); !g.ok()) {
+      return r.Fail(param, "'" + where + "': " + g.status().message());
+    }
+    o->structured = StructuredOutput::kRegex;
+    o->regex = regex->get<std::string>();
   } else if (choice != nullptr) {
     if (!choice->is_array())
       return r.Fail(param, std::string("'") + param + "' must be a list of strings");
@@ -439,7 +453,8 @@ void ForceToolCalls(FieldReader& r, std::string_view body, ChatRequest* out) {
   if (out->options.structured != StructuredOutput::kNone) {
     return r.Fail("response_format",
                   "structured output ('response_format', 'guided_json', 'guided_choice', "
-                  "'structured_outputs') cannot be combined with tool_choice \"required\" or a "
+                  "'guided_regex', 'structured_outputs') cannot be combined with tool_choice "
+                  "\"required\" or a "
                   "named function");
   }
   const ojson ordered = OrderedBody(body);

@@ -33,8 +33,9 @@ struct RequestLimits : RequestCaps {
 // those. A value of the wrong type or out of range is an error naming the file and key.
 StatusOr<SamplingParams> SamplingDefaultsFromModel(const std::string& model_path);
 
-// response_format: free text, any JSON object, or JSON valid against a schema.
-enum class StructuredOutput { kNone, kJsonObject, kJsonSchema, kChoice };
+// response_format: free text, any JSON object, or JSON valid against a schema; vLLM's
+// guided_choice (one of some strings) and guided_regex (text matching a pattern).
+enum class StructuredOutput { kNone, kJsonObject, kJsonSchema, kChoice, kRegex };
 
 // What every generation request shares (chat and completions).
 struct GenerationOptions {
@@ -58,6 +59,7 @@ struct GenerationOptions {
   StructuredOutput structured = StructuredOutput::kNone;
   std::string json_schema;
   std::vector<std::string> choices;  // kChoice
+  std::string regex;                 // kRegex (common/regex_grammar.h)
 };
 
 // Tool calling: at most kMaxTools tools whose JSON totals kMaxToolsBytes.

@@ -11,13 +11,13 @@
 #   tools/fuzz.sh --list             the targets
 #
 # Targets: openai_request http tokenizer chat_template safetensors gguf model_config
-# cluster_config step_plan json_schema tool_parser. The tokenizer target reads
+# cluster_config step_plan json_schema regex_grammar tool_parser. The tokenizer target reads
 # ../shared/tokenizers (LLM_FUZZ_TOKENIZERS overrides) and fuzzes only the repo's demo tokenizer
 # when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=(openai_request http tokenizer chat_template safetensors gguf model_config cluster_config
-         step_plan json_schema tool_parser)
+         step_plan json_schema regex_grammar tool_parser)
 build=build-fuzz
 jobs=$(nproc)
 

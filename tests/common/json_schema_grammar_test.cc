@@ -167,9 +167,14 @@ TEST(JsonSchemaGrammar, FreeFormObjectsFollowAdditionalProperties) {
 }
 
 TEST(JsonSchemaGrammar, UnsupportedOrBrokenSchemasNameTheKeywordAndPlace) {
-  EXPECT_EQ(SchemaError(R"({"type":"object","properties":{"a":{"type":"string","pattern":"^x"}}})"),
-            "'pattern' is not supported (at #/properties/a)");
-  EXPECT_EQ(SchemaError(R"({"type":"integer","minimum":3})"), "'minimum' is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"js({"type":"object","properties":{"a":{"pattern":"(?=x)"}}})js"),
+            "'pattern': lookahead '(?=' is not supported (at offset 0) (at #/properties/a)");
+  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":3})"),
+            "'multipleOf' is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","minimum":3})"),
+            "'minimum' is supported on integers, not numbers (at #)");
+  EXPECT_EQ(SchemaError(R"({"maximum":3})"),
+            "'maximum' is supported with \"type\": \"integer\" (at #)");
   EXPECT_EQ(SchemaError(R"({"type":"strng"})"), "unknown type 'strng' (at #)");
   EXPECT_EQ(SchemaError(R"({"properties":{"a":{}},"required":["b"]})"),
             "required property 'b' is not in 'properties' (at #)");

@@ -73,6 +73,19 @@ w('json_schema', 'anyof', json.dumps(
     {"anyOf": [{"type": "number"}, {"type": ["string", "null"], "minLength": 2},
                {"const": {"a": [1, True]}}]}, separators=(',', ':')))
 w('json_schema', 'value', '{"a": [1, 2.5e3, "x\\u00e9", {"b": null}]}')
+w('json_schema', 'keywords', json.dumps(
+    {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
+     "when": {"type": "string", "format": "date-time"}, "id": {"type": "string", "format": "uuid"},
+     "n": {"type": "integer", "minimum": -1000, "exclusiveMaximum": 123456}}},
+    separators=(',', ':')))
+# regex_grammar: first byte even = text, odd = inside a JSON string; then the pattern
+for name, mode, pattern in [
+        ('email', 0, r'^[a-z0-9._%+-]{1,20}@[a-z0-9-]+(\.[a-z]{2,6}){1,2}$'),
+        ('phone', 0, r'\(\d{3}\) \d{3}-\d{4}( ext\. \d{1,5})?'),
+        ('unicode', 1, '[\u00e0-\u00ff\u4e00-\u9fff]+|caf\u00e9|\\u{1F600}.?'),
+        ('classes', 1, r'[^\]\\"-]{2,}\s\S\w\W\D(?:a|b|)*?c{,3}x{'),
+        ('groups', 0, r'((?P<y>\d{4})-(?<m>0[1-9]|1[0-2])){1,3}|(ab|c*)+d')]:
+    w('regex_grammar', name, bytes([mode]) + pattern.encode())
 
 
 # (b) http: byte 0 read size (0: no limit), byte 1 write size (0: no limit), byte 2 from 0xC0:

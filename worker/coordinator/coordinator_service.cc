@@ -16,6 +16,7 @@
 
 #include "common/json_schema_grammar.h"
 #include "common/log.h"
+#include "common/regex_grammar.h"
 #include "proto/llm.grpc.pb.h"
 #include "proto/llm.pb.h"
 
@@ -112,6 +113,9 @@ StatusOr<std::shared_ptr<const Grammar>> GrammarOf(const pb::GenerateRequest& r)
   } else if (so.kind_case() == pb::StructuredOutput::kChoice) {
     g = ChoiceGrammar({so.choice().values().begin(), so.choice().values().end()});
     if (!g.ok()) return InvalidArgument("structured_output.choice: " + g.status().message());
+  } else if (so.kind_case() == pb::StructuredOutput::kRegex) {
+    g = RegexGrammar(so.regex());
+    if (!g.ok()) return InvalidArgument("structured_output.regex: " + g.status().message());
   }
   if (!g.ok()) return InvalidArgument("structured_output.json_schema: " + g.status().message());
   return std::shared_ptr<const Grammar>(std::make_shared<Grammar>(std::move(*g)));
