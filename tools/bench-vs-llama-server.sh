@@ -29,8 +29,10 @@ mkdir -p "$OUT_DIR"
 pid=""
 stop() {
   if [ -n "$pid" ]; then
-    kill -INT "$pid" 2>/dev/null || true
-    for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    # TERM, not INT: a background job of a script ignores SIGINT, and serve.sh killed after the
+    # wait below would leave its cluster (own sessions) running.
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   fi
