@@ -86,6 +86,9 @@ struct AttentionBatch {
   const int32_t* context_len = nullptr;  // num_seqs entries
   const int32_t* block_tables = nullptr;
   int max_blocks_per_seq = 0;
+  // query_start[num_seqs] (the rows of q and out), known on the host: a device backend sizes
+  // its launch with it without reading query_start back.
+  int num_tokens = 0;
 };
 
 // Which lanes of each head RoPE rotates and how they pair up.

@@ -221,6 +221,7 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
   if (pp.layers.size() > 0) backend_.Add(x, out, static_cast<int64_t>(t) * c.hidden_size);
   if (!pp.last()) {  // the last stage computes the logits
     SendTo(x, hidden_floats, PeerOf(pp.stage + 1));
+    if (!host_memory_) LLM_RETURN_IF_ERROR(backend_.Synchronize());
     return static_cast<const float*>(nullptr);
   }
   float* last = last_.as<float>();
@@ -228,6 +229,8 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
   backend_.RmsNorm(last, static_cast<const float*>(w_.final_norm.data), rows, c.hidden_size, eps,
                    last);
   const float* logits = LmHead(rows);
+  // A device backend's ops only enqueue: the first error of the step surfaces here.
+  if (!host_memory_) LLM_RETURN_IF_ERROR(backend_.Synchronize());
   if (c.final_logit_softcap > 0 && logits != nullptr && (!sharded_ || comm_->rank() == 0)) {
     // Gemma 2: on the host logits (the sampler's input), tanh(l / cap) * cap.
     float* l = const_cast<float*>(logits);  // this model's own buffer
@@ -363,6 +366,7 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
   ab.context_len = db.context_len;
   ab.block_tables = db.block_tables;
   ab.max_blocks_per_seq = batch.max_blocks_per_seq;
+  ab.num_tokens = t;
   kernels::AttentionParams ap;
   ap.q_heads = heads_;
   ap.kv_heads = kv_heads_;
