@@ -168,6 +168,20 @@ class Backend {
                               const AttentionBatch& batch, const AttentionParams& params,
                               float* out) = 0;
 
+  // Graphs (CUDA graphs): the ops enqueued between BeginCapture and EndCapture are recorded,
+  // not run, and ReplayGraph runs them again with one launch, on the same pointers and sizes.
+  // While capturing, a caller may enqueue ops only: no Allocate, no copies, no Synchronize.
+  // Every buffer a graph uses must stay allocated while it may be replayed; the backend's own
+  // scratch memory moves only when it grows, and then WorkspaceGeneration() changes (graphs
+  // recorded before must be dropped). Backends without graphs keep these defaults.
+  virtual bool SupportsGraphs() const { return false; }
+  virtual Status BeginCapture() { return Unimplemented(caps().name + ": no graphs"); }
+  // The id of the recorded graph (valid until DropGraphs).
+  virtual StatusOr<int> EndCapture() { return Unimplemented(caps().name + ": no graphs"); }
+  virtual Status ReplayGraph(int /*id*/) { return Unimplemented(caps().name + ": no graphs"); }
+  virtual void DropGraphs() {}
+  virtual uint64_t WorkspaceGeneration() const { return 0; }
+
  protected:
   friend class Buffer;
   virtual void Free(void* data) = 0;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/index_math.h"
@@ -29,6 +30,7 @@ class CudaBackendImpl final : public Backend {
  public:
   explicit CudaBackendImpl(int device) : device_(device) {}
   ~CudaBackendImpl() override {
+    DropGraphs();
     scratch_ = Buffer();
     attention_ws_ = Buffer();
     if (stream_) cudaStreamDestroy(stream_);
@@ -64,6 +66,7 @@ class CudaBackendImpl final : public Backend {
 
   StatusOr<Buffer> Allocate(size_t bytes) override {
     if (bytes == 0) return Buffer();
+    if (capturing_) return FailedPrecondition(caps_.name + ": Allocate while recording a graph");
     void* p = nullptr;
     if (cudaMalloc(&p, bytes) != cudaSuccess) {
       cudaGetLastError();  // an allocation failure is not sticky: clear it
@@ -79,15 +82,18 @@ class CudaBackendImpl final : public Backend {
     Check(cudaMemsetAsync(dst, 0, bytes, stream_), "Zero");
   }
   void CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    if (capturing_) return Fail(FailedPrecondition(caps_.name + ": CopyToDevice while recording"));
     // From pageable host memory the call returns once `src` is staged, so the caller may reuse
     // it at once.
     Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "CopyToDevice");
   }
   void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    if (capturing_) return Fail(FailedPrecondition(caps_.name + ": CopyToHost while recording"));
     Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "CopyToHost");
     Check(cudaStreamSynchronize(stream_), "CopyToHost");
   }
   Status Synchronize() override {
+    if (capturing_) return FailedPrecondition(caps_.name + ": Synchronize while recording");
     Check(cudaStreamSynchronize(stream_), "Synchronize");
     std::lock_guard<std::mutex> lock(error_mu_);
     return error_;
@@ -180,6 +186,11 @@ class CudaBackendImpl final : public Backend {
     const int64_t ws = cuda::AttentionWorkspaceFloats(batch.num_tokens, params.q_heads,
                                                       params.head_dim, partitions);
     if (ws > 0 && attention_ws_.bytes() < sizeof(float) * static_cast<size_t>(ws)) {
+      if (capturing_) {
+        return Fail(
+            FailedPrecondition(caps_.name + ": attention scratch must grow while recording"));
+      }
+      ++workspace_generation_;
       attention_ws_ = Buffer();
       StatusOr<Buffer> b = Allocate(sizeof(float) * static_cast<size_t>(ws));
       if (!b.ok()) return Fail(b.status());
@@ -190,11 +201,59 @@ class CudaBackendImpl final : public Backend {
     CheckLaunch("PagedAttention");
   }
 
+  bool SupportsGraphs() const override { return true; }
+  Status BeginCapture() override {
+    if (capturing_) return FailedPrecondition(caps_.name + ": already recording a graph");
+    LLM_RETURN_IF_ERROR(Synchronize());
+    // Thread-local mode: an unsafe call (cudaMalloc, a synchronous copy) from this thread
+    // fails the capture instead of corrupting it; other threads are not affected.
+    LLM_RETURN_IF_ERROR(FromCuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                                 "BeginCapture"));
+    capturing_ = true;
+    capture_error_ = Status::Ok();
+    return Status::Ok();
+  }
+  StatusOr<int> EndCapture() override {
+    if (!capturing_) return FailedPrecondition(caps_.name + ": EndCapture without BeginCapture");
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    Status s = FromCuda(cudaStreamEndCapture(stream_, &graph), "EndCapture");
+    if (s.ok()) s = capture_error_;
+    cudaGraphExec_t exec = nullptr;
+    if (s.ok()) s = FromCuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    if (graph) cudaGraphDestroy(graph);
+    if (!s.ok()) {
+      cudaGetLastError();  // a failed recording is not a broken device: clear it
+      return s;
+    }
+    graphs_.push_back(exec);
+    return static_cast<int>(graphs_.size()) - 1;
+  }
+  Status ReplayGraph(int id) override {
+    if (id < 0 || id >= static_cast<int>(graphs_.size()) || graphs_[id] == nullptr) {
+      return InvalidArgument(caps_.name + ": no graph " + std::to_string(id));
+    }
+    Check(cudaGraphLaunch(graphs_[id], stream_), "ReplayGraph");
+    return Status::Ok();
+  }
+  void DropGraphs() override {
+    if (!graphs_.empty()) cudaStreamSynchronize(stream_);  // none may still be running
+    for (cudaGraphExec_t g : graphs_) {
+      if (g) cudaGraphExecDestroy(g);
+    }
+    graphs_.clear();
+  }
+  uint64_t WorkspaceGeneration() const override { return workspace_generation_; }
+
  protected:
   void Free(void* data) override { cudaFree(data); }
 
  private:
   void Fail(Status s) {
+    if (capturing_) {  // reported by EndCapture; the device is fine
+      if (capture_error_.ok()) capture_error_ = std::move(s);
+      return;
+    }
     std::lock_guard<std::mutex> lock(error_mu_);
     if (error_.ok()) error_ = std::move(s);
   }
@@ -204,6 +263,11 @@ class CudaBackendImpl final : public Backend {
   void CheckLaunch(const char* what) { Check(cudaGetLastError(), what); }
   bool GrowScratch(size_t bytes) {
     if (scratch_.bytes() >= bytes) return true;
+    if (capturing_) {  // freeing the old scratch is not allowed (nor safe) while recording
+      Fail(FailedPrecondition(caps_.name + ": Matmul scratch must grow while recording"));
+      return false;
+    }
+    ++workspace_generation_;
     scratch_ = Buffer();
     StatusOr<Buffer> b = Allocate(bytes);
     if (!b.ok()) {
@@ -223,6 +287,12 @@ class CudaBackendImpl final : public Backend {
   Buffer attention_ws_;  // split-K partials
   std::mutex error_mu_;
   Status error_;
+  // Graphs: recorded executables by id, whether a recording is under way and its first error,
+  // and the count of scratch reallocations (graphs recorded before one are stale).
+  std::vector<cudaGraphExec_t> graphs_;
+  bool capturing_ = false;
+  Status capture_error_;
+  uint64_t workspace_generation_ = 0;
 };
 
 std::mutex g_backend_mu;

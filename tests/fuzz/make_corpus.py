@@ -270,6 +270,9 @@ w('cluster_config', 'small', "model: {path: /m, load_format: dummy}\nengine: {bl
 
 
 # (g) step plans: 2 bytes (mirror's num_blocks, block_size), then u16-length-prefixed messages
+VERSION = 4  # kStepPlanVersion (worker/engine/step_plan.h)
+
+
 def ints(v):
     return struct.pack('<I', len(v)) + b''.join(struct.pack('<i', x) for x in v)
 
@@ -280,7 +283,7 @@ SAMPLING = struct.pack('<fifffffiQ', 0.8, 40, 0.9, 0.0, 1.1, 0.0, 0.0, 2, 12345)
 
 
 def step(n, new=(), sampled=(), fin=(), pre=(), blocks=(), sched=()):
-    b = struct.pack('<BBQ', 3, 2, n)
+    b = struct.pack('<BBQ', VERSION, 2, n)
     b += struct.pack('<I', len(new)) + b''.join(struct.pack('<q', i) + ints(p) + SAMPLING for i, p in new)
     b += struct.pack('<I', len(sampled)) + b''.join(struct.pack('<qi', i, t) for i, t in sampled)
     for ids in (fin, pre):
@@ -295,7 +298,8 @@ def stream(nb, bs, msgs):
     return bytes([nb, bs]) + b''.join(struct.pack('<H', len(m)) + m for m in msgs)
 
 
-start = struct.pack('<BBii', 3, 1, 16, 4)
+# start: num_blocks 16, block_size 4, decode graphs of up to 8 sequences and 4 table columns
+start = struct.pack('<BBiiii', VERSION, 1, 16, 4, 8, 4)
 w('step_plan', 'prefill_decode', stream(15, 3, [
     start, step(1, new=[(7, [1, 2, 3, 4, 5])], blocks=[(7, 0, [0, 1])], sched=[(7, 0, 5, 1)]),
     step(2, sampled=[(7, 9)], sched=[(7, 5, 1, 1)]),
@@ -304,7 +308,7 @@ w('step_plan', 'chunked_preempt', stream(7, 1, [
     step(1, new=[(1, [1, 2, 3, 4, 5, 6]), (2, [7])], blocks=[(1, 0, [0]), (2, 0, [1])], sched=[(1, 0, 2, 0), (2, 0, 1, 1)]),
     step(2, sampled=[(2, 5)], blocks=[(1, 1, [2])], sched=[(1, 2, 2, 0)]),
     step(3, pre=[1], fin=[2], blocks=[(1, 0, [3, 4])], sched=[(1, 0, 4, 0)]),
-    struct.pack('<BB', 3, 3)]))
+    struct.pack('<BB', VERSION, 3)]))
 # prefix caching: a second sequence starts at the first one's two cached blocks (start 6)
 w('step_plan', 'prefix_cache', stream(8, 2, [  # block size 1 + 2 = 3
     step(1, new=[(1, [1, 2, 3, 4, 5, 6, 7])], blocks=[(1, 0, [0, 1, 2])], sched=[(1, 0, 7, 1)]),

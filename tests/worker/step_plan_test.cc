@@ -116,10 +116,22 @@ TEST(StepPlanWire, RoundTripsEveryField) {
   start.kind = StepMessageKind::kStart;
   start.num_blocks = 123;
   start.block_size = 16;
+  start.graph_max_batch = 64;
+  start.graph_max_blocks = 512;
   SerializeStepPlan(start, &bytes);
   ASSERT_TRUE(ParseStepPlan(bytes, &got).ok());
   EXPECT_EQ(got.kind, StepMessageKind::kStart);
   EXPECT_EQ(got.num_blocks, 123);
+  EXPECT_EQ(got.graph_max_batch, 64);
+  EXPECT_EQ(got.graph_max_blocks, 512);
+  // Graph sizes are bounded: a follower never records thousands of graphs on a bad message.
+  for (auto [batch, blocks] :
+       {std::pair{kMaxGraphBatch + 1, 4}, std::pair{-1, 4}, std::pair{8, -1}}) {
+    start.graph_max_batch = batch;
+    start.graph_max_blocks = blocks;
+    SerializeStepPlan(start, &bytes);
+    EXPECT_EQ(ParseStepPlan(bytes, &got).code(), StatusCode::kDataLoss) << batch << " " << blocks;
+  }
 }
 
 TEST(StepPlanWire, BadMessagesAreDataLoss) {

@@ -116,7 +116,7 @@ Status Desync(const std::string& what, int64_t id) {
 
 void StepPlan::Clear() {
   kind = StepMessageKind::kStep;
-  num_blocks = block_size = 0;
+  num_blocks = block_size = graph_max_batch = graph_max_blocks = 0;
   step = 0;
   new_sequences.clear();
   sampled.clear();
@@ -134,6 +134,8 @@ void SerializeStepPlan(const StepPlan& p, std::vector<uint8_t>* out) {
   if (p.kind == StepMessageKind::kStart) {
     w.Put(p.num_blocks);
     w.Put(p.block_size);
+    w.Put(p.graph_max_batch);
+    w.Put(p.graph_max_blocks);
   }
   if (p.kind != StepMessageKind::kStep) return;
   w.Put(p.step);
@@ -190,7 +192,9 @@ Status ParseStepPlan(const std::vector<uint8_t>& bytes, StepPlan* plan) {
   bool ok = true;
   switch (static_cast<StepMessageKind>(kind)) {
     case StepMessageKind::kStart:
-      ok = r.Get(&plan->num_blocks) && r.Get(&plan->block_size);
+      ok = r.Get(&plan->num_blocks) && r.Get(&plan->block_size) && r.Get(&plan->graph_max_batch) &&
+           r.Get(&plan->graph_max_blocks) && plan->graph_max_batch >= 0 &&
+           plan->graph_max_batch <= kMaxGraphBatch && plan->graph_max_blocks >= 0;
       break;
     case StepMessageKind::kStep:
       ok = ParseStepBody(r, plan);

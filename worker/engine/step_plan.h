@@ -22,8 +22,10 @@
 namespace llm {
 
 // 2: PlanScheduled.start (prefix caching); 3: sampling parameters and grammar masks (the last
-// pipeline stage samples).
-constexpr uint8_t kStepPlanVersion = 3;
+// pipeline stage samples); 4: decode graph sizes in the start message.
+constexpr uint8_t kStepPlanVersion = 4;
+// The largest decode graph batch a start message may carry (engine.cuda_graph_max_batch).
+constexpr int32_t kMaxGraphBatch = 1024;
 
 enum class StepMessageKind : uint8_t {
   kStart = 1,     // the engine on rank 0 is up: allocate the KV cache (num_blocks, block_size)
@@ -65,6 +67,9 @@ struct StepPlan {
   // kStart
   int32_t num_blocks = 0;
   int32_t block_size = 0;
+  // Decode graphs every rank records alike (TransformerModel::EnableGraphs); 0: none.
+  int32_t graph_max_batch = 0;
+  int32_t graph_max_blocks = 0;
   // kStep, applied in this order
   uint64_t step = 0;  // counts kStep messages from 1; a gap means a lost message
   std::vector<PlanNewSequence> new_sequences;

@@ -46,6 +46,11 @@ class RankExecutor {
   // Pipeline stages: Execute returns logits on the last stage's tensor-parallel rank 0 only
   // (nullptr elsewhere); that rank samples and sends the tokens to rank 0.
   bool pipelined() const { return model_->pipelined(); }
+  // Decode graphs (TransformerModel::EnableGraphs); every rank must ask the same.
+  bool EnableGraphs(int max_batch, int max_blocks_per_seq) {
+    return model_->EnableGraphs(max_batch, max_blocks_per_seq);
+  }
+  const TransformerModel& model() const { return *model_; }
 
  private:
   explicit RankExecutor(std::unique_ptr<TransformerModel> model) : model_(std::move(model)) {}

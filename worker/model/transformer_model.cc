@@ -170,17 +170,24 @@ TransformerModel::DeviceBatch TransformerModel::Upload(const ForwardBatch& batch
 
 StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCache& cache) {
   const ModelConfig& c = w_.config;
-  const int t = batch.num_tokens();
   for (int32_t id : batch.token_ids) {
     if (id < 0 || id >= c.vocab_size) {
       return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                              std::to_string(c.vocab_size) + ")");
     }
   }
-  const int rows = static_cast<int>(batch.logit_rows.size());
+  if (GraphBatchFor(batch) > 0) return ForwardWithGraph(batch, cache);
   LLM_RETURN_IF_ERROR(Reserve(batch));
   const DeviceBatch db = Upload(batch);
   PlanRope(batch);
+  Enqueue(batch, db, cache);
+  return FinishStep(static_cast<int>(batch.logit_rows.size()));
+}
+
+void TransformerModel::Enqueue(const ForwardBatch& batch, const DeviceBatch& db, KvCache& cache) {
+  const ModelConfig& c = w_.config;
+  const int t = batch.num_tokens();
+  const int rows = static_cast<int>(batch.logit_rows.size());
   const float eps = static_cast<float>(c.rms_norm_eps);
   float* x = x_.as<float>();
   float* h = h_.as<float>();
@@ -221,14 +228,22 @@ StatusOr<const float*> TransformerModel::Forward(const ForwardBatch& batch, KvCa
   if (pp.layers.size() > 0) backend_.Add(x, out, static_cast<int64_t>(t) * c.hidden_size);
   if (!pp.last()) {  // the last stage computes the logits
     SendTo(x, hidden_floats, PeerOf(pp.stage + 1));
-    if (!host_memory_) LLM_RETURN_IF_ERROR(backend_.Synchronize());
-    return static_cast<const float*>(nullptr);
+    return;
   }
   float* last = last_.as<float>();
   backend_.GatherRows(x, db.logit_rows, rows, c.hidden_size, last);
   backend_.RmsNorm(last, static_cast<const float*>(w_.final_norm.data), rows, c.hidden_size, eps,
                    last);
-  const float* logits = LmHead(rows);
+  LmHeadOnDevice(rows);
+}
+
+StatusOr<const float*> TransformerModel::FinishStep(int rows) {
+  const ModelConfig& c = w_.config;
+  if (!w_.pipeline.last()) {
+    if (!host_memory_) LLM_RETURN_IF_ERROR(backend_.Synchronize());
+    return static_cast<const float*>(nullptr);
+  }
+  const float* logits = LogitsToHost(rows);
   // A device backend's ops only enqueue: the first error of the step surfaces here.
   if (!host_memory_) LLM_RETURN_IF_ERROR(backend_.Synchronize());
   if (c.final_logit_softcap > 0 && logits != nullptr && (!sharded_ || comm_->rank() == 0)) {
@@ -291,12 +306,19 @@ void TransformerModel::ReduceRowParallel(int tokens, const Weight& bias) {
 }
 
 // Vocab-parallel lm_head: each rank computes the logits of its vocabulary rows, vocab_chunk
-// columns wide (its lm_head shard is zero-padded to that), and rank 0 gathers them and
-// reassembles [rows, vocab] in host memory.
-const float* TransformerModel::LmHead(int rows) {
+// columns wide (its lm_head shard is zero-padded to that), and rank 0 gathers them (in device
+// memory: this part may be recorded in a graph) and reassembles [rows, vocab] in host memory.
+void TransformerModel::LmHeadOnDevice(int rows) {
+  if (rows <= 0) return;  // every rank sees the same batch, so all skip the gather together
+  backend_.Matmul(last_.as<float>(), rows, w_.lm_head, nullptr, logits_.as<float>());
+  if (!sharded_) return;
+  const size_t count = static_cast<size_t>(rows) * w_.shard.vocab_chunk;
+  comm_->Gather(logits_.as<float>(), count, gathered_.as<float>(), 0);
+}
+
+const float* TransformerModel::LogitsToHost(int rows) {
   const ModelConfig& c = w_.config;
   float* logits = logits_.as<float>();
-  if (rows > 0) backend_.Matmul(last_.as<float>(), rows, w_.lm_head, nullptr, logits);
   const size_t cols = sharded_ ? static_cast<size_t>(w_.shard.vocab_chunk) : c.vocab_size;
   const size_t count = static_cast<size_t>(rows) * cols;
   if (!sharded_) {
@@ -305,10 +327,7 @@ const float* TransformerModel::LmHead(int rows) {
     backend_.CopyToHost(host_logits_.data(), logits, sizeof(float) * count);
     return host_logits_.data();
   }
-  // Every rank sees the same batch, so all skip the gather together.
-  if (rows == 0) return logits;
-  comm_->Gather(logits, count, gathered_.as<float>(), 0);
-  if (comm_->rank() != 0) return logits;
+  if (rows == 0 || comm_->rank() != 0) return logits;
   const float* gathered = gathered_.as<float>();
   if (!host_memory_) {
     host_gathered_.resize(std::max(host_gathered_.size(), count * w_.tp.size));

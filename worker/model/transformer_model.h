@@ -9,7 +9,9 @@
 // steps allocate nothing.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,18 @@ class TransformerModel {
   // tensor-parallel rank 0 gets the logits, to sample from: worker/engine/follower.h).
   bool pipelined() const { return pipeline_ != nullptr; }
 
+  // Graphs (CUDA graphs) for decode steps of up to `max_batch` sequences whose block tables have
+  // at most `max_blocks_per_seq` entries (0 turns them off): such a step is padded to the next
+  // recorded size (worker/model/graph_batch.h) and replayed with one launch; the first step of a
+  // size runs once plainly (sizing every workspace), then is recorded. Only on a backend with
+  // graphs and for a forward pass without a host step in the middle: no mixture of experts, no
+  // per-sequence LongRoPE factors, one pipeline stage, and a device-memory communicator for
+  // tensor parallelism. Every rank must enable the same. Returns whether graphs are on.
+  bool EnableGraphs(int max_batch, int max_blocks_per_seq);
+  // Graphs recorded so far, and why recording was turned off (empty while it is not).
+  int graphs_recorded() const { return static_cast<int>(graphs_.size()); }
+  const std::string& graphs_off_reason() const { return graphs_off_reason_; }
+
  private:
   TransformerModel(const ModelWeights& weights, kernels::Backend& backend, Communicator* comm,
                    Communicator* pipeline);
@@ -70,6 +84,17 @@ class TransformerModel {
   // the short or long factors per sequence; every other model has one run over all tokens).
   void PlanRope(const ForwardBatch& batch);
   DeviceBatch Upload(const ForwardBatch& batch);
+  // Enqueues the whole step on the backend, through the lm_head (and the gather of its shards);
+  // no host copy and no host decision, so a graph can record it.
+  void Enqueue(const ForwardBatch& batch, const DeviceBatch& db, KvCache& cache);
+  // After Enqueue: the logits in host memory, the step's errors, Gemma 2's soft-cap.
+  StatusOr<const float*> FinishStep(int rows);
+  // The recorded size a graph runs `batch` at; 0: run it plainly.
+  int GraphBatchFor(const ForwardBatch& batch) const;
+  StatusOr<const float*> ForwardWithGraph(const ForwardBatch& batch, KvCache& cache);
+  // Every buffer a recorded graph points into (workspace, index arrays, the cache).
+  std::vector<const void*> GraphPointers(KvCache& cache) const;
+  void DropGraphs();
   void Embed(const DeviceBatch& db, int tokens);
   void Attention(int layer, const ForwardBatch& batch, const DeviceBatch& db, KvCache& cache);
   void Mlp(int layer, int tokens);
@@ -84,7 +109,8 @@ class TransformerModel {
   void Linear(const float* x, int m, const Weight& w, const Weight& bias, float* y);
   // out_ holds this rank's partial [tokens, hidden]: sum it over ranks and add `bias` once.
   void ReduceRowParallel(int tokens, const Weight& bias);
-  const float* LmHead(int rows);
+  void LmHeadOnDevice(int rows);
+  const float* LogitsToHost(int rows);
 
   const ModelWeights& w_;
   kernels::Backend& backend_;
@@ -113,6 +139,14 @@ class TransformerModel {
   std::vector<int32_t> packed_ids_;
   std::vector<float> host_logits_, host_gathered_;  // device backends, and TP reassembly
   std::vector<float> host_pipe_;                    // stage-to-stage messages of a device backend
+  // Graphs: recorded batch size -> graph id, the buffers they point into, the backend's
+  // workspace generation they were recorded at, and the padded batch of the current step.
+  int graph_max_batch_ = 0, graph_max_blocks_ = 0;
+  std::map<int, int> graphs_;
+  std::vector<const void*> graph_pointers_;
+  uint64_t graph_generation_ = 0;
+  ForwardBatch padded_;
+  std::string graphs_off_reason_;
 };
 
 }  // namespace llm
