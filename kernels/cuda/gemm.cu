@@ -1,6 +1,8 @@
 #include "kernels/cuda/gemm.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 namespace llm::kernels::cuda {
 namespace {
@@ -23,6 +25,15 @@ cudaDataType_t CudaType(DType t) {
     default:
       return CUDA_R_32F;
   }
+}
+
+// The largest power of two (at most 256, cuBLASLt's default assumption) dividing the address:
+// the heuristic must not pick an algorithm that needs more.
+uint32_t AlignmentOf(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
 }
 
 }  // namespace
@@ -52,8 +63,9 @@ Status LtGemm::Init() {
   return Status::Ok();
 }
 
-StatusOr<LtGemm::Plan*> LtGemm::PlanFor(DType type, int m, int n, int k) {
-  const auto key = std::make_tuple(static_cast<int>(type), m, n, k);
+StatusOr<LtGemm::Plan*> LtGemm::PlanFor(DType type, int m, int n, int k, uint32_t align_x,
+                                        uint32_t align_w, uint32_t align_y) {
+  const PlanKey key{static_cast<int>(type), m, n, k, align_x, align_w, align_y};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   if (plans_.size() >= kMaxPlans) {
     for (auto& [unused, plan] : plans_) Destroy(plan);
@@ -85,6 +97,17 @@ StatusOr<LtGemm::Plan*> LtGemm::PlanFor(DType type, int m, int n, int k) {
                                                     &workspace_bytes_, sizeof(workspace_bytes_)),
                "workspace preference");
   }
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_w},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_x},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_y},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_y}};
+  for (const auto& [attr, bytes] : alignments) {
+    if (s.ok()) {
+      s = FromLt(cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes)),
+                 "alignment preference");
+    }
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   if (s.ok()) {
@@ -112,7 +135,8 @@ Status LtGemm::Run(cudaStream_t stream, const void* x, const void* w, DType type
     cudaMemsetAsync(y, 0, sizeof(float) * static_cast<size_t>(m) * n, stream);
     return Status::Ok();
   }
-  LLM_ASSIGN_OR_RETURN(Plan * p, PlanFor(type, m, n, k));
+  LLM_ASSIGN_OR_RETURN(Plan * p,
+                       PlanFor(type, m, n, k, AlignmentOf(x), AlignmentOf(w), AlignmentOf(y)));
   const float alpha = 1.0f, beta = 0.0f;
   return FromLt(cublasLtMatmul(handle_, p->op, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
                                &p->algo, workspace_, workspace_bytes_, stream),

@@ -10,6 +10,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <map>
 #include <tuple>
 
@@ -37,14 +38,18 @@ class LtGemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  StatusOr<Plan*> PlanFor(DType type, int m, int n, int k);
+  // Pointer alignments (bytes, powers of two up to 256) are part of a plan: the heuristic's
+  // algorithm may rely on them.
+  using PlanKey = std::tuple<int, int, int, int, uint32_t, uint32_t, uint32_t>;
+  StatusOr<Plan*> PlanFor(DType type, int m, int n, int k, uint32_t align_x, uint32_t align_w,
+                          uint32_t align_y);
   static void Destroy(Plan& p);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   // Bounded: prefill chunks bring many distinct m; the map is cleared when it reaches kMaxPlans.
-  std::map<std::tuple<int, int, int, int>, Plan> plans_;
+  std::map<PlanKey, Plan> plans_;
 };
 
 }  // namespace llm::kernels::cuda
