@@ -20,6 +20,8 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  // True when AllReduceSum and Gather take device (GPU) memory (NCCL), false for host memory.
+  virtual bool device_memory() const { return false; }
 
   // In-place sum over all ranks of `count` floats.
   virtual void AllReduceSum(float* data, size_t count) = 0;
