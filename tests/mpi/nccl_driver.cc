@@ -104,9 +104,13 @@ int Gpu(MpiCommunicator& mpi, Checker& c) {
     if (mpi.rank() == 0) std::printf("SKIPPED: this build has no NCCL\n");
     return kSkip;
   }
-  auto backend = kernels::CudaBackend(mpi.rank());
+  // The device as the worker picks it: the local rank (one host here) modulo the devices.
+  const auto device = kernels::DeviceForLocalRank(devices);
+  c.Expect(device.ok(), "DeviceForLocalRank: " + device.status().ToString());
+  if (!device.ok()) return 1;
+  auto backend = kernels::CudaBackend(*device);
   c.Expect(backend.ok(),
-           "CudaBackend(" + std::to_string(mpi.rank()) + "): " + backend.status().ToString());
+           "CudaBackend(" + std::to_string(*device) + "): " + backend.status().ToString());
   if (!backend.ok()) return 1;
   kernels::Backend& b = **backend;
   auto comm = CreateNcclCommunicator(mpi, b);
