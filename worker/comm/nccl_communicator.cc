@@ -53,8 +53,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long creation may wait for every rank to join, and destruction for pending operations.
-constexpr double kInitTimeoutS = 60.0;
+// How long creation may wait for every rank to join (and a collective's enqueue for NCCL to
+// accept it), and destruction for the pending operations to flush.
+constexpr double kWaitTimeoutS = 60.0;
 constexpr double kFinalizeTimeoutS = 10.0;
 
 std::string NcclError(ncclComm_t comm, ncclResult_t r) {
@@ -158,7 +159,7 @@ class NcclCommunicator final : public Communicator {
   // An NCCL call's result: waits out ncclInProgress (bounded), and also reports an error NCCL
   // found asynchronously in an earlier operation (a peer gone, a network error).
   void Check(ncclResult_t r, const char* what) {
-    r = WaitNotInProgress(comm_, r, kInitTimeoutS);
+    r = WaitNotInProgress(comm_, r, kWaitTimeoutS);
     if (r == ncclSuccess) {
       ncclResult_t state = ncclSuccess;
       r = ncclCommGetAsyncError(comm_, &state);
@@ -166,7 +167,7 @@ class NcclCommunicator final : public Communicator {
     }
     if (r != ncclSuccess) {
       Fail(what, r == ncclInProgress ? "still in progress after " +
-                                           std::to_string(static_cast<int>(kInitTimeoutS)) +
+                                           std::to_string(static_cast<int>(kWaitTimeoutS)) +
                                            " s (a rank is stopped, wedged or gone)"
                                      : NcclError(comm_, r));
     }
@@ -232,11 +233,11 @@ StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(MpiCommunicator& 
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, mpi.world_size(), uid, mpi.rank(), &config);
-  if (comm != nullptr) r = WaitNotInProgress(comm, r, kInitTimeoutS);
+  if (comm != nullptr) r = WaitNotInProgress(comm, r, kWaitTimeoutS);
   if (r != ncclSuccess) {
     const std::string why = r == ncclInProgress
                                 ? "not every rank joined within " +
-                                      std::to_string(static_cast<int>(kInitTimeoutS)) + " s"
+                                      std::to_string(static_cast<int>(kWaitTimeoutS)) + " s"
                                 : NcclError(comm, r);
     if (comm != nullptr) ncclCommAbort(comm);
     return Internal("ncclCommInitRankConfig (rank " + std::to_string(mpi.rank()) + " of " +
