@@ -5,8 +5,17 @@
 // figures) goes through the MPI communicator it was built from, unchanged.
 //
 // Wiring: rank 0 of the MPI communicator creates the NCCL unique id and broadcasts it over MPI;
-// every rank then joins with ncclCommInitRank on the device of its CUDA backend. Built only when
-// the CUDA toolkit has NCCL (LLM_HAVE_NCCL); otherwise Create says so.
+// every rank then joins with ncclCommInitRankConfig on the device of its CUDA backend. Built only
+// when the CUDA toolkit has NCCL (LLM_HAVE_NCCL); otherwise Create says so.
+//
+// Waiting: the NCCL communicator is non-blocking (config.blocking = 0), so no NCCL call hangs
+// forever: creation waits at most 60 s for every rank to join (then Internal), and each
+// collective's enqueue is polled with a bound. The collectives do not synchronize: they run on
+// the backend's stream, and the backend's CopyToHost / Synchronize wait for them. A collective
+// that NCCL reports failed (a peer gone, a network error, found asynchronously by the next call)
+// cannot be answered by a Status through the Communicator interface: like the MPI communicator
+// past engine.rank_timeout_s, the rank logs which collective and why, aborts the NCCL
+// communicator and ends the job (MpiCommunicator::AbortJob).
 #pragma once
 
 #include <memory>
