@@ -43,6 +43,11 @@ struct DeviceMemoryInfo {
 };
 StatusOr<DeviceMemoryInfo> CudaMemoryInfo(Backend& backend);
 
+// Bounds how long a CUDA backend waits for its stream (CopyToHost, Synchronize): past `seconds`
+// the wait fails with Internal (a collective whose peer stopped never completes); 0 waits as
+// long as it takes (the default). The worker sets engine.rank_timeout_s. No-op for others.
+void SetCudaWaitTimeout(Backend& backend, double seconds);
+
 // The cudaStream_t of a CUDA backend, as void* (NCCL collectives are enqueued on it so that they
 // are ordered with the kernels); nullptr for any other backend.
 void* CudaStreamOf(Backend& backend);

@@ -24,6 +24,8 @@ StatusOr<DeviceMemoryInfo> CudaMemoryInfo(Backend& backend) {
   return FailedPrecondition("backend '" + backend.caps().name + "' is not a CUDA backend");
 }
 
+void SetCudaWaitTimeout(Backend&, double) {}
+
 void* CudaStreamOf(Backend&) {
   return nullptr;
 }

@@ -3,9 +3,11 @@
 // returned by Synchronize, which the model calls once per step.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/cuda/gemm.h"
@@ -33,6 +35,7 @@ class CudaBackendImpl final : public Backend {
     DropGraphs();
     scratch_ = Buffer();
     attention_ws_ = Buffer();
+    if (done_) cudaEventDestroy(done_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -50,6 +53,8 @@ class CudaBackendImpl final : public Backend {
     LLM_RETURN_IF_ERROR(
         FromCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"));
     LLM_RETURN_IF_ERROR(gemm_.Init());
+    LLM_RETURN_IF_ERROR(
+        FromCuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "event"));
     caps_.name = "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
     caps_.weight_formats = {DType::kF32, DType::kF16, DType::kBF16};
     caps_.max_head_dim = kMaxHeadDim;
@@ -90,14 +95,15 @@ class CudaBackendImpl final : public Backend {
   void CopyToHost(void* dst, const void* src, size_t bytes) override {
     if (capturing_) return Fail(FailedPrecondition(caps_.name + ": CopyToHost while recording"));
     Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "CopyToHost");
-    Check(cudaStreamSynchronize(stream_), "CopyToHost");
+    WaitStream("CopyToHost");
   }
   Status Synchronize() override {
     if (capturing_) return FailedPrecondition(caps_.name + ": Synchronize while recording");
-    Check(cudaStreamSynchronize(stream_), "Synchronize");
+    WaitStream("Synchronize");
     std::lock_guard<std::mutex> lock(error_mu_);
     return error_;
   }
+  void set_wait_timeout_s(double s) { wait_timeout_s_ = s; }
 
   void Matmul(const float* x, int m, const Weight& w, const float* bias, float* y) override {
     if (m <= 0 || w.rows <= 0) return;
@@ -261,6 +267,29 @@ class CudaBackendImpl final : public Backend {
     if (e != cudaSuccess) Fail(FromCuda(e, caps_.name + " " + what));
   }
   void CheckLaunch(const char* what) { Check(cudaGetLastError(), what); }
+  // Waits for everything enqueued so far, bounded: a collective whose peer died never completes,
+  // and cudaStreamSynchronize would wait forever (and spin a core). Yields for the first 2 ms
+  // (a step's tail), then sleeps 50 us between polls; past the timeout the wait fails.
+  void WaitStream(const char* what) {
+    Check(cudaEventRecord(done_, stream_), what);
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      const cudaError_t e = cudaEventQuery(done_);
+      if (e != cudaErrorNotReady) return Check(e, what);
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (wait_timeout_s_ > 0 && waited > wait_timeout_s_) {
+        return Fail(Internal(caps_.name + " " + what + ": the GPU did not finish within " +
+                             std::to_string(static_cast<int>(wait_timeout_s_)) +
+                             " s (a collective waiting for a rank that stopped?)"));
+      }
+      if (waited < 2e-3) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
   bool GrowScratch(size_t bytes) {
     if (scratch_.bytes() >= bytes) return true;
     if (capturing_) {  // freeing the old scratch is not allowed (nor safe) while recording
@@ -281,6 +310,8 @@ class CudaBackendImpl final : public Backend {
   const int device_;
   int sm_count_ = 1;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t done_ = nullptr;  // WaitStream's marker
+  double wait_timeout_s_ = 0;   // 0: wait as long as it takes
   cuda::LtGemm gemm_;
   BackendCaps caps_;
   Buffer scratch_;       // the F16/BF16 copy of a Matmul's activations
@@ -344,6 +375,10 @@ StatusOr<DeviceMemoryInfo> CudaMemoryInfo(Backend& backend) {
   LLM_RETURN_IF_ERROR(
       FromCuda(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo"));
   return info;
+}
+
+void SetCudaWaitTimeout(Backend& backend, double seconds) {
+  if (auto* cuda = dynamic_cast<CudaBackendImpl*>(&backend)) cuda->set_wait_timeout_s(seconds);
 }
 
 void* CudaStreamOf(Backend& backend) {
