@@ -64,29 +64,31 @@ KeySpec IntKey(const char* name, Field field, int64_t min, int64_t max, const ch
 }
 
 template <typename Field>
-KeySpec DoubleKey(const char* name, Field field, double min, double max, const char* help) {
+KeySpec DoubleKey(const char* name, Field field, double min, double max, const char* help,
+                  bool min_exclusive = false) {
   std::ostringstream r;
-  r << "[" << min << ", " << max << "]";
+  r << (min_exclusive ? "(" : "[") << min << ", " << max << "]";
   const std::string range = r.str();
-  return {name,
-          "number",
-          range,
-          help,
-          [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
-            if (v.size() != 1) return BadValue(name, "a list", "a number");
-            char* end = nullptr;
-            const double x = std::strtod(v[0].c_str(), &end);
-            if (v[0].empty() || *end != '\0' || !(x >= min && x <= max)) {
-              return BadValue(name, v[0], "a number in " + range);
-            }
-            field(c) = x;
-            return Status::Ok();
-          },
-          [=](const ClusterConfig& c) {
-            std::ostringstream s;
-            s << field(c);
-            return s.str();
-          }};
+  return {
+      name,
+      "number",
+      range,
+      help,
+      [=](ClusterConfig& c, const std::vector<std::string>& v) -> Status {
+        if (v.size() != 1) return BadValue(name, "a list", "a number");
+        char* end = nullptr;
+        const double x = std::strtod(v[0].c_str(), &end);
+        if (v[0].empty() || *end != '\0' || !(min_exclusive ? x > min : x >= min) || !(x <= max)) {
+          return BadValue(name, v[0], "a number in " + range);
+        }
+        field(c) = x;
+        return Status::Ok();
+      },
+      [=](const ClusterConfig& c) {
+        std::ostringstream s;
+        s << field(c);
+        return s.str();
+      }};
 }
 
 template <typename Field>
@@ -250,6 +252,14 @@ const std::vector<KeySpec>& Schema() {
       StringKey("engine.matmul_isa", LLM_FIELD(engine.matmul_isa),
                 {"auto", "avx512", "avx2-fma", "scalar"},
                 "SIMD path of the CPU matmul; auto = the best this CPU has (or LLM_MATMUL_ISA)"),
+      StringKey("engine.device", LLM_FIELD(engine.device), {"cpu", "cuda"},
+                "where the forward pass runs; cuda = one GPU per rank (the local rank's)"),
+      DoubleKey("engine.gpu_memory_utilization", LLM_FIELD(engine.gpu_memory_utilization), 0.0, 1.0,
+                "engine.device cuda: fraction of the GPU's memory for weights, workspace and "
+                "KV cache",
+                /*min_exclusive=*/true),
+      IntKey("engine.cuda_graph_max_batch", LLM_FIELD(engine.cuda_graph_max_batch), 0, 1 << 16,
+             "engine.device cuda: largest decode batch run as a CUDA graph; 0 = no CUDA graphs"),
       IntKey("engine.seed", LLM_FIELD(engine.seed), 0, INT64_MAX, "seed for requests without one"),
       IntKey("engine.rank_timeout_s", LLM_FIELD(engine.rank_timeout_s), 1, 86400,
              "a collective some rank does not complete within this ends the whole job"),

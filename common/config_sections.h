@@ -56,6 +56,13 @@ struct EngineSection {
   bool enable_prefix_caching = true;
   int threads_per_rank = 0;         // 0: the cores of the rank's affinity mask
   std::string matmul_isa = "auto";  // SIMD path of the CPU matmul
+  // Where the forward pass runs: "cpu" or "cuda" (one GPU per rank, picked by the local rank).
+  std::string device = "cpu";
+  // engine.device cuda: fraction of the GPU's total memory this rank may use (weights,
+  // workspace and KV cache), as vLLM's gpu_memory_utilization; in (0, 1].
+  double gpu_memory_utilization = 0.9;
+  // engine.device cuda: the largest decode batch captured as a CUDA graph; 0: no CUDA graphs.
+  int cuda_graph_max_batch = 64;
   uint64_t seed = 0;                // draws the seeds of requests that bring none
   int rank_timeout_s = 60;          // a collective not completed within it ends the job
   int heartbeat_timeout_s = 5;      // health is false while a rank has not answered this long

@@ -21,6 +21,7 @@
 #include "common/cli.h"
 #include "common/json_schema_grammar.h"
 #include "common/tokenizer.h"
+#include "worker/engine/device_setup.h"
 #include "worker/engine/engine.h"
 
 namespace {
@@ -39,6 +40,7 @@ struct BenchOptions {
   int kv_cache_mib = 512;
   std::string structured;  // "": none; "json_object"; else a JSON Schema file
   std::string tokenizer;   // for the token masks; "": the model's
+  std::string device = "cpu";
 };
 
 std::vector<int32_t> RandomPrompt(std::mt19937& rng, int len, int vocab) {
@@ -144,6 +146,10 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
                  "also decode with structured output: json_object or a JSON Schema file");
   app.add_option("--tokenizer", o->tokenizer,
                  "tokenizer folder or .gguf for --structured (default: the model's)");
+  app.add_option("--device", o->device,
+                 "where the forward pass runs: cpu, or cuda (GPU 0, or the local rank's)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
 }
 
 llm::StatusOr<std::shared_ptr<const llm::Grammar>> LoadGrammar(const std::string& what) {
@@ -195,11 +201,16 @@ Status Bench(const BenchOptions& o) {
     }
     quant = t;
   }
+  llm::EngineSection device;
+  device.device = o.device;
+  // The device first: a missing GPU is reported before the weights load.
+  LLM_ASSIGN_OR_RETURN(llm::kernels::Backend * backend, llm::EngineBackend(device));
   LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format, 0, {}, quant));
+  LLM_RETURN_IF_ERROR(llm::PlaceWeightsFor(device, *weights, *backend));
   llm::EngineConfig cfg;
   cfg.kv_cache_bytes = static_cast<size_t>(o.kv_cache_mib) << 20;
   cfg.scheduler.max_num_batched_tokens = std::max(2048, o.prompt_len);
-  LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, cfg));
+  LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, cfg, nullptr, *backend));
   const auto& mc = weights->config;
   // Bytes of weights one decode step reads: every matrix but an untied embedding (gathered).
   const auto& emb = weights->embed;
@@ -208,10 +219,11 @@ Status Bench(const BenchOptions& o) {
       (weights->lm_head.data != emb.data ? llm::RowBytes(emb.format, emb.cols) * emb.rows : 0.0);
   std::printf(
       "model %s (%s, %d layers, hidden %d), weights %.1f MiB %s (mlp %s), %.1f MiB read per "
-      "decode step, %d threads\n",
+      "decode step, %d threads, device %s\n",
       o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
       weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
-      llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads());
+      llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads(),
+      o.device.c_str());
   double tps = 0, decode_b1_gbs = 0;
   LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));
   std::printf("prefill  %5d tokens         : %10.1f tokens/s\n", o.prompt_len, tps);
@@ -256,6 +268,7 @@ Status Bench(const BenchOptions& o) {
   const double budget = (weights->matrix_bytes / 1048576.0 + kv_mib) * 1.10;
   std::printf("peak RSS %.1f MiB; weights + KV cache (%.1f MiB) + 10%% = %.1f MiB\n",
               ru.ru_maxrss / 1024.0, kv_mib, budget);
+  if (!backend->caps().host_memory) return Status::Ok();  // host bandwidth says nothing here
   // After the RSS line: the 1 GiB buffer would count in the peak.
   const double bandwidth = ReadBandwidthGBs();
   std::printf("read bandwidth %.1f GB/s (%d threads, best of 3 passes over 1 GiB)", bandwidth,

@@ -11,6 +11,7 @@
 
 #include "common/cli.h"
 #include "common/tokenizer.h"
+#include "worker/engine/device_setup.h"
 #include "worker/engine/engine.h"
 
 namespace {
@@ -89,6 +90,10 @@ void AddFlags(CLI::App& app, Options* o) {
                "keep generating after the end-of-sequence token");
   app.add_flag("!--no-special", o->add_special, "do not add BOS/EOS to the prompts");
   app.add_flag("--json", o->json, "print one JSON object per prompt");
+  app.add_option("--device", o->engine.device,
+                 "where the forward pass runs: cpu, or cuda (GPU 0, or the local rank's)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
 }
 
 Status FinishOptions(Options* o) {
@@ -145,14 +150,17 @@ Status Generate(const Options& o) {
   LLM_ASSIGN_OR_RETURN(const llm::LoadFormat format,
                        llm::ParseLoadFormat(o.load_format, "--load-format"));
   LLM_ASSIGN_OR_RETURN(auto tokenizer, llm::Tokenizer::FromDir(o.model));
+  // The device first: a missing GPU is reported before the weights load.
+  LLM_ASSIGN_OR_RETURN(llm::kernels::Backend * backend, llm::EngineBackend(o.engine));
   llm::ModelSection ms;
   ms.quantization = o.quantization;
   LLM_ASSIGN_OR_RETURN(auto weights,
                        llm::LoadModelWeights(o.model, format, 0, {}, llm::ModelQuantization(ms)));
+  LLM_RETURN_IF_ERROR(llm::PlaceWeightsFor(o.engine, *weights, *backend));
   if (format == llm::LoadFormat::kDummy) {
     std::fprintf(stderr, "llm-generate: dummy (random) weights: the output is meaningless\n");
   }
-  LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, o.engine));
+  LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, o.engine, nullptr, *backend));
   std::vector<llm::GenerateRequest> reqs;
   for (const auto& p : o.prompts) {
     llm::GenerateRequest r = o.request;

@@ -9,6 +9,7 @@
 #   DP=2 TP=2 tools/serve.sh                            # 2 engines of 2 ranks each: 4 ranks
 #   PP=2 TP=2 tools/serve.sh                            # 1 engine: 2 pipeline stages of 2 ranks
 #   MODEL=deploy/models/demo-llama tools/serve.sh       # sizing demo: dummy weights
+#   DEVICE=cuda RANKS=2 tools/serve.sh                  # 2 GPUs: one rank each, NCCL between
 #
 # Environment: MODEL (default deploy/models/stories260K, Karpathy's TinyStories model),
 # LOAD_FORMAT (safetensors|gguf|dummy; default from MODEL: a .gguf file, a folder with
@@ -19,7 +20,9 @@
 # PORT (router, default 2000), HOSTFILE (passed to mpirun), API_KEY (the router requires
 # `Authorization: Bearer $API_KEY` and, with a key, listens on every interface; without one it
 # listens on 127.0.0.1 only), GRACE_S (on Ctrl-C/SIGTERM requests in flight get this long to
-# finish before the workers stop, default 30). Ctrl-C stops everything, in that order.
+# finish before the workers stop, default 30), DEVICE (engine.device: cpu, the default, or cuda:
+# one rank per GPU; the KV cache then takes what engine.gpu_memory_utilization leaves, unless
+# KV_CACHE_MIB is set). Ctrl-C stops everything, in that order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for bin in build/worker/worker build/router/router build/tools/llm-admin; do
@@ -62,6 +65,11 @@ overrides=(--model.path "$MODEL" --model.load_format "$LOAD_FORMAT"
            --engine.tensor_parallel_size "$TP" --engine.data_parallel_size "$DP"
            --engine.pipeline_parallel_size "$PP"
            --coordinator.port "$COORD_PORT")
+if [ -n "${DEVICE:-}" ]; then
+  overrides+=(--engine.device "$DEVICE")
+  # deploy/cluster.yaml's kv_cache_mib is sized for a CPU; on a GPU the memory rule sizes it.
+  [ "$DEVICE" = cuda ] && overrides+=(--engine.kv_cache_mib "${KV_CACHE_MIB:-0}")
+fi
 coordinators=()
 for ((g = 0; g < DP; g++)); do coordinators+=("127.0.0.1:$((COORD_PORT + g))"); done
 

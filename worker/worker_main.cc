@@ -15,7 +15,9 @@
 #include "common/log.h"
 #include "common/parallel_layout.h"
 #include "worker/comm/mpi_communicator.h"
+#include "worker/comm/nccl_communicator.h"
 #include "worker/coordinator/coordinator_app.h"
+#include "worker/engine/device_setup.h"
 #include "worker/engine/follower.h"
 
 namespace {
@@ -25,6 +27,26 @@ namespace {
 bool UnderMpiLauncher() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||
          std::getenv("PMI_RANK") != nullptr;
+}
+
+// The NCCL communicator of the tensor-parallel ranks of `tp` on `backend`'s GPU, or why there is
+// none (a build without NCCL).
+llm::Status MakeDeviceCommunicator(llm::MpiCommunicator& tp, llm::kernels::Backend& backend,
+                                   std::unique_ptr<llm::Communicator>* out) {
+#ifdef LLM_HAVE_NCCL
+  llm::StatusOr<std::unique_ptr<llm::Communicator>> nccl = llm::CreateNcclCommunicator(tp, backend);
+  if (!nccl.ok()) return nccl.status().WithContext("creating the NCCL communicator");
+  *out = std::move(*nccl);
+  return llm::Status::Ok();
+#else
+  (void)tp;
+  (void)backend;
+  (void)out;
+  return llm::Unavailable(
+      "tensor parallelism on GPUs needs NCCL, and this build has none (install NCCL, e.g. "
+      "libnccl-dev, and rebuild; or run engine.tensor_parallel_size 1 per GPU with "
+      "engine.data_parallel_size)");
+#endif
 }
 
 // One rank of an mpirun job: world rank 0 logs the layout; each data-parallel group is one
@@ -66,17 +88,47 @@ int RunMpiRank(const llm::ClusterConfig& config, const llm::ParallelLayout& layo
     }
     stage_comm = std::move(*split);
   }
+  // engine.device: every rank takes its own GPU (by local rank). A rank that cannot ends the
+  // whole job: the others would wait for it in their first collective.
+  llm::StatusOr<llm::kernels::Backend*> backend = llm::EngineBackend(config.engine);
+  if (!backend.ok()) {
+    spdlog::critical("rank {}: {}", world.rank(), backend.status().ToString());
+    if (world.world_size() > 1) world.AbortJob(1);
+    return 1;
+  }
+  // Tensor parallelism on a GPU: the all-reduces and gathers of the forward pass run over NCCL
+  // on the device's buffers; step messages and pipeline stages stay on MPI (host memory).
+  std::unique_ptr<llm::Communicator> device_comm;
+  llm::Communicator* engine_comm = comm;
+  llm::Communicator* engine_stage_comm = stage_comm.get();
+  if (!(*backend)->caps().host_memory && layout.tensor_parallel_size > 1) {
+    llm::MpiCommunicator& tp = stage_comm ? *stage_comm : *comm;
+    const llm::Status made = MakeDeviceCommunicator(tp, **backend, &device_comm);
+    if (!made.ok()) {
+      spdlog::critical("rank {}: engine.device '{}': {}", world.rank(), config.engine.device,
+                       made.ToString());
+      world.AbortJob(1);
+    }
+    if (stage_comm) {
+      engine_stage_comm = device_comm.get();
+    } else {
+      engine_comm = device_comm.get();
+    }
+  }
   int rc = 0;
   if (comm->rank() != 0) {
-    rc = llm::RunFollowerRank(group_config, *comm, world.local_size(), stage_comm.get());
+    rc = llm::RunFollowerRank(group_config, *engine_comm, world.local_size(), engine_stage_comm,
+                              *backend, comm);
     if (rc != 0) world.AbortJob(rc);  // this group's rank 0 would wait for this rank forever
   } else {
-    rc = llm::RunCoordinator(group_config, comm, world.local_size(), group, stage_comm.get());
+    rc = llm::RunCoordinator(group_config, engine_comm, world.local_size(), group,
+                             engine_stage_comm, *backend, comm);
     // A start-up failure may leave this group's followers waiting for their first step message.
     if (rc != 0 && world.world_size() > 1) world.AbortJob(rc);
   }
-  stage_comm.reset();  // freed before the communicator it was split from
-  return rc;           // group_comm is freed before the world's communicator (MPI_Finalize)
+  device_comm.reset();  // freed before the MPI communicator it was built from
+  stage_comm.reset();   // freed before the communicator it was split from
+  return rc;            // group_comm is freed before the world's communicator (MPI_Finalize)
 }
 
 }  // namespace

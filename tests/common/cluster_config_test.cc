@@ -61,6 +61,40 @@ TEST(ClusterConfig, ErrorsNameTheKey) {
   ExpectError("", "engine.max_num_seqs", {{"engine.max_num_seqs", "-3"}});
 }
 
+TEST(ClusterConfig, DeviceKeys) {
+  auto d = ParseClusterConfig("", "x.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->engine.device, "cpu");
+  EXPECT_DOUBLE_EQ(d->engine.gpu_memory_utilization, 0.9);
+  EXPECT_EQ(d->engine.cuda_graph_max_batch, 64);
+
+  auto c = ParseClusterConfig(
+      "engine: {device: cuda, gpu_memory_utilization: 0.5, cuda_graph_max_batch: 0}", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->engine.device, "cuda");
+  EXPECT_DOUBLE_EQ(c->engine.gpu_memory_utilization, 0.5);
+  EXPECT_EQ(c->engine.cuda_graph_max_batch, 0);
+
+  // The command line wins, as for every key.
+  c = ParseClusterConfig("engine: {device: cpu}", "x.yaml",
+                         {{"engine.device", "cuda"},
+                          {"engine.gpu_memory_utilization", "1"},
+                          {"engine.cuda_graph_max_batch", "128"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->engine.device, "cuda");
+  EXPECT_DOUBLE_EQ(c->engine.gpu_memory_utilization, 1.0);
+  EXPECT_EQ(c->engine.cuda_graph_max_batch, 128);
+
+  ExpectError("engine: {device: gpu}", "engine.device");
+  ExpectError("engine: {device: [cuda]}", "engine.device");
+  ExpectError("engine: {gpu_memory_utilization: 0}", "engine.gpu_memory_utilization");
+  ExpectError("engine: {gpu_memory_utilization: 1.01}", "engine.gpu_memory_utilization");
+  ExpectError("engine: {gpu_memory_utilization: -0.5}", "engine.gpu_memory_utilization");
+  ExpectError("engine: {gpu_memory_utilization: lots}", "engine.gpu_memory_utilization");
+  ExpectError("engine: {cuda_graph_max_batch: -1}", "engine.cuda_graph_max_batch");
+  ExpectError("", "engine.device", {{"engine.device", "tpu"}});
+}
+
 TEST(ClusterConfig, ModelQuantization) {
   auto c =
       ParseClusterConfig("model: {quantization: q8_0}", "x.yaml", {{"model.quantization", "q4_k"}});

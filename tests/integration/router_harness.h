@@ -18,6 +18,7 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -249,6 +250,11 @@ class Cluster {
                                             "--engine.kv_cache_mib",
                                             "8"};
     w.insert(w.end(), worker_args.begin(), worker_args.end());
+    // LLM_TEST_DEVICE=cuda runs every cluster on the GPU (tools/gpu-check.sh): the same golden
+    // checks, engine.device cuda.
+    if (const char* device = std::getenv("LLM_TEST_DEVICE"); device && *device) {
+      w.insert(w.end(), {"--engine.device", device});
+    }
     w.insert(w.end(), worker_flags.begin(), worker_flags.end());
     worker_ = std::make_unique<ChildProcess>(w, "e2e_worker");
     grpc::ChannelArguments args;

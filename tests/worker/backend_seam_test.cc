@@ -285,5 +285,55 @@ TEST(BackendSeamErrors, UnplacedWeightsLimitsAndFormatsAreClearErrors) {
   EXPECT_NE(s.message().find("checked"), std::string::npos) << s.ToString();
 }
 
+// Rank 0 of two ranks whose collectives never run (TransformerModel::Create does none).
+class TwoRankComm final : public Communicator {
+ public:
+  explicit TwoRankComm(bool device_memory) : device_memory_(device_memory) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  bool device_memory() const override { return device_memory_; }
+  void AllReduceSum(float*, size_t) override { ADD_FAILURE() << "AllReduceSum"; }
+  void Gather(const float*, size_t, float*, int) override { ADD_FAILURE() << "Gather"; }
+  void Broadcast(std::vector<uint8_t>&, int) override { ADD_FAILURE() << "Broadcast"; }
+  void Send(const float*, size_t, int) override { ADD_FAILURE() << "Send"; }
+  void Recv(float*, size_t, int) override { ADD_FAILURE() << "Recv"; }
+  int StartRecv(float*, size_t, int) override {
+    ADD_FAILURE() << "StartRecv";
+    return 0;
+  }
+  void WaitRecv(int) override { ADD_FAILURE() << "WaitRecv"; }
+
+ private:
+  bool device_memory_;
+};
+
+TEST(BackendSeamErrors, TensorParallelOnADeviceNeedsADeviceCommunicator) {
+  const std::string dir = FamilyDir("llama");
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "missing shared test data: " << dir;
+  auto w = LoadModelWeights(dir, LoadFormat::kSafetensors, 0, TensorParallel{0, 2});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  CheckedBackend backend;
+  ASSERT_TRUE(PlaceWeights(**w, backend).ok());
+  TwoRankComm host(/*device_memory=*/false);
+  auto refused = RankExecutor::Create(**w, backend, &host);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("host memory"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("device memory"), std::string::npos)
+      << refused.status().ToString();
+
+  TwoRankComm device(/*device_memory=*/true);
+  auto accepted = RankExecutor::Create(**w, backend, &device);
+  EXPECT_TRUE(accepted.ok()) << accepted.status().ToString();
+
+  // The host-memory CPU backend keeps using the host communicator.
+  auto cpu_weights = LoadModelWeights(dir, LoadFormat::kSafetensors, 0, TensorParallel{0, 2});
+  ASSERT_TRUE(cpu_weights.ok());
+  auto cpu = RankExecutor::Create(**cpu_weights, kernels::CpuBackend(), &host);
+  EXPECT_TRUE(cpu.ok()) << cpu.status().ToString();
+  (*w)->placed.clear();
+}
+
 }  // namespace
 }  // namespace llm

@@ -23,6 +23,7 @@
 #include "worker/coordinator/coordinator_service.h"
 #include "worker/coordinator/engine_loop.h"
 #include "worker/coordinator/stats_logger.h"
+#include "worker/engine/device_setup.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/rank_threads.h"
 #include "worker/model/model_weights.h"
@@ -80,15 +81,39 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c,
 }
 
 StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const ModelWeights& w,
-                                               Communicator* comm, Communicator* stage_comm) {
+                                               Communicator* comm, Communicator* stage_comm,
+                                               kernels::Backend& backend, Communicator* host_comm) {
   LLM_ASSIGN_OR_RETURN(const int max_len, ServedMaxModelLen(c, w.config));
   EngineConfig ec;
   static_cast<EngineSection&>(ec) = c.engine;
   ec.max_model_len = max_len;
   std::string source;
+  const bool device = !backend.caps().host_memory;
   if (c.engine.kv_cache_blocks > 0) {
     ec.num_blocks = c.engine.kv_cache_blocks;
     source = "engine.kv_cache_blocks";
+  } else if (device && c.engine.kv_cache_mib > 0) {
+    // The device's memory, not the host's: an allocation that does not fit fails below.
+    ec.kv_cache_bytes = static_cast<size_t>(c.engine.kv_cache_mib) << 20;
+    source = "engine.kv_cache_mib = " + std::to_string(c.engine.kv_cache_mib);
+  } else if (device) {
+    // vLLM's rule: what the weights and the largest step leave of gpu_memory_utilization of
+    // the GPU; every rank measures its own, the engine takes the smallest.
+    const bool pipelined = w.pipeline.num_stages > 1;
+    LLM_ASSIGN_OR_RETURN(
+        const int mine,
+        ProfileKvBlocks(w, backend, pipelined ? stage_comm : comm, pipelined ? comm : nullptr,
+                        c.engine, max_len, [&] { return kernels::CudaMemoryInfo(backend); }));
+    ec.num_blocks = MinOverRanks(host_comm, mine);
+    std::ostringstream s;
+    s.precision(3);
+    s << "engine.gpu_memory_utilization " << c.engine.gpu_memory_utilization
+      << " of the GPU's memory after the weights and a profiling pass of "
+      << c.engine.scheduler.max_num_batched_tokens << " tokens";
+    if (host_comm != nullptr && host_comm->world_size() > 1) {
+      s << " (the smallest of " << host_comm->world_size() << " ranks; this rank: " << mine << ")";
+    }
+    source = s.str();
   } else {
     LLM_ASSIGN_OR_RETURN(const int64_t available, ReadMemAvailableBytes());
     LLM_ASSIGN_OR_RETURN(ec.kv_cache_bytes, KvCacheBytes(c, available));
@@ -102,8 +127,7 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
     }
     source = s.str();
   }
-  StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(w, ec, comm, kernels::CpuBackend(), stage_comm);
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(w, ec, comm, backend, stage_comm);
   if (!engine.ok()) return engine.status().WithContext("KV cache from " + source);
   const EngineStats st = (*engine)->stats();
   const int64_t tokens = static_cast<int64_t>(st.blocks_total) * c.engine.block_size;
@@ -136,15 +160,22 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& 
 }
 
 Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host, int data_parallel_rank,
-             Communicator* stage_comm) {
+             Communicator* stage_comm, kernels::Backend* backend, Communicator* host_comm) {
   const auto started = std::chrono::steady_clock::now();
   const int world = comm != nullptr ? comm->world_size() : 1;
+  if (host_comm == nullptr) host_comm = comm;
+  // The device first: a missing GPU is reported before minutes of loading.
+  if (backend == nullptr) {
+    LLM_ASSIGN_OR_RETURN(backend, EngineBackend(c.engine));
+  }
   ConfigureThreads(c, ranks_on_host);
   LLM_RETURN_IF_ERROR(kernels::SelectMatmulIsa(c.engine.matmul_isa));
   spdlog::info("matmul SIMD path: {}", kernels::MatmulIsa());
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
                        LoadWeights(c, EngineShardOf(c.engine, 0, world)));
-  LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(c, *weights, comm, stage_comm));
+  LLM_RETURN_IF_ERROR(PlaceWeightsFor(c.engine, *weights, *backend));
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                       CreateEngine(c, *weights, comm, stage_comm, *backend, host_comm));
   // Structured output masks tokens by their bytes, so the coordinator reads the tokenizer too;
   // a model without one still serves everything else.
   if (auto tokenizer = Tokenizer::FromDir(c.model.path); tokenizer.ok()) {
@@ -167,7 +198,7 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host, int 
   std::optional<EngineStatsLogger> stats_logger;  // stops before the loop is destroyed
   if (c.engine.log_stats_interval_s > 0) stats_logger.emplace(&loop, c.engine.log_stats_interval_s);
   CoordinatorHealth health;
-  health.comm = comm;
+  health.comm = host_comm;
   health.heartbeat_timeout_s = c.engine.heartbeat_timeout_s;
   health.admin_token = c.coordinator.admin_token;
   if (health.admin_token.empty()) {
@@ -281,8 +312,10 @@ void BlockShutdownSignals() {
 }
 
 int RunCoordinator(const ClusterConfig& config, Communicator* comm, int ranks_on_host,
-                   int data_parallel_rank, Communicator* stage_comm) {
-  const Status s = Serve(config, comm, ranks_on_host, data_parallel_rank, stage_comm);
+                   int data_parallel_rank, Communicator* stage_comm, kernels::Backend* backend,
+                   Communicator* host_comm) {
+  const Status s =
+      Serve(config, comm, ranks_on_host, data_parallel_rank, stage_comm, backend, host_comm);
   if (!s.ok()) {
     spdlog::critical("worker: {}", s.ToString());
     return 1;

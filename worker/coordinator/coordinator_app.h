@@ -10,6 +10,7 @@
 #include "common/cluster_config.h"
 #include "common/model_config.h"
 #include "common/status.h"
+#include "kernels/backend.h"
 #include "worker/model/communicator.h"
 
 namespace llm {
@@ -38,7 +39,13 @@ void BlockShutdownSignals();
 // both); it serves on config.coordinator.port as given (the caller adds the group index).
 // With engine.pipeline_parallel_size > 1, comm joins every stage and `stage_comm` stage 0's
 // tensor-parallel ranks (nullptr: one rank per stage).
+// The forward pass runs on `backend` (nullptr: the backend of engine.device, EngineBackend in
+// worker/engine/device_setup.h). With tensor parallelism on a GPU, the tensor-parallel
+// communicator (comm, or stage_comm with pipeline stages) is an NCCL one; `host_comm` then joins
+// the same ranks as comm over host memory (MPI), for the start-up agreement on the KV cache size
+// and the health figures (nullptr: comm).
 int RunCoordinator(const ClusterConfig& config, Communicator* comm = nullptr, int ranks_on_host = 1,
-                   int data_parallel_rank = 0, Communicator* stage_comm = nullptr);
+                   int data_parallel_rank = 0, Communicator* stage_comm = nullptr,
+                   kernels::Backend* backend = nullptr, Communicator* host_comm = nullptr);
 
 }  // namespace llm

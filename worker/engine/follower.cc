@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cpu_ops.h"
+#include "worker/engine/device_setup.h"
 #include "worker/engine/rank_threads.h"
 #include "worker/engine/sampler.h"
 #include "worker/engine/step_plan.h"
@@ -185,8 +186,16 @@ void WatchShutdownSignals(int rank, int grace_s) {
 }  // namespace
 
 int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_host,
-                    Communicator* stage_comm) {
+                    Communicator* stage_comm, kernels::Backend* backend, Communicator* host_comm) {
   WatchShutdownSignals(comm.rank(), c.coordinator.shutdown_grace_s);
+  if (backend == nullptr) {
+    StatusOr<kernels::Backend*> b = EngineBackend(c.engine);
+    if (!b.ok()) {
+      spdlog::critical("rank {}: {}", comm.rank(), b.status().ToString());
+      return 1;
+    }
+    backend = *b;
+  }
   const RankThreads rt = ComputeRankThreads(c, ranks_on_host);
   if (!rt.warning.empty()) spdlog::warn("rank {}: {}", comm.rank(), rt.warning);
   const int threads = rt.threads;
@@ -210,9 +219,29 @@ int RunFollowerRank(const ClusterConfig& c, Communicator& comm, int ranks_on_hos
       "{}..{}), {} MiB of matrices, {} threads; following rank 0",
       comm.rank(), comm.world_size(), shard.tp.rank, shard.tp.size, pp.stage, pp.num_stages,
       pp.layers.begin, pp.layers.end - 1, (*weights)->matrix_bytes >> 20, threads);
+  if (Status placed = PlaceWeightsFor(c.engine, **weights, *backend); !placed.ok()) {
+    spdlog::critical("rank {}: {}", comm.rank(), placed.ToString());
+    return 1;
+  }
+  // On a GPU with no configured cache size: this rank's share of the measurement rank 0 makes
+  // in CreateEngine (same pass, same collectives), then the agreement on the smallest.
+  if (!backend->caps().host_memory && c.engine.kv_cache_blocks <= 0 && c.engine.kv_cache_mib <= 0) {
+    // The served context as rank 0 computes it (ServedMaxModelLen); rank 0 refuses a bad one.
+    const int max_len = c.model.max_model_len > 0 ? c.model.max_model_len
+                                                  : (*weights)->config.max_position_embeddings;
+    const bool pipelined = pp.num_stages > 1;
+    StatusOr<int> mine = ProfileKvBlocks(**weights, *backend, pipelined ? stage_comm : &comm,
+                                         pipelined ? &comm : nullptr, c.engine, max_len,
+                                         [&] { return kernels::CudaMemoryInfo(*backend); });
+    if (!mine.ok()) {
+      spdlog::critical("rank {}: KV cache sizing: {}", comm.rank(), mine.status().ToString());
+      return 1;
+    }
+    MinOverRanks(host_comm != nullptr ? host_comm : &comm, *mine);
+  }
   EngineConfig ec;
   ec.block_size = c.engine.block_size;
-  const Status s = RunFollower(**weights, ec, comm, kernels::CpuBackend(), stage_comm);
+  const Status s = RunFollower(**weights, ec, comm, *backend, stage_comm);
   following_ended.store(true);
   if (!s.ok()) {
     spdlog::critical("rank {}: {}", comm.rank(), s.ToString());

@@ -31,7 +31,14 @@ void ShutdownFollowers(Communicator& comm);
 // (same load_format and seed) and follows rank 0. Returns the process exit code (0 after
 // Shutdown); errors are logged. On a non-zero code the caller should end the whole job.
 // `stage_comm`: as for RunFollower (this rank's stage, when the engine has pipeline stages).
+// `backend`: where the forward pass runs (nullptr: engine.device's, EngineBackend); the weights
+// are placed on it. `host_comm`: the ranks of `comm` over host memory (MPI) when `comm` (or
+// stage_comm) is a device communicator (NCCL); nullptr: comm. On a GPU without a configured
+// KV cache size, every rank measures its memory after a profiling pass and the ranks agree on
+// the smallest block count over host_comm before rank 0 starts the engine (as CreateEngine in
+// worker/coordinator/coordinator_app.cc does on rank 0).
 int RunFollowerRank(const ClusterConfig& config, Communicator& comm, int ranks_on_host,
-                    Communicator* stage_comm = nullptr);
+                    Communicator* stage_comm = nullptr, kernels::Backend* backend = nullptr,
+                    Communicator* host_comm = nullptr);
 
 }  // namespace llm

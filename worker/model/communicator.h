@@ -1,5 +1,6 @@
 // Collectives between the ranks of one engine. Every cross-rank operation goes through this
-// interface: MPI on CPU (worker/mpi_communicator.*), NCCL on GPU later. All ranks call the
+// interface: MPI on CPU (worker/comm/mpi_communicator.*), NCCL on GPU
+// (worker/comm/nccl_communicator.*). All ranks call the
 // same collectives in the same order. Thread affinity: only the engine thread of each rank.
 #pragma once
 

@@ -37,6 +37,13 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(const Model
                               " backend's memory (PlaceWeights first)");
   }
   LLM_RETURN_IF_ERROR(CheckWeightFormats(weights, caps));
+  // The all-reduces and the logits gather run on the backend's buffers.
+  if (!caps.host_memory && comm != nullptr && comm->world_size() > 1 && !comm->device_memory()) {
+    return FailedPrecondition(
+        "the tensor-parallel communicator works on host memory but the " + caps.name +
+        " backend's buffers are device memory (tensor parallelism on a device needs a device "
+        "communicator: NCCL)");
+  }
   if (comm && (weights.tp.size != comm->world_size() || weights.tp.rank != comm->rank())) {
     return InvalidArgument("weights hold shard " + std::to_string(weights.tp.rank) + " of " +
                            std::to_string(weights.tp.size) + " but this is rank " +
