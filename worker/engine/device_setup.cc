@@ -55,6 +55,8 @@ StatusOr<kernels::Backend*> EngineBackend(const EngineSection& engine) {
   }
   spdlog::info("engine.device cuda: GPU {} of {} on this host ({} backend)", *device, count,
                (*backend)->caps().name);
+  // A step waiting on a collective whose peer stopped fails as the MPI ranks' waits do.
+  kernels::SetCudaWaitTimeout(**backend, engine.rank_timeout_s);
   return backend;
 }
 

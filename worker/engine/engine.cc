@@ -63,6 +63,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
   // Block ids travel as int32 (block tables, the step plan).
   const int num_blocks = static_cast<int>(std::min<size_t>(blocks, 1u << 30));
   LLM_RETURN_IF_ERROR(executor->AllocateCache(num_blocks, config.block_size));
+  // Decode graphs cover block tables as wide as the longest sequence served; the followers
+  // record the same sizes (the start message carries them).
+  const int max_len =
+      config.max_model_len > 0 ? config.max_model_len : weights.config.max_position_embeddings;
+  const int graph_blocks = (max_len + config.block_size - 1) / config.block_size;
+  const int graph_max_batch = std::min(config.cuda_graph_max_batch, kMaxGraphBatch);
+  const bool graphs = executor->EnableGraphs(graph_max_batch, graph_blocks);
   std::unique_ptr<Engine> engine(new Engine(std::move(executor), config, num_blocks, comm));
   if (pp.num_stages > 1) {
     engine->sample_rank_ = (pp.num_stages - 1) * weights.tp.size;
@@ -74,6 +81,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
     start.kind = StepMessageKind::kStart;
     start.num_blocks = num_blocks;
     start.block_size = config.block_size;
+    start.graph_max_batch = graphs ? graph_max_batch : 0;
+    start.graph_max_blocks = graph_blocks;
     std::vector<uint8_t> bytes;
     SerializeStepPlan(start, &bytes);
     engine->comm_->Broadcast(bytes, 0);

@@ -83,6 +83,13 @@ Status Start(const StepPlan& plan, const EngineConfig& config, FollowerState* st
   }
   if (plan.num_blocks <= 0) return DataLoss("start message with no KV blocks");
   LLM_RETURN_IF_ERROR(st->executor->AllocateCache(plan.num_blocks, plan.block_size));
+  // Rank 0 records decode graphs of these sizes: every rank must run the same padded steps,
+  // or their collectives would not match.
+  if (!st->executor->EnableGraphs(plan.graph_max_batch, plan.graph_max_blocks) &&
+      plan.graph_max_batch > 0) {
+    return FailedPrecondition("rank 0 records decode graphs but this rank cannot: " +
+                              st->executor->model().graphs_off_reason());
+  }
   st->mirror = std::make_unique<SequenceMirror>(plan.num_blocks, plan.block_size);
   st->block_size = plan.block_size;
   return Status::Ok();
