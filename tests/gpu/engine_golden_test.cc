@@ -26,7 +26,10 @@ constexpr const char* kModel = "models/stories260K";
                                            : "this build has no CUDA backend (no nvcc)") \
                << ": GPU test skipped"
 
-TEST(GpuEngine, Stories260KGreedyIdsMatchTheGolden) {
+// Param: engine.cuda_graph_max_batch (0: every step plain; 64: decode steps as CUDA graphs).
+class GpuEngine : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuEngine, Stories260KGreedyIdsMatchTheGolden) {
   LLM_REQUIRE_CUDA_DEVICE();
   LLM_REQUIRE_SHARED(kGolden);
   LLM_REQUIRE_SHARED(kModel);
@@ -40,6 +43,7 @@ TEST(GpuEngine, Stories260KGreedyIdsMatchTheGolden) {
   cfg.block_size = 16;
   cfg.scheduler.max_num_batched_tokens = 64;
   cfg.scheduler.max_prefill_chunk = 7;  // chunked prefill on the GPU too
+  cfg.cuda_graph_max_batch = GetParam();
   auto engine = Engine::Create(**weights, cfg, nullptr, **backend);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   std::vector<GenerateRequest> reqs;
@@ -64,7 +68,9 @@ TEST(GpuEngine, Stories260KGreedyIdsMatchTheGolden) {
   EXPECT_EQ((*engine)->stats().blocks_free, 256) << "blocks leaked";
 }
 
-TEST(GpuEngine, KvCacheSizedFromTheGpuMemory) {
+INSTANTIATE_TEST_SUITE_P(CudaGraphs, GpuEngine, ::testing::Values(0, 64));
+
+TEST(GpuEngineMemory, KvCacheSizedFromTheGpuMemory) {
   LLM_REQUIRE_CUDA_DEVICE();
   LLM_REQUIRE_SHARED(kModel);
   auto backend = kernels::CudaBackend(0);
