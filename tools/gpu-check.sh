@@ -4,7 +4,8 @@
 #   1. installs the build dependencies if some are missing (tools/install-deps.sh; root or sudo),
 #   2. configures and builds build/ with the CUDA backend (stops if nvcc is missing, if
 #      nvidia-smi lists no GPU, or if CMake did not enable CUDA),
-#   3. ctest -L gpu: every GPU test must pass; a skipped one counts as a failure here,
+#   3. ctest -L gpu: every GPU test must pass; a skipped one counts as a failure here (with one
+#      GPU the two-GPU NCCL test is left out, and the summary says so),
 #   4. the cluster golden check on the GPU: router -> coordinator -> worker with engine.device
 #      cuda (LLM_TEST_DEVICE=cuda) must give stories260K's golden greedy text over HTTP,
 #   5. the benchmark on a Llama-3.1-8B-shaped model with dummy BF16 weights: llm-bench decode at
@@ -105,8 +106,14 @@ ctest_strict() {  # NAME LOG ctest-args...: passes when tests ran, all passed, n
     pass "$name: $ran tests passed"
   fi
 }
-ctest_strict "ctest -L gpu" "$WORK/ctest-gpu.log" \
-  ctest --test-dir build -L gpu --output-on-failure --timeout 600
+# nccl_mpi.two_gpus needs two GPUs (it skips with fewer): left out on a one-GPU machine, and
+# the summary says so, rather than failing the check for a GPU the machine does not have.
+gpu_ctest=(ctest --test-dir build -L gpu --output-on-failure --timeout 600)
+if [ "$gpus" -lt 2 ]; then
+  gpu_ctest+=(-E 'nccl_mpi\.two_gpus')
+  note "one GPU: nccl_mpi.two_gpus (NCCL across 2 GPUs) not run"
+fi
+ctest_strict "ctest -L gpu" "$WORK/ctest-gpu.log" "${gpu_ctest[@]}"
 
 # --- 4. the cluster golden check on the GPU ---------------------------------------------------
 ctest_strict "cluster golden (router -> coordinator -> worker, engine.device cuda)" \
