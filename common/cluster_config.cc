@@ -258,7 +258,8 @@ const std::vector<KeySpec>& Schema() {
                 "engine.device cuda: fraction of the GPU's memory for weights, workspace and "
                 "KV cache",
                 /*min_exclusive=*/true),
-      IntKey("engine.cuda_graph_max_batch", LLM_FIELD(engine.cuda_graph_max_batch), 0, 1 << 16,
+      IntKey("engine.cuda_graph_max_batch", LLM_FIELD(engine.cuda_graph_max_batch), 0,
+             kMaxCudaGraphBatch,
              "engine.device cuda: largest decode batch run as a CUDA graph; 0 = no CUDA graphs"),
       IntKey("engine.seed", LLM_FIELD(engine.seed), 0, INT64_MAX, "seed for requests without one"),
       IntKey("engine.rank_timeout_s", LLM_FIELD(engine.rank_timeout_s), 1, 86400,

@@ -37,6 +37,10 @@ struct SchedulerConfig {
 };
 
 // engine.*
+// engine.cuda_graph_max_batch's upper bound: a follower records at most this many sequences
+// per graph (the start message is checked against it too).
+constexpr int kMaxCudaGraphBatch = 1024;
+
 struct EngineSection {
   int tensor_parallel_size = 1;
   // Independent engines (replicas) in one mpirun job, each tensor_parallel_size ranks with its

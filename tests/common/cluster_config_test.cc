@@ -92,6 +92,7 @@ TEST(ClusterConfig, DeviceKeys) {
   ExpectError("engine: {gpu_memory_utilization: -0.5}", "engine.gpu_memory_utilization");
   ExpectError("engine: {gpu_memory_utilization: lots}", "engine.gpu_memory_utilization");
   ExpectError("engine: {cuda_graph_max_batch: -1}", "engine.cuda_graph_max_batch");
+  ExpectError("engine: {cuda_graph_max_batch: 1025}", "engine.cuda_graph_max_batch");
   ExpectError("", "engine.device", {{"engine.device", "tpu"}});
 }
 

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/config_sections.h"
 #include "common/sampling_params.h"
 #include "common/status.h"
 #include "worker/engine/scheduler.h"
@@ -25,7 +26,7 @@ namespace llm {
 // pipeline stage samples); 4: decode graph sizes in the start message.
 constexpr uint8_t kStepPlanVersion = 4;
 // The largest decode graph batch a start message may carry (engine.cuda_graph_max_batch).
-constexpr int32_t kMaxGraphBatch = 1024;
+constexpr int32_t kMaxGraphBatch = kMaxCudaGraphBatch;
 
 enum class StepMessageKind : uint8_t {
   kStart = 1,     // the engine on rank 0 is up: allocate the KV cache (num_blocks, block_size)
