@@ -20,17 +20,12 @@
 #include "kernels/cpu_ops.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/reference_ops.h"
+#include "tests/kernels/random_floats.h"
 
 namespace llm::kernels {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& f : v) f = d(rng);
-  return v;
-}
+using testing::RandomFloats;
 
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float tol,
                 const std::string& what) {
@@ -113,7 +108,8 @@ TEST_F(CudaBackendTest, CapsAndMemory) {
 
 TEST_F(CudaBackendTest, NormsMatchReference) {
   const int rows = 5, dim = 4096 + 3;
-  auto x = Random(rows * dim, 1, -3, 3), w = Random(dim, 2), r = Random(rows * dim, 3);
+  auto x = RandomFloats(rows * dim, 1, -3, 3), w = RandomFloats(dim, 2),
+       r = RandomFloats(rows * dim, 3);
   std::vector<float> want(x.size());
   ref::RmsNorm(x.data(), w.data(), rows, dim, 1e-5f, want.data());
   float* dx = Up(x);
@@ -133,7 +129,7 @@ TEST_F(CudaBackendTest, NormsMatchReference) {
 TEST_F(CudaBackendTest, MatmulPerWeightFormat) {
   for (int m : {1, 7, 64}) {
     const int k = 333, n = 129;
-    auto x = Random(m * k, 3), wf = Random(n * k, 4), bias = Random(n, 5);
+    auto x = RandomFloats(m * k, 3), wf = RandomFloats(n * k, 4), bias = RandomFloats(n, 5);
     for (DType f : {DType::kF32, DType::kF16, DType::kBF16}) {
       std::vector<uint16_t> half(wf.size());
       for (size_t i = 0; i < wf.size(); ++i) {
@@ -162,7 +158,7 @@ TEST_F(CudaBackendTest, UnsupportedWeightFormatIsAnErrorAtSynchronize) {
 
 TEST_F(CudaBackendTest, ElementwiseOpsMatchReference) {
   const int64_t n = 100003;
-  auto g = Random(n, 6, -6, 6), u = Random(n, 7);
+  auto g = RandomFloats(n, 6, -6, 6), u = RandomFloats(n, 7);
   std::vector<float> want(n);
   float* dg = Up(g);
   float* du = Up(u);
@@ -178,7 +174,7 @@ TEST_F(CudaBackendTest, ElementwiseOpsMatchReference) {
   gpu_->Add(dg, du, n);
   ExpectNear(Down(dg, n), want, 0.0f, "Scale + Add");
   const int rows = 3, cols = 1000;
-  auto x = Random(rows * cols, 8), bias = Random(cols, 9);
+  auto x = RandomFloats(rows * cols, 8), bias = RandomFloats(cols, 9);
   std::vector<float> wb = x;
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) wb[r * cols + c] += bias[c];
@@ -203,7 +199,8 @@ TEST_F(CudaBackendTest, ElementwiseOpsMatchReference) {
 TEST_F(CudaBackendTest, RopeEmbeddingAndCacheWrite) {
   for (bool interleaved : {false, true}) {
     const int tokens = 4, heads = 3, head_dim = 128, rotary_dim = 64;
-    auto x = Random(tokens * heads * head_dim, 10), inv = Random(rotary_dim / 2, 11, 0.0f, 1.0f);
+    auto x = RandomFloats(tokens * heads * head_dim, 10),
+         inv = RandomFloats(rotary_dim / 2, 11, 0.0f, 1.0f);
     const std::vector<int32_t> pos = {0, 5, 4095, 131071};
     std::vector<float> want = x;
     const RopeLayout layout{head_dim, rotary_dim, interleaved};
@@ -214,7 +211,7 @@ TEST_F(CudaBackendTest, RopeEmbeddingAndCacheWrite) {
     ExpectNear(Down(dx, x.size()), want, 1e-4f, "Rope");
   }
   const int rows = 50, cols = 96, first = 100;
-  auto table = Random(rows * cols, 12);
+  auto table = RandomFloats(rows * cols, 12);
   std::vector<uint16_t> bf(table.size());
   for (size_t i = 0; i < table.size(); ++i) bf[i] = F32ToBf16(table[i]);
   const std::vector<int32_t> ids = {100, 149, 99, 150, 120};
@@ -225,7 +222,7 @@ TEST_F(CudaBackendTest, RopeEmbeddingAndCacheWrite) {
   ExpectNear(Down(dout, want.size()), want, 0.0f, "Embedding BF16");
 
   const int tokens = 3, kv_heads = 2, head_dim = 64, block_size = 16, blocks = 4;
-  auto k = Random(tokens * kv_heads * head_dim, 13), v = Random(k.size(), 14);
+  auto k = RandomFloats(tokens * kv_heads * head_dim, 13), v = RandomFloats(k.size(), 14);
   const std::vector<int32_t> slots = {17, -1, 63};
   const size_t cache = static_cast<size_t>(blocks) * block_size * kv_heads * head_dim;
   std::vector<float> kw(cache, 0.0f), vw(cache, 0.0f);
@@ -271,7 +268,7 @@ TEST_F(CudaBackendTest, PagedAttentionMatchesReference) {
     const int seqs = static_cast<int>(c.seqs.size());
     const int max_blocks = (max_ctx + 15) / 16, num_blocks = seqs * max_blocks + 1;
     const size_t cache = static_cast<size_t>(num_blocks) * 16 * p.kv_heads * p.head_dim;
-    auto kc = Random(cache, ++seed), vc = Random(cache, ++seed);
+    auto kc = RandomFloats(cache, ++seed), vc = RandomFloats(cache, ++seed);
     std::vector<int32_t> perm(num_blocks);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), std::mt19937(++seed));
@@ -280,7 +277,7 @@ TEST_F(CudaBackendTest, PagedAttentionMatchesReference) {
       qs.push_back(qs.back() + q_len);
       ctx.push_back(context);
     }
-    auto q = Random(static_cast<size_t>(rows) * p.q_heads * p.head_dim, ++seed, -2, 2);
+    auto q = RandomFloats(static_cast<size_t>(rows) * p.q_heads * p.head_dim, ++seed, -2, 2);
     AttentionBatch host{seqs, qs.data(), ctx.data(), tables.data(), max_blocks, rows};
     std::vector<float> want(q.size());
     ref::PagedAttention(q.data(), kc.data(), vc.data(), host, p, want.data());

@@ -14,17 +14,12 @@
 #include "kernels/cpu_ops.h"
 #include "kernels/cuda/index_math.h"
 #include "kernels/reference_ops.h"
+#include "tests/kernels/random_floats.h"
 
 namespace llm::kernels::cuda {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& f : v) f = d(rng);
-  return v;
-}
+using testing::RandomFloats;
 
 TEST(CudaIndexMath, GridAndSlot) {
   EXPECT_EQ(GridFor(1, 256), 1);
@@ -93,8 +88,8 @@ TEST(CudaIndexMath, RopeLanesMatchTheCpuKernel) {
   for (bool interleaved : {false, true}) {
     for (int rotary_dim : {64, 32}) {  // full, and partial rotary (Phi-3 GGUF, GLM)
       const int head_dim = 64, tokens = 3, heads = 2, half = rotary_dim / 2;
-      auto x = Random(static_cast<size_t>(tokens) * heads * head_dim, 1);
-      auto inv = Random(half, 2, 0.001f, 1.0f);
+      auto x = RandomFloats(static_cast<size_t>(tokens) * heads * head_dim, 1);
+      auto inv = RandomFloats(half, 2, 0.001f, 1.0f);
       const std::vector<int32_t> pos = {0, 7, 1000};
       std::vector<float> want = x, got = x;
       kernels::Rope(want.data(), pos.data(), tokens, heads,
@@ -119,8 +114,8 @@ TEST(CudaIndexMath, RopeLanesMatchTheCpuKernel) {
 
 TEST(CudaIndexMath, CacheWriteAndEmbeddingMatchTheReferences) {
   const int tokens = 5, kv_heads = 2, head_dim = 8, block_size = 4, blocks = 6;
-  auto k = Random(static_cast<size_t>(tokens) * kv_heads * head_dim, 3);
-  auto v = Random(k.size(), 4);
+  auto k = RandomFloats(static_cast<size_t>(tokens) * kv_heads * head_dim, 3);
+  auto v = RandomFloats(k.size(), 4);
   const std::vector<int32_t> slots = {9, -1, 0, 23, 4};  // -1: padding, not written
   const size_t cache = static_cast<size_t>(blocks) * block_size * kv_heads * head_dim;
   std::vector<float> kw(cache, 0.5f), vw(cache, 0.5f), kg = kw, vg = vw;
@@ -142,7 +137,7 @@ TEST(CudaIndexMath, CacheWriteAndEmbeddingMatchTheReferences) {
 
   // A vocab shard of rows [10, 14): other ids give zero rows.
   const int rows = 4, cols = 3, first = 10;
-  auto table = Random(rows * cols, 5);
+  auto table = RandomFloats(rows * cols, 5);
   const std::vector<int32_t> ids = {10, 13, 9, 14, -1, 12};
   std::vector<float> want(ids.size() * cols), got(want.size());
   ref::Embedding(ids.data(), static_cast<int>(ids.size()), table.data(), DType::kF32, rows, cols,
@@ -157,8 +152,8 @@ TEST(CudaIndexMath, CacheWriteAndEmbeddingMatchTheReferences) {
 }
 
 TEST(CudaIndexMath, SoftmaxStepsMatchATwoPassSoftmax) {
-  auto scores = Random(50, 6, -20.0f, 20.0f);
-  auto values = Random(50, 7);
+  auto scores = RandomFloats(50, 6, -20.0f, 20.0f);
+  auto values = RandomFloats(50, 7);
   double mx = -INFINITY, sum = 0, acc_ref = 0;
   for (float s : scores) mx = std::max<double>(mx, s);
   for (size_t i = 0; i < scores.size(); ++i) {
@@ -299,7 +294,7 @@ TEST(CudaIndexMath, PagedAttentionAsTheKernelComputesIt) {
     const int num_blocks = seqs * max_blocks + 2;
     const size_t cache_floats =
         static_cast<size_t>(num_blocks) * p.block_size * p.kv_heads * p.head_dim;
-    auto kc = Random(cache_floats, ++seed), vc = Random(cache_floats, ++seed);
+    auto kc = RandomFloats(cache_floats, ++seed), vc = RandomFloats(cache_floats, ++seed);
     std::vector<int32_t> perm(num_blocks);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), std::mt19937(++seed));
@@ -309,7 +304,7 @@ TEST(CudaIndexMath, PagedAttentionAsTheKernelComputesIt) {
       ctx.push_back(context);
     }
     AttentionBatch b{seqs, qs.data(), ctx.data(), tables.data(), max_blocks, rows};
-    auto q = Random(static_cast<size_t>(rows) * p.q_heads * p.head_dim, ++seed, -2.0f, 2.0f);
+    auto q = RandomFloats(static_cast<size_t>(rows) * p.q_heads * p.head_dim, ++seed, -2.0f, 2.0f);
     std::vector<float> want(q.size());
     ref::PagedAttention(q.data(), kc.data(), vc.data(), b, p, want.data());
     for (int partitions : {1, NumPartitions(max_blocks * p.block_size, 512)}) {
