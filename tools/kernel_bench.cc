@@ -1,7 +1,8 @@
 // kernel_bench: speed of the CPU kernels (not a test). Prints GFLOP/s and GB/s of Matmul for F32,
 // BF16, F16 and Q8_0 weights at m = 1, 16, 128 on a 4096 x 4096 weight, and PagedAttention for a
-// decode batch and a prefill (`kernel_bench matmul` or `kernel_bench attention` runs one). Threads:
-// OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.
+// decode batch and a prefill (`kernel_bench matmul` or `kernel_bench attention` runs one).
+// `kernel_bench gemv` (only when named) prints the GEMV GB/s of every weight format and ISA, in
+// cache and from DRAM. Threads: OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.
 #include <omp.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "common/cli.h"
 #include "common/dtype.h"
+#include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu_ops.h"
 
@@ -80,6 +82,63 @@ void BenchMatmul() {
   }
 }
 
+// GEMV (m = 1, a decode step's matmul) per weight format and ISA: GB/s of weights with the
+// weight in cache (2048 x 2048, re-read every call: in L3) and streamed from DRAM (a round robin
+// over matrices of 2048 x 5632 totalling >= 256 MB, far above any L3). The DRAM figure at the
+// machine's read bandwidth means the kernel keeps up with memory; the cache figure is its compute
+// ceiling.
+void BenchGemv() {
+  const int k = 2048;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  std::vector<float> x(k), y(8192);
+  for (float& v : x) v = d(rng) * 20;
+  const DType types[] = {DType::kF16,  DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                         DType::kQ5_K, DType::kQ6_K, DType::kQ3_K, DType::kQ2_K};
+  const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
+  const int num_isas = kn::internal::AvailableMatmulKernels(isas);
+  std::printf(
+      "GEMV k=%d threads=%d: GB/s of weights (in cache: 2048 rows; DRAM: 5632-row "
+      "matrices, >= 256 MB round robin)\n",
+      k, omp_get_max_threads());
+  std::printf("  %-5s %-12s %10s %10s\n", "dtype", "isa", "cache", "DRAM");
+  for (DType t : types) {
+    const size_t row = llm::RowBytes(t, k);
+    const int big_n = 5632;
+    const int copies = static_cast<int>(std::max<size_t>(2, (256u << 20) / (row * big_n) + 1));
+    std::vector<std::vector<uint8_t>> mats(copies, std::vector<uint8_t>(row * big_n));
+    for (int c = 0; c < copies; ++c) {
+      if (t == DType::kF16) {
+        auto* h = reinterpret_cast<uint16_t*>(mats[c].data());
+        for (size_t i = 0; i < mats[c].size() / 2; ++i) h[i] = llm::F32ToF16(d(rng));
+      } else {
+        kn::FillRandomBlocks(t, 10 + c, mats[c].data(),
+                             static_cast<int64_t>(mats[c].size() / llm::RowBytes(t, 256)));
+      }
+    }
+    for (int i = 0; i < num_isas; ++i) {
+      const auto& ks = *isas[i];
+      const int small_n = 2048;
+      const double cache_s = TimeIt(
+          [&] {
+            kn::internal::MatmulWith(ks, x.data(), 1, k, mats[0].data(), t, small_n, nullptr,
+                                     y.data());
+          },
+          0.3);
+      int next = 0;
+      const double dram_s = TimeIt(
+          [&] {
+            kn::internal::MatmulWith(ks, x.data(), 1, k, mats[next].data(), t, big_n, nullptr,
+                                     y.data());
+            next = (next + 1) % copies;
+          },
+          0.5);
+      std::printf("  %-5s %-12s %10.1f %10.1f\n", llm::DTypeName(t), ks.isa,
+                  row * small_n / cache_s * 1e-9, row * big_n / dram_s * 1e-9);
+    }
+  }
+}
+
 // `seqs` sequences of context `ctx`, each with `q_len` new query rows.
 void BenchAttention(const char* label, int seqs, int ctx, int q_len) {
   kn::AttentionParams p{.q_heads = 32,
@@ -119,8 +178,13 @@ int main(int argc, char** argv) {
   std::string only;
   CLI::App app("CPU kernel throughput (matmul per weight format and ISA, paged attention).",
                "kernel_bench");
-  app.add_option("only", only, "run just this part")->check(CLI::IsMember({"matmul", "attention"}));
+  app.add_option("only", only, "run just this part")
+      ->check(CLI::IsMember({"matmul", "gemv", "attention"}));
   if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
+  if (only == "gemv") {
+    BenchGemv();
+    return 0;
+  }
   if (only != "attention") BenchMatmul();
   if (only == "matmul") return 0;
   std::printf("PagedAttention q_heads=32 kv_heads=8 head_dim=128 block_size=16 threads=%d\n",

@@ -26,3 +26,14 @@ inline __m256i AddScaledDotU8S8(__m256i acc, __m256i u, __m256i s, __m256i scale
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales));
 #endif
 }
+
+#if defined(__AVX512BW__)
+// AddScaledDotU8S8 on 512-bit vectors (the AVX-512 GEMV kernels, matmul_kquant_gemv512.h).
+inline __m512i AddScaledDotU8S8x512(__m512i acc, __m512i u, __m512i s, __m512i scales) {
+#if defined(__AVX512VNNI__)
+  return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, s), scales);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), scales));
+#endif
+}
+#endif

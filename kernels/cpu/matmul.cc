@@ -32,6 +32,18 @@ int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]) {
   return n;
 }
 
+void PairChunksQ8K(BlockQ8_K* x, int nb) {
+  for (int b = 0; b < nb; ++b) {
+    for (int half = 0; half < 2; ++half) {
+      int8_t* q = x[b].qs + 128 * half;
+      int8_t c1[32];
+      std::memcpy(c1, q + 32, 32);
+      std::memcpy(q + 32, q + 64, 32);
+      std::memcpy(q + 64, c1, 32);
+    }
+  }
+}
+
 // Weight rows per parallel work item. Small enough to load-balance n = 2048 over 16 threads,
 // large enough that a panel is many cache lines of weights.
 constexpr int kPanelRows = 16;
@@ -81,6 +93,7 @@ void MatmulBlocks(const MatmulKernels& ks, const float* x, int m, int k, const v
       QuantizeRowQ8_0(xr, k, q0.data() + static_cast<int64_t>(i) * nb);
     }
   }
+  if (m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(type)]) PairChunksQ8K(qk.data(), nb);
   const void* xq = kquant ? static_cast<const void*>(qk.data()) : q0.data();
   const MatmulBlockPanelFn fn = ks.quant->fn[static_cast<int>(type)];
   const int panels = (n + kPanelRows - 1) / kPanelRows;

@@ -14,6 +14,7 @@
 
 #include "common/dtype.h"      // DType and constants only; no inline function of it is called here
 #include "kernels/cpu/q8_0.h"  // BlockQ8_0
+#include "kernels/cpu/quant_blocks.h"  // BlockQ8_K
 
 namespace llm::kernels::internal {
 
@@ -32,7 +33,14 @@ using MatmulBlockPanelFn = void (*)(const void* xq, int m, int k, const void* w,
                                     const float* bias, float* y, int ldy);
 struct QuantMatmulKernels {
   MatmulBlockPanelFn fn[kNumDTypes] = {};  // indexed by DType; null for the non-block formats
+  // At m = 1 the panel of this format wants its Q8_K activations with paired chunks
+  // (PairChunksQ8K): the AVX-512 Q4_K GEMV.
+  bool gemv_pairs_chunks[kNumDTypes] = {};
 };
+
+// Reorders each Q8_K block's 8 chunks of 32 activations to 0 2 1 3 4 6 5 7 (bsums unchanged):
+// then 64 consecutive bytes meet the low (or high) nibbles of 64 consecutive bytes of Q4_K quants.
+void PairChunksQ8K(BlockQ8_K* x, int nb);
 const QuantMatmulKernels& ScalarQuantKernels();  // matmul_quant_scalar.cc
 const QuantMatmulKernels& Avx2QuantKernels();    // matmul_quant_avx2.cc
 const QuantMatmulKernels& Avx512QuantKernels();  // matmul_quant_avx512.cc
@@ -187,6 +195,24 @@ void BlockTile(int mr, int nr, const typename Micro::XBlock* x, int64_t ldx,
   Micro::template Tile<MR, NR>(x, ldx, w, ldw, nb, bias, y, ldy);
 }
 
+// Whether a micro-kernel has a GemvRow of its own for m = 1 (and wants paired chunks).
+template <class Micro>
+constexpr bool HasGemvRow() {
+  if constexpr (requires { Micro::kHasGemvRow; }) {
+    return Micro::kHasGemvRow;
+  } else {
+    return false;
+  }
+}
+template <class Micro>
+constexpr bool GemvPairsChunks() {
+  if constexpr (HasGemvRow<Micro>()) {
+    return Micro::kGemvPairsChunks;
+  } else {
+    return false;
+  }
+}
+
 // The block-format panel: MatmulQ8Panel's loop over a micro-kernel with block types XBlock
 // (activations) and WBlock (weights) of kBlock weights.
 template <class Micro>
@@ -195,6 +221,15 @@ void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int 
   const auto* xq = static_cast<const typename Micro::XBlock*>(xv);
   const auto* w = static_cast<const typename Micro::WBlock*>(wv);
   const int nb = k / Micro::kBlock;
+  if constexpr (HasGemvRow<Micro>()) {
+    if (m == 1) {  // a row at a time, as the tiles below would at m = 1 (same bits)
+      for (int j = n0; j < n1; ++j) {
+        const float s = Micro::GemvRow(xq, w + static_cast<int64_t>(j) * nb, nb);
+        y[j] = bias != nullptr ? s + bias[j] : s;
+      }
+      return;
+    }
+  }
   const int kNR = m == 1 ? 1 : Micro::kNR;  // GEMV: one weight stream (see MatmulPanel)
   for (int c0 = 0; c0 < m; c0 += kRowChunk) {
     const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;

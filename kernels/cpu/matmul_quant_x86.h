@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/int8_dot_x86.h"
 #include "kernels/cpu/q8_0.h"
@@ -208,26 +209,34 @@ struct Q3_KF {
     return _mm256_or_si256(lo, _mm256_slli_epi16(Bits(Load32(b.hmask), h, 1), 2));
   }
 };
-// The 8 6-bit scales and 8 mins of Q4_K / Q5_K (get_scale_min_k4) as bytes 0..7 and 8..15.
-inline __m128i ScalesMinsK4(const uint8_t* p) {
-  uint32_t u[3];
-  std::memcpy(u, p, 12);
-  const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
-  const uint32_t s1 = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);         // scales 4..7
-  const uint32_t n1 = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);  // mins 4..7
-  const uint32_t n0 = u[1] & m1;                                       // mins 0..3
-  // Built in registers: four scalar stores read back as one 128-bit load would stall on
-  // store-to-load forwarding once per block.
-  return _mm_set_epi32(static_cast<int>(n1), static_cast<int>(n0), static_cast<int>(s1),
-                       static_cast<int>(u[0] & m1));
+// The first 16 bytes of a Q4_K / Q5_K block (d, dmin, then 12 bytes of 6-bit scales and mins,
+// dwords u0 u1 u2) -> bytes 0..7 the 8 scales, 8..15 the 8 mins (get_scale_min_k4), all in
+// vector registers: the scalar decode with its inserts was ~40% of a GEMV's time per block.
+//   scales 0..3 = u0 & 0x3f, scales 4..7 = (u2 & 0x0f) | ((u0 >> 2) & 0x30),
+//   mins 0..3 = u1 & 0x3f,   mins 4..7 = ((u2 >> 4) & 0x0f) | ((u1 >> 2) & 0x30)  (per byte)
+inline __m128i ScalesMinsK4(__m128i head) {
+  const __m128i low = _mm_srlv_epi32(_mm_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)),
+                                     _mm_set_epi32(4, 0, 0, 0));  // u0, u2, u1, u2 >> 4
+  const __m128i high = _mm_srli_epi32(_mm_shuffle_epi32(head, _MM_SHUFFLE(2, 0, 1, 0)),
+                                      2);  // -, u0 >> 2, -, u1 >> 2
+  return _mm_or_si128(
+      _mm_and_si128(low, _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f)),
+      _mm_and_si128(high, _mm_set_epi32(0x30303030, 0, 0x30303030, 0)));
+}
+inline __m128i LoadHead16(const void* block) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(block));
+}
+// KHeader of a Q4_K / Q5_K block from its first 16 bytes.
+inline KHeader HeaderK4(__m128i head) {
+  const __m128 dd = _mm_cvtph_ps(head);  // d, dmin
+  const __m128i sm = ScalesMinsK4(head);
+  return {_mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)), Scales8(sm),
+          Repeat8(_mm_srli_si128(sm, 8))};
 }
 struct Q4_KF {
   using B = BlockQ4_K;
   static constexpr bool kScalePer32 = true;
-  static KHeader Header(const B& b) {
-    const __m128i sm = ScalesMinsK4(b.scales);
-    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Scales8(sm), Repeat8(_mm_srli_si128(sm, 8))};
-  }
+  static KHeader Header(const B& b) { return HeaderK4(LoadHead16(&b)); }
   static __m256i Chunk(const B& b, int h) {
     return Bits(Load32(b.qs + 32 * (h >> 1)), 4 * (h & 1), 0x0F);
   }
@@ -235,10 +244,7 @@ struct Q4_KF {
 struct Q5_KF {
   using B = BlockQ5_K;
   static constexpr bool kScalePer32 = true;
-  static KHeader Header(const B& b) {
-    const __m128i sm = ScalesMinsK4(b.scales);
-    return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), Scales8(sm), Repeat8(_mm_srli_si128(sm, 8))};
-  }
+  static KHeader Header(const B& b) { return HeaderK4(LoadHead16(&b)); }
   static __m256i Chunk(const B& b, int h) {
     const __m256i lo = Bits(Load32(b.qs + 32 * (h >> 1)), 4 * (h & 1), 0x0F);
     return _mm256_or_si256(lo, _mm256_slli_epi16(Bits(Load32(b.qh), h, 1), 4));
@@ -279,6 +285,14 @@ inline __m256i ScaleOf(__m256i sc, int h) {
   }
 }
 
+}  // namespace qx
+
+#if defined(__AVX512BW__)
+#include "kernels/cpu/matmul_kquant_gemv512.h"  // NOLINT: inside this TU's anonymous namespace
+#endif
+
+namespace qx {
+
 template <class F, int kMRv, int kNRv>
 struct KMicro {
   using XBlock = BlockQ8_K;
@@ -286,6 +300,15 @@ struct KMicro {
   static constexpr int kBlock = 256;
   static constexpr int kMR = kMRv;
   static constexpr int kNR = kNRv;
+#if defined(__AVX512BW__)
+  // One weight row at m = 1 (MatmulBlockPanel): the 512-bit rows where they exist.
+  static constexpr bool kHasGemvRow = kHasGemv512<F>;
+  static constexpr bool kGemvPairsChunks = kGemv512PairsChunks<F>;
+  static float GemvRow(const XBlock* x, const WBlock* w, int nb) {
+    if constexpr (kHasGemvRow) return KGemvRow512<F>(x, w, nb);
+    return 0.0f;
+  }
+#endif
 
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
@@ -298,12 +321,19 @@ struct KMicro {
       for (int j = 0; j < NR; ++j) PrefetchWeights(&w[j * ldw + b]);
       KHeader hw[NR];
       for (int j = 0; j < NR; ++j) hw[j] = F::Header(w[j * ldw + b]);
-      __m256i isum[MR][NR];
-      for (int i = 0; i < MR; ++i) {
-        for (int j = 0; j < NR; ++j) isum[i][j] = _mm256_setzero_si256();
+      // kChains independent integer sums per output element: one chain of 8 dependent
+      // vpdpwssd per block (5-cycle latency each) bounded a GEMV to ~40 cycles per block, 18 GB/s
+      // of Q4_K per core. Integer addition is exact, so the split changes no bit.
+      constexpr int kChains = MR * NR >= 4 ? 1 : 4 / (MR * NR);
+      __m256i isum[kChains][MR][NR];
+      for (int c = 0; c < kChains; ++c) {
+        for (int i = 0; i < MR; ++i) {
+          for (int j = 0; j < NR; ++j) isum[c][i][j] = _mm256_setzero_si256();
+        }
       }
 #pragma GCC unroll 8
       for (int h = 0; h < 8; ++h) {
+        const int c = h % kChains;
         __m256i wq[NR], sp[NR];
         for (int j = 0; j < NR; ++j) {
           wq[j] = F::Chunk(w[j * ldw + b], h);
@@ -313,8 +343,14 @@ struct KMicro {
           const __m256i xv =
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * ldx + b].qs + 32 * h));
           for (int j = 0; j < NR; ++j) {
-            isum[i][j] = AddScaledDotU8S8(isum[i][j], wq[j], xv, sp[j]);
+            isum[c][i][j] = AddScaledDotU8S8(isum[c][i][j], wq[j], xv, sp[j]);
           }
+        }
+      }
+      for (int c = 1; c < kChains; ++c) {
+        for (int i = 0; i < MR; ++i) {
+          for (int j = 0; j < NR; ++j)
+            isum[0][i][j] = _mm256_add_epi32(isum[0][i][j], isum[c][i][j]);
         }
       }
       for (int i = 0; i < MR; ++i) {
@@ -323,7 +359,7 @@ struct KMicro {
         for (int j = 0; j < NR; ++j) {
           const __m256i ms = _mm256_madd_epi16(hw[j].mn, bs);
           acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(hw[j].d * xb.d),
-                                      _mm256_cvtepi32_ps(isum[i][j]), acc[i][j]);
+                                      _mm256_cvtepi32_ps(isum[0][i][j]), acc[i][j]);
           acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(-(hw[j].dmin * xb.d)), _mm256_cvtepi32_ps(ms),
                                       acc[i][j]);
         }
@@ -354,5 +390,6 @@ QuantMatmulKernels MakeQuantKernels() {
   k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<K<qx::Q4_KF>>;
   k.fn[static_cast<int>(DType::kQ5_K)] = MatmulBlockPanel<K<qx::Q5_KF>>;
   k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;
+  k.gemv_pairs_chunks[static_cast<int>(DType::kQ4_K)] = GemvPairsChunks<K<qx::Q4_KF>>();
   return k;
 }

@@ -2,9 +2,11 @@
 // worked out by hand from ggml's layout (hand-built blocks, independent of the decoders), the
 // quantizers' round-trip error against llama.cpp's test-quantize-fns bounds, and the Q8_K
 // activation quantizer.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -261,6 +263,57 @@ TEST(QuantQ8K, FollowsGgml) {
   QuantizeRowQ8_K(z.data(), kQK_K, &q);
   EXPECT_EQ(q.d, 0.0f);
   EXPECT_EQ(q.qs[3], 0);
+}
+
+// ggml's quantize_row_q8_K_ref, written out here (lrintf-style rounding: nearest, ties to even).
+void GgmlQuantizeQ8K(const float* x, BlockQ8_K* y) {
+  float max = 0, amax = 0;
+  for (int j = 0; j < kQK_K; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[j];
+    }
+  }
+  const float iscale = -127.f / max;
+  for (int j = 0; j < kQK_K; ++j) {
+    const int v = static_cast<int>(std::nearbyint(iscale * x[j]));
+    y->qs[j] = static_cast<int8_t>(std::min(127, v));
+  }
+  for (int j = 0; j < kQK_K / 16; ++j) {
+    int sum = 0;
+    for (int ii = 0; ii < 16; ++ii) sum += y->qs[j * 16 + ii];
+    y->bsums[j] = static_cast<int16_t>(sum);
+  }
+  y->d = 1 / iscale;
+}
+
+// The (vectorized) quantizer gives ggml's bytes on random rows of every scale and sign, rows with
+// exact half-way products (ties to even), and rows whose largest magnitude appears with both signs.
+TEST(QuantQ8K, MatchesGgmlBitwise) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int row = 0; row < 300; ++row) {
+    std::vector<float> x(2 * kQK_K);
+    const float scale = std::ldexp(1.0f, row % 40 - 20);
+    for (float& v : x) v = normal(rng) * scale;
+    if (row % 3 == 1) {  // multiples of 0.5 / 127 * 127: many products land on .5
+      for (int i = 0; i < 2 * kQK_K; ++i)
+        x[i] = 0.5f * static_cast<float>((i * 37 + row) % 255 - 127);
+    }
+    if (row % 5 == 2) {  // the largest magnitude first negative, then positive
+      x[10] = -1000.0f * scale;
+      x[20] = 1000.0f * scale;
+    }
+    BlockQ8_K got[2], want[2];
+    QuantizeRowQ8_K(x.data(), 2 * kQK_K, got);
+    for (int b = 0; b < 2; ++b) {
+      GgmlQuantizeQ8K(x.data() + b * kQK_K, &want[b]);
+      ASSERT_EQ(std::memcmp(got[b].qs, want[b].qs, kQK_K), 0) << "row " << row << " block " << b;
+      ASSERT_EQ(std::memcmp(got[b].bsums, want[b].bsums, sizeof(want[b].bsums)), 0) << row;
+      ASSERT_EQ(got[b].d, want[b].d) << row;
+    }
+  }
 }
 
 }  // namespace

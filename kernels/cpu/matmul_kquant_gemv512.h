@@ -1,0 +1,148 @@
+// 512-bit GEMV rows (m = 1: a decode step's matmuls) of Q4_K and Q6_K for the AVX-512
+// translation units, included by matmul_quant_x86.h inside their anonymous namespace.
+//
+// Why: KMicro's 256-bit tile, run on one weight row, was bound by its shuffle unit, not by memory
+// (Q4_K: ~19 TSC cycles per 144-byte block in cache, 18-20 GB/s per core, below what one core
+// streams from DRAM). Here each multiply takes 64 weights, and nothing on the weight path is a
+// shuffle:
+//  - Q4_K: 64 bytes of qs are loaded as they are; their low nibbles are chunks 4r and 4r + 2 of
+//    the 8 chunks of 32 weights (r = 0, 1), their high nibbles chunks 4r + 1 and 4r + 3. The
+//    activations are laid out to match once per GEMV (PairChunksQ8K in matmul_internal.h:
+//    chunk order 0 2 1 3 4 6 5 7).
+//  - Q6_K: the low 4 bits of 64 consecutive elements are one 64-byte load of ql (natural order).
+//  - The sub-block scales of two registers come from one word permutation / byte shuffle that
+//    packs both into each 16-bit word (low and high byte), split by a mask and a shift.
+//
+// Same integers and same float operations as KMicro (quant_blocks.h): int32 lane q of a 512-bit
+// sum holds canonical lane q % 8 of one chunk (q < 8) or another (q >= 8), so adding the halves
+// gives the 8 lane sums L_l exactly; the float steps per block are KMicro's. Bitwise equal to
+// every tile and ISA (tested in matmul_quant_test.cc).
+#pragma once
+
+#include <type_traits>
+
+namespace qx {
+
+// Q4_K lane sums of one block: x with its chunks paired (PairChunksQ8K, matmul_internal.h); sm =
+// ScalesMinsK4 (bytes 0..7 the scales, so 16-bit word k = sc[2k] | sc[2k + 1] << 8).
+inline __m256i Q4KLaneSums512(const BlockQ4_K& w, const BlockQ8_K& x, __m128i sm) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i low_byte = _mm512_set1_epi16(0x00FF);
+  const __m512i sm512 = _mm512_castsi128_si512(sm);
+  __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 2
+  for (int r = 0; r < 2; ++r) {
+    // qs[64r .. 64r + 63]: low nibbles are chunks 4r | 4r + 2, high nibbles 4r + 1 | 4r + 3.
+    const __m512i q = _mm512_loadu_si512(w.qs + 64 * r);
+    const __m512i u_lo = _mm512_and_si512(q, low4);
+    const __m512i u_hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+    // Words 0..15 = word 2r of sm (sc[4r] | sc[4r + 1] << 8), words 16..31 = word 2r + 1.
+    const int64_t w0 = 2 * r * 0x0001000100010001ll, w1 = w0 + 0x0001000100010001ll;
+    const __m512i pair =
+        _mm512_permutexvar_epi16(_mm512_set_epi64(w1, w1, w1, w1, w0, w0, w0, w0), sm512);
+    const __m512i sc_lo = _mm512_and_si512(pair, low_byte);  // sc[4r] | sc[4r + 2]
+    const __m512i sc_hi = _mm512_srli_epi16(pair, 8);        // sc[4r + 1] | sc[4r + 3]
+    sum[0] = AddScaledDotU8S8x512(sum[0], u_lo, _mm512_loadu_si512(x.qs + 128 * r), sc_lo);
+    sum[1] = AddScaledDotU8S8x512(sum[1], u_hi, _mm512_loadu_si512(x.qs + 128 * r + 64), sc_hi);
+  }
+  const __m512i s = _mm512_add_epi32(sum[0], sum[1]);
+  return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+// Q6_K lane sums of one block (x in natural order). Register p = 2n + j holds elements
+// 128n + 64j .. + 63: low 4 bits from nibble j of ql[64n .. 64n + 63], high 2 bits from bits
+// 4j + 2t of qh[32n + i] (t = which half of the register), moved to bits 4-5.
+inline __m256i Q6KLaneSums512(const BlockQ6_K& w, const BlockQ8_K& x) {
+  const __m512i bits45 = _mm512_set1_epi8(0x30);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i shl = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
+                                       0x0002000200020002, 0x0004000400040004, 0x0004000400040004,
+                                       0x0004000400040004, 0x0004000400040004);
+  const __m512i shr = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
+                                       0x0002000200020002, 0, 0, 0, 0);
+  // The 16 int8 scales in every 128-bit lane; lane g of register p takes scale 4p + g. Word
+  // pattern n packs the scales of registers 2n (low byte) and 2n + 1 (high byte).
+  const __m512i scales =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales)));
+  __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 2
+  for (int n = 0; n < 2; ++n) {
+    const __m512i ql = _mm512_loadu_si512(w.ql + 64 * n);
+    const __m512i qh =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh + 32 * n)));
+    // (lo & 0x0F) | (hi & 0x30)
+    const __m512i u0 = _mm512_ternarylogic_epi32(
+        ql, _mm512_and_si512(_mm512_sllv_epi16(qh, shl), bits45), low4, 0xEC);
+    const __m512i u1 = _mm512_ternarylogic_epi32(
+        _mm512_srli_epi16(ql, 4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr), bits45), low4, 0xEC);
+    // 128-bit lane g: bytes (8n + g, 8n + 4 + g) in every word.
+    const int64_t b = 8 * n;
+    const int64_t g0 = ((b + 4) << 8 | b) * 0x0001000100010001ll;
+    const int64_t g1 = ((b + 5) << 8 | (b + 1)) * 0x0001000100010001ll;
+    const int64_t g2 = ((b + 6) << 8 | (b + 2)) * 0x0001000100010001ll;
+    const int64_t g3 = ((b + 7) << 8 | (b + 3)) * 0x0001000100010001ll;
+    const __m512i idx = _mm512_set_epi64(g3, g3, g2, g2, g1, g1, g0, g0);
+    const __m512i pair = _mm512_shuffle_epi8(scales, idx);
+    const __m512i sc0 = _mm512_srai_epi16(_mm512_slli_epi16(pair, 8), 8);
+    const __m512i sc1 = _mm512_srai_epi16(pair, 8);
+    sum[0] = AddScaledDotU8S8x512(sum[0], u0, _mm512_loadu_si512(x.qs + 128 * n), sc0);
+    sum[1] = AddScaledDotU8S8x512(sum[1], u1, _mm512_loadu_si512(x.qs + 128 * n + 64), sc1);
+  }
+  const __m512i s = _mm512_add_epi32(sum[0], sum[1]);
+  return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+// Prefetch of the weight row 2 KiB ahead, non-temporal (a weight is read once per step, so it
+// need not displace the KV cache and activations from L2/L3), at fixed addresses less than a
+// cache line apart (no loop; every 64-byte line is touched, also across consecutive blocks).
+// Measured against PrefetchWeights' T0 loop on 100 MB of Q4_K from DRAM, alternating runs,
+// 1 thread: 0.81 -> 0.83 of an F16 GEMV's GB/s (0.86 at 4 KiB ahead, within the noise); without
+// any software prefetch 0.62.
+template <class Block>
+[[gnu::always_inline]] inline void PrefetchBlockNta(const Block* block) {
+  constexpr int kCount = (sizeof(Block) + 63) / 64, kStep = sizeof(Block) / kCount;
+  static_assert(kStep <= 64 && sizeof(Block) - (kCount - 1) * kStep <= 64);
+  const char* a = reinterpret_cast<const char*>(block) + kPrefetchBytes;
+#pragma GCC unroll 8
+  for (int i = 0; i < kCount; ++i) __builtin_prefetch(a + i * kStep, 0, 0);
+}
+
+template <class F>
+constexpr bool kHasGemv512 = std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q6_KF>;
+// Whether the GEMV of F wants its activations paired (PairChunksQ8K).
+template <class F>
+constexpr bool kGemv512PairsChunks = std::is_same_v<F, Q4_KF>;
+
+// One weight row of F on nb blocks (x prepared as kGemv512PairsChunks<F> says): KMicro's
+// Tile<1, 1> result, bitwise.
+template <class F>
+inline float KGemvRow512(const BlockQ8_K* x, const typename F::B* w, int nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    PrefetchBlockNta(&w[b]);
+    float d, dmin;
+    __m256i lsum, mn;
+    if constexpr (std::is_same_v<F, Q4_KF>) {
+      const __m128i head = LoadHead16(&w[b]);
+      const __m128 dd = _mm_cvtph_ps(head);
+      const __m128i sm = ScalesMinsK4(head);
+      d = _mm_cvtss_f32(dd);
+      dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
+      mn = Repeat8(_mm_srli_si128(sm, 8));
+      lsum = Q4KLaneSums512(w[b], x[b], sm);
+    } else {
+      const KHeader hw = F::Header(w[b]);
+      d = hw.d;
+      dmin = hw.dmin;
+      mn = hw.mn;
+      lsum = Q6KLaneSums512(w[b], x[b]);
+    }
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
+    const __m256i ms = _mm256_madd_epi16(mn, bs);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d * x[b].d), _mm256_cvtepi32_ps(lsum), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(-(dmin * x[b].d)), _mm256_cvtepi32_ps(ms), acc);
+  }
+  return ReduceAdd(acc);
+}
+
+}  // namespace qx
