@@ -125,6 +125,17 @@ class Backend {
   // y[m, w.rows] = x[m, w.cols] · W^T (+ bias[w.rows] when bias != nullptr), float32
   // accumulation. Batch invariant: a row of y is bitwise the same whatever m and the row's index.
   virtual void Matmul(const float* x, int m, const Weight& w, const float* bias, float* y) = 0;
+  // Several Matmuls of the same x (q, k and v; gate and up), each bitwise what Matmul gives. A
+  // backend may run them as one (the CPU's: one activation quantization, one parallel loop);
+  // this default runs them one by one.
+  struct MatmulOut {
+    const Weight* w;
+    const float* bias;  // may be null
+    float* y;
+  };
+  virtual void MatmulSameInput(const float* x, int m, const MatmulOut* outs, int count) {
+    for (int i = 0; i < count; ++i) Matmul(x, m, *outs[i].w, outs[i].bias, outs[i].y);
+  }
   // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for t < rows. In place is allowed.
   virtual void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps,
                        float* out) = 0;

@@ -28,6 +28,21 @@ namespace llm::kernels {
 void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,
             float* y);
 
+// Several matmuls of the same input rows (q, k and v; gate and up): for each job,
+// y[m, n] = x[m, k] · W^T (+ bias), each bitwise what Matmul gives. The input is quantized once
+// per form the weights need, and all the jobs' panels share one parallel loop, so the threads
+// meet at one barrier instead of one per matmul (where a thread slowed by its memory channel
+// or another process holds the others). Jobs beyond kMaxSameInputJobs run in further groups.
+struct MatmulJob {
+  const void* w;
+  DType type;
+  int n;
+  const float* bias;  // may be null
+  float* y;
+};
+constexpr int kMaxSameInputJobs = 4;
+void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int count);
+
 // Block formats (Q8_0, Q4_0 ... Q6_K; cols a multiple of BlockSize(t)), row by row:
 // QuantizeRows runs llama.cpp's reference quantizers on float rows (on OpenMP threads),
 // DequantizeRows ggml's dequantizers; FillRandomBlocks writes `blocks` blocks of random quants

@@ -1,4 +1,5 @@
 // The CPU backend: host memory, a synchronous stream, and the kernels of kernels/cpu_ops.h.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -76,6 +77,23 @@ class CpuBackendImpl final : public Backend {
 
   void Matmul(const float* x, int m, const Weight& w, const float* bias, float* y) override {
     kernels::Matmul(x, m, w.cols, w.data, w.format, w.rows, bias, y);
+  }
+  void MatmulSameInput(const float* x, int m, const MatmulOut* outs, int count) override {
+    for (int first = 0; first < count; first += kMaxSameInputJobs) {
+      MatmulJob jobs[kMaxSameInputJobs];
+      const int n = std::min(kMaxSameInputJobs, count - first);
+      bool same_cols = true;
+      for (int i = 0; i < n; ++i) {
+        const Weight& w = *outs[first + i].w;
+        jobs[i] = {w.data, w.format, w.rows, outs[first + i].bias, outs[first + i].y};
+        same_cols = same_cols && w.cols == outs[first].w->cols;
+      }
+      if (same_cols) {
+        kernels::MatmulSameInput(x, m, outs[first].w->cols, jobs, n);
+      } else {
+        Backend::MatmulSameInput(x, m, outs + first, n);
+      }
+    }
   }
   void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps,
                float* out) override {

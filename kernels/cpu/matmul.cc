@@ -50,82 +50,101 @@ constexpr int kPanelRows = 16;
 
 namespace {
 
-// Q8_0 weights: the input rows are quantized to Q8_0 first (into a per-thread buffer that only
-// grows), then each panel runs on them.
-void MatmulQ8_0(const MatmulKernels& ks, const float* x, int m, int k, const void* w, int n,
-                const float* bias, float* y) {
-  static thread_local std::vector<BlockQ8_0> xq;
-  const int nb = k / kQ8BlockSize;
-  const size_t blocks = static_cast<size_t>(m) * nb;
-  if (xq.size() < blocks) xq.resize(blocks);
-  BlockQ8_0* q = xq.data();
-#pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
-  for (int i = 0; i < m; ++i) {
-    QuantizeRowQ8_0(x + static_cast<int64_t>(i) * k, k, q + static_cast<int64_t>(i) * nb);
-  }
-  const int panels = (n + kPanelRows - 1) / kPanelRows;
-  const bool parallel = static_cast<int64_t>(m) * n * k >= (1 << 18);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int p = 0; p < panels; ++p) {
-    ks.q8_0(q, m, k, w, p * kPanelRows, std::min(n, (p + 1) * kPanelRows), bias, y, n);
-  }
+// The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (Q8_0 and the
+// legacy formats, ggml's vec_dot_type), Q8_K (K-quants) and Q8_K with paired chunks (the
+// AVX-512 Q4_K GEMV, PairChunksQ8K).
+enum InputForm { kFloatInput, kQ8_0Input, kQ8_KInput, kQ8_KPairedInput, kNumInputForms };
+
+InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
+  if (t == DType::kQ8_0 || (IsBlockFormat(t) && !IsKQuant(t))) return kQ8_0Input;
+  if (!IsKQuant(t)) return kFloatInput;
+  return m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput : kQ8_KInput;
 }
 
-// The other block formats: the input rows are quantized to Q8_0 (legacy formats) or Q8_K
-// (K-quants) first, as ggml's vec_dot_type, then each panel runs on them.
-void MatmulBlocks(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType type,
-                  int n, const float* bias, float* y) {
-  static thread_local std::vector<BlockQ8_0> xq0;
-  static thread_local std::vector<BlockQ8_K> xqk;
-  const bool kquant = IsKQuant(type);
-  const int nb = k / BlockSize(type);
-  const size_t blocks = static_cast<size_t>(m) * nb;
-  std::vector<BlockQ8_0>& q0 = xq0;
-  std::vector<BlockQ8_K>& qk = xqk;
-  if (kquant && qk.size() < blocks) qk.resize(blocks);
-  if (!kquant && q0.size() < blocks) q0.resize(blocks);
+// The quantized input rows, per thread (buffers that only grow).
+struct QuantizedInputs {
+  std::vector<BlockQ8_0> q8_0;
+  std::vector<BlockQ8_K> q8_k, q8_k_paired;
+};
+
+void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
+                    QuantizedInputs& in) {
+  const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
+  const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput];
+  if (need[kQ8_0Input] && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
+    in.q8_0.resize(static_cast<size_t>(m) * nb0);
+  }
+  if (kquant && in.q8_k.size() < static_cast<size_t>(m) * nbk) {
+    in.q8_k.resize(static_cast<size_t>(m) * nbk);
+  }
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
   for (int i = 0; i < m; ++i) {
     const float* xr = x + static_cast<int64_t>(i) * k;
-    if (kquant) {
-      QuantizeRowQ8_K(xr, k, qk.data() + static_cast<int64_t>(i) * nb);
-    } else {
-      QuantizeRowQ8_0(xr, k, q0.data() + static_cast<int64_t>(i) * nb);
-    }
+    if (need[kQ8_0Input]) QuantizeRowQ8_0(xr, k, in.q8_0.data() + static_cast<int64_t>(i) * nb0);
+    if (kquant) QuantizeRowQ8_K(xr, k, in.q8_k.data() + static_cast<int64_t>(i) * nbk);
   }
-  if (m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(type)]) PairChunksQ8K(qk.data(), nb);
-  const void* xq = kquant ? static_cast<const void*>(qk.data()) : q0.data();
-  const MatmulBlockPanelFn fn = ks.quant->fn[static_cast<int>(type)];
-  const int panels = (n + kPanelRows - 1) / kPanelRows;
-  const bool parallel = static_cast<int64_t>(m) * n * k >= (1 << 18);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int p = 0; p < panels; ++p) {
-    fn(xq, m, k, w, p * kPanelRows, std::min(n, (p + 1) * kPanelRows), bias, y, n);
+  if (need[kQ8_KPairedInput]) {  // m == 1
+    in.q8_k_paired.assign(in.q8_k.begin(), in.q8_k.begin() + nbk);
+    PairChunksQ8K(in.q8_k_paired.data(), nbk);
   }
 }
 
 }  // namespace
 
+void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
+                         const MatmulJob* jobs, int count) {
+  if (m <= 0 || count <= 0) return;
+  if (count > kMaxSameInputJobs) {
+    MatmulSameInputWith(ks, x, m, k, jobs, kMaxSameInputJobs);
+    MatmulSameInputWith(ks, x, m, k, jobs + kMaxSameInputJobs, count - kMaxSameInputJobs);
+    return;
+  }
+  static thread_local QuantizedInputs inputs;
+  bool need[kNumInputForms] = {};
+  for (int j = 0; j < count; ++j) need[FormFor(ks, jobs[j].type, m)] = true;
+  QuantizeInputs(x, m, k, need, inputs);
+  const void* input[kNumInputForms] = {x, inputs.q8_0.data(), inputs.q8_k.data(),
+                                       inputs.q8_k_paired.data()};
+  // One parallel loop over the panels of every job, in order: one barrier for all of them.
+  int first_panel[kMaxSameInputJobs + 1] = {0};
+  int64_t work = 0;
+  for (int j = 0; j < count; ++j) {
+    first_panel[j + 1] = first_panel[j] + (jobs[j].n + kPanelRows - 1) / kPanelRows;
+    work += static_cast<int64_t>(m) * jobs[j].n * k;
+  }
+  const int panels = first_panel[count];
+#pragma omp parallel for schedule(static) if (work >= (1 << 18))
+  for (int p = 0; p < panels; ++p) {
+    int j = 0;
+    while (p >= first_panel[j + 1]) ++j;
+    const MatmulJob& job = jobs[j];
+    const int n0 = (p - first_panel[j]) * kPanelRows, n1 = std::min(job.n, n0 + kPanelRows);
+    const void* in = input[FormFor(ks, job.type, m)];
+    switch (job.type) {
+      case DType::kF32:
+        ks.f32(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        break;
+      case DType::kF16:
+        ks.f16(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        break;
+      case DType::kBF16:
+        ks.bf16(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        break;
+      case DType::kQ8_0:
+        ks.q8_0(static_cast<const BlockQ8_0*>(in), m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        break;
+      default:
+        ks.quant->fn[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        break;
+    }
+  }
+}
+
 void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType w_type,
                 int n, const float* bias, float* y) {
-  if (m <= 0 || n <= 0) return;
-  if (w_type == DType::kQ8_0) {
-    MatmulQ8_0(ks, x, m, k, w, n, bias, y);
-    return;
-  }
-  if (IsBlockFormat(w_type)) {
-    MatmulBlocks(ks, x, m, k, w, w_type, n, bias, y);
-    return;
-  }
-  const MatmulPanelFn fn = w_type == DType::kF32   ? ks.f32
-                           : w_type == DType::kF16 ? ks.f16
-                                                   : ks.bf16;
-  const int panels = (n + kPanelRows - 1) / kPanelRows;
-  const bool parallel = static_cast<int64_t>(m) * n * k >= (1 << 18);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int p = 0; p < panels; ++p) {
-    fn(x, m, k, w, p * kPanelRows, std::min(n, (p + 1) * kPanelRows), bias, y, n);
-  }
+  if (n <= 0) return;
+  const MatmulJob job{w, w_type, n, bias, y};
+  MatmulSameInputWith(ks, x, m, k, &job, 1);
 }
 
 }  // namespace internal
@@ -180,6 +199,10 @@ Status SelectMatmulIsa(const std::string& isa) {
 void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, const float* bias,
             float* y) {
   internal::MatmulWith(Kernels(), x, m, k, w, w_type, n, bias, y);
+}
+
+void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int count) {
+  internal::MatmulSameInputWith(Kernels(), x, m, k, jobs, count);
 }
 
 const char* MatmulIsa() {

@@ -16,6 +16,10 @@
 #include "kernels/cpu/q8_0.h"  // BlockQ8_0
 #include "kernels/cpu/quant_blocks.h"  // BlockQ8_K
 
+namespace llm::kernels {
+struct MatmulJob;  // cpu_ops.h
+}  // namespace llm::kernels
+
 namespace llm::kernels::internal {
 
 // Computes y[0:m, n0:n1] (row stride ldy) for weight rows [n0, n1).
@@ -69,6 +73,9 @@ int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]);
 // this CPU has it).
 void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType w_type,
                 int n, const float* bias, float* y);
+// MatmulSameInput (cpu_ops.h) with a given kernel set.
+void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
+                         const ::llm::kernels::MatmulJob* jobs, int count);
 
 constexpr int kMaxTile = 4;  // MR and NR are at most this
 

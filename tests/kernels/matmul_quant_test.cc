@@ -118,6 +118,51 @@ TEST(MatmulQuant, IsasAgreeBitwiseAndStayNearTheFloatProduct) {
   }
 }
 
+// Matmuls of one input in one call (q, k, v; gate, up), weights of mixed formats (the Q4_K GEMV
+// pairs its activations' chunks, Q6_K reads them as they are, Q4_0 wants Q8_0, F16 floats):
+// each output is bitwise Matmul's, at m = 1 and m > 1, in one group and in several (> 4 jobs).
+TEST(MatmulQuant, SameInputJobsGiveMatmulsBits) {
+  const int k = 512;
+  const DType types[] = {DType::kQ4_K, DType::kQ6_K, DType::kQ4_0, DType::kF16,
+                         DType::kQ8_0, DType::kQ4_K, DType::kQ5_K};
+  const int rows[] = {37, 16, 5, 20, 33, 1, 9};
+  constexpr int kJobs = 7;
+  std::vector<std::vector<uint8_t>> w(kJobs);
+  std::vector<std::vector<float>> bias(kJobs);
+  for (int j = 0; j < kJobs; ++j) {
+    const auto wf = RandomVec(static_cast<size_t>(rows[j]) * k, 40 + j, 0.05f);
+    if (types[j] == DType::kF16) {
+      w[j].resize(wf.size() * 2);
+      for (size_t i = 0; i < wf.size(); ++i) {
+        const uint16_t h = F32ToF16(wf[i]);
+        std::memcpy(w[j].data() + 2 * i, &h, 2);
+      }
+    } else {
+      w[j] = QuantizeMatrix(types[j], wf, rows[j], k);
+    }
+    bias[j] = RandomVec(rows[j], 60 + j);
+  }
+  for (int m : {1, 5}) {
+    const auto x = RandomVec(static_cast<size_t>(m) * k, 70 + m);
+    for (int count : {2, kJobs}) {
+      std::vector<std::vector<float>> got(count), want(count);
+      std::vector<MatmulJob> jobs;
+      for (int j = 0; j < count; ++j) {
+        got[j].assign(static_cast<size_t>(m) * rows[j], -1.0f);
+        want[j].assign(got[j].size(), -2.0f);
+        jobs.push_back(
+            {w[j].data(), types[j], rows[j], j % 2 == 0 ? bias[j].data() : nullptr, got[j].data()});
+        Matmul(x.data(), m, k, w[j].data(), types[j], rows[j], jobs.back().bias, want[j].data());
+      }
+      MatmulSameInput(x.data(), m, k, jobs.data(), count);
+      for (int j = 0; j < count; ++j) {
+        ASSERT_EQ(std::memcmp(got[j].data(), want[j].data(), 4 * got[j].size()), 0)
+            << DTypeName(types[j]) << " job " << j << " of " << count << " m " << m;
+      }
+    }
+  }
+}
+
 TEST(MatmulQuant, ThreadCountDoesNotChangeTheBits) {
   const int m = 4, k = 1024, n = 256;
   const auto x = RandomVec(static_cast<size_t>(m) * k, 3);

@@ -290,6 +290,21 @@ void TransformerModel::Linear(const float* x, int m, const Weight& w, const Weig
   backend_.Matmul(x, m, w, static_cast<const float*>(bias.data), y);
 }
 
+// Linear of each output on the same x, as one backend call where every weight has rows and
+// columns (an empty tensor-parallel shard goes through Linear's cases).
+void TransformerModel::LinearSameInput(const float* x, int m, std::span<const LinearOut> outs) {
+  kernels::Backend::MatmulOut calls[4];
+  int count = 0;
+  for (const LinearOut& o : outs) {
+    if (o.w->rows == 0 || o.w->cols == 0 || count == 4) {
+      Linear(x, m, *o.w, *o.bias, o.y);
+    } else {
+      calls[count++] = {o.w, static_cast<const float*>(o.bias->data), o.y};
+    }
+  }
+  if (count > 0) backend_.MatmulSameInput(x, m, calls, count);
+}
+
 // Vocab-parallel embedding: each rank looks up the ids in its row range (others give zero
 // rows) and the sum over ranks is the full embedding, exactly (one non-zero term per row).
 void TransformerModel::Embed(const DeviceBatch& db, int tokens) {
@@ -362,9 +377,7 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
   float* q = q_.as<float>();
   float* k = k_.as<float>();
   float* v = v_.as<float>();
-  Linear(h, t, lw.q, lw.q_bias, q);
-  Linear(h, t, lw.k, lw.k_bias, k);
-  Linear(h, t, lw.v, lw.v_bias, v);
+  LinearSameInput(h, t, {{{&lw.q, &lw.q_bias, q}, {&lw.k, &lw.k_bias, k}, {&lw.v, &lw.v_bias, v}}});
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (c.qk_norm) {
     backend_.RmsNorm(q, static_cast<const float*>(lw.q_norm.data), t * heads_, c.head_dim, eps, q);
@@ -413,8 +426,9 @@ void TransformerModel::Mlp(int layer, int tokens) {
   if (w_.config.layer_is_moe(layer)) return Moe(layer, tokens);
   const LayerWeights& lw = w_.layers[layer];
   const float* h = h_.as<float>();
-  Linear(h, tokens, lw.gate, lw.gate_bias, gate_.as<float>());
-  Linear(h, tokens, lw.up, lw.up_bias, up_.as<float>());
+  LinearSameInput(
+      h, tokens,
+      {{{&lw.gate, &lw.gate_bias, gate_.as<float>()}, {&lw.up, &lw.up_bias, up_.as<float>()}}});
   // This rank's intermediate columns (a MoE model's dense layers are wider or narrower than
   // its experts, and inter_ is the widest of them).
   const int64_t count = static_cast<int64_t>(tokens) * lw.gate.rows;

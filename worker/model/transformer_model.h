@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,6 +108,13 @@ class TransformerModel {
   // A [rows, cols] backend buffer as host floats (a view for host memory, else a copy).
   const float* HostView(const float* device, size_t count, std::vector<float>* copy);
   void Linear(const float* x, int m, const Weight& w, const Weight& bias, float* y);
+  struct LinearOut {
+    const Weight* w;
+    const Weight* bias;
+    float* y;
+  };
+  // Linear for each output on the same x (q, k, v; gate, up): one backend call.
+  void LinearSameInput(const float* x, int m, std::span<const LinearOut> outs);
   // out_ holds this rank's partial [tokens, hidden]: sum it over ranks and add `bias` once.
   void ReduceRowParallel(int tokens, const Weight& bias);
   void LmHeadOnDevice(int rows);
