@@ -1,14 +1,15 @@
-// 512-bit GEMV rows (m = 1: a decode step's matmuls) of Q4_K and Q6_K for the AVX-512
+// 512-bit GEMV rows (m = 1: a decode step's matmuls) of Q4_K, Q5_K and Q6_K for the AVX-512
 // translation units, included by matmul_quant_x86.h inside their anonymous namespace.
 //
 // Why: KMicro's 256-bit tile, run on one weight row, was bound by its shuffle unit, not by memory
 // (Q4_K: ~19 TSC cycles per 144-byte block in cache, 18-20 GB/s per core, below what one core
 // streams from DRAM). Here each multiply takes 64 weights, and nothing on the weight path is a
 // shuffle:
-//  - Q4_K: 64 bytes of qs are loaded as they are; their low nibbles are chunks 4r and 4r + 2 of
+//  - Q4_K / Q5_K: 64 bytes of qs are loaded as they are; their low nibbles are chunks 4r, 4r + 2 of
 //    the 8 chunks of 32 weights (r = 0, 1), their high nibbles chunks 4r + 1 and 4r + 3. The
 //    activations are laid out to match once per GEMV (PairChunksQ8K in matmul_internal.h:
-//    chunk order 0 2 1 3 4 6 5 7).
+//    chunk order 0 2 1 3 4 6 5 7). Q5_K's fifth bits (one 32-byte qh, bit c for chunk c) are
+//    moved to bit 4 by a shift per register half.
 //  - Q6_K: the low 4 bits of 64 consecutive elements are one 64-byte load of ql (natural order).
 //  - The sub-block scales of two registers come from one word permutation / byte shuffle that
 //    packs both into each 16-bit word (low and high byte), split by a mask and a shift.
@@ -23,19 +24,42 @@
 
 namespace qx {
 
-// Q4_K lane sums of one block: x with its chunks paired (PairChunksQ8K, matmul_internal.h); sm =
-// ScalesMinsK4 (bytes 0..7 the scales, so 16-bit word k = sc[2k] | sc[2k + 1] << 8).
-inline __m256i Q4KLaneSums512(const BlockQ4_K& w, const BlockQ8_K& x, __m128i sm) {
+// Q4_K (kFifthBit false) and Q5_K lane sums of one block: x with its chunks paired
+// (PairChunksQ8K, matmul_internal.h); sm = ScalesMinsK4 (bytes 0..7 the scales, so 16-bit word
+// k = sc[2k] | sc[2k + 1] << 8); qh: Q5_K's fifth bits (bit c of qh[i] for element 32c + i).
+template <bool kFifthBit>
+inline __m256i K4LaneSums512(const uint8_t* qs, const uint8_t* qh, const BlockQ8_K& x, __m128i sm) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i low_byte = _mm512_set1_epi16(0x00FF);
   const __m512i sm512 = _mm512_castsi128_si512(sm);
+  [[maybe_unused]] __m512i high;
+  if constexpr (kFifthBit) {
+    high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
+  }
   __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 2
   for (int r = 0; r < 2; ++r) {
     // qs[64r .. 64r + 63]: low nibbles are chunks 4r | 4r + 2, high nibbles 4r + 1 | 4r + 3.
-    const __m512i q = _mm512_loadu_si512(w.qs + 64 * r);
-    const __m512i u_lo = _mm512_and_si512(q, low4);
-    const __m512i u_hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+    const __m512i q = _mm512_loadu_si512(qs + 64 * r);
+    __m512i u_lo = _mm512_and_si512(q, low4);
+    __m512i u_hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+    if constexpr (kFifthBit) {
+      // Bit c of qh to bit 4 for chunk c: left shifts 4 - c for chunks 0..3 (r = 0), right
+      // shifts c - 4 for chunks 4..7, per 256-bit half (16-bit lanes: no bit crosses a byte
+      // into bit 4 at these counts); then u |= that & 0x10.
+      const int64_t a = r == 0 ? 0x0004000400040004ll : 0, b = 0x0002000200020002ll;
+      const int64_t c = r == 0 ? 0x0003000300030003ll : 0x0001000100010001ll,
+                    e = r == 0 ? 0x0001000100010001ll : 0x0003000300030003ll;
+      const __m512i cnt_lo = _mm512_set_epi64(b, b, b, b, a, a, a, a);
+      const __m512i cnt_hi = _mm512_set_epi64(e, e, e, e, c, c, c, c);
+      const __m512i bit4 = _mm512_set1_epi8(0x10);
+      const __m512i h_lo =
+          r == 0 ? _mm512_sllv_epi16(high, cnt_lo) : _mm512_srlv_epi16(high, cnt_lo);
+      const __m512i h_hi =
+          r == 0 ? _mm512_sllv_epi16(high, cnt_hi) : _mm512_srlv_epi16(high, cnt_hi);
+      u_lo = _mm512_ternarylogic_epi32(u_lo, h_lo, bit4, 0xF8);  // u | (h & 0x10)
+      u_hi = _mm512_ternarylogic_epi32(u_hi, h_hi, bit4, 0xF8);
+    }
     // Words 0..15 = word 2r of sm (sc[4r] | sc[4r + 1] << 8), words 16..31 = word 2r + 1.
     const int64_t w0 = 2 * r * 0x0001000100010001ll, w1 = w0 + 0x0001000100010001ll;
     const __m512i pair =
@@ -108,10 +132,11 @@ template <class Block>
 }
 
 template <class F>
-constexpr bool kHasGemv512 = std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q6_KF>;
+constexpr bool kHasGemv512 =
+    std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF> || std::is_same_v<F, Q6_KF>;
 // Whether the GEMV of F wants its activations paired (PairChunksQ8K).
 template <class F>
-constexpr bool kGemv512PairsChunks = std::is_same_v<F, Q4_KF>;
+constexpr bool kGemv512PairsChunks = std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF>;
 
 // One weight row of F on nb blocks (x prepared as kGemv512PairsChunks<F> says): KMicro's
 // Tile<1, 1> result, bitwise.
@@ -122,14 +147,18 @@ inline float KGemvRow512(const BlockQ8_K* x, const typename F::B* w, int nb) {
     PrefetchBlockNta(&w[b]);
     float d, dmin;
     __m256i lsum, mn;
-    if constexpr (std::is_same_v<F, Q4_KF>) {
+    if constexpr (kGemv512PairsChunks<F>) {
       const __m128i head = LoadHead16(&w[b]);
       const __m128 dd = _mm_cvtph_ps(head);
       const __m128i sm = ScalesMinsK4(head);
       d = _mm_cvtss_f32(dd);
       dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
       mn = Repeat8(_mm_srli_si128(sm, 8));
-      lsum = Q4KLaneSums512(w[b], x[b], sm);
+      if constexpr (std::is_same_v<F, Q5_KF>) {
+        lsum = K4LaneSums512<true>(w[b].qs, w[b].qh, x[b], sm);
+      } else {
+        lsum = K4LaneSums512<false>(w[b].qs, nullptr, x[b], sm);
+      }
     } else {
       const KHeader hw = F::Header(w[b]);
       d = hw.d;
