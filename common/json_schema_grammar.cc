@@ -451,7 +451,7 @@ class SchemaCompiler {
     return b_.Rule({Cat({B("{"), Ref(space_), Ref(first), B("}")})});
   }
 
-  // The first integer-bound keyword of `s` (nullptr: none).
+  // The first numeric keyword of `s` (bounds, multipleOf; nullptr: none).
   static const char* BoundKeyword(const ojson& s) {
     for (const char* key :
          {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}) {
