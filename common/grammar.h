@@ -75,6 +75,8 @@ class GrammarBuilder {
 
   // Fails (OutOfRange) when the grammar grew past the limits, or a rule has no alternative.
   StatusOr<Grammar> Build(uint32_t root);
+  // The grammar grew past the limits (Build will fail): callers building big parts stop early.
+  bool too_large() const { return too_large_; }
 
  private:
   std::vector<std::vector<Sequence>> rules_;

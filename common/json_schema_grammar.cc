@@ -2,6 +2,7 @@
 
 #include "common/grammar_matcher.h"
 #include "common/integer_range_grammar.h"
+#include "common/number_range_grammar.h"
 #include "common/regex_grammar.h"
 
 #include <cmath>
@@ -47,7 +48,8 @@ const std::set<std::string>& SupportedKeywords() {
                                           "minimum",
                                           "maximum",
                                           "exclusiveMinimum",
-                                          "exclusiveMaximum"};
+                                          "exclusiveMaximum",
+                                          "multipleOf"};
   return k;
 }
 
@@ -90,6 +92,9 @@ class SchemaCompiler {
     if (depth > kMaxSchemaDepth) {
       return Fail("schemas nest deeper than " + std::to_string(kMaxSchemaDepth), at);
     }
+    // Past the grammar's limits (many big parts, e.g. a multipleOf or a length-bounded pattern
+    // per property): stop now rather than compile the rest for nothing.
+    if (b_.too_large()) return TooLarge(at);
     if (s.is_boolean()) {
       if (s.get<bool>()) return AnyValue();
       return Fail("the schema false accepts nothing", at);
@@ -138,7 +143,8 @@ class SchemaCompiler {
     } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern")) {
       types.push_back("string");
     } else if (const char* bound = BoundKeyword(s)) {
-      return Fail(std::string("'") + bound + "' is supported with \"type\": \"integer\"", at);
+      return Fail(
+          std::string("'") + bound + "' is supported with \"type\": \"integer\" or \"number\"", at);
     } else {
       return AnyValue();
     }
@@ -153,6 +159,11 @@ class SchemaCompiler {
  private:
   static Status Fail(const std::string& what, const std::string& at) {
     return InvalidArgument(what + " (at " + at + ")");
+  }
+  static Status TooLarge(const std::string& at) {
+    return Fail("the schema needs more than " + std::to_string(kMaxGrammarElements) +
+                    " grammar elements or " + std::to_string(kMaxGrammarRules) + " rules",
+                at);
   }
   GrammarBuilder::Symbol Ref(uint32_t r) { return GrammarBuilder::Ref(r); }
   Seq B(std::string_view text) { return b_.Literal(text); }
@@ -347,25 +358,12 @@ class SchemaCompiler {
     if (type == "string") {
       int min = 0, max = -1;
       LLM_RETURN_IF_ERROR(MinMax(s, "minLength", "maxLength", kMaxSchemaLength, at, &min, &max));
-      LLM_ASSIGN_OR_RETURN(std::optional<uint32_t> shaped, PatternOrFormat(s, at));
-      if (shaped) {
-        if (s.contains("minLength") || s.contains("maxLength")) {
-          return Fail(
-              "'minLength' / 'maxLength' together with a pattern or format are not "
-              "supported",
-              at);
-        }
-        return *shaped;
-      }
+      LLM_ASSIGN_OR_RETURN(std::optional<uint32_t> shaped, PatternOrFormat(s, at, min, max));
+      if (shaped) return *shaped;
       return String(min, max);
     }
     if (type == "integer") return BoundedInteger(s, at);
-    if (type == "number") {
-      if (const char* bound = BoundKeyword(s)) {
-        return Fail(std::string("'") + bound + "' is supported on integers, not numbers", at);
-      }
-      return Number();
-    }
+    if (type == "number") return BoundedNumber(s, at);
     if (type == "boolean") return Boolean();
     if (type == "null") return Null();
     if (type == "array") return CompileArray(s, at, depth);
@@ -453,17 +451,20 @@ class SchemaCompiler {
     return b_.Rule({Cat({B("{"), Ref(space_), Ref(first), B("}")})});
   }
 
-  // The first integer-bound keyword of `s` (nullptr: none).
+  // The first numeric keyword of `s` (bounds, multipleOf; nullptr: none).
   static const char* BoundKeyword(const ojson& s) {
-    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+    for (const char* key :
+         {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}) {
       if (s.contains(key)) return key;
     }
     return nullptr;
   }
 
   // A string with a "pattern" (full match, as llama.cpp and xgrammar) or a known "format"
-  // (nullopt: neither; other formats are annotations, as vLLM / xgrammar treat them).
-  StatusOr<std::optional<uint32_t>> PatternOrFormat(const ojson& s, const std::string& at) {
+  // (nullopt: neither; other formats are annotations, as vLLM / xgrammar treat them), of
+  // min..max characters (max < 0: no bound).
+  StatusOr<std::optional<uint32_t>> PatternOrFormat(const ojson& s, const std::string& at, int min,
+                                                    int max) {
     std::string regex;
     const char* key = "pattern";
     if (const auto it = s.find("pattern"); it != s.end()) {
@@ -477,7 +478,9 @@ class SchemaCompiler {
     } else {
       return std::optional<uint32_t>();
     }
-    StatusOr<uint32_t> body = RegexRule(regex, RegexTarget::kJsonString, &b_);
+    StatusOr<uint32_t> body = min == 0 && max < 0
+                                  ? RegexRule(regex, RegexTarget::kJsonString, &b_)
+                                  : RegexLengthRule(regex, RegexTarget::kJsonString, min, max, &b_);
     if (!body.ok()) return Fail(std::string("'") + key + "': " + body.status().message(), at);
     return std::optional<uint32_t>(b_.Rule({Cat({B("\""), Ref(*body), B("\"")})}));
   }
@@ -522,18 +525,115 @@ class SchemaCompiler {
     return Status::Ok();
   }
 
-  StatusOr<uint32_t> BoundedInteger(const ojson& s, const std::string& at) {
-    if (!BoundKeyword(s)) return Integer();
+  // multipleOf: an integer N (1..kMaxMultipleOf) or a power of ten 10^-k (k fraction digits).
+  struct Multiple {
+    int64_t integer = 1;       // N; 1 when none or a power of ten below 1
+    int fraction_digits = -1;  // k for 10^-k; -1 otherwise
+  };
+  StatusOr<Multiple> ReadMultipleOf(const ojson& s, const std::string& at) {
+    Multiple m;
+    const auto it = s.find("multipleOf");
+    if (it == s.end()) return m;
+    if (!it->is_number()) return Fail("'multipleOf' must be a number", at);
+    StatusOr<Decimal> d = ParseDecimal(it->dump());
+    if (!d.ok()) return Fail("'multipleOf' " + d.status().message(), at);
+    if (d->negative || (d->integer == 0 && d->fraction.empty())) {
+      return Fail("'multipleOf' must be above 0", at);
+    }
+    if (d->fraction.empty()) {
+      if (d->integer > static_cast<uint64_t>(kMaxMultipleOf)) {
+        return Fail("'multipleOf' above " + std::to_string(kMaxMultipleOf) + " is not supported",
+                    at);
+      }
+      m.integer = static_cast<int64_t>(d->integer);
+      return m;
+    }
+    const std::string& f = d->fraction;
+    if (d->integer == 0 && f.back() == '1' && f.find_first_not_of('0') == f.size() - 1) {
+      if (f.size() > static_cast<size_t>(kMaxNumberFractionDigits)) {
+        return Fail("'multipleOf' below 1e-" + std::to_string(kMaxNumberFractionDigits) +
+                        " is not supported",
+                    at);
+      }
+      m.fraction_digits = static_cast<int>(f.size());
+      return m;
+    }
+    return Fail("'multipleOf' is supported as an integer up to " + std::to_string(kMaxMultipleOf) +
+                    " or a power of ten such as 0.01",
+                at);
+  }
+
+  // The integer bounds (fractional ones rounded inwards).
+  Status IntegerBounds(const ojson& s, const std::string& at, std::optional<int64_t>* lo,
+                       std::optional<int64_t>* hi) {
     // Draft 4: "exclusiveMinimum": true makes "minimum" exclusive.
     const bool ex_min = s.value("exclusiveMinimum", ojson()) == true;
     const bool ex_max = s.value("exclusiveMaximum", ojson()) == true;
+    LLM_RETURN_IF_ERROR(ReadBound(s, "minimum", true, ex_min, at, lo));
+    LLM_RETURN_IF_ERROR(ReadBound(s, "exclusiveMinimum", true, true, at, lo));
+    LLM_RETURN_IF_ERROR(ReadBound(s, "maximum", false, ex_max, at, hi));
+    LLM_RETURN_IF_ERROR(ReadBound(s, "exclusiveMaximum", false, true, at, hi));
+    return Status::Ok();
+  }
+
+  StatusOr<uint32_t> IntegersOf(const ojson& s, const std::string& at, int64_t multiple) {
     std::optional<int64_t> lo, hi;
-    LLM_RETURN_IF_ERROR(ReadBound(s, "minimum", true, ex_min, at, &lo));
-    LLM_RETURN_IF_ERROR(ReadBound(s, "exclusiveMinimum", true, true, at, &lo));
-    LLM_RETURN_IF_ERROR(ReadBound(s, "maximum", false, ex_max, at, &hi));
-    LLM_RETURN_IF_ERROR(ReadBound(s, "exclusiveMaximum", false, true, at, &hi));
+    LLM_RETURN_IF_ERROR(IntegerBounds(s, at, &lo, &hi));
     if (lo && hi && *lo > *hi) return Fail("no integer lies between the bounds", at);
-    return IntegerRangeRule(lo, hi, &b_);
+    if (multiple <= 1) return IntegerRangeRule(lo, hi, &b_);
+    const std::optional<uint32_t> r = IntegerMultipleRule(lo, hi, multiple, &b_);
+    if (b_.too_large()) return TooLarge(at);
+    if (!r) {
+      return Fail("no multiple of " + std::to_string(multiple) + " lies between the bounds", at);
+    }
+    return *r;
+  }
+
+  StatusOr<uint32_t> BoundedInteger(const ojson& s, const std::string& at) {
+    if (!BoundKeyword(s)) return Integer();
+    LLM_ASSIGN_OR_RETURN(Multiple m, ReadMultipleOf(s, at));
+    // Every integer is a multiple of 10^-k.
+    return IntegersOf(s, at, m.integer);
+  }
+
+  // Reads the decimal bound `key` into *out (the tighter one wins; at equal values the exclusive
+  // one).
+  Status ReadDecimalBound(const ojson& s, const char* key, bool lower, bool exclusive,
+                          const std::string& at, std::optional<DecimalBound>* out) {
+    const auto it = s.find(key);
+    if (it == s.end() || it->is_boolean()) return Status::Ok();  // draft 4's booleans
+    if (!it->is_number()) return Fail(std::string("'") + key + "' must be a number", at);
+    StatusOr<Decimal> d = ParseDecimal(it->dump());
+    if (!d.ok()) return Fail(std::string("'") + key + "' " + d.status().message(), at);
+    const DecimalBound bound{*d, exclusive};
+    if (!*out) {
+      *out = bound;
+      return Status::Ok();
+    }
+    const int c = CompareDecimal(bound.value, (*out)->value);
+    if ((lower ? c > 0 : c < 0) || (c == 0 && exclusive)) *out = bound;
+    return Status::Ok();
+  }
+
+  StatusOr<uint32_t> BoundedNumber(const ojson& s, const std::string& at) {
+    if (!BoundKeyword(s)) return Number();
+    LLM_ASSIGN_OR_RETURN(Multiple m, ReadMultipleOf(s, at));
+    if (m.fraction_digits < 0 && s.contains("multipleOf")) return IntegersOf(s, at, m.integer);
+    const bool ex_min = s.value("exclusiveMinimum", ojson()) == true;
+    const bool ex_max = s.value("exclusiveMaximum", ojson()) == true;
+    std::optional<DecimalBound> lo, hi;
+    LLM_RETURN_IF_ERROR(ReadDecimalBound(s, "minimum", true, ex_min, at, &lo));
+    LLM_RETURN_IF_ERROR(ReadDecimalBound(s, "exclusiveMinimum", true, true, at, &lo));
+    LLM_RETURN_IF_ERROR(ReadDecimalBound(s, "maximum", false, ex_max, at, &hi));
+    LLM_RETURN_IF_ERROR(ReadDecimalBound(s, "exclusiveMaximum", false, true, at, &hi));
+    const int digits = m.fraction_digits >= 0 ? m.fraction_digits : kMaxNumberFractionDigits;
+    const std::optional<uint32_t> r = NumberRangeRule(lo, hi, digits, &b_);
+    if (!r) {
+      return Fail("no number with at most " + std::to_string(digits) +
+                      " digits after the decimal point lies between the bounds",
+                  at);
+    }
+    return *r;
   }
 
   const ojson& doc_;

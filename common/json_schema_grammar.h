@@ -14,14 +14,21 @@
 // same document ("#", "#/$defs/X", any JSON pointer; recursion allowed), the empty schema / true;
 // on strings pattern (common/regex_grammar.h; the whole string matches it, as llama.cpp and
 // xgrammar read it; characters JSON must escape come out escaped) and format date, time,
-// date-time, uuid and email (other formats are annotations, ignored as vLLM / xgrammar do; a
-// pattern or format cannot be combined with minLength / maxLength); on integers minimum,
-// maximum, exclusiveMinimum, exclusiveMaximum (an exact digit-range grammar, bounds up to
-// 10^18; on numbers they are refused).
+// date-time, uuid and email (other formats are annotations, ignored as vLLM / xgrammar do),
+// together with minLength / maxLength too (in characters: RegexLengthRule's product of the
+// pattern's automaton with a count, bounded in size);
+// on integers and numbers minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's
+// boolean forms too; bounds up to 10^18 in magnitude; exact: integers by a digit-range grammar,
+// numbers by comparing decimal digits (common/number_range_grammar.h), so 0.1 is 0.1) and
+// multipleOf: on integers any integer 1..1000 (a modulo-N digit automaton, with the bounds),
+// on numbers an integer 1..1000 (then only integers are generated) or a power of ten 10^-k,
+// k <= 15 (at most k fraction digits); other values are refused. A bounded number, or one with
+// multipleOf, is written without an exponent, with at most 15 fraction digits (or k) and
+// never as -0.
 // Annotations (title, description, default, examples, format, $schema, $id, $comment, deprecated,
-// readOnly, writeOnly, strict, ...) are ignored. Any other validation keyword (multipleOf,
-// uniqueItems, not, minProperties, ...) is an InvalidArgument naming it and where it is, rather
-// than output that silently breaks it.
+// readOnly, writeOnly, strict, ...) are ignored. Any other validation keyword (uniqueItems, not,
+// minProperties, ...) is an InvalidArgument naming it and where it is, rather than output that
+// silently breaks it.
 #pragma once
 
 #include <string>

@@ -127,10 +127,27 @@ std::string JsonEscape(char32_t cp) {
   return std::string("\\u00") + kHex[cp >> 4] + kHex[cp & 15];
 }
 
+// The pattern as a tree (for the length-bounded product, RegexLengthRule): a character set, a
+// concatenation, an alternation, or a counted repetition {min,max} (max < 0: unbounded).
+struct RegexNode {
+  enum Kind { kSet, kCat, kAlt, kRepeat } kind = kCat;
+  CpSet set;
+  std::vector<int> kids;
+  int64_t min = 1, max = 1;
+};
+
 class RegexCompiler {
  public:
   RegexCompiler(std::string_view pattern, RegexTarget target, GrammarBuilder* b)
       : p_(pattern), json_(target == RegexTarget::kJsonString), b_(*b) {}
+
+  const std::vector<RegexNode>& nodes() const { return nodes_; }
+  int root() const { return root_; }
+  // The symbols of one character of `set` (as the pattern's characters are compiled).
+  StatusOr<Seq> SetSymbols(const CpSet& set) {
+    LLM_ASSIGN_OR_RETURN(Piece p, SetPiece(set, 0));
+    return p.seq;
+  }
 
   StatusOr<uint32_t> Compile() {
     if (p_.size() > kMaxRegexBytes) {
@@ -141,6 +158,7 @@ class RegexCompiler {
     LLM_ASSIGN_OR_RETURN(Piece whole, ParseAlternation(0));
     if (pos_ < p_.size()) return Fail("unbalanced ')'", pos_);
     if (whole.cost > kMaxRegexExpansion) return TooLarge(0);
+    root_ = whole.node;
     return b_.Rule({whole.seq});
   }
 
@@ -153,7 +171,13 @@ class RegexCompiler {
     // a given count of repetitions).
     bool fixed = true;
     uint64_t len = 0;
+    int node = -1;  // in nodes_
   };
+
+  int AddNode(RegexNode n) {
+    nodes_.push_back(std::move(n));
+    return static_cast<int>(nodes_.size()) - 1;
+  }
 
   Status Fail(const std::string& what, size_t at) const {
     return InvalidArgument(what + " (at offset " + std::to_string(at) + ")");
@@ -174,6 +198,10 @@ class RegexCompiler {
     Piece out;
     out.len = alts[0].len;
     std::vector<Seq> seqs;
+    RegexNode alt;
+    alt.kind = RegexNode::kAlt;
+    for (const Piece& a : alts) alt.kids.push_back(a.node);
+    out.node = AddNode(std::move(alt));
     for (Piece& a : alts) {
       out.cost += a.cost;
       out.fixed = out.fixed && a.fixed && a.len == out.len;
@@ -185,6 +213,8 @@ class RegexCompiler {
 
   StatusOr<Piece> ParseConcat(int depth) {
     Piece out;
+    RegexNode cat;
+    cat.kind = RegexNode::kCat;
     while (!AtEnd() && !At('|') && !At(')')) {
       const size_t start = pos_;
       if (At('^')) {
@@ -202,11 +232,13 @@ class RegexCompiler {
       LLM_ASSIGN_OR_RETURN(Piece atom, ParseAtom(depth));
       LLM_RETURN_IF_ERROR(ParseQuantifier(&atom));
       out.seq.insert(out.seq.end(), atom.seq.begin(), atom.seq.end());
+      cat.kids.push_back(atom.node);
       out.cost += atom.cost;
       out.fixed = out.fixed && atom.fixed;
       out.len += atom.len;
       if (out.cost > kMaxRegexExpansion) return TooLarge(start);
     }
+    out.node = AddNode(std::move(cat));
     return out;
   }
 
@@ -300,6 +332,12 @@ class RegexCompiler {
                   start);
     }
     if (min == 1 && max == 1) return Status::Ok();
+    RegexNode rep;
+    rep.kind = RegexNode::kRepeat;
+    rep.kids = {atom->node};
+    rep.min = min;
+    rep.max = max;
+    atom->node = AddNode(std::move(rep));
     const uint32_t rule = b_.Repeat(atom->seq, static_cast<int>(min), static_cast<int>(max));
     atom->seq = {GrammarBuilder::Ref(rule)};
     atom->cost = cost;
@@ -520,7 +558,13 @@ class RegexCompiler {
 
   // The symbols for one character of `set` (a literal when it has one character).
   StatusOr<Piece> SetPiece(const CpSet& set, size_t at) {
-    if (const auto it = cache_.find(set); it != cache_.end()) return Piece{it->second, 1, true, 1};
+    RegexNode leaf;
+    leaf.kind = RegexNode::kSet;
+    leaf.set = set;
+    const int node = AddNode(std::move(leaf));
+    if (const auto it = cache_.find(set); it != cache_.end()) {
+      return Piece{it->second, 1, true, 1, node};
+    }
     CpSet plain = set;
     std::vector<Seq> alts;
     if (json_) {
@@ -554,7 +598,7 @@ class RegexCompiler {
     if (alts.empty()) return Fail("a class that matches no character", at);
     Seq result = alts.size() == 1 ? alts[0] : Seq{GrammarBuilder::Ref(b_.Rule(alts))};
     cache_.emplace(set, result);
-    return Piece{std::move(result), 1, true, 1};
+    return Piece{std::move(result), 1, true, 1, node};
   }
 
   static CpSet Intersect(const CpSet& a, const CpSet& b) {
@@ -573,6 +617,115 @@ class RegexCompiler {
   GrammarBuilder& b_;
   size_t pos_ = 0;
   std::map<CpSet, Seq> cache_;
+  std::vector<RegexNode> nodes_;
+  int root_ = -1;
+};
+
+// The pattern's Glushkov automaton: one state per character set of the expanded pattern (a
+// counted repetition repeated out), transitions into a state reading its set.
+class Glushkov {
+ public:
+  explicit Glushkov(const std::vector<RegexNode>& nodes) : nodes_(nodes) {}
+
+  struct Frag {
+    bool nullable = true;
+    std::vector<int> first, last;
+  };
+
+  StatusOr<Frag> Build(int node) {
+    const RegexNode& n = nodes_[static_cast<size_t>(node)];
+    switch (n.kind) {
+      case RegexNode::kSet: {
+        if (sets.size() >= kMaxRegexLengthPositions) return TooLarge();
+        sets.push_back(n.set);
+        follow.emplace_back();
+        const int p = static_cast<int>(sets.size()) - 1;
+        return Frag{false, {p}, {p}};
+      }
+      case RegexNode::kCat: {
+        Frag out;
+        for (int kid : n.kids) {
+          LLM_ASSIGN_OR_RETURN(Frag f, Build(kid));
+          LLM_ASSIGN_OR_RETURN(out, Concat(std::move(out), std::move(f)));
+        }
+        return out;
+      }
+      case RegexNode::kAlt: {
+        Frag out;
+        out.nullable = false;
+        for (int kid : n.kids) {
+          LLM_ASSIGN_OR_RETURN(Frag f, Build(kid));
+          out.nullable = out.nullable || f.nullable;
+          out.first.insert(out.first.end(), f.first.begin(), f.first.end());
+          out.last.insert(out.last.end(), f.last.begin(), f.last.end());
+        }
+        return out;
+      }
+      case RegexNode::kRepeat:
+        break;
+    }
+    const int kid = n.kids[0];
+    Frag out;
+    for (int64_t i = 0; i < n.min; ++i) {
+      LLM_ASSIGN_OR_RETURN(Frag f, Build(kid));
+      if (n.max < 0 && i + 1 == std::max<int64_t>(n.min, 1)) {
+        LLM_RETURN_IF_ERROR(Loop(f));  // x{n,}: the last copy repeats
+      }
+      LLM_ASSIGN_OR_RETURN(out, Concat(std::move(out), std::move(f)));
+    }
+    if (n.max < 0) {
+      if (n.min == 0) {  // x*
+        LLM_ASSIGN_OR_RETURN(Frag f, Build(kid));
+        LLM_RETURN_IF_ERROR(Loop(f));
+        f.nullable = true;
+        LLM_ASSIGN_OR_RETURN(out, Concat(std::move(out), std::move(f)));
+      }
+      return out;
+    }
+    // The optional copies nest, x(x(x)?)?, so a text has one way through them.
+    Frag tail;
+    for (int64_t i = n.min; i < n.max; ++i) {
+      LLM_ASSIGN_OR_RETURN(Frag f, Build(kid));
+      LLM_ASSIGN_OR_RETURN(tail, Concat(std::move(f), std::move(tail)));
+      tail.nullable = true;
+    }
+    return Concat(std::move(out), std::move(tail));
+  }
+
+  std::vector<CpSet> sets;               // per state
+  std::vector<std::vector<int>> follow;  // per state: the states that may come next
+
+ private:
+  static Status TooLarge() {
+    return InvalidArgument("the pattern expands to more than " +
+                           std::to_string(kMaxRegexLengthPositions) +
+                           " characters, too many to combine with a length bound");
+  }
+
+  Status Link(const std::vector<int>& from, const std::vector<int>& to) {
+    edges_ += from.size() * to.size();
+    if (edges_ > kMaxRegexLengthEdges) return TooLarge();
+    for (int f : from) {
+      auto& out = follow[static_cast<size_t>(f)];
+      out.insert(out.end(), to.begin(), to.end());
+    }
+    return Status::Ok();
+  }
+  Status Loop(const Frag& f) { return Link(f.last, f.first); }
+
+  StatusOr<Frag> Concat(Frag a, Frag b) {
+    LLM_RETURN_IF_ERROR(Link(a.last, b.first));
+    Frag out;
+    out.nullable = a.nullable && b.nullable;
+    out.first = a.first;
+    if (a.nullable) out.first.insert(out.first.end(), b.first.begin(), b.first.end());
+    out.last = b.last;
+    if (b.nullable) out.last.insert(out.last.end(), a.last.begin(), a.last.end());
+    return out;
+  }
+
+  const std::vector<RegexNode>& nodes_;
+  uint64_t edges_ = 0;
 };
 
 }  // namespace
@@ -586,6 +739,121 @@ StatusOr<Grammar> RegexGrammar(std::string_view pattern) {
   GrammarBuilder b;
   LLM_ASSIGN_OR_RETURN(uint32_t root, RegexRule(pattern, RegexTarget::kText, &b));
   return b.Build(root);
+}
+
+}  // namespace llm
+
+namespace llm {
+
+StatusOr<uint32_t> RegexLengthRule(std::string_view pattern, RegexTarget target, int min_length,
+                                   int max_length, GrammarBuilder* b) {
+  // Parsed (and checked, with the same limits as RegexRule) on the side.
+  GrammarBuilder scratch;
+  RegexCompiler parsed(pattern, target, &scratch);
+  LLM_RETURN_IF_ERROR(parsed.Compile().status());
+  Glushkov g(parsed.nodes());
+  LLM_ASSIGN_OR_RETURN(Glushkov::Frag whole, g.Build(parsed.root()));
+  for (auto& f : g.follow) {
+    std::sort(f.begin(), f.end());
+    f.erase(std::unique(f.begin(), f.end()), f.end());
+  }
+  std::sort(whole.first.begin(), whole.first.end());
+  whole.first.erase(std::unique(whole.first.begin(), whole.first.end()), whole.first.end());
+  std::vector<bool> is_last(g.sets.size(), false);
+  for (int p : whole.last) is_last[static_cast<size_t>(p)] = true;
+
+  // The product with a count of characters: (state, count), the start state being -1. Without
+  // an upper bound the count stops at min_length.
+  const int cap = max_length >= 0 ? max_length : min_length;
+  const int64_t width = cap + 1;
+  auto id = [&](int p, int c) { return (static_cast<int64_t>(p) + 1) * width + c; };
+  std::map<int64_t, int> index;  // product state -> dense number
+  std::vector<std::pair<int, int>> states;
+  std::vector<std::vector<int>> edges;  // dense -> dense successors
+  auto visit = [&](int p, int c) -> StatusOr<int> {
+    const auto [it, inserted] = index.try_emplace(id(p, c), static_cast<int>(states.size()));
+    if (inserted) {
+      if (states.size() >= kMaxRegexLengthStates) {
+        return InvalidArgument("the pattern and the length bounds need more than " +
+                               std::to_string(kMaxRegexLengthStates) +
+                               " states (lower the lengths or simplify the pattern)");
+      }
+      states.push_back({p, c});
+      edges.emplace_back();
+    }
+    return it->second;
+  };
+  LLM_RETURN_IF_ERROR(visit(-1, 0).status());
+  size_t total_edges = 0;
+  for (size_t i = 0; i < states.size(); ++i) {
+    const auto [p, c] = states[i];
+    if (max_length >= 0 && c >= max_length) continue;
+    const int next_c = std::min(c + 1, cap);
+    const std::vector<int>& next = p < 0 ? whole.first : g.follow[static_cast<size_t>(p)];
+    total_edges += next.size();
+    if (total_edges > kMaxRegexLengthEdges) {
+      return InvalidArgument("the pattern and the length bounds need more than " +
+                             std::to_string(kMaxRegexLengthEdges) +
+                             " transitions (lower the lengths or simplify the pattern)");
+    }
+    for (int q : next) {
+      LLM_ASSIGN_OR_RETURN(int to, visit(q, next_c));
+      edges[i].push_back(to);
+    }
+  }
+  auto accepting = [&](size_t i) {
+    const auto [p, c] = states[i];
+    return c >= min_length && (p < 0 ? whole.nullable : is_last[static_cast<size_t>(p)]);
+  };
+  // Only states from which an accepted end is reachable (the matcher must never be led into a
+  // dead end).
+  std::vector<std::vector<int>> back(states.size());
+  for (size_t i = 0; i < states.size(); ++i) {
+    for (int to : edges[i]) back[static_cast<size_t>(to)].push_back(static_cast<int>(i));
+  }
+  std::vector<bool> live(states.size(), false);
+  std::vector<int> work;
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (accepting(i)) {
+      live[i] = true;
+      work.push_back(static_cast<int>(i));
+    }
+  }
+  while (!work.empty()) {
+    const int i = work.back();
+    work.pop_back();
+    for (int from : back[static_cast<size_t>(i)]) {
+      if (!live[static_cast<size_t>(from)]) {
+        live[static_cast<size_t>(from)] = true;
+        work.push_back(from);
+      }
+    }
+  }
+  if (!live[0]) {
+    return InvalidArgument("no text matching the pattern has a length between the bounds");
+  }
+  if (b->too_large()) return OutOfRange("the grammar is already too large");
+  RegexCompiler emitter(pattern, target, b);
+  std::vector<uint32_t> rules(states.size());
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (live[i]) rules[i] = b->NewRule();
+  }
+  std::vector<Seq> set_symbols(g.sets.size());
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (!live[i]) continue;
+    if (accepting(i)) b->AddAlternative(rules[i], {});
+    for (int to : edges[i]) {
+      if (!live[static_cast<size_t>(to)]) continue;
+      const size_t q = static_cast<size_t>(states[static_cast<size_t>(to)].first);
+      if (set_symbols[q].empty()) {
+        LLM_ASSIGN_OR_RETURN(set_symbols[q], emitter.SetSymbols(g.sets[q]));
+      }
+      Seq alt = set_symbols[q];
+      alt.push_back(GrammarBuilder::Ref(rules[static_cast<size_t>(to)]));
+      b->AddAlternative(rules[i], alt);
+    }
+  }
+  return rules[0];
 }
 
 }  // namespace llm

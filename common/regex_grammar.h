@@ -50,6 +50,20 @@ enum class RegexTarget { kText, kJsonString };
 // InvalidArgument "<what> (at offset N)".
 StatusOr<uint32_t> RegexRule(std::string_view pattern, RegexTarget target, GrammarBuilder* b);
 
+// Limits of RegexLengthRule: characters of the expanded pattern (its automaton's states),
+// transitions of that automaton, and states / transitions of its product with the length count.
+constexpr size_t kMaxRegexLengthPositions = 4096;
+constexpr size_t kMaxRegexLengthStates = 1 << 17;
+constexpr size_t kMaxRegexLengthEdges = 1 << 17;
+
+// Adds to `b` a rule matching the texts the whole pattern matches that have min_length to
+// max_length characters (code points; max_length < 0: no upper bound): JSON Schema's pattern or
+// format with minLength / maxLength. Built as the product of the pattern's Glushkov automaton
+// (counted repetitions written out) with a count of characters, pruned to the states from which
+// an end is reachable; each size is bounded (an InvalidArgument past them, never a huge grammar).
+StatusOr<uint32_t> RegexLengthRule(std::string_view pattern, RegexTarget target, int min_length,
+                                   int max_length, GrammarBuilder* b);
+
 // The grammar of `pattern` on its own (guided_regex).
 StatusOr<Grammar> RegexGrammar(std::string_view pattern);
 

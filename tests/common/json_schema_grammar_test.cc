@@ -169,12 +169,13 @@ TEST(JsonSchemaGrammar, FreeFormObjectsFollowAdditionalProperties) {
 TEST(JsonSchemaGrammar, UnsupportedOrBrokenSchemasNameTheKeywordAndPlace) {
   EXPECT_EQ(SchemaError(R"js({"type":"object","properties":{"a":{"pattern":"(?=x)"}}})js"),
             "'pattern': lookahead '(?=' is not supported (at offset 0) (at #/properties/a)");
-  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":3})"),
-            "'multipleOf' is not supported (at #)");
-  EXPECT_EQ(SchemaError(R"({"type":"number","minimum":3})"),
-            "'minimum' is supported on integers, not numbers (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"array","uniqueItems":true})"),
+            "'uniqueItems' is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.5})"),
+            "'multipleOf' is supported as an integer up to 1000 or a power of ten such as 0.01 "
+            "(at #)");
   EXPECT_EQ(SchemaError(R"({"maximum":3})"),
-            "'maximum' is supported with \"type\": \"integer\" (at #)");
+            "'maximum' is supported with \"type\": \"integer\" or \"number\" (at #)");
   EXPECT_EQ(SchemaError(R"({"type":"strng"})"), "unknown type 'strng' (at #)");
   EXPECT_EQ(SchemaError(R"({"properties":{"a":{}},"required":["b"]})"),
             "required property 'b' is not in 'properties' (at #)");

@@ -4,6 +4,8 @@
 // its neighbours rejected, big ranges sampled).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <climits>
 #include <random>
 #include <regex>
 #include <string>
@@ -95,8 +97,8 @@ TEST(JsonSchemaFormat, KnownFormats) {
   // Other formats are annotations: any string.
   const Grammar uri = SchemaGrammar(R"({"type":"string","format":"uri"})");
   EXPECT_TRUE(GrammarAccepts(uri, R"("not a uri")"));
-  EXPECT_EQ(SchemaError(R"({"type":"string","format":"date","maxLength":20})"),
-            "'minLength' / 'maxLength' together with a pattern or format are not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"string","format":"date","maxLength":9})"),
+            "'format': no text matching the pattern has a length between the bounds (at #)");
   EXPECT_EQ(SchemaError(R"({"type":"string","pattern":3})"), "'pattern' must be a string (at #)");
 }
 
@@ -266,6 +268,437 @@ TEST(JsonSchemaKeywords, RandomTextsParseAndValidate) {
                 mail.find('@', atsign + 1) == std::string::npos &&
                 mail.find('.', atsign) != std::string::npos)
         << out;
+  }
+  EXPECT_GE(complete, 150);
+}
+
+// Whether the grammar accepts `text`, on a matcher shared by many texts (Advance is memoized,
+// so exhaustive checks stay fast).
+bool Accepts(GrammarMatcher& m, const std::string& text) {
+  GrammarMatcher::State st = m.state();
+  for (char c : text) st = m.Advance(st, static_cast<uint8_t>(c));
+  return m.Accepting(st);
+}
+
+// A value in thousandths written with `k` (0..3) fraction digits ("" when that needs more).
+std::string Thousandths(int64_t v, int k) {
+  const int64_t a = v < 0 ? -v : v;
+  const std::string frac = std::to_string(1000 + a % 1000).substr(1);
+  if (frac.find_first_not_of('0', static_cast<size_t>(k)) != std::string::npos) return "";
+  std::string out = v < 0 ? "-" : "";
+  out += std::to_string(a / 1000);
+  if (k > 0) {
+    out += '.';
+    out += frac.substr(0, static_cast<size_t>(k));
+  }
+  return out;
+}
+
+constexpr int64_t kNone = INT64_MIN;
+
+// Every number in -3..3 with up to 3 fraction digits, in each spelling (1, 1.0, 1.00, 1.000):
+// accepted exactly when in range (thousandths compared as integers) and with at most
+// `fraction_digits` digits after the point; negative zero never.
+TEST(JsonSchemaNumberRange, EveryThousandthExactly) {
+  struct Case {
+    const char* schema;
+    int64_t lo;
+    bool lo_excl;
+    int64_t hi;
+    bool hi_excl;
+    int fraction_digits;
+  };
+  const std::vector<Case> cases = {
+      {R"({"type":"number","minimum":-1.25,"exclusiveMaximum":0.75})", -1250, false, 750, true, 15},
+      {R"({"type":"number","exclusiveMinimum":-2.5,"maximum":-0.125})", -2500, true, -125, false,
+       15},
+      {R"({"type":"number","minimum":0.001,"maximum":2.999})", 1, false, 2999, false, 15},
+      {R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})", 0, true, 1000, true, 15},
+      {R"({"type":"number","minimum":-0.5,"maximum":0.5,"multipleOf":0.01})", -500, false, 500,
+       false, 2},
+      {R"({"type":"number","minimum":0.1,"exclusiveMinimum":true,"maximum":1.5,
+           "exclusiveMaximum":true,"multipleOf":0.1})",
+       100, true, 1500, true, 1},
+      {R"({"type":"number","maximum":1.5})", kNone, false, 1500, false, 15},
+      {R"({"type":"number","exclusiveMinimum":-1})", -1000, true, kNone, false, 15},
+      {R"({"type":"number","minimum":1e-3,"maximum":1e0})", 1, false, 1000, false, 15},
+      {R"({"type":"number","minimum":-2.0,"maximum":-2})", -2000, false, -2000, false, 15},
+      {R"({"type":"number","exclusiveMaximum":0,"multipleOf":0.001})", kNone, false, 0, true, 3},
+      {R"({"type":"number","minimum":0,"multipleOf":1e-2,"exclusiveMaximum":2.005})", 0, false,
+       2005, true, 2},
+  };
+  for (const Case& c : cases) {
+    const Grammar g = SchemaGrammar(c.schema);
+    GrammarMatcher m(std::make_shared<Grammar>(g));
+    int accepted = 0;
+    for (int64_t v = -3000; v <= 3000; ++v) {
+      const bool in_range = (c.lo == kNone || (c.lo_excl ? v > c.lo : v >= c.lo)) &&
+                            (c.hi == kNone || (c.hi_excl ? v < c.hi : v <= c.hi));
+      for (int k = 0; k <= 3; ++k) {
+        const std::string text = Thousandths(v, k);
+        if (text.empty()) continue;
+        const bool expected = in_range && k <= c.fraction_digits;
+        ASSERT_EQ(Accepts(m, text), expected) << c.schema << " " << text;
+        accepted += expected;
+      }
+    }
+    EXPECT_GT(accepted, 0) << c.schema;
+    for (const char* bad : {"-0", "-0.0", "-0.000", "+1", "01", "00.5", ".5", "1.", "1e0", "0.5e1",
+                            "1E-1", "--1", ""}) {
+      EXPECT_FALSE(Accepts(m, bad)) << c.schema << " " << bad;
+    }
+  }
+}
+
+TEST(JsonSchemaNumberRange, BoundsAreDecimalsNotDoubles) {
+  // 0.1 is 0.1 (the double 0.1 is 0.1000000000000000055...).
+  const Grammar tenth = SchemaGrammar(R"({"type":"number","maximum":0.1})");
+  for (const char* ok : {"0.1", "0.100000000000000", "0.099999999999999", "0", "-5.5"}) {
+    EXPECT_TRUE(GrammarAccepts(tenth, ok)) << ok;
+  }
+  for (const char* bad : {"0.100000000000001", "0.11", "1"}) {
+    EXPECT_FALSE(GrammarAccepts(tenth, bad)) << bad;
+  }
+  // Up to 15 fraction digits, just inside and just outside.
+  const Grammar g = SchemaGrammar(R"({"type":"number","exclusiveMinimum":-2.25,"maximum":1e3})");
+  for (const char* ok : {"-2.249999999999999", "-2.24", "-0.5", "0", "0.0", "999.999999999999999",
+                         "1000", "1000.000000000000000"}) {
+    EXPECT_TRUE(GrammarAccepts(g, ok)) << ok;
+  }
+  for (const char* bad : {"-2.25", "-2.250", "-2.26", "1000.000000000000001", "1000.1", "1001",
+                          "-0", "-0.0", "0.1234567890123456" /* 16 fraction digits */}) {
+    EXPECT_FALSE(GrammarAccepts(g, bad)) << bad;
+  }
+  // Without an upper bound, integer parts up to 16 digits (as plain numbers).
+  const Grammar at_least = SchemaGrammar(R"({"type":"number","minimum":0.5})");
+  EXPECT_TRUE(GrammarAccepts(at_least, "9999999999999999.999999999999999"));
+  EXPECT_FALSE(GrammarAccepts(at_least, "10000000000000000"));
+  EXPECT_FALSE(GrammarAccepts(at_least, "0.499999999999999"));
+  EXPECT_TRUE(GrammarAccepts(at_least, "0.500000000000001"));
+  // Big bounds, exactly.
+  const Grammar big = SchemaGrammar(
+      R"({"type":"number","minimum":-1000000000000000000,"maximum":123456789012.375})");
+  EXPECT_TRUE(GrammarAccepts(big, "-1000000000000000000"));
+  EXPECT_TRUE(GrammarAccepts(big, "-999999999999999999.999999999999999"));
+  EXPECT_FALSE(GrammarAccepts(big, "-1000000000000000000.000000000000001"));
+  EXPECT_TRUE(GrammarAccepts(big, "123456789012.375"));
+  EXPECT_TRUE(GrammarAccepts(big, "123456789012.374999999999999"));
+  EXPECT_FALSE(GrammarAccepts(big, "123456789012.375000000000001"));
+  EXPECT_FALSE(GrammarAccepts(big, "123456789013"));
+  EXPECT_LT(big.elements.size(), 20000u);
+  // In a type list the bounds apply to each numeric type.
+  const Grammar either = SchemaGrammar(R"({"type":["number","string"],"maximum":2.5})");
+  EXPECT_TRUE(GrammarAccepts(either, "2.5"));
+  EXPECT_TRUE(GrammarAccepts(either, R"("7")"));
+  EXPECT_FALSE(GrammarAccepts(either, "2.6"));
+}
+
+TEST(JsonSchemaNumberRange, BoundErrorsAreFastAndClear) {
+  EXPECT_EQ(SchemaError(R"({"type":"number","minimum":1e19})"),
+            "'minimum' beyond 10^18 is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","maximum":1e308})"),
+            "'maximum' beyond 10^18 is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","minimum":1e-300})"),
+            "'minimum' with more than 30 digits after the decimal point is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","minimum":2,"maximum":1.5})"),
+            "no number with at most 15 digits after the decimal point lies between the bounds "
+            "(at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","exclusiveMinimum":1,"maximum":1})"),
+            "no number with at most 15 digits after the decimal point lies between the bounds "
+            "(at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","minimum":0.001,"maximum":0.009,"multipleOf":0.01})"),
+            "no number with at most 2 digits after the decimal point lies between the bounds "
+            "(at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","minimum":"1"})"), "'minimum' must be a number (at #)");
+  // A bound with many digits (but at most 30 after the point) is compared exactly.
+  const Grammar fine = SchemaGrammar(R"({"type":"number","minimum":0.0000000000000000001})");
+  EXPECT_FALSE(GrammarAccepts(fine, "0"));
+  EXPECT_TRUE(GrammarAccepts(fine, "0.000000000000001"));
+}
+
+// Every integer in -3000..3000 checked against each multipleOf and bounds.
+TEST(JsonSchemaMultipleOf, IntegersExactly) {
+  const std::vector<std::tuple<std::string, int64_t, int64_t>> bounds = {
+      {"", -1000000, 1000000},
+      {R"(,"minimum":-50,"maximum":50)", -50, 50},
+      {R"(,"minimum":5,"maximum":1234)", 5, 1234},
+      {R"(,"minimum":-1234,"maximum":-5)", -1234, -5},
+      {R"(,"exclusiveMinimum":-100,"exclusiveMaximum":2000)", -99, 1999},
+      {R"(,"minimum":0.5,"maximum":999.5)", 1, 999},
+  };
+  for (int64_t n : {1, 2, 3, 7, 10, 12, 25, 100, 997, 1000}) {
+    for (const auto& [extra, lo, hi] : bounds) {
+      const std::string schema =
+          R"({"type":"integer","multipleOf":)" + std::to_string(n) + extra + "}";
+      auto g = JsonSchemaGrammar(ojson::parse(schema));
+      const int64_t first = lo % n == 0 ? lo : (lo > 0 ? (lo / n + 1) * n : (lo / n) * n);
+      if (first > hi) {
+        EXPECT_EQ(g.status().message(),
+                  "no multiple of " + std::to_string(n) + " lies between the bounds (at #)");
+        continue;
+      }
+      ASSERT_TRUE(g.ok()) << schema << " " << g.status().ToString();
+      GrammarMatcher m(std::make_shared<Grammar>(*g));
+      for (int64_t v = -3000; v <= 3000; ++v) {
+        const bool expected = v % n == 0 && v >= lo && v <= hi;
+        ASSERT_EQ(Accepts(m, std::to_string(v)), expected) << schema << " " << v;
+      }
+      for (const char* bad : {"-0", "00", "010", "+10", "10.0", "1e3", ""}) {
+        EXPECT_FALSE(Accepts(m, bad)) << schema << " " << bad;
+      }
+    }
+  }
+  // As a number: an integer multipleOf means integers.
+  const Grammar five = SchemaGrammar(R"({"type":"number","multipleOf":5,"maximum":12.5})");
+  for (const char* ok : {"10", "0", "-5", "-1000000"}) EXPECT_TRUE(GrammarAccepts(five, ok)) << ok;
+  for (const char* bad : {"15", "12.5", "7", "-0"}) EXPECT_FALSE(GrammarAccepts(five, bad)) << bad;
+  // On integers a power of ten below 1 divides every integer.
+  const Grammar any = SchemaGrammar(R"({"type":"integer","multipleOf":0.01,"minimum":-3})");
+  EXPECT_TRUE(GrammarAccepts(any, "-3"));
+  EXPECT_TRUE(GrammarAccepts(any, "17"));
+  EXPECT_FALSE(GrammarAccepts(any, "-4"));
+}
+
+TEST(JsonSchemaMultipleOf, BigIntegersAndSizes) {
+  const auto start = std::chrono::steady_clock::now();
+  const Grammar g = SchemaGrammar(R"({"type":"integer","multipleOf":997})");
+  EXPECT_LT(g.elements.size(), 700000u);
+  std::mt19937_64 rng(5);
+  GrammarMatcher m(std::make_shared<Grammar>(g));
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t q = static_cast<int64_t>(rng() % 10030090270812ULL);  // 997 q < 10^16
+    const int64_t v = (i % 2 ? -q : q) * 997;
+    ASSERT_TRUE(Accepts(m, std::to_string(v))) << v;
+    ASSERT_FALSE(Accepts(m, std::to_string(v + 1))) << v + 1;
+  }
+  EXPECT_FALSE(Accepts(m, "99999999999999990"));  // 17 digits, past the bound on digits
+  const Grammar wide = SchemaGrammar(
+      R"({"type":"integer","multipleOf":7,"minimum":-1000000000000000000,"maximum":1000000000000000000})");
+  GrammarMatcher w(std::make_shared<Grammar>(wide));
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t v = static_cast<int64_t>(rng() % 2000000000000000001ULL) - 1000000000000000000;
+    ASSERT_EQ(Accepts(w, std::to_string(v)), v % 7 == 0) << v;
+  }
+  EXPECT_TRUE(Accepts(w, "999999999999999999"));  // 7 * 142857142857142857
+  EXPECT_FALSE(Accepts(w, "999999999999999996"));
+  EXPECT_TRUE(Accepts(w, "-999999999999999999"));
+  EXPECT_FALSE(Accepts(w, "1000000000000000001"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// Many big parts (a multipleOf automaton, a length-bounded pattern per property) stop at the
+// grammar's limits, quickly and with a clear error, not after building them all.
+TEST(JsonSchemaMultipleOf, ManyBigPartsAreAFastError) {
+  for (const std::string& part :
+       {std::string(R"({"type":"integer","multipleOf":997})"),
+        std::string(R"({"type":"string","pattern":"[a-z]*[0-9]*","maxLength":4096})")}) {
+    std::string schema = R"({"type":"object","properties":{)";
+    for (int i = 0; i < 1000; ++i) {
+      if (i > 0) schema += ',';
+      schema += "\"p";
+      schema += std::to_string(i);
+      schema += "\":";
+      schema += part;
+    }
+    schema += "}}";
+    const auto start = std::chrono::steady_clock::now();
+    const std::string e = SchemaError(schema);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    EXPECT_NE(e.find("grammar"), std::string::npos) << e;
+  }
+}
+
+TEST(JsonSchemaMultipleOf, UnsupportedValuesAreClearErrors) {
+  const std::string kept =
+      "'multipleOf' is supported as an integer up to 1000 or a power of ten such as 0.01 (at #)";
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.5})"), kept);
+  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":2.5})"), kept);
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.011})"), kept);
+  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":1001})"),
+            "'multipleOf' above 1000 is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":1e-300})"),
+            "'multipleOf' with more than 30 digits after the decimal point is not supported "
+            "(at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":1e-20})"),
+            "'multipleOf' below 1e-15 is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":1e300})"),
+            "'multipleOf' beyond 10^18 is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":0})"),
+            "'multipleOf' must be above 0 (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":-3})"),
+            "'multipleOf' must be above 0 (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":"3"})"),
+            "'multipleOf' must be a number (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":10,"minimum":1,"maximum":9})"),
+            "no multiple of 10 lies between the bounds (at #)");
+  EXPECT_EQ(SchemaError(R"({"multipleOf":3})"),
+            "'multipleOf' is supported with \"type\": \"integer\" or \"number\" (at #)");
+  // On other types a numeric keyword means nothing.
+  const Grammar s = SchemaGrammar(R"({"type":["string","integer"],"multipleOf":3})");
+  EXPECT_TRUE(GrammarAccepts(s, R"("x")"));
+  EXPECT_TRUE(GrammarAccepts(s, "9"));
+  EXPECT_FALSE(GrammarAccepts(s, "10"));
+}
+
+// Every string over {a, b, c} up to 6 characters: accepted exactly when the pattern matches
+// (std::regex) and the length is in range.
+TEST(JsonSchemaPatternLength, EveryShortStringExactly) {
+  const std::string pattern = "(ab|a)*c?";
+  const std::regex re(pattern);
+  std::vector<std::string> all = {""};
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].size() == 6) continue;
+    for (char c : {'a', 'b', 'c'}) all.push_back(all[i] + c);
+  }
+  for (const auto& [min, max] : std::vector<std::pair<int, int>>{
+           {2, 4}, {0, 3}, {3, -1}, {5, 5}, {1, 1}, {0, 0}, {6, 4096}}) {
+    std::string schema =
+        R"({"type":"string","pattern":")" + pattern + R"(","minLength":)" + std::to_string(min);
+    if (max >= 0) schema += R"(,"maxLength":)" + std::to_string(max);
+    schema += "}";
+    const Grammar g = SchemaGrammar(schema);
+    GrammarMatcher m(std::make_shared<Grammar>(g));
+    for (const std::string& s : all) {
+      const int len = static_cast<int>(s.size());
+      const bool expected = std::regex_match(s, re) && len >= min && (max < 0 || len <= max);
+      ASSERT_EQ(Accepts(m, Quoted(s)), expected) << schema << " " << s;
+    }
+  }
+}
+
+TEST(JsonSchemaPatternLength, CharactersNotBytesAndFormats) {
+  // Lengths count code points: "é" is one character, an escape is one character.
+  const Grammar u = SchemaGrammar(R"({"type":"string","pattern":"(é|x)+","maxLength":3})");
+  EXPECT_TRUE(GrammarAccepts(u, Quoted("\xC3\xA9\xC3\xA9\xC3\xA9")));
+  EXPECT_TRUE(GrammarAccepts(u, Quoted("x\xC3\xA9")));
+  EXPECT_FALSE(GrammarAccepts(u, Quoted("\xC3\xA9\xC3\xA9\xC3\xA9x")));
+  const Grammar esc =
+      SchemaGrammar(R"({"type":"string","pattern":"[a\"\\\\]+","minLength":2,"maxLength":2})");
+  EXPECT_TRUE(GrammarAccepts(esc, Quoted("\"\\")));
+  EXPECT_TRUE(GrammarAccepts(esc, Quoted("a\"")));
+  EXPECT_FALSE(GrammarAccepts(esc, Quoted("\"")));
+  EXPECT_FALSE(GrammarAccepts(esc, Quoted("a\"\\")));
+  const Grammar dt = SchemaGrammar(R"({"type":"string","format":"date-time","maxLength":20})");
+  EXPECT_TRUE(GrammarAccepts(dt, Quoted("2024-01-02T03:04:05Z")));
+  EXPECT_FALSE(GrammarAccepts(dt, Quoted("2024-01-02T03:04:05.1Z")));
+  EXPECT_FALSE(GrammarAccepts(dt, Quoted("2024-01-02T03:04:05+01:00")));
+  const Grammar mail =
+      SchemaGrammar(R"({"type":"string","format":"email","minLength":10,"maxLength":12})");
+  EXPECT_FALSE(GrammarAccepts(mail, Quoted("a@b.co")));
+  EXPECT_TRUE(GrammarAccepts(mail, Quoted("abcd@ef.gh")));
+  EXPECT_TRUE(GrammarAccepts(mail, Quoted("abcdef@gh.ij")));
+  EXPECT_FALSE(GrammarAccepts(mail, Quoted("abcdefg@hi.jk")));
+  // Common real-world combinations compile to moderate grammars.
+  for (const char* schema : {
+           R"({"type":"string","format":"email","maxLength":254})",
+           R"({"type":"string","format":"email","minLength":6,"maxLength":320})",
+           R"({"type":"string","format":"date-time","maxLength":64})",
+           R"({"type":"string","pattern":"^\\w+$","maxLength":4096})",
+           R"({"type":"string","pattern":"[^\"]*","minLength":1,"maxLength":4096})",
+           R"({"type":"string","pattern":"^[a-z0-9_-]{3,16}$","minLength":5})",
+           R"({"type":"string","pattern":"^\\+?[0-9 ()-]{7,20}$","maxLength":16})",
+       }) {
+    const Grammar sized = SchemaGrammar(schema);
+    EXPECT_LT(sized.elements.size(), 600000u) << schema;
+  }
+  const Grammar id = SchemaGrammar(R"({"type":"string","format":"uuid","minLength":36})");
+  EXPECT_TRUE(GrammarAccepts(id, Quoted("123e4567-e89b-12d3-a456-426614174000")));
+  // A pattern longer than the upper bound: only its short texts.
+  const Grammar words =
+      SchemaGrammar(R"({"type":"string","pattern":"^[a-z]+( [a-z]+)*$","maxLength":4096})");
+  EXPECT_TRUE(GrammarAccepts(words, Quoted("ab cd")));
+  EXPECT_TRUE(GrammarAccepts(words, Quoted(std::string(4096, 'a'))));
+  EXPECT_FALSE(GrammarAccepts(words, Quoted(std::string(4097, 'a'))));
+}
+
+TEST(JsonSchemaPatternLength, HostileSchemasAreFastErrors) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string big =
+      SchemaError(R"({"type":"string","pattern":"(.{0,64}){0,8}","maxLength":4096})");
+  EXPECT_NE(big.find("need more than"), std::string::npos) << big;
+  EXPECT_NE(big.find("(at #)"), std::string::npos) << big;
+  EXPECT_EQ(SchemaError(R"({"type":"string","pattern":"[a-z]{1,3}","minLength":5000})"),
+            "'minLength' above 4096 is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"string","pattern":"[a-z]{1,3}","minLength":1e9})"),
+            "'minLength' must be a non-negative integer (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"string","pattern":"[a-z]{1,3}","minLength":4})"),
+            "'pattern': no text matching the pattern has a length between the bounds (at #)");
+  const std::string wide = SchemaError(
+      R"({"type":"string","pattern":"[a-z]{0,4000}[0-9]{0,4000}","minLength":10,"maxLength":4096})");
+  EXPECT_NE(wide.find("more than"), std::string::npos) << wide;
+  // maxLength past the cap means no upper bound (as without a pattern).
+  const Grammar capped =
+      SchemaGrammar(R"({"type":"string","pattern":"x+","minLength":2,"maxLength":2000000000})");
+  EXPECT_TRUE(GrammarAccepts(capped, Quoted(std::string(5000, 'x'))));
+  EXPECT_FALSE(GrammarAccepts(capped, Quoted("x")));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// Texts drawn from schemas with the numeric keywords and length-bounded patterns parse and
+// validate: numbers exactly by their text (the validator's own decimal arithmetic).
+TEST(JsonSchemaKeywords, RandomNumbersValidateExactly) {
+  const std::vector<std::string> schemas = {
+      R"({"type":"number","minimum":0.5,"exclusiveMaximum":1e3,"multipleOf":0.01})",
+      R"({"type":"number","exclusiveMinimum":-2.25,"maximum":40})",
+      R"({"type":"number","minimum":-0.001})",
+      R"({"type":"number","maximum":-7.125})",
+      R"({"type":"number","minimum":0.1,"exclusiveMinimum":true,"maximum":0.3,
+          "exclusiveMaximum":true})",
+      R"({"type":"integer","multipleOf":7,"minimum":-100,"maximum":1000})",
+      R"({"type":"integer","multipleOf":12})",
+      R"({"type":"number","multipleOf":5,"exclusiveMinimum":-33})",
+      R"({"type":"number","multipleOf":0.001})",
+  };
+  std::mt19937_64 rng(23);
+  for (const std::string& text : schemas) {
+    const ojson schema = ojson::parse(text);
+    const Grammar g = SchemaGrammar(text);
+    int complete = 0;
+    for (int i = 0; i < 300; ++i) {
+      const std::string out = RandomText(g, rng);
+      if (out.empty()) continue;
+      ++complete;
+      const ojson v = ojson::parse(out, nullptr, false);
+      ASSERT_FALSE(v.is_discarded()) << "not JSON: " << out;
+      ASSERT_TRUE(v.is_number()) << out;
+      EXPECT_TRUE(test::NumberTextValid(out, schema)) << out << "\nschema: " << text;
+      if (schema["type"] == "integer") {
+        EXPECT_TRUE(v.is_number_integer()) << out;
+      }
+      EXPECT_FALSE(out.rfind("-0", 0) == 0 && test::ParseTestDecimal(out).integer.empty() &&
+                   test::ParseTestDecimal(out).fraction.empty())
+          << "negative zero: " << out;
+    }
+    EXPECT_GE(complete, 250) << text;
+  }
+}
+
+TEST(JsonSchemaKeywords, RandomTextsWithNewKeywordsValidate) {
+  const std::string text = R"({"type":"object","properties":{
+      "price":{"type":"number","minimum":0.5,"exclusiveMaximum":1e3,"multipleOf":0.01},
+      "temp":{"type":"number","exclusiveMinimum":-2.25,"maximum":40},
+      "qty":{"type":"integer","multipleOf":7,"minimum":-100,"maximum":1000},
+      "even":{"type":"integer","multipleOf":2},
+      "step":{"type":"number","multipleOf":5,"maximum":100},
+      "code":{"type":"string","pattern":"[A-Z][a-z0-9]*","minLength":3,"maxLength":6},
+      "day":{"type":"string","format":"date","maxLength":10},
+      "word":{"type":"string","pattern":"(é|[a-c\"])+","minLength":2,"maxLength":4}},
+      "required":["price","temp","qty","even","step","code","day","word"]})";
+  const ojson schema = ojson::parse(text);
+  const Grammar g = SchemaGrammar(text);
+  std::mt19937_64 rng(29);
+  int complete = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string out = RandomText(g, rng);
+    if (out.empty()) continue;
+    ++complete;
+    const ojson v = ojson::parse(out, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << "not JSON: " << out;
+    EXPECT_TRUE(test::ValidateJson(v, schema)) << out;
+    EXPECT_TRUE(ValidDate(v["day"])) << out;
+    // The validator counts characters; check the non-ASCII pattern by hand.
+    const std::string word = v["word"];
+    EXPECT_TRUE(std::regex_match(word, std::regex("((\xC3\xA9)|[a-c\"]){2,4}"))) << out;
   }
   EXPECT_GE(complete, 150);
 }

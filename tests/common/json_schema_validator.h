@@ -3,6 +3,7 @@
 // generates must pass it. Not the engine's code.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <string>
@@ -13,6 +14,104 @@
 namespace llm::test {
 
 using ojson = nlohmann::ordered_json;
+
+// Exact decimal arithmetic on number texts ("-12.5e-3"), for minimum / maximum / multipleOf:
+// sign, integer digits (no leading zeros), fraction digits (no trailing zeros).
+struct TestDecimal {
+  bool negative = false;
+  std::string integer, fraction;
+};
+
+inline TestDecimal ParseTestDecimal(const std::string& text) {
+  size_t i = 0;
+  TestDecimal d;
+  d.negative = !text.empty() && text[0] == '-';
+  if (d.negative) ++i;
+  std::string digits;
+  long point = -1;
+  for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+    if (text[i] == '.') {
+      point = static_cast<long>(digits.size());
+    } else {
+      digits += text[i];
+    }
+  }
+  if (point < 0) point = static_cast<long>(digits.size());
+  if (i < text.size()) point += std::stol(text.substr(i + 1));
+  // Pad so the point falls inside the digits.
+  if (point < 0) {
+    digits.insert(0, static_cast<size_t>(-point), '0');
+    point = 0;
+  }
+  if (point > static_cast<long>(digits.size())) digits.append(point - digits.size(), '0');
+  d.integer = digits.substr(0, static_cast<size_t>(point));
+  d.fraction = digits.substr(static_cast<size_t>(point));
+  d.integer.erase(0, d.integer.find_first_not_of('0') == std::string::npos
+                         ? d.integer.size()
+                         : d.integer.find_first_not_of('0'));
+  while (!d.fraction.empty() && d.fraction.back() == '0') d.fraction.pop_back();
+  if (d.integer.empty() && d.fraction.empty()) d.negative = false;
+  return d;
+}
+
+// -1, 0, 1 as a < b, a == b, a > b.
+inline int CompareTestDecimal(const TestDecimal& a, const TestDecimal& b) {
+  if (a.negative != b.negative) return a.negative ? -1 : 1;
+  int m = 0;
+  if (a.integer.size() != b.integer.size()) {
+    m = a.integer.size() < b.integer.size() ? -1 : 1;
+  } else if (a.integer != b.integer) {
+    m = a.integer < b.integer ? -1 : 1;
+  } else {
+    const size_t n = std::max(a.fraction.size(), b.fraction.size());
+    std::string x = a.fraction, y = b.fraction;
+    x.resize(n, '0');
+    y.resize(n, '0');
+    m = x == y ? 0 : (x < y ? -1 : 1);
+  }
+  return a.negative ? -m : m;
+}
+
+// Whether the number is an integer multiple of `step` (both scaled to integers; the scaled step
+// must fit in 64 bits, as in the tests).
+inline bool MultipleOfTestDecimal(const TestDecimal& v, const TestDecimal& step) {
+  const size_t scale = std::max(v.fraction.size(), step.fraction.size());
+  std::string vs = v.integer + v.fraction, ss = step.integer + step.fraction;
+  vs.append(scale - v.fraction.size(), '0');
+  ss.append(scale - step.fraction.size(), '0');
+  const unsigned long long m = std::stoull(ss);
+  unsigned long long r = 0;
+  for (char c : vs) r = (r * 10 + static_cast<unsigned long long>(c - '0')) % m;
+  return r == 0;
+}
+
+// The numeric keywords on a number given as its JSON text (exact).
+inline bool NumberTextValid(const std::string& text, const ojson& s) {
+  const TestDecimal v = ParseTestDecimal(text);
+  auto bound = [&](const char* key) { return ParseTestDecimal(s[key].dump()); };
+  const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean() &&
+                          s["exclusiveMinimum"].get<bool>();
+  const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean() &&
+                          s["exclusiveMaximum"].get<bool>();
+  if (s.contains("minimum")) {
+    const int c = CompareTestDecimal(v, bound("minimum"));
+    if (c < 0 || (c == 0 && draft4_min)) return false;
+  }
+  if (s.contains("maximum")) {
+    const int c = CompareTestDecimal(v, bound("maximum"));
+    if (c > 0 || (c == 0 && draft4_max)) return false;
+  }
+  if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number() &&
+      CompareTestDecimal(v, bound("exclusiveMinimum")) <= 0) {
+    return false;
+  }
+  if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number() &&
+      CompareTestDecimal(v, bound("exclusiveMaximum")) >= 0) {
+    return false;
+  }
+  if (s.contains("multipleOf") && !MultipleOfTestDecimal(v, bound("multipleOf"))) return false;
+  return true;
+}
 
 inline bool ValidateJson(const ojson& v, const ojson& s, const ojson& root) {
   if (s.is_boolean()) return s.get<bool>();
@@ -46,15 +145,9 @@ inline bool ValidateJson(const ojson& v, const ojson& s, const ojson& root) {
   for (const std::string& t : types) {
     if (t == "null" && v.is_null()) return true;
     if (t == "boolean" && v.is_boolean()) return true;
-    if (t == "integer" && v.is_number_integer()) {
-      const double d = v.get<double>();
-      if (s.contains("minimum") && d < s["minimum"].get<double>()) continue;
-      if (s.contains("maximum") && d > s["maximum"].get<double>()) continue;
-      if (s.contains("exclusiveMinimum") && d <= s["exclusiveMinimum"].get<double>()) continue;
-      if (s.contains("exclusiveMaximum") && d >= s["exclusiveMaximum"].get<double>()) continue;
-      return true;
-    }
-    if (t == "number" && v.is_number()) return true;
+    // Numbers by their text (a double's shortest text: exact for up to 15 significant digits).
+    if (t == "integer" && v.is_number_integer() && NumberTextValid(v.dump(), s)) return true;
+    if (t == "number" && v.is_number() && NumberTextValid(v.dump(), s)) return true;
     if (t == "string" && v.is_string()) {
       const std::string str = v;
       size_t chars = 0;

@@ -247,7 +247,7 @@ TEST(GenerateStructuredOutput, BadSchemasAreInvalidArgumentGoodOnesEndAtTheEndTo
   WorkerProcess worker(StoriesFlags());
   ASSERT_TRUE(worker.WaitHealthy()) << worker.Log();
   for (const std::string& schema :
-       {std::string("{not json"), std::string(R"({"type":"integer","multipleOf":3})"),
+       {std::string("{not json"), std::string(R"({"type":"integer","not":{"const":3}})"),
         std::string(R"({"$ref":"#/nowhere"})"), std::string(2 << 20, ' '),
         R"({"enum":[)" + std::string(100000, '[') + std::string(100000, ']') + "]}"}) {
     pb::GenerateRequest req = MakeRequest({1, 403}, 20);

@@ -78,6 +78,20 @@ w('json_schema', 'keywords', json.dumps(
      "when": {"type": "string", "format": "date-time"}, "id": {"type": "string", "format": "uuid"},
      "n": {"type": "integer", "minimum": -1000, "exclusiveMaximum": 123456}}},
     separators=(',', ':')))
+w('json_schema', 'numbers', json.dumps(
+    {"type": "object", "properties": {
+        "p": {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1e3, "multipleOf": 0.01},
+        "t": {"type": "number", "minimum": -2.25, "exclusiveMinimum": True, "maximum": 40},
+        "q": {"type": "integer", "multipleOf": 7, "minimum": -100, "maximum": 1000},
+        "e": {"type": ["integer", "string"], "multipleOf": 12}}},
+    separators=(',', ':')))
+w('json_schema', 'lengths', json.dumps(
+    {"type": "object", "properties": {
+        "c": {"type": "string", "pattern": "[A-Z][a-z0-9]*", "minLength": 3, "maxLength": 6},
+        "d": {"type": "string", "format": "date", "maxLength": 10},
+        "w": {"type": "string", "pattern": "(\u00e9|[a-c\"])+", "minLength": 2, "maxLength": 4},
+        "m": {"type": "string", "format": "email", "minLength": 10}}},
+    separators=(',', ':')))
 # regex_grammar: first byte even = text, odd = inside a JSON string; then the pattern
 for name, mode, pattern in [
         ('email', 0, r'^[a-z0-9._%+-]{1,20}@[a-z0-9-]+(\.[a-z]{2,6}){1,2}$'),

@@ -191,7 +191,7 @@ assert.deepEqual(Object.keys(value), ['answer', 'confidence']);
 try {
   await client.chat.completions.create({
     model, messages,
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', multipleOf: 3 } } },
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', not: { const: 3 } } } },
   });
   assert.fail('an unsupported schema keyword is an error');
 } catch (e) {

@@ -106,7 +106,7 @@ TEST_F(RouterHardening, FieldsTheEngineCannotHonourGet400) {
       {"best_of", 3},
       {"response_format",
        {{"type", "json_schema"},
-        {"json_schema", {{"schema", {{"type", "integer"}, {"multipleOf", 3}}}}}}},
+        {"json_schema", {{"schema", {{"type", "integer"}, {"not", {{"const", 3}}}}}}}}},
       // Tools are accepted (tests/router/tool_parser_test.cc); malformed ones are not.
       {"tools", "get_weather"},
       {"tool_choice", "required"},  // without tools

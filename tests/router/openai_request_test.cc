@@ -486,13 +486,13 @@ TEST(OpenAiRequest, RequiredAndNamedToolChoiceForceAJsonArrayOfCalls) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->param, "response_format");
   json bad_tools = tools;
-  bad_tools[0]["function"]["parameters"]["properties"]["city"]["multipleOf"] = 2;
+  bad_tools[0]["function"]["parameters"]["properties"]["city"]["uniqueItems"] = true;
   ChatRequest bad;
   e = ParseChatRequest(Chat({{"tools", bad_tools}, {"tool_choice", "required"}}).dump(), limits,
                        &bad);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->param, "tools[0].function.parameters");
-  EXPECT_NE(e->message.find("'multipleOf' is not supported (at #/properties/city)"),
+  EXPECT_NE(e->message.find("'uniqueItems' is not supported (at #/properties/city)"),
             std::string::npos)
       << e->message;
 }
