@@ -131,15 +131,24 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
   return Status::Ok();
 }
 
+// rope.dimension_count: the rotary lanes of each head (llama.cpp's n_rot). Phi-3 may rotate part
+// of a head (Phi-4-mini's partial_rotary_factor: rotate-half over the first n_rot lanes, as
+// llama.cpp's NEOX rope); the other architectures must rotate all of it.
 Status ReadRope(const GgufFile& f, const Reader& r, ModelConfig* c) {
   LLM_RETURN_IF_ERROR(r.Float("rope.freq_base", false, 10000.0, &c->rope_theta));
   int rot = 0;
   LLM_RETURN_IF_ERROR(r.Int("rope.dimension_count", false, c->head_dim, kMaxWidth, &rot));
-  if (rot != c->head_dim) {
+  if (rot != c->head_dim && c->arch != ModelArch::kPhi3) {
     return Unimplemented(f.path() + ": key '" + r.Key("rope.dimension_count") +
                          "' = " + std::to_string(rot) + " rotates part of each head (head_dim " +
-                         std::to_string(c->head_dim) + "), which is not supported");
+                         std::to_string(c->head_dim) + "), which is only supported for phi3");
   }
+  if (rot > c->head_dim || rot < 2 || rot % 2 != 0) {
+    return InvalidArgument(
+        f.path() + ": key '" + r.Key("rope.dimension_count") + "' = " + std::to_string(rot) +
+        " must be even and in [2, head_dim = " + std::to_string(c->head_dim) + "]");
+  }
+  c->rotary_dim = rot;
   const std::string type_key = r.Key("rope.scaling.type");
   if (!f.Find(type_key)) return Status::Ok();
   LLM_ASSIGN_OR_RETURN(std::string type, f.GetString(type_key));
