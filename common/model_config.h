@@ -150,8 +150,8 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
 // The hyper-parameters of a GGUF model from its metadata (general.architecture and the
 // <arch>.* keys, the tokenizer's bos/eos ids) and tensor list (biases, tied output), validated
 // like config.json. Architectures: llama (and Mistral: llama with attention.sliding_window),
-// qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe; others are Unimplemented
-// naming the architecture.
+// qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe, chatglm (GlmForCausalLM),
+// glm4 (Glm4ForCausalLM); others are Unimplemented naming the architecture.
 StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 // Same, from the JSON text (for tests); `source` names it in errors.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
