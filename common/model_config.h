@@ -56,11 +56,12 @@ struct RopeScaling {
   double attention_factor = 1.0;
 };
 
-// LongRoPE: whether a sequence that holds `length` tokens after this step rotates this step's
-// tokens with the long factors. transformers decides per forward call, with the largest position
-// + 1 of the call; the engine decides per sequence, which is the same for one sequence with a KV
-// cache (the prompt in one call, then one token per call): tokens already cached keep the
-// rotation they were stored with. A prompt prefilled in several chunks decides per chunk. False
+// LongRoPE: whether a sequence rotates this step's tokens with the long factors, given `length`
+// = max(its prompt length, the tokens it holds after this step) (ForwardBatch::rope_len).
+// transformers decides per forward call, with the largest position + 1 of the call; the engine
+// decides per sequence, which is the same for one sequence with a KV cache (the prompt in one
+// call, then one token per call): tokens already cached keep the rotation they were stored with.
+// A prompt prefilled in several chunks decides by its whole length, as the one call would. False
 // for every other scaling.
 bool RopeUsesLongFactors(const RopeScaling& rs, int64_t length);
 

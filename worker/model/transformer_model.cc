@@ -145,7 +145,9 @@ void TransformerModel::PlanRope(const ForwardBatch& batch) {
   }
   for (int s = 0; s < batch.num_seqs(); ++s) {
     const int begin = batch.query_start[s], count = batch.query_start[s + 1] - begin;
-    const bool long_factors = RopeUsesLongFactors(rs, batch.context_len[s]);
+    const bool by_prompt = batch.rope_len.size() == batch.context_len.size();
+    const bool long_factors =
+        RopeUsesLongFactors(rs, by_prompt ? batch.rope_len[s] : batch.context_len[s]);
     if (!rope_runs_.empty() && rope_runs_.back().long_factors == long_factors) {
       rope_runs_.back().count += count;
     } else {
