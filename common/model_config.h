@@ -56,11 +56,12 @@ struct RopeScaling {
   double attention_factor = 1.0;
 };
 
-// LongRoPE: whether a sequence that holds `length` tokens after this step rotates this step's
-// tokens with the long factors. transformers decides per forward call, with the largest position
-// + 1 of the call; the engine decides per sequence, which is the same for one sequence with a KV
-// cache (the prompt in one call, then one token per call): tokens already cached keep the
-// rotation they were stored with. A prompt prefilled in several chunks decides per chunk. False
+// LongRoPE: whether a sequence rotates this step's tokens with the long factors, given `length`
+// = max(its prompt length, the tokens it holds after this step) (ForwardBatch::rope_len).
+// transformers decides per forward call, with the largest position + 1 of the call; the engine
+// decides per sequence, which is the same for one sequence with a KV cache (the prompt in one
+// call, then one token per call): tokens already cached keep the rotation they were stored with.
+// A prompt prefilled in several chunks decides by its whole length, as the one call would. False
 // for every other scaling.
 bool RopeUsesLongFactors(const RopeScaling& rs, int64_t length);
 
@@ -150,8 +151,8 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
 // The hyper-parameters of a GGUF model from its metadata (general.architecture and the
 // <arch>.* keys, the tokenizer's bos/eos ids) and tensor list (biases, tied output), validated
 // like config.json. Architectures: llama (and Mistral: llama with attention.sliding_window),
-// qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe; others are Unimplemented
-// naming the architecture.
+// qwen2, qwen3, gemma, gemma2, gemma3, phi3, qwen2moe, qwen3moe, chatglm (GlmForCausalLM),
+// glm4 (Glm4ForCausalLM); others are Unimplemented naming the architecture.
 StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 // Same, from the JSON text (for tests); `source` names it in errors.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);

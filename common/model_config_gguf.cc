@@ -23,6 +23,7 @@ class Reader {
   Reader(const GgufFile& f, std::string arch) : f_(f), arch_(std::move(arch)) {}
 
   std::string Key(const std::string& suffix) const { return arch_ + "." + suffix; }
+  const std::string& arch() const { return arch_; }
 
   // A positive integer <arch>.<suffix> of at most `max`; absent gives `fallback` unless
   // `required`.
@@ -110,10 +111,16 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
   } else if (*arch == "qwen3moe") {
     c->arch = ModelArch::kQwen3Moe;
     c->architecture = "Qwen3MoeForCausalLM";
+  } else if (*arch == "chatglm") {
+    c->arch = ModelArch::kGlm;
+    c->architecture = "GlmForCausalLM";
+  } else if (*arch == "glm4") {
+    c->arch = ModelArch::kGlm4;
+    c->architecture = "Glm4ForCausalLM";
   } else {
     return Unimplemented(f.path() + ": general.architecture '" + *arch +
                          "' is not supported (supported: llama, qwen2, qwen3, gemma, gemma2, "
-                         "gemma3, phi3, qwen2moe, qwen3moe)");
+                         "gemma3, phi3, qwen2moe, qwen3moe, chatglm, glm4)");
   }
   // llama with experts is Mixtral (ReadMoe reads the expert keys).
   if (*arch == "llama" && f.Find("llama.expert_count")) {
@@ -131,15 +138,30 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
   return Status::Ok();
 }
 
+// rope.dimension_count: the rotary lanes of each head (llama.cpp's n_rot). Phi-3 (Phi-4-mini's
+// partial_rotary_factor: rotate-half over the first n_rot lanes, as llama.cpp's NEOX rope) and
+// GLM (ChatGLM / GLM-4-0414, default half of each head, rotated in interleaved pairs as
+// llama.cpp's NORM rope) may rotate part of a head; the other architectures must rotate all of
+// it.
 Status ReadRope(const GgufFile& f, const Reader& r, ModelConfig* c) {
   LLM_RETURN_IF_ERROR(r.Float("rope.freq_base", false, 10000.0, &c->rope_theta));
+  const bool glm = c->arch == ModelArch::kGlm || c->arch == ModelArch::kGlm4;
+  c->rope_interleaved = glm;
   int rot = 0;
-  LLM_RETURN_IF_ERROR(r.Int("rope.dimension_count", false, c->head_dim, kMaxWidth, &rot));
-  if (rot != c->head_dim) {
+  LLM_RETURN_IF_ERROR(
+      r.Int("rope.dimension_count", false, glm ? c->head_dim / 2 : c->head_dim, kMaxWidth, &rot));
+  if (rot != c->head_dim && !glm && c->arch != ModelArch::kPhi3) {
     return Unimplemented(f.path() + ": key '" + r.Key("rope.dimension_count") +
                          "' = " + std::to_string(rot) + " rotates part of each head (head_dim " +
-                         std::to_string(c->head_dim) + "), which is not supported");
+                         std::to_string(c->head_dim) + "), which is only supported for phi3, " +
+                         "chatglm and glm4");
   }
+  if (rot > c->head_dim || rot < 2 || rot % 2 != 0) {
+    return InvalidArgument(
+        f.path() + ": key '" + r.Key("rope.dimension_count") + "' = " + std::to_string(rot) +
+        " must be even and in [2, head_dim = " + std::to_string(c->head_dim) + "]");
+  }
+  c->rotary_dim = rot;
   const std::string type_key = r.Key("rope.scaling.type");
   if (!f.Find(type_key)) return Status::Ok();
   LLM_ASSIGN_OR_RETURN(std::string type, f.GetString(type_key));
@@ -312,6 +334,24 @@ Status ReadPhi3LongRope(const GgufFile& f, const Reader& r, ModelConfig* c) {
   return r.Float("rope.scaling.attn_factor", false, fallback, &rs.attention_factor);
 }
 
+// ChatGLM / GLM-4 (llama.cpp's chatglm, from convert_hf_to_gguf.py's ChatGLMModel: THUDM's
+// ChatGLM layout with attn_qkv [q; k; v] and its bias, or GlmForCausalLM with attn_q/k/v and
+// their biases) and GLM-4-0414 (glm4, Glm4Model: attn_q/k/v or attn_qkv, the sandwich norms
+// post_attention_norm and post_ffw_norm). Both: ffn_up = [gate; up] (2 × feed_forward_length
+// rows), no attn_output bias.
+Status ReadGlm(const GgufFile& f, const Reader& r, ModelConfig* c) {
+  if (c->arch != ModelArch::kGlm && c->arch != ModelArch::kGlm4) return Status::Ok();
+  c->fused_gate_up = true;
+  c->fused_qkv = f.FindTensor("blk.0.attn_qkv.weight") != nullptr;
+  c->sandwich_norms = c->arch == ModelArch::kGlm4;
+  if (c->o_bias) {
+    return InvalidArgument(f.path() + ": tensor 'blk.0.attn_output.bias' is not part of a " +
+                           r.arch() +
+                           " model (llama.cpp's GLM graphs have no attention output bias)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
@@ -366,7 +406,8 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
                            std::to_string(kMaxVocab) + "]");
   }
   c.vocab_size = static_cast<int>(vocab);
-  c.qkv_bias = f.FindTensor("blk.0.attn_q.bias") != nullptr;
+  c.qkv_bias = f.FindTensor("blk.0.attn_q.bias") != nullptr ||
+               f.FindTensor("blk.0.attn_qkv.bias") != nullptr;
   c.o_bias = f.FindTensor("blk.0.attn_output.bias") != nullptr;
   c.mlp_bias = f.FindTensor("blk.0.ffn_up.bias") != nullptr;
   c.qk_norm = c.arch == ModelArch::kQwen3 || c.arch == ModelArch::kQwen3Moe;
@@ -394,6 +435,7 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
     c.fused_qkv = c.fused_gate_up = true;
     c.layer_sliding_window.assign(c.num_layers, static_cast<int>(window));
   }
+  LLM_RETURN_IF_ERROR(ReadGlm(f, r, &c));
   LLM_RETURN_IF_ERROR(ReadPhi3LongRope(f, r, &c));
   LLM_RETURN_IF_ERROR(ReadGemma(f, r, static_cast<int>(window), &c));
   LLM_RETURN_IF_ERROR(ReadMoe(f, r, &c));

@@ -10,8 +10,9 @@
 // Strip(1 leading space); BOS/EOS by tokenizer.ggml.add_bos_token / add_eos_token (defaults
 // true / false) as LlamaTokenizerFast does.
 // tokenizer.ggml.model "gpt2" (byte-level BPE): the file's merges, the pre-tokenizer regex of
-// tokenizer.ggml.pre (gpt2/default, llama-bpe, qwen2), ByteLevel decoder; BOS when
-// tokenizer.ggml.add_bos_token says so (default false).
+// tokenizer.ggml.pre (gpt2/default, llama-bpe, qwen2, chatglm-bpe/glm4), ByteLevel decoder; BOS
+// when tokenizer.ggml.add_bos_token says so (default false), never for chatglm-bpe/glm4 (GLM-4's
+// GGUFs: llama.cpp drops their BOS and uses Llama 3's split regex, without ignore_merges).
 // Token types: control (3) and unknown (2) tokens are special added tokens, user-defined (4)
 // ones plain added tokens; tokenizer.chat_template is the chat template.
 #include <algorithm>
@@ -127,7 +128,9 @@ StatusOr<json> Gpt2PreTokenizer(const std::string& pre, const std::string& path)
   if (pre == "default" || pre == "gpt2" || pre.empty()) {
     return json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
   }
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "smaug-bpe") {
+  // llama.cpp's CHATGLM4 regex (chatglm-bpe, glm4) is LLAMA3's.
+  if (pre == "llama-bpe" || pre == "llama3" || pre == "smaug-bpe" || pre == "chatglm-bpe" ||
+      pre == "glm4") {
     return split_then_bytes(
         "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
         "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
@@ -138,7 +141,8 @@ StatusOr<json> Gpt2PreTokenizer(const std::string& pre, const std::string& path)
         "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
   }
   return Unimplemented(path + ": tokenizer.ggml.pre '" + pre +
-                       "' is not supported (supported: default, gpt2, llama-bpe, qwen2)");
+                       "' is not supported (supported: default, gpt2, llama-bpe, qwen2, "
+                       "chatglm-bpe, glm4)");
 }
 
 StatusOr<GgufVocab> ReadVocab(const GgufFile& f) {
@@ -209,6 +213,10 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f) {
   LLM_ASSIGN_OR_RETURN(auto unk, OptionalId(f, "tokenizer.ggml.unknown_token_id", n));
   LLM_ASSIGN_OR_RETURN(auto pad, OptionalId(f, "tokenizer.ggml.padding_token_id", n));
   LLM_ASSIGN_OR_RETURN(bool add_bos, OptionalBool(f, "tokenizer.ggml.add_bos_token", spm));
+  if (!spm && f.Find("tokenizer.ggml.pre")) {  // GLM-4: llama.cpp never adds the BOS
+    LLM_ASSIGN_OR_RETURN(const std::string file_pre, f.GetString("tokenizer.ggml.pre"));
+    if (file_pre == "chatglm-bpe" || file_pre == "glm4") add_bos = false;
+  }
   LLM_ASSIGN_OR_RETURN(bool add_eos, OptionalBool(f, "tokenizer.ggml.add_eos_token", false));
   const auto text = [&](const std::optional<int32_t>& id) {
     return id ? json(v.tokens[*id]) : json(nullptr);

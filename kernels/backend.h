@@ -98,6 +98,9 @@ struct RopeLayout {
   // Pairs (2i, 2i + 1) (GPT-J, GLM) instead of rotate-half's (i, i + rotary_dim / 2) (NEOX,
   // Hugging Face's default).
   bool interleaved = false;
+  // cos and sin multiplied by mscale (LongRoPE's attention_factor): the rotated lanes scale by
+  // it, the passed ones do not. 1: plain RoPE (a multiply by 1 is exact).
+  float mscale = 1.0f;
 };
 
 struct AttentionParams {

@@ -105,8 +105,8 @@ void Rope(float* x, const int32_t* positions, int tokens, int heads, const RopeL
       for (int i = 0; i < half; ++i) {
         // The angle is formed in float32 as Hugging Face does; cos/sin are exact in double.
         float angle = static_cast<float>(positions[t]) * inv_freq[i];
-        double c = std::cos(static_cast<double>(angle));
-        double s = std::sin(static_cast<double>(angle));
+        double c = std::cos(static_cast<double>(angle)) * layout.mscale;
+        double s = std::sin(static_cast<double>(angle)) * layout.mscale;
         float& a = layout.interleaved ? v[2 * i] : v[i];
         float& b = layout.interleaved ? v[2 * i + 1] : v[i + half];
         const double x0 = a, x1 = b;

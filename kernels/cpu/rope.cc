@@ -45,8 +45,8 @@ void Rope(float* x, const int32_t* positions, int tokens, int heads, const RopeL
     float sn[kMaxHalf];
     for (int i = 0; i < half; ++i) {
       const float angle = static_cast<float>(positions[t]) * inv_freq[i];
-      cs[i] = std::cos(angle);
-      sn[i] = std::sin(angle);
+      cs[i] = std::cos(angle) * layout.mscale;
+      sn[i] = std::sin(angle) * layout.mscale;
     }
     for (int h = 0; h < heads; ++h) {
       float* v = x + (static_cast<int64_t>(t) * heads + h) * head_dim;

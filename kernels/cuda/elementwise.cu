@@ -55,7 +55,7 @@ __global__ void AddRmsNormKernel(float* residual, const float* x, const float* w
 
 // One thread per (token, head, pair).
 __global__ void RopeKernel(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
-                           int rotary_dim, bool interleaved, const float* inv_freq) {
+                           int rotary_dim, bool interleaved, float mscale, const float* inv_freq) {
   const int half = rotary_dim / 2;
   const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= static_cast<int64_t>(tokens) * heads * half) return;
@@ -63,7 +63,7 @@ __global__ void RopeKernel(float* x, const int32_t* positions, int tokens, int h
   const int64_t th = id / half;  // token * heads + head
   const int t = static_cast<int>(th / heads);
   const float angle = static_cast<float>(positions[t]) * inv_freq[i];
-  const float cs = cosf(angle), sn = sinf(angle);
+  const float cs = cosf(angle) * mscale, sn = sinf(angle) * mscale;
   const LanePair p = RopeLanes(i, rotary_dim, interleaved);
   float* v = x + th * head_dim;
   const float x0 = v[p.a], x1 = v[p.b];
@@ -195,7 +195,8 @@ void LaunchRope(cudaStream_t stream, float* x, const int32_t* positions, int tok
   }
   const int64_t n = static_cast<int64_t>(tokens) * heads * half;
   RopeKernel<<<Blocks(n), kThreads, 0, stream>>>(x, positions, tokens, heads, layout.head_dim,
-                                                 layout.rotary_dim, layout.interleaved, inv_freq);
+                                                 layout.rotary_dim, layout.interleaved,
+                                                 layout.mscale, inv_freq);
 }
 
 void LaunchSiluMul(cudaStream_t stream, const float* gate, const float* up, int64_t count,

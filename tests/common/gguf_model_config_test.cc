@@ -85,7 +85,7 @@ TEST(GgufModelConfig, DefaultsAndErrors) {
       {[](GgufWriter&) {}, false, "m.gguf: missing key 'general.architecture'"},
       {[](GgufWriter& w) { w.Str("general.architecture", "gpt2"); }, false,
        "general.architecture 'gpt2' is not supported (supported: llama, qwen2, qwen3, gemma, "
-       "gemma2, gemma3, phi3, qwen2moe, qwen3moe)"},
+       "gemma2, gemma3, phi3, qwen2moe, qwen3moe, chatglm, glm4)"},
       {[](GgufWriter& w) { w.U32("llama.expert_count", 8); }, true,
        "missing key 'llama.expert_used_count'"},
       {[](GgufWriter& w) { w.U32("llama.rope.dimension_count", 8); }, true,

@@ -37,11 +37,15 @@ inline std::vector<std::vector<int32_t>> Phi3Prompts() {
 constexpr uint64_t kPhi3Seed = 7;
 
 // `attention_factor` < 0: the key is absent (transformers' default applies).
-inline TinyModel MakeTinyPhi3(uint64_t seed, double attention_factor = -1) {
+// `partial_rotary_factor` < 1 (Phi-4-mini: 0.75) sets that key: RoPE on the first
+// int(16 × factor) lanes of each head, with that / 2 factors of each kind (same weights).
+inline TinyModel MakeTinyPhi3(uint64_t seed, double attention_factor = -1,
+                              double partial_rotary_factor = 1.0) {
   constexpr int kHidden = 64, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 16;
   constexpr int kVocab = 512, kInter = 96;
+  const int rotary_dim = static_cast<int>(kHeadDim * partial_rotary_factor);
   std::vector<double> short_factor, long_factor;
-  for (int i = 0; i < kHeadDim / 2; ++i) {
+  for (int i = 0; i < rotary_dim / 2; ++i) {
     short_factor.push_back(1.0 + 0.1 * i);
     long_factor.push_back(std::pow(1.6, i));
   }
@@ -68,6 +72,7 @@ inline TinyModel MakeTinyPhi3(uint64_t seed, double attention_factor = -1) {
               {"tie_word_embeddings", false},
               {"torch_dtype", "float32"},
               {"vocab_size", kVocab}};
+  if (partial_rotary_factor != 1.0) m.config["partial_rotary_factor"] = partial_rotary_factor;
   NormalStream rng(seed);
   m.Add(rng, "model.embed_tokens.weight", {kVocab, kHidden}, 0, 0.5);
   m.Add(rng, "lm_head.weight", {kVocab, kHidden}, 0, 0.5);
@@ -88,8 +93,8 @@ inline TinyModel MakeTinyPhi3(uint64_t seed, double attention_factor = -1) {
 // `m` as an F32 GGUF the way llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
 // attn_qkv and ffn_up (= [gate; up]) fused, rope_factors_{long,short}.weight,
 // rope.scaling.original_context_length and rope.scaling.attn_factor (which the converter always
-// computes from the lengths). No tokenizer. `short_factors` false leaves out
-// rope_factors_short.weight (a broken file, for the error test).
+// computes from the lengths), rope.dimension_count from partial_rotary_factor. No tokenizer.
+// `short_factors` false leaves out rope_factors_short.weight (a broken file, for the error test).
 inline void WriteTinyPhi3Gguf(const TinyModel& m, const std::string& path,
                               bool short_factors = true) {
   const nlohmann::json& c = m.config;
@@ -107,7 +112,9 @@ inline void WriteTinyPhi3Gguf(const TinyModel& m, const std::string& path,
   w.U32("phi3.rope.scaling.original_context_length", static_cast<uint32_t>(orig));
   w.F32("phi3.rope.scaling.attn_factor",
         static_cast<float>(scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(orig)) : 1.0));
-  w.U32("phi3.rope.dimension_count", hidden / heads);
+  // Phi3MiniModel.set_gguf_parameters: int(partial_rotary_factor × hidden) // heads.
+  const double rot_pct = c.value("partial_rotary_factor", 1.0);
+  w.U32("phi3.rope.dimension_count", static_cast<uint32_t>(rot_pct * hidden) / heads);
   w.F32("phi3.rope.freq_base", c["rope_theta"].get<float>());
   w.F32("phi3.attention.layer_norm_rms_epsilon", c["rms_norm_eps"].get<float>());
   w.U32("phi3.attention.sliding_window", 0);

@@ -6,7 +6,9 @@
 //     [gate; up] = gate_up_proj(post_attention_layernorm(x)) (chunk(2) of the output rows);
 //     q, k, v are the rows [q; k; v] of qkv_proj. RMSNorm x / sqrt(mean(x^2) + eps) * w.
 //     Attention causal, scale head_dim^-0.5, GQA. Logits = lm_head(norm(x)).
-//   - RoPE rotate-half. _compute_longrope_parameters: inv_freq_i = 1 / (ext_i * theta^(2i/d))
+//   - RoPE rotate-half on the first d = int(head_dim * partial_rotary_factor) lanes of each head
+//     (apply_rotary_pos_emb's q_rot / q_pass). _compute_longrope_parameters: inv_freq_i =
+//     1 / (ext_i * theta^(2i/d))
 //     with ext = long_factor when the sequence length exceeds original_max_position_embeddings,
 //     else short_factor; cos and sin multiplied by attention_factor, which defaults to
 //     sqrt(1 + ln(factor) / ln(original)) with factor = max_position_embeddings / original
@@ -35,6 +37,9 @@ namespace llm::testing::reference {
 struct Phi3RefConfig {
   int hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
   int intermediate = 0;
+  // RoPE (rotate-half) on the first rotary_dim = int(head_dim × partial_rotary_factor) lanes of
+  // each head (Phi-4-mini: 0.75); the rest pass through.
+  int rotary_dim = 0;
   double eps = 1e-5, theta = 10000.0;
   bool longrope = false;
   int original_max = 0;
@@ -50,6 +55,7 @@ inline Phi3RefConfig Phi3RefConfigFromJson(const nlohmann::json& j) {
   c.heads = j.at("num_attention_heads");
   c.kv_heads = j.value("num_key_value_heads", c.heads);
   c.head_dim = c.hidden / c.heads;
+  c.rotary_dim = static_cast<int>(c.head_dim * JsonNumberOr(j, "partial_rotary_factor", 1.0));
   c.vocab = j.at("vocab_size");
   c.intermediate = j.at("intermediate_size");
   c.eps = JsonNumberOr(j, "rms_norm_eps", 1e-5);
@@ -88,7 +94,7 @@ class Phi3Reference : public ReferenceModel {
 
   // The inverse frequencies of the short or long factors (exposed for the hand checks).
   Vec InvFreq(bool long_factors) const {
-    Vec f = DefaultInvFreq(c_.theta, c_.head_dim);
+    Vec f = DefaultInvFreq(c_.theta, c_.rotary_dim);
     if (!c_.longrope) return f;
     for (size_t i = 0; i < f.size(); ++i) {
       f[i] /= (long_factors ? c_.long_factor : c_.short_factor)[i];

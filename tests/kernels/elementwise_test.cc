@@ -66,8 +66,9 @@ TEST(RopeTest, MatchesReference) {
   const int tokens = 5, heads = 3;
   const int32_t positions[tokens] = {0, 1, 17, 1000, 32767};
   // Whole heads, partial rotary (GLM, Phi-4-mini) and interleaved pairs (GLM).
-  const RopeLayout layouts[] = {{64, 64, false}, {128, 128, false}, {32, 32, false},
-                                {128, 64, true}, {96, 64, false},   {32, 32, true}};
+  const RopeLayout layouts[] = {{64, 64, false},        {128, 128, false},   {32, 32, false},
+                                {128, 64, true},        {96, 64, false},     {32, 32, true},
+                                {96, 64, false, 1.25f}, {64, 32, true, 0.5f}};
   for (const RopeLayout& layout : layouts) {
     const int head_dim = layout.head_dim, rot = layout.rotary_dim;
     std::vector<float> inv_freq(rot / 2);
@@ -79,7 +80,9 @@ TEST(RopeTest, MatchesReference) {
     Rope(got.data(), positions, tokens, heads, layout, inv_freq.data());
     ref::Rope(want.data(), positions, tokens, heads, layout, inv_freq.data());
     ExpectClose(got, want, 1e-5f, 2e-6f);
-    for (int d = 0; d < head_dim; ++d) ASSERT_EQ(got[d], x[d]);  // position 0 is the identity
+    for (int d = 0; d < head_dim; ++d) {  // position 0: the rotated lanes scale by mscale
+      ASSERT_EQ(got[d], d < rot ? x[d] * layout.mscale : x[d]);
+    }
     for (int t = 0; t < tokens; ++t) {  // lanes past rotary_dim pass through
       for (int h = 0; h < heads; ++h) {
         for (int d = rot; d < head_dim; ++d) {

@@ -202,6 +202,29 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, Gpt2Gguf,
                          ::testing::Values(std::make_tuple("llama3", "llama-bpe", true),
                                            std::make_tuple("qwen3", "qwen2", false)));
 
+// GLM-4's GGUFs (tokenizer.ggml.pre chatglm-bpe from GLM-4, glm4 from GLM-4-0414): llama.cpp
+// splits them with Llama 3's regex and never adds a BOS, whatever add_bos_token says. The Llama 3
+// vocabulary written with those pre names encodes as with llama-bpe, minus the BOS.
+TEST(GgufTokenizer, GlmPreTokenizers) {
+  REQUIRE_SHARED("tokenizers/llama3/tokenizer.json");
+  const fs::path dir = fs::temp_directory_path() / ("gguf_tok_glm_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  auto llama = Tokenizer::FromDir(WriteGpt2Gguf("llama3", "llama-bpe", true, dir));
+  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
+  const std::string text = "Hello world, it's 1234567 o'clock!\n\n  Ünïcödé   tabs\tand CAPS'LL";
+  std::vector<int32_t> want = (*llama)->Encode(text, true, false);
+  ASSERT_GT(want.size(), 1u);
+  want.erase(want.begin());  // the BOS
+  EXPECT_EQ((*llama)->Encode(text, false, false), want);
+  for (const char* pre : {"chatglm-bpe", "glm4"}) {
+    fs::create_directories(dir / pre);
+    auto glm = Tokenizer::FromDir(WriteGpt2Gguf("llama3", pre, true, dir / pre));
+    ASSERT_TRUE(glm.ok()) << pre << ": " << glm.status().ToString();
+    EXPECT_EQ((*glm)->Encode(text, true, false), want) << pre << ": " << Show(want);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(GgufTokenizer, Errors) {
   const fs::path dir = fs::temp_directory_path() / ("gguf_tok_err_" + std::to_string(getpid()));
   fs::create_directories(dir);

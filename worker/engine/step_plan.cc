@@ -228,6 +228,7 @@ void BuildForwardBatch(const std::vector<BatchEntry>& entries, int block_size, F
     }
     b.query_start.push_back(b.num_tokens());
     b.context_len.push_back(end);
+    b.rope_len.push_back(std::max(end, static_cast<int>(seq.prompt.size())));
     std::copy(seq.block_table.begin(), seq.block_table.end(),
               b.block_tables.begin() + static_cast<long>(i) * max_blocks);
     if (entries[i].samples) b.logit_rows.push_back(b.num_tokens() - 1);

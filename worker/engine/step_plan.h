@@ -92,7 +92,9 @@ struct BatchEntry {
   int num_new_tokens = 0;  // starting at seq->num_computed
   bool samples = false;
 };
-// The flat batch of a step; the one function every rank builds its batch with.
+// The flat batch of a step; the one function every rank builds its batch with. rope_len comes
+// from each sequence's prompt length, which followers mirror from PlanNewSequence, so the
+// message needs nothing more for it.
 void BuildForwardBatch(const std::vector<BatchEntry>& entries, int block_size, ForwardBatch* out);
 
 // Rank 0: turns the scheduler's plans and the sampler's results into StepPlans.

@@ -13,6 +13,10 @@ struct ForwardBatch {
   std::vector<int32_t> slot_mapping;  // [T] KV cache slot (block * block_size + offset)
   std::vector<int32_t> query_start;   // [S + 1] row range of each sequence
   std::vector<int32_t> context_len;   // [S] tokens in the cache after this step
+  // [S] the length that picks a sequence's LongRoPE factors (RopeUsesLongFactors):
+  // max(prompt length, context_len), so every chunk of a prompt prefilled in several steps
+  // rotates as the whole prompt in one step would. Empty: context_len (batches built by hand).
+  std::vector<int32_t> rope_len;
   std::vector<int32_t> block_tables;  // [S, max_blocks_per_seq], unused entries 0
   int max_blocks_per_seq = 0;
   // Rows whose logits are wanted, ascending (usually the last row of each sequence that

@@ -43,7 +43,10 @@ std::pair<std::string, int> ExpertOf(const std::string& hf) {
 
 // Hugging Face name -> llama.cpp name ("" when there is none). With Gemma 2's sandwich norms
 // llama.cpp names the attention output's norm post_attention_norm and the MLP input's
-// ffn_norm (elsewhere post_attention_layernorm is the MLP input's norm: ffn_norm).
+// ffn_norm (elsewhere post_attention_layernorm is the MLP input's norm: ffn_norm). GLM-4-0414's
+// sandwich norms (glm4) are post_self_attn_layernorm -> post_attention_norm,
+// post_attention_layernorm -> ffn_norm, post_mlp_layernorm -> post_ffw_norm (gguf-py's
+// tensor_mapping.py), so `sandwich_norms` is false for it.
 std::string GgufName(const std::string& hf, bool sandwich_norms) {
   static const std::map<std::string, std::string> kSandwich = {
       {"post_attention_layernorm.weight", "post_attention_norm.weight"},
@@ -56,8 +59,11 @@ std::string GgufName(const std::string& hf, bool sandwich_norms) {
   static const std::map<std::string, std::string> kLayer = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"post_self_attn_layernorm.weight", "post_attention_norm.weight"},
+      {"post_mlp_layernorm.weight", "post_ffw_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},
       {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+      {"self_attn.qkv_proj.bias", "attn_qkv.bias"},
       {"mlp.gate_up_proj.weight", "ffn_up.weight"},
       {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
       {"mlp.gate.weight", "ffn_gate_inp.weight"},
@@ -157,10 +163,17 @@ class GgufSource : public TensorSource {
   bool norms_include_one() const override { return true; }
 
   StatusOr<std::vector<float>> Vector(const std::string& name, int size, float) override {
-    LLM_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Take(name));
-    if (t->dims.size() != 1 || t->dims[0] != size) {
+    // A q/k/v bias of a fused attn_qkv: entries [offset, offset + size) of attn_qkv.bias.
+    std::string source = name;
+    int offset = 0, total = size;
+    if (const int at = FusedQkvBias(name, &source); at >= 0) {
+      offset = at;
+      total = w_->config.q_dim() + 2 * w_->config.kv_dim();
+    }
+    LLM_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Take(source));
+    if (t->dims.size() != 1 || t->dims[0] != total) {
       return InvalidArgument(f_.path() + ": tensor '" + t->name + "' has shape " +
-                             t->ShapeString() + ", expected [" + std::to_string(size) +
+                             t->ShapeString() + ", expected [" + std::to_string(total) +
                              "] from the metadata");
     }
     LLM_ASSIGN_OR_RETURN(DType format, Format(*t, false));
@@ -168,7 +181,7 @@ class GgufSource : public TensorSource {
     const char* p = static_cast<const char*>(t->data);
     const bool permute = permuted_ && IsPermuted(name);
     for (int i = 0; i < size; ++i) {
-      const int from = permute ? Permuted(i, w_->config.head_dim) : i;
+      const int from = offset + (permute ? Permuted(i, w_->config.head_dim) : i);
       uint16_t h = 0;
       if (format == DType::kF32) {
         std::memcpy(&out[i], p + 4 * static_cast<size_t>(from), 4);
@@ -195,13 +208,31 @@ class GgufSource : public TensorSource {
   }
 
  private:
+  // With fused_qkv (Phi-3, ChatGLM's attn_qkv), q_proj.bias / k_proj.bias / v_proj.bias are
+  // parts of one [q; k; v] bias: sets `fused` to its Hugging Face name and returns the part's
+  // first entry; -1 for any other name.
+  int FusedQkvBias(const std::string& hf, std::string* fused) const {
+    const ModelConfig& c = w_->config;
+    if (!c.fused_qkv) return -1;
+    const std::pair<std::string, int> parts[] = {{"self_attn.q_proj.bias", 0},
+                                                 {"self_attn.k_proj.bias", c.q_dim()},
+                                                 {"self_attn.v_proj.bias", c.q_dim() + c.kv_dim()}};
+    for (const auto& [suffix, at] : parts) {
+      if (!EndsWith(hf, suffix)) continue;
+      *fused = hf.substr(0, hf.size() - suffix.size()) + "self_attn.qkv_proj.bias";
+      return at;
+    }
+    return -1;
+  }
+
   static bool IsPermuted(const std::string& hf) {
     return EndsWith(hf, "q_proj.weight") || EndsWith(hf, "k_proj.weight") ||
            EndsWith(hf, "q_proj.bias") || EndsWith(hf, "k_proj.bias");
   }
 
   StatusOr<const GgufTensorInfo*> Take(const std::string& hf) {
-    const std::string name = GgufName(hf, w_->config.sandwich_norms);
+    const ModelConfig& c = w_->config;
+    const std::string name = GgufName(hf, c.sandwich_norms && c.arch != ModelArch::kGlm4);
     const GgufTensorInfo* t = name.empty() ? nullptr : f_.FindTensor(name);
     if (t == nullptr) {
       return NotFound(f_.path() + ": missing tensor '" + (name.empty() ? hf : name) + "'");

@@ -33,10 +33,12 @@ void PadDecodeBatch(const ForwardBatch& batch, int size, int max_blocks_per_seq,
   out->positions.assign(batch.positions.begin(), batch.positions.end());
   out->slot_mapping.assign(batch.slot_mapping.begin(), batch.slot_mapping.end());
   out->context_len.assign(batch.context_len.begin(), batch.context_len.end());
+  out->rope_len.assign(batch.rope_len.begin(), batch.rope_len.end());
   out->token_ids.resize(size, 0);
   out->positions.resize(size, 0);
   out->slot_mapping.resize(size, -1);
   out->context_len.resize(size, 1);
+  if (!out->rope_len.empty()) out->rope_len.resize(size, 1);
   out->query_start.resize(size + 1);
   out->logit_rows.resize(size);
   for (int s = 0; s <= size; ++s) out->query_start[s] = s;

@@ -145,7 +145,9 @@ void TransformerModel::PlanRope(const ForwardBatch& batch) {
   }
   for (int s = 0; s < batch.num_seqs(); ++s) {
     const int begin = batch.query_start[s], count = batch.query_start[s + 1] - begin;
-    const bool long_factors = RopeUsesLongFactors(rs, batch.context_len[s]);
+    const bool by_prompt = batch.rope_len.size() == batch.context_len.size();
+    const bool long_factors =
+        RopeUsesLongFactors(rs, by_prompt ? batch.rope_len[s] : batch.context_len[s]);
     if (!rope_runs_.empty() && rope_runs_.back().long_factors == long_factors) {
       rope_runs_.back().count += count;
     } else {
@@ -385,7 +387,12 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
                      k);
   }
   const bool local = c.layer_uses_local_rope(layer) && inv_freq_local_.bytes() > 0;
-  const kernels::RopeLayout layout{c.head_dim, c.rope_dim(), c.rope_interleaved};
+  // LongRoPE multiplies cos and sin by attention_factor: the rotated lanes of q and k scale by
+  // it, the lanes past a partial rotary dimension (Phi-4-mini) do not. Gemma 3's local layers
+  // rotate unscaled.
+  const kernels::RopeLayout layout{
+      c.head_dim, c.rope_dim(), c.rope_interleaved,
+      local ? 1.0f : static_cast<float>(c.rope_scaling.attention_factor)};
   for (const RopeRun& run : rope_runs_) {
     const float* inv_freq = local              ? inv_freq_local_.as<float>()
                             : run.long_factors ? inv_freq_long_.as<float>()
@@ -413,10 +420,6 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
   ap.block_size = cs.block_size;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(
                         c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : c.head_dim));
-  // LongRoPE multiplies cos and sin by attention_factor, which scales every rotated q and k by
-  // it: q . k by its square, folded into the scale here (exact in real arithmetic).
-  const double mscale = c.rope_scaling.attention_factor;
-  if (mscale != 1.0) ap.scale = static_cast<float>(ap.scale * mscale * mscale);
   ap.softcap = static_cast<float>(c.attn_logit_softcap);
   ap.sliding_window = c.layer_sliding_window[layer];
   backend_.PagedAttention(q, cache.k(cl), cache.v(cl), ab, ap, attn_.as<float>());
