@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <climits>
+#include <functional>
 #include <random>
 #include <regex>
 #include <string>
@@ -213,6 +214,22 @@ std::string RandomText(const Grammar& g, std::mt19937_64& rng) {
   return "";
 }
 
+// Draws `count` texts from g (RandomText); each complete one must parse as JSON and goes to
+// `check` with its text. Returns how many were complete.
+int CheckRandomTexts(const Grammar& g, std::mt19937_64& rng, int count,
+                     const std::function<void(const ojson&, const std::string&)>& check) {
+  int complete = 0;
+  for (int i = 0; i < count; ++i) {
+    const std::string out = RandomText(g, rng);
+    if (out.empty()) continue;
+    ++complete;
+    const ojson v = ojson::parse(out, nullptr, false);
+    EXPECT_FALSE(v.is_discarded()) << "not JSON: " << out;
+    if (!v.is_discarded()) check(v, out);
+  }
+  return complete;
+}
+
 // A date / time checked field by field (not by the grammar's own regexes).
 bool ValidDate(const std::string& d) {
   if (!std::regex_match(d, std::regex("\\d{4}-\\d{2}-\\d{2}"))) return false;
@@ -245,13 +262,7 @@ TEST(JsonSchemaKeywords, RandomTextsParseAndValidate) {
   auto g = JsonSchemaGrammar(schema);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   std::mt19937_64 rng(17);
-  int complete = 0;
-  for (int i = 0; i < 200; ++i) {
-    const std::string out = RandomText(*g, rng);
-    if (out.empty()) continue;
-    ++complete;
-    const ojson v = ojson::parse(out, nullptr, false);
-    ASSERT_FALSE(v.is_discarded()) << "not JSON: " << out;
+  const int complete = CheckRandomTexts(*g, rng, 200, [&](const ojson& v, const std::string& out) {
     EXPECT_TRUE(test::ValidateJson(v, schema)) << out;
     EXPECT_TRUE(ValidDate(v["day"])) << out;
     const std::string at = v["at"];
@@ -268,7 +279,7 @@ TEST(JsonSchemaKeywords, RandomTextsParseAndValidate) {
                 mail.find('@', atsign + 1) == std::string::npos &&
                 mail.find('.', atsign) != std::string::npos)
         << out;
-  }
+  });
   EXPECT_GE(complete, 150);
 }
 
@@ -653,13 +664,7 @@ TEST(JsonSchemaKeywords, RandomNumbersValidateExactly) {
   for (const std::string& text : schemas) {
     const ojson schema = ojson::parse(text);
     const Grammar g = SchemaGrammar(text);
-    int complete = 0;
-    for (int i = 0; i < 300; ++i) {
-      const std::string out = RandomText(g, rng);
-      if (out.empty()) continue;
-      ++complete;
-      const ojson v = ojson::parse(out, nullptr, false);
-      ASSERT_FALSE(v.is_discarded()) << "not JSON: " << out;
+    const int complete = CheckRandomTexts(g, rng, 300, [&](const ojson& v, const std::string& out) {
       ASSERT_TRUE(v.is_number()) << out;
       EXPECT_TRUE(test::NumberTextValid(out, schema)) << out << "\nschema: " << text;
       if (schema["type"] == "integer") {
@@ -668,7 +673,7 @@ TEST(JsonSchemaKeywords, RandomNumbersValidateExactly) {
       EXPECT_FALSE(out.rfind("-0", 0) == 0 && test::ParseTestDecimal(out).integer.empty() &&
                    test::ParseTestDecimal(out).fraction.empty())
           << "negative zero: " << out;
-    }
+    });
     EXPECT_GE(complete, 250) << text;
   }
 }
@@ -687,19 +692,13 @@ TEST(JsonSchemaKeywords, RandomTextsWithNewKeywordsValidate) {
   const ojson schema = ojson::parse(text);
   const Grammar g = SchemaGrammar(text);
   std::mt19937_64 rng(29);
-  int complete = 0;
-  for (int i = 0; i < 200; ++i) {
-    const std::string out = RandomText(g, rng);
-    if (out.empty()) continue;
-    ++complete;
-    const ojson v = ojson::parse(out, nullptr, false);
-    ASSERT_FALSE(v.is_discarded()) << "not JSON: " << out;
+  const int complete = CheckRandomTexts(g, rng, 200, [&](const ojson& v, const std::string& out) {
     EXPECT_TRUE(test::ValidateJson(v, schema)) << out;
     EXPECT_TRUE(ValidDate(v["day"])) << out;
     // The validator counts characters; check the non-ASCII pattern by hand.
     const std::string word = v["word"];
     EXPECT_TRUE(std::regex_match(word, std::regex("((\xC3\xA9)|[a-c\"]){2,4}"))) << out;
-  }
+  });
   EXPECT_GE(complete, 150);
 }
 

@@ -59,31 +59,42 @@ class StructuredOutput : public ::testing::Test {
 };
 Cluster* StructuredOutput::cluster_ = nullptr;
 
-TEST_F(StructuredOutput, TwoHundredSampledGenerationsFollowTheSchema) {
-  const test::ojson schema = test::ojson::parse(kSchema);
+// `requests` sampled /v1/completions requests of n = 10 under `schema` (seeds seed0, seed0 +
+// 10, ...): every choice must stop, parse and validate; returns the parsed values.
+std::vector<test::ojson> SampleUnderSchema(int port, const test::ojson& schema, const char* name,
+                                           int requests, int max_tokens, int seed0) {
   // Built as ordered JSON: nlohmann::json would sort the schema's properties.
   const test::ojson format = {{"type", "json_schema"},
-                              {"json_schema", {{"name", "person"}, {"schema", schema}}}};
-  int checked = 0;
-  for (int request = 0; request < 20; ++request) {
+                              {"json_schema", {{"name", name}, {"schema", schema}}}};
+  std::vector<test::ojson> values;
+  for (int request = 0; request < requests; ++request) {
     const test::ojson body = {
-        {"prompt", "Once upon a time"}, {"max_tokens", 400},           {"n", 10},
-        {"temperature", 1.0},           {"seed", 1000 + request * 10}, {"response_format", format}};
-    const HttpResult r = Http(port(), "POST", "/v1/completions", body.dump());
-    ASSERT_EQ(r.status, 200) << r.body;
-    const json response = r.Json();
+        {"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"n", 10}, {"temperature", 1.0},
+        {"seed", seed0 + request * 10}, {"response_format", format}};
+    const HttpResult r = Http(port, "POST", "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    if (r.status != 200) return values;
+    const json response = r.Json();  // (a temporary's member would dangle in the loop)
     for (const json& choice : response["choices"]) {
       const std::string text = choice["text"];
-      ASSERT_EQ(choice["finish_reason"], "stop") << text;
+      EXPECT_EQ(choice["finish_reason"], "stop") << text;
       const test::ojson value = test::ojson::parse(text, nullptr, false);
-      ASSERT_FALSE(value.is_discarded()) << "not JSON: " << text;
+      EXPECT_FALSE(value.is_discarded()) << "not JSON: " << text;
+      if (value.is_discarded()) continue;
       EXPECT_TRUE(test::ValidateJson(value, schema)) << text;
-      // Properties come in the schema's order.
-      EXPECT_EQ(value.begin().key(), "name") << text;
-      ++checked;
+      values.push_back(value);
     }
   }
-  EXPECT_EQ(checked, 200);
+  return values;
+}
+
+TEST_F(StructuredOutput, TwoHundredSampledGenerationsFollowTheSchema) {
+  const test::ojson schema = test::ojson::parse(kSchema);
+  const std::vector<test::ojson> values =
+      SampleUnderSchema(port(), schema, "person", 20, 400, 1000);
+  EXPECT_EQ(values.size(), 200u);
+  // Properties come in the schema's order.
+  for (const test::ojson& value : values) EXPECT_EQ(value.begin().key(), "name") << value.dump();
   // Without the schema the same model writes no JSON at all.
   const HttpResult free = Post(port(), "/v1/completions",
                                {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"seed", 1}});
@@ -103,26 +114,7 @@ TEST_F(StructuredOutput, NumericKeywordsAndBoundedPatternsAreFollowed) {
       "temp": {"type": "number", "exclusiveMinimum": -2.25, "maximum": 40},
       "code": {"type": "string", "pattern": "[A-Z]{2}[0-9]+", "minLength": 3, "maxLength": 6}},
       "required": ["price", "qty", "temp", "code"]})");
-  const test::ojson format = {{"type", "json_schema"},
-                              {"json_schema", {{"name", "order"}, {"schema", schema}}}};
-  int checked = 0;
-  for (int request = 0; request < 5; ++request) {
-    const test::ojson body = {
-        {"prompt", "Once upon a time"}, {"max_tokens", 300},          {"n", 10},
-        {"temperature", 1.0},           {"seed", 500 + request * 10}, {"response_format", format}};
-    const HttpResult r = Http(port(), "POST", "/v1/completions", body.dump());
-    ASSERT_EQ(r.status, 200) << r.body;
-    const json response = r.Json();  // (a temporary's member would dangle in the loop)
-    for (const json& choice : response["choices"]) {
-      const std::string text = choice["text"];
-      ASSERT_EQ(choice["finish_reason"], "stop") << text;
-      const test::ojson value = test::ojson::parse(text, nullptr, false);
-      ASSERT_FALSE(value.is_discarded()) << "not JSON: " << text;
-      EXPECT_TRUE(test::ValidateJson(value, schema)) << text;
-      ++checked;
-    }
-  }
-  EXPECT_EQ(checked, 50);
+  EXPECT_EQ(SampleUnderSchema(port(), schema, "order", 5, 300, 500).size(), 50u);
   EXPECT_TRUE(cluster_->WaitAllBlocksFree(10.0));
 }
 
