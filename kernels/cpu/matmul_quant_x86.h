@@ -198,9 +198,11 @@ struct Q3_KF {
                            (a[1] & m2) | (((a[2] >> 2) & m1) << 4),
                            ((a[0] >> 4) & m2) | (((a[2] >> 4) & m1) << 4),
                            ((a[1] >> 4) & m2) | (((a[2] >> 6) & m1) << 4)};
-    const __m256i sc =
-        _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s))),
-                         _mm256_set1_epi16(32));
+    // Built in registers: four scalar stores read back as one 128-bit load stall on
+    // store-to-load forwarding once per block (as ScalesMinsK4 found).
+    const __m128i s16 = _mm_set_epi32(static_cast<int>(s[3]), static_cast<int>(s[2]),
+                                      static_cast<int>(s[1]), static_cast<int>(s[0]));
+    const __m256i sc = _mm256_sub_epi16(_mm256_cvtepu8_epi16(s16), _mm256_set1_epi16(32));
     const float d = _cvtsh_ss(b.d);
     return {d, d, sc, _mm256_slli_epi16(sc, 2)};
   }
