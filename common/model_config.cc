@@ -18,8 +18,8 @@ namespace {
 constexpr const char* kSupported =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
     "GemmaForCausalLM, Gemma2ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
-    "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, GlmForCausalLM, "
-    "Glm4ForCausalLM";
+    "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
+    "Gemma3ForConditionalGeneration (text only), GlmForCausalLM, Glm4ForCausalLM";
 
 // Upper bounds on the sizes a config.json may declare: far above any released model, low enough
 // that no derived size (a layer list, a dummy weight tensor's element count) overflows.
@@ -230,13 +230,6 @@ Status ReadArch(const json& j, const std::string& source, ModelConfig* c) {
     c->arch = ModelArch::kGlm;
   } else if (c->architecture == "Glm4ForCausalLM") {
     c->arch = ModelArch::kGlm4;
-  } else if (c->architecture == "Gemma3ForConditionalGeneration") {
-    // Its text_config alone would parse, but the weights are not a Gemma3ForCausalLM's: they
-    // live under language_model.* / model.language_model.* next to a vision tower.
-    return Unimplemented(source +
-                         ": architecture 'Gemma3ForConditionalGeneration' (multimodal Gemma 3) is "
-                         "not supported; use a text-only Gemma3ForCausalLM checkpoint (model_type "
-                         "gemma3_text, e.g. gemma-3-1b or a text-only export of the larger ones)");
   } else {
     return Unimplemented(source + ": architecture '" + c->architecture +
                          "' is not supported (supported: " + kSupported + ")");
@@ -412,13 +405,60 @@ Status ReadGemma3(const json& j, const std::string& source, ModelConfig* c) {
   return Status::Ok();
 }
 
+// Gemma3ForConditionalGeneration (the multimodal Gemma 3 checkpoints: 4B, 12B, 27B): the
+// language model is a Gemma 3 text model described by `text_config`, which lists only the keys
+// that differ from transformers' Gemma3TextConfig defaults (filled in here). The top level keeps
+// what generation reads (eos/bos ids, dtype, tie_word_embeddings), which wins over text_config.
+// The vision tower is not loaded: the model serves text.
+json Gemma3TextConfigOf(const json& top) {
+  json t = {{"vocab_size", 262208},
+            {"hidden_size", 2304},
+            {"intermediate_size", 9216},
+            {"num_hidden_layers", 26},
+            {"num_attention_heads", 8},
+            {"num_key_value_heads", 4},
+            {"head_dim", 256},
+            {"hidden_activation", "gelu_pytorch_tanh"},
+            {"max_position_embeddings", 131072},
+            {"rms_norm_eps", 1e-6},
+            {"bos_token_id", 2},
+            {"eos_token_id", 1},
+            {"tie_word_embeddings", true},
+            {"rope_theta", 1000000.0},
+            {"query_pre_attn_scalar", 256},
+            {"sliding_window", 4096},
+            {"rope_local_base_freq", 10000.0}};
+  if (top.contains("text_config") && top["text_config"].is_object()) {
+    for (const auto& [key, value] : top["text_config"].items()) t[key] = value;
+  }
+  for (const char* key :
+       {"bos_token_id", "eos_token_id", "tie_word_embeddings", "torch_dtype", "dtype"}) {
+    if (top.contains(key) && !top[key].is_null()) t[key] = top[key];
+  }
+  t["architectures"] = {"Gemma3ForCausalLM"};
+  return t;
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source) {
   json j = json::parse(json_text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(source + ": not a JSON object");
   ModelConfig c;
+  const bool multimodal = j.contains("architectures") && j["architectures"].is_array() &&
+                          !j["architectures"].empty() &&
+                          j["architectures"][0] == "Gemma3ForConditionalGeneration";
+  if (multimodal) {
+    if (j.contains("text_config") && !j["text_config"].is_object()) {
+      return InvalidArgument(source + ": key 'text_config' must be an object");
+    }
+    j = Gemma3TextConfigOf(j);
+  }
   LLM_RETURN_IF_ERROR(ReadArch(j, source, &c));
+  if (multimodal) {
+    c.architecture = "Gemma3ForConditionalGeneration";
+    c.language_model_of_multimodal = true;
+  }
   LLM_RETURN_IF_ERROR(ReadInt(j, source, "hidden_size", true, 0, &c.hidden_size, kMaxWidth));
   LLM_RETURN_IF_ERROR(
       ReadInt(j, source, "intermediate_size", true, 0, &c.intermediate_size, kMaxWidth));

@@ -132,6 +132,11 @@ struct ModelConfig {
   std::vector<int32_t> bos_token_ids;
   std::vector<int32_t> eos_token_ids;
   DType torch_dtype = DType::kF32;
+  // Gemma3ForConditionalGeneration: the config describes the language model of a multimodal
+  // checkpoint (its text_config), whose weights are named language_model.model.* /
+  // language_model.lm_head.* (or, as transformers >= 4.52 saves them, model.language_model.* /
+  // lm_head.*) beside a vision tower and projector that are not loaded.
+  bool language_model_of_multimodal = false;
 
   int q_dim() const { return num_heads * head_dim; }
   int rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }

@@ -156,6 +156,58 @@ TEST(Gemma3Gguf, F32GgufMatchesReference) {
   fs::remove(path);
 }
 
+// The multimodal checkpoints (Gemma3ForConditionalGeneration: gemma-3-4b/12b/27b) serve their
+// language model: the same weights under both layouts, tied and untied, give the reference's
+// output; the vision tower and projector are skipped, not reported as unexpected.
+TEST(Gemma3Multimodal, LanguageModelMatchesReference) {
+  for (const auto layout : {MultimodalLayout::kPublished, MultimodalLayout::kTransformers452}) {
+    for (const bool untied : {false, true}) {
+      TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kPattern);
+      const TinyModel mm = AsGemma3Multimodal(m, layout, untied);
+      const std::string name =
+          std::string(layout == MultimodalLayout::kPublished ? "multimodal published"
+                                                             : "multimodal transformers-4.52") +
+          (untied ? " untied" : " tied");
+      SCOPED_TRACE(name);
+      const fs::path dir = TempModelPath("multimodal");
+      mm.Write(dir, SharedPath("models/stories260K"));
+      auto cfg = LoadModelConfig(dir.string());
+      ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+      EXPECT_EQ(cfg->architecture, "Gemma3ForConditionalGeneration");
+      EXPECT_TRUE(cfg->language_model_of_multimodal);
+      EXPECT_EQ(cfg->tie_word_embeddings, !untied);
+      EXPECT_EQ(cfg->eos_token_ids, (std::vector<int32_t>{1, 106}));  // the top level's
+      ExpectEngineMatchesReference(dir.string(), m, {4, 0, 4, 0}, name);
+      fs::remove_all(dir);
+    }
+  }
+}
+
+// A multimodal checkpoint missing a language-model tensor names it as the files would; an
+// extra language-model tensor is still reported.
+TEST(Gemma3Multimodal, MissingAndUnexpectedTensorsAreNamed) {
+  TinyGemma3 m = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kPattern);
+  TinyModel mm = AsGemma3Multimodal(m, MultimodalLayout::kPublished, false);
+  const fs::path dir = TempModelPath("multimodal_bad");
+  mm.files.erase("language_model.model.layers.1.mlp.up_proj.weight");
+  mm.Write(dir, SharedPath("models/stories260K"));
+  auto w = LoadModelWeights(dir.string(), LoadFormat::kSafetensors);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().ToString().find("language_model.model.layers.1.mlp.up_proj.weight"),
+            std::string::npos)
+      << w.status().ToString();
+
+  mm = AsGemma3Multimodal(m, MultimodalLayout::kTransformers452, false);
+  NormalStream rng(7);
+  mm.Add(rng, "model.language_model.layers.0.self_attn.extra.weight", {4}, 0.0, 1.0);
+  mm.Write(dir, SharedPath("models/stories260K"));
+  w = LoadModelWeights(dir.string(), LoadFormat::kSafetensors);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().ToString().find("unexpected tensor"), std::string::npos)
+      << w.status().ToString();
+  fs::remove_all(dir);
+}
+
 std::string VariantName(const ::testing::TestParamInfo<Gemma3Variant>& p) {
   return p.param == Gemma3Variant::kPattern ? "Pattern" : "LayerTypes";
 }
@@ -286,12 +338,54 @@ TEST(Gemma3Config, ErrorsNameTheKey) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().ToString().find("sliding_window_pattern"), std::string::npos);
   bad = ParseModelConfig(
-      R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-          "text_config": {"hidden_size": 64}})",
+      R"({"architectures": ["Gemma3ForConditionalGeneration"], "text_config": [64]})", "t");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("text_config"), std::string::npos);
+  bad = ParseModelConfig(
+      R"({"architectures": ["Gemma3ForConditionalGeneration"],
+          "text_config": {"num_hidden_layers": -2}})",
       "t");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(bad.status().ToString().find("Gemma3ForConditionalGeneration"), std::string::npos);
+  EXPECT_NE(bad.status().ToString().find("num_hidden_layers"), std::string::npos);
+}
+
+// google/gemma-3-4b-it's config.json as published (transformers 4.50): text_config lists only
+// what differs from Gemma3TextConfig's defaults; the eos ids and the dtype are at the top level.
+TEST(Gemma3Config, Gemma3_4BMultimodalConfig) {
+  auto c = ParseModelConfig(R"({"architectures": ["Gemma3ForConditionalGeneration"],
+      "boi_token_index": 255999, "eoi_token_index": 256000, "eos_token_id": [1, 106],
+      "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+      "model_type": "gemma3", "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+      "model_type": "gemma3_text", "num_hidden_layers": 34,
+      "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024},
+      "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+      "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+      "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+      "patch_size": 14, "vision_use_head": false}})",
+                            "gemma-3-4b-it/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, ModelArch::kGemma3);
+  EXPECT_EQ(c->architecture, "Gemma3ForConditionalGeneration");
+  EXPECT_TRUE(c->language_model_of_multimodal);
+  EXPECT_EQ(c->hidden_size, 2560);
+  EXPECT_EQ(c->intermediate_size, 10240);
+  EXPECT_EQ(c->num_layers, 34);
+  EXPECT_EQ(c->vocab_size, 262208);  // Gemma3TextConfig's defaults from here on
+  EXPECT_EQ(c->num_heads, 8);
+  EXPECT_EQ(c->num_kv_heads, 4);
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->max_position_embeddings, 131072);
+  EXPECT_EQ(c->query_pre_attn_scalar, 256.0);
+  EXPECT_EQ(c->rope_theta, 1e6);
+  EXPECT_EQ(c->rope_local_theta, 1e4);
+  EXPECT_EQ(c->rope_scaling.type, RopeScalingType::kLinear);
+  EXPECT_EQ(c->rope_scaling.factor, 8.0);
+  EXPECT_EQ(c->hidden_act, Activation::kGeluTanh);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->bos_token_ids, (std::vector<int32_t>{2}));
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{1, 106}));
+  EXPECT_EQ(c->torch_dtype, DType::kBF16);
+  for (int l = 0; l < 34; ++l) EXPECT_EQ(c->layer_sliding_window[l], (l + 1) % 6 ? 1024 : 0) << l;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 // reference_common.h so every platform writes the same bytes for a seed.
 #pragma once
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -158,6 +159,71 @@ inline void WriteTinyGemma3Gguf(const TinyGemma3& m, const std::string& path) {
     put(b + "ffn_down.weight", p + "mlp.down_proj.weight");
   }
   w.Write(path);
+}
+
+// The two ways a Gemma3ForConditionalGeneration checkpoint names its language model: as the
+// published checkpoints do (transformers < 4.52: language_model.model.*, vision_tower.*,
+// multi_modal_projector.*) and as transformers >= 4.52 saves them (model.language_model.*,
+// model.vision_tower.*, model.multi_modal_projector.*, lm_head.*).
+enum class MultimodalLayout { kPublished, kTransformers452 };
+
+// `m` (a text model) as the language model of a multimodal Gemma 3 checkpoint, laid out like
+// google/gemma-3-4b-it: config.json with architectures Gemma3ForConditionalGeneration, the text
+// model in text_config with the keys equal to Gemma3TextConfig's defaults left out, eos ids and
+// dtype at the top level, a vision_config; the weights renamed, plus vision tower and projector
+// tensors (random, never read by a text-only load). With `untied`, an lm_head of its own is added
+// (top-level tie_word_embeddings false) and also to `m`'s tensors for the reference.
+inline TinyModel AsGemma3Multimodal(TinyGemma3& m, MultimodalLayout layout, bool untied) {
+  TinyModel mm;
+  NormalStream rng(kGemma3Seed + 1);  // of +1..+6, the widest untied greedy margin (0.29)
+  const int hidden = m.config["hidden_size"], vocab = m.config["vocab_size"];
+  if (untied) {
+    m.Add(rng, "lm_head.weight", {vocab, hidden}, 0.0, 1.0);
+    m.config["tie_word_embeddings"] = false;
+  }
+  nlohmann::json text = m.config;
+  for (const char* key :
+       {"architectures", "bos_token_id", "eos_token_id", "torch_dtype", "hidden_activation",
+        "rms_norm_eps", "rope_local_base_freq", "tie_word_embeddings"}) {
+    text.erase(key);
+  }
+  mm.config = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+               {"model_type", "gemma3"},
+               {"boi_token_index", 255999},
+               {"eoi_token_index", 256000},
+               {"image_token_index", 262144},
+               {"mm_tokens_per_image", 256},
+               {"eos_token_id", {1, 106}},
+               {"torch_dtype", "float32"},
+               {"text_config", text},
+               {"vision_config",
+                {{"model_type", "siglip_vision_model"},
+                 {"hidden_size", 32},
+                 {"image_size", 896},
+                 {"intermediate_size", 64},
+                 {"num_attention_heads", 2},
+                 {"num_hidden_layers", 1},
+                 {"patch_size", 14}}}};
+  if (untied) mm.config["tie_word_embeddings"] = false;
+  const bool published = layout == MultimodalLayout::kPublished;
+  for (const auto& [name, t] : m.files) {
+    std::string renamed = name;
+    if (name == "lm_head.weight") {
+      renamed = published ? "language_model.lm_head.weight" : "lm_head.weight";
+    } else if (published) {
+      renamed = "language_model." + name;
+    } else {
+      renamed = "model.language_model." + name.substr(std::strlen("model."));
+    }
+    mm.files[renamed] = t;
+  }
+  const std::string vision = published ? "" : "model.";
+  mm.Add(rng, vision + "vision_tower.vision_model.embeddings.patch_embedding.weight",
+         {32, 3, 14, 14}, 0.0, 0.1);
+  mm.Add(rng, vision + "vision_tower.vision_model.post_layernorm.weight", {32}, 0.0, 0.1);
+  mm.Add(rng, vision + "multi_modal_projector.mm_input_projection_weight", {32, hidden}, 0.0, 0.1);
+  mm.Add(rng, vision + "multi_modal_projector.mm_soft_emb_norm.weight", {32}, 0.0, 0.1);
+  return mm;
 }
 
 }  // namespace llm::testing

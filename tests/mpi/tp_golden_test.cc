@@ -213,7 +213,8 @@ TEST_F(TpTest, Qwen3MoeGreedyIdsOn1And2Ranks) {
 // the shared gemma2 reference). 2 ranks hold 2 query heads and 1 KV head each (with their q/k
 // norms and both RoPE tables); 4 ranks replicate the KV heads. Prompts longer than the sliding
 // window, both the sliding_window_pattern and the layer_types + soft-caps variants (also over
-// two pipeline stages, and TP2 x PP2), and the 6-layer variant from its F32 GGUF.
+// two pipeline stages, and TP2 x PP2), the 6-layer variant from its F32 GGUF, and the text
+// model as a multimodal checkpoint's language model.
 TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
   LLM_REQUIRE_MPIRUN();
   for (auto variant : {Gemma3Variant::kPattern, Gemma3Variant::kLayerTypes}) {
@@ -242,6 +243,20 @@ TEST_F(TpTest, Gemma3GreedyIdsOnRanksAndStages) {
   const std::string gguf = (dir_ / "gemma3.gguf").string();
   WriteTinyGemma3Gguf(m, gguf);
   for (int np : {1, 2}) ExpectGolden(mpirun, gguf, reqs, np);
+  // A multimodal checkpoint's language model (Gemma3ForConditionalGeneration, the layout
+  // transformers >= 4.52 saves, untied lm_head) on 2 ranks and over 2 pipeline stages.
+  TinyGemma3 text = MakeTinyGemma3(kGemma3Seed, Gemma3Variant::kPattern);
+  const TinyModel mm = AsGemma3Multimodal(text, MultimodalLayout::kTransformers452, true);
+  const fs::path multimodal = dir_ / "gemma3_multimodal";
+  mm.Write(multimodal, SharedPath("models/stories260K"));
+  const reference::GemmaReference mm_ref(reference::GemmaRefConfigFromJson(text.config),
+                                         &text.tensors);
+  reqs.clear();
+  for (const auto& prompt : StoriesPrompts()) {
+    reqs.push_back({prompt, reference::ReferenceGreedy(mm_ref, prompt, 8).ids});
+  }
+  ExpectGolden(mpirun, multimodal.string(), reqs, 2);
+  ExpectGolden(mpirun, multimodal.string(), reqs, 2, "--pp 2");
 }
 
 // Phi-3 with LongRoPE (tests/golden/phi3_model.h against the float64 reference of

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <set>
 #include <stdexcept>
@@ -67,9 +68,40 @@ using weights_internal::OwnBytes;
 using weights_internal::RowSlice;
 using weights_internal::TensorSource;
 
+// The name the loader asks for (the Hugging Face CausalLM name) of each tensor in the files of a
+// multimodal checkpoint's language model ("" for the vision tower and projector, which are not
+// loaded); the names of a CausalLM checkpoint are their own.
+std::string LanguageModelName(const std::string& file_name) {
+  auto starts = [&](const char* p) { return file_name.rfind(p, 0) == 0; };
+  for (const char* vision : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                             "model.multi_modal_projector."}) {
+    if (starts(vision)) return "";
+  }
+  if (starts("language_model.model.")) return file_name.substr(std::strlen("language_model."));
+  if (file_name == "language_model.lm_head.weight") return "lm_head.weight";
+  if (starts("model.language_model.")) {
+    return "model." + file_name.substr(std::strlen("model.language_model."));
+  }
+  return file_name;
+}
+
+// Where a multimodal checkpoint keeps the tensor the loader calls `name`, for error messages.
+std::string MultimodalNames(const std::string& name) {
+  const std::string newer = name.rfind("model.", 0) == 0
+                                ? "model.language_model." + name.substr(std::strlen("model."))
+                                : name;
+  return " (a " + std::string("Gemma3ForConditionalGeneration names it language_model.") + name +
+         " or " + newer + ")";
+}
+
 class FileSource : public TensorSource {
  public:
-  FileSource(ModelWeightFiles* files, ModelWeights* w) : files_(files), w_(w) {}
+  FileSource(ModelWeightFiles* files, ModelWeights* w) : files_(files), w_(w) {
+    for (const auto& n : files_->TensorNames()) {
+      const std::string name = w_->config.language_model_of_multimodal ? LanguageModelName(n) : n;
+      if (!name.empty()) file_name_.emplace(name, n);
+    }
+  }
 
   StatusOr<Weight> Matrix(const std::string& name, int rows, int cols,
                           const MatrixSlice& slice) override {
@@ -115,7 +147,7 @@ class FileSource : public TensorSource {
   // checkpoint may carry: a tied model's lm_head copy, rotary caches (derived data).
   std::vector<std::string> Unexpected() const override {
     std::vector<std::string> out;
-    for (const auto& n : files_->TensorNames()) {
+    for (const auto& [n, file_name] : file_name_) {
       if (used_.count(n)) continue;
       if (n == "lm_head.weight" && w_->config.tie_word_embeddings) continue;
       if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;
@@ -126,12 +158,17 @@ class FileSource : public TensorSource {
 
  private:
   StatusOr<TensorView> Take(const std::string& name) {
-    if (!files_->Has(name)) return NotFound("missing tensor '" + name + "' in the safetensors");
+    const auto it = file_name_.find(name);
+    if (it == file_name_.end()) {
+      return NotFound("missing tensor '" + name + "' in the safetensors" +
+                      (w_->config.language_model_of_multimodal ? MultimodalNames(name) : ""));
+    }
     used_.insert(name);
-    return files_->Get(name);
+    return files_->Get(it->second);
   }
   ModelWeightFiles* files_;
   ModelWeights* w_;
+  std::map<std::string, std::string> file_name_;  // loader's name -> name in the files
   std::set<std::string> used_;
 };
 
