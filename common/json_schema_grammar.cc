@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -525,10 +526,13 @@ class SchemaCompiler {
     return Status::Ok();
   }
 
-  // multipleOf: an integer N (1..kMaxMultipleOf) or a power of ten 10^-k (k fraction digits).
+  // multipleOf: m = N·10^-k, an integer N (1..kMaxMultipleOf) and k (0..15) fraction digits:
+  // an integer (k = 0), a power of ten (N = 1: 0.01), or any other such decimal (0.25, 2.5 =
+  // 25·10^-1, 0.075).
   struct Multiple {
-    int64_t integer = 1;       // N; 1 when none or a power of ten below 1
-    int fraction_digits = -1;  // k for 10^-k; -1 otherwise
+    int64_t integer = 1;       // N; 1 when none
+    int fraction_digits = -1;  // k; -1 for an integer m (or none)
+    std::string text;          // m as a plain decimal ("2.5"), for errors
   };
   StatusOr<Multiple> ReadMultipleOf(const ojson& s, const std::string& at) {
     Multiple m;
@@ -540,27 +544,39 @@ class SchemaCompiler {
     if (d->negative || (d->integer == 0 && d->fraction.empty())) {
       return Fail("'multipleOf' must be above 0", at);
     }
+    if (d->integer > static_cast<uint64_t>(kMaxMultipleOf)) {
+      return Fail("'multipleOf' above " + std::to_string(kMaxMultipleOf) + " is not supported", at);
+    }
+    m.text = std::to_string(d->integer);
     if (d->fraction.empty()) {
-      if (d->integer > static_cast<uint64_t>(kMaxMultipleOf)) {
-        return Fail("'multipleOf' above " + std::to_string(kMaxMultipleOf) + " is not supported",
-                    at);
-      }
       m.integer = static_cast<int64_t>(d->integer);
       return m;
     }
-    const std::string& f = d->fraction;
-    if (d->integer == 0 && f.back() == '1' && f.find_first_not_of('0') == f.size() - 1) {
-      if (f.size() > static_cast<size_t>(kMaxNumberFractionDigits)) {
+    const std::string& f = d->fraction;  // no trailing zeros
+    m.text += "." + f;
+    if (f.size() > static_cast<size_t>(kMaxNumberFractionDigits)) {
+      if (d->integer == 0 && f.back() == '1' && f.find_first_not_of('0') == f.size() - 1) {
         return Fail("'multipleOf' below 1e-" + std::to_string(kMaxNumberFractionDigits) +
                         " is not supported",
                     at);
       }
-      m.fraction_digits = static_cast<int>(f.size());
-      return m;
+      return Fail("'multipleOf' with more than " + std::to_string(kMaxNumberFractionDigits) +
+                      " digits after the decimal point is not supported",
+                  at);
     }
-    return Fail("'multipleOf' is supported as an integer up to " + std::to_string(kMaxMultipleOf) +
-                    " or a power of ten such as 0.01",
-                at);
+    // N = the digits without the point (integer <= 1000 and at most 15 fraction digits: no
+    // overflow).
+    uint64_t n = d->integer;
+    for (char c : f) n = n * 10 + static_cast<uint64_t>(c - '0');
+    if (n > static_cast<uint64_t>(kMaxMultipleOf)) {
+      return Fail("'multipleOf' is supported as an integer up to " +
+                      std::to_string(kMaxMultipleOf) + " times a power of ten 10^-k, k <= " +
+                      std::to_string(kMaxNumberFractionDigits) + " (such as 7, 0.01, 0.25 or 2.5)",
+                  at);
+    }
+    m.integer = static_cast<int64_t>(n);
+    m.fraction_digits = static_cast<int>(f.size());
+    return m;
   }
 
   // The integer bounds (fractional ones rounded inwards).
@@ -576,7 +592,9 @@ class SchemaCompiler {
     return Status::Ok();
   }
 
-  StatusOr<uint32_t> IntegersOf(const ojson& s, const std::string& at, int64_t multiple) {
+  // The integers between the bounds that are multiples of `multiple` (named `name` in errors).
+  StatusOr<uint32_t> IntegersOf(const ojson& s, const std::string& at, int64_t multiple,
+                                const std::string& name) {
     std::optional<int64_t> lo, hi;
     LLM_RETURN_IF_ERROR(IntegerBounds(s, at, &lo, &hi));
     if (lo && hi && *lo > *hi) return Fail("no integer lies between the bounds", at);
@@ -584,7 +602,7 @@ class SchemaCompiler {
     const std::optional<uint32_t> r = IntegerMultipleRule(lo, hi, multiple, &b_);
     if (b_.too_large()) return TooLarge(at);
     if (!r) {
-      return Fail("no multiple of " + std::to_string(multiple) + " lies between the bounds", at);
+      return Fail("no multiple of " + name + " lies between the bounds", at);
     }
     return *r;
   }
@@ -592,8 +610,12 @@ class SchemaCompiler {
   StatusOr<uint32_t> BoundedInteger(const ojson& s, const std::string& at) {
     if (!BoundKeyword(s)) return Integer();
     LLM_ASSIGN_OR_RETURN(Multiple m, ReadMultipleOf(s, at));
-    // Every integer is a multiple of 10^-k.
-    return IntegersOf(s, at, m.integer);
+    if (m.fraction_digits < 0) return IntegersOf(s, at, m.integer, m.text);
+    // An integer x is a multiple of N·10^-k when N divides x·10^k, i.e. when N / gcd(N, 10^k)
+    // divides x (every integer is a multiple of 10^-k; those of 2.5 are those of 5).
+    int64_t pow10 = 1;
+    for (int i = 0; i < m.fraction_digits; ++i) pow10 *= 10;
+    return IntegersOf(s, at, m.integer / std::gcd(m.integer, pow10), m.text);
   }
 
   // Reads the decimal bound `key` into *out (the tighter one wins; at equal values the exclusive
@@ -618,7 +640,9 @@ class SchemaCompiler {
   StatusOr<uint32_t> BoundedNumber(const ojson& s, const std::string& at) {
     if (!BoundKeyword(s)) return Number();
     LLM_ASSIGN_OR_RETURN(Multiple m, ReadMultipleOf(s, at));
-    if (m.fraction_digits < 0 && s.contains("multipleOf")) return IntegersOf(s, at, m.integer);
+    if (m.fraction_digits < 0 && s.contains("multipleOf")) {
+      return IntegersOf(s, at, m.integer, m.text);
+    }
     const bool ex_min = s.value("exclusiveMinimum", ojson()) == true;
     const bool ex_max = s.value("exclusiveMaximum", ojson()) == true;
     std::optional<DecimalBound> lo, hi;
@@ -627,7 +651,14 @@ class SchemaCompiler {
     LLM_RETURN_IF_ERROR(ReadDecimalBound(s, "maximum", false, ex_max, at, &hi));
     LLM_RETURN_IF_ERROR(ReadDecimalBound(s, "exclusiveMaximum", false, true, at, &hi));
     const int digits = m.fraction_digits >= 0 ? m.fraction_digits : kMaxNumberFractionDigits;
-    const std::optional<uint32_t> r = NumberRangeRule(lo, hi, digits, &b_);
+    // multipleOf N·10^-k: the numbers with at most k fraction digits whose digits, the fraction
+    // padded with zeros to k, spell a multiple of N (exact: every such number in range is
+    // accepted with 0..k fraction digits; never more, so "0.500" is not written for 0.5).
+    const std::optional<uint32_t> r = DecimalMultipleRule(lo, hi, digits, m.integer, &b_);
+    if (b_.too_large()) return TooLarge(at);
+    if (!r && m.integer > 1) {
+      return Fail("no multiple of " + m.text + " lies between the bounds", at);
+    }
     if (!r) {
       return Fail("no number with at most " + std::to_string(digits) +
                       " digits after the decimal point lies between the bounds",

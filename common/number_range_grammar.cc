@@ -34,19 +34,30 @@ int CompareMag(const Mag& a, const Mag& b) {
 // The fraction part of a number whose integer part equals the bounds' (where a bound is given):
 // "" or "." and 1..max digits, compared digit by digit with the bounds' fractions (padded with
 // zeros, so the comparison is exact). A small DFA: after k digits, whether the digits so far are
-// equal to the lower bound's or already above it, and equal to the upper bound's or below it.
+// equal to the lower bound's or already above it, and equal to the upper bound's or below it;
+// with a multipleOf n·10^-max (n > 1) also the remainder modulo n of the digits so far (the
+// integer part's, given to Top, then each fraction digit). A number with j <= max fraction
+// digits is a multiple when that remainder times 10^(max - j) is 0 modulo n: its fraction
+// padded with zeros to max digits.
 class FractionRules {
  public:
   FractionRules(const std::string* lo, bool lo_excl, const std::string* hi, bool hi_excl,
-                int max_digits, GrammarBuilder* b)
-      : lo_(lo), hi_(hi), lo_excl_(lo_excl), hi_excl_(hi_excl), max_(max_digits), b_(*b) {}
+                int max_digits, int64_t n, GrammarBuilder* b)
+      : lo_(lo), hi_(hi), lo_excl_(lo_excl), hi_excl_(hi_excl), max_(max_digits), n_(n), b_(*b) {
+    int64_t p = 1 % n_;
+    for (int j = 0; j <= max_; ++j) {
+      scale_.push_back(p);
+      p = p * 10 % n_;
+    }
+  }
 
-  // The whole fraction part (nullopt: no fraction fits).
-  std::optional<uint32_t> Top() {
+  // The whole fraction part after an integer part whose remainder modulo n is r (nullopt: no
+  // fraction fits).
+  std::optional<uint32_t> Top(int64_t r) {
     std::vector<Seq> alts;
     const int cl = lo_ ? kEq : kBeyond, ch = hi_ ? kEq : kBeyond;
-    if (Accepts(0, cl, ch)) alts.push_back({});
-    for (Seq& s : Digits(0, cl, ch)) {
+    if (Accepts(0, cl, ch, r)) alts.push_back({});
+    for (Seq& s : Digits(0, cl, ch, r)) {
       Seq with_point = {b_.Byte('.')};
       with_point.insert(with_point.end(), s.begin(), s.end());
       alts.push_back(std::move(with_point));
@@ -65,32 +76,39 @@ class FractionRules {
     return k < static_cast<int>(hi_->size()) ? (*hi_)[static_cast<size_t>(k)] : '0';
   }
 
-  // After k digits: the number is within the bounds if it ends here.
-  bool Accepts(int k, int cl, int ch) const {
+  // After k digits: the number is within the bounds, and a multiple, if it ends here.
+  bool Accepts(int k, int cl, int ch, int64_t r) const {
     // Equal so far to the lower bound's digits: equal to it when its remaining digits are none
     // (it has no trailing zeros), otherwise below it.
     const bool lo_ok = cl == kBeyond || (k >= static_cast<int>(lo_->size()) && !lo_excl_);
     const bool hi_ok = ch == kBeyond || k < static_cast<int>(hi_->size()) || !hi_excl_;
-    return lo_ok && hi_ok;
+    return lo_ok && hi_ok && r * scale_[static_cast<size_t>(max_ - k)] % n_ == 0;
   }
 
-  // The next digit (position k) and what may follow it, grouped by digit ranges.
-  std::vector<Seq> Digits(int k, int cl, int ch) {
+  // The next digit (position k) and what may follow it, digits with the same continuation
+  // grouped in ranges.
+  std::vector<Seq> Digits(int k, int cl, int ch, int64_t r) {
     std::vector<Seq> alts;
     if (k >= max_) return alts;
-    int d = 0;
-    while (d <= 9) {
+    int start = -1;
+    std::optional<uint32_t> current;
+    auto flush = [&](int end) {
+      if (start < 0) return;
+      alts.push_back({b_.Range(static_cast<uint8_t>('0' + start), static_cast<uint8_t>('0' + end)),
+                      GrammarBuilder::Ref(*current)});
+      start = -1;
+    };
+    for (int d = 0; d <= 9; ++d) {
       const auto [ncl, nch] = Next(k, cl, ch, d);
-      int e = d;
-      while (e + 1 <= 9 && Next(k, cl, ch, e + 1) == std::make_pair(ncl, nch)) ++e;
-      if (ncl != kDead && nch != kDead) {
-        if (const auto tail = Tail(k + 1, ncl, nch)) {
-          alts.push_back({b_.Range(static_cast<uint8_t>('0' + d), static_cast<uint8_t>('0' + e)),
-                          GrammarBuilder::Ref(*tail)});
-        }
+      std::optional<uint32_t> tail;
+      if (ncl != kDead && nch != kDead) tail = Tail(k + 1, ncl, nch, (r * 10 + d) % n_);
+      if (start >= 0 && tail != current) flush(d - 1);
+      if (tail && start < 0) {
+        start = d;
+        current = tail;
       }
-      d = e + 1;
     }
+    flush(9);
     return alts;
   }
 
@@ -108,71 +126,46 @@ class FractionRules {
   }
 
   // What may follow k >= 1 digits (nullopt: nothing fits).
-  std::optional<uint32_t> Tail(int k, int cl, int ch) {
-    const auto key = std::make_tuple(k, cl, ch);
+  std::optional<uint32_t> Tail(int k, int cl, int ch, int64_t r) {
+    const auto key = std::make_tuple(k, cl, ch, r);
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
+    if (b_.too_large()) return std::nullopt;  // Build fails anyway: stop early
     std::vector<Seq> alts;
-    if (Accepts(k, cl, ch)) alts.push_back({});
-    for (Seq& s : Digits(k, cl, ch)) alts.push_back(std::move(s));
-    std::optional<uint32_t> r;
-    if (!alts.empty()) r = b_.Rule(alts);
-    memo_.emplace(key, r);
-    return r;
+    if (Accepts(k, cl, ch, r)) alts.push_back({});
+    for (Seq& s : Digits(k, cl, ch, r)) alts.push_back(std::move(s));
+    std::optional<uint32_t> rule;
+    if (!alts.empty()) rule = b_.Rule(alts);
+    memo_.emplace(key, rule);
+    return rule;
   }
 
   const std::string* lo_;
   const std::string* hi_;
   bool lo_excl_, hi_excl_;
   int max_;
+  int64_t n_;
+  std::vector<int64_t> scale_;  // 10^j modulo n
   GrammarBuilder& b_;
-  std::map<std::tuple<int, int, int>, std::optional<uint32_t>> memo_;
+  std::map<std::tuple<int, int, int, int64_t>, std::optional<uint32_t>> memo_;
 };
 
+// The fraction part after the integer part `integer` (nullptr bounds: none).
 std::optional<uint32_t> Fraction(const std::string* lo, bool lo_excl, const std::string* hi,
-                                 bool hi_excl, int max_digits, GrammarBuilder* b) {
-  return FractionRules(lo, lo_excl, hi, hi_excl, max_digits, b).Top();
-}
-
-// Magnitudes m with lo <= m <= hi (strict where exclusive; hi nullopt: no upper bound).
-std::vector<Seq> MagRange(const Mag& lo, bool lo_excl, const std::optional<Mag>& hi, bool hi_excl,
-                          int max_digits, GrammarBuilder* b) {
-  std::vector<Seq> alts;
-  if (hi && CompareMag(lo, *hi) > 0) return alts;
-  auto with_integer = [&](uint64_t integer, uint32_t fraction) {
-    Seq s = b->Literal(std::to_string(integer));
-    s.push_back(GrammarBuilder::Ref(fraction));
-    alts.push_back(std::move(s));
-  };
-  if (hi && lo.integer == hi->integer) {
-    if (auto f = Fraction(&lo.fraction, lo_excl, &hi->fraction, hi_excl, max_digits, b)) {
-      with_integer(lo.integer, *f);
-    }
-    return alts;
-  }
-  if (auto f = Fraction(&lo.fraction, lo_excl, nullptr, false, max_digits, b)) {
-    with_integer(lo.integer, *f);
-  }
-  const int64_t mid_lo = static_cast<int64_t>(lo.integer) + 1;
-  const std::optional<int64_t> mid_hi =
-      hi ? std::optional<int64_t>(static_cast<int64_t>(hi->integer) - 1) : std::nullopt;
-  if (!mid_hi || mid_lo <= *mid_hi) {
-    const auto any = Fraction(nullptr, false, nullptr, false, max_digits, b);
-    alts.push_back(
-        {GrammarBuilder::Ref(IntegerRangeRule(mid_lo, mid_hi, b)), GrammarBuilder::Ref(*any)});
-  }
-  if (hi) {
-    if (auto f = Fraction(nullptr, false, &hi->fraction, hi_excl, max_digits, b)) {
-      with_integer(hi->integer, *f);
-    }
-  }
-  return alts;
+                                 bool hi_excl, int max_digits, int64_t n, uint64_t integer,
+                                 GrammarBuilder* b) {
+  return FractionRules(lo, lo_excl, hi, hi_excl, max_digits, n, b)
+      .Top(static_cast<int64_t>(integer % static_cast<uint64_t>(n)));
 }
 
 // Multiples of N between digit strings, as a DFA over the digits: position, whether the digits
-// so far equal the lower / upper bound's, and the remainder modulo N so far.
+// so far equal the lower / upper bound's, and the remainder modulo N so far. With `tails`, the
+// integers that are not multiples too: the last digit is followed by tails[remainder] (nullopt:
+// none), the fraction part that completes a multiple of N·10^-k.
 class MultipleRules {
  public:
-  MultipleRules(int64_t n, GrammarBuilder* b) : n_(n), b_(*b) {}
+  MultipleRules(int64_t n, GrammarBuilder* b,
+                const std::vector<std::optional<uint32_t>>* tails = nullptr)
+      : n_(n), b_(*b), tails_(tails) {}
 
   // Magnitudes lo..hi (!bounded: up to 16 digits, or as many as lo has) that are multiples.
   // (Not an optional hi: GCC 12 warns, wrongly, that it may be used uninitialized.)
@@ -216,7 +209,10 @@ class MultipleRules {
       const int64_t nr = (r * 10 + d) % n_;
       std::optional<uint32_t> next;
       bool ok = false;
-      if (last) {
+      if (last && tails_) {
+        next = (*tails_)[static_cast<size_t>(nr)];
+        ok = next.has_value();
+      } else if (last) {
         ok = nr == 0;
       } else {
         next = State(pos + 1, tl && d == dlo, th && d == dhi, nr);
@@ -251,10 +247,82 @@ class MultipleRules {
 
   int64_t n_;
   GrammarBuilder& b_;
+  const std::vector<std::optional<uint32_t>>* tails_;
   std::string from_, to_;
   int bound_id_ = 0;
   std::map<std::tuple<int, size_t, bool, bool, int64_t>, std::optional<uint32_t>> memo_;
 };
+
+// The multiples of N·10^-k among the numbers whose integer part lies in a range and whose
+// fraction is free: MultipleRules over the integer part, whose remainder modulo N picks the
+// fraction parts that complete a multiple. Shared by both signs and all ranges of one rule.
+class FreeMultiples {
+ public:
+  FreeMultiples(int64_t n, int fraction_digits, GrammarBuilder* b)
+      : n_(n), b_(*b), fractions_(nullptr, false, nullptr, false, fraction_digits, n, b) {}
+
+  int64_t n() const { return n_; }
+
+  // Integer parts lo..hi (!bounded: up to 16 digits, or as many as lo has), each followed by
+  // the fractions that make a multiple.
+  void Add(uint64_t lo, bool bounded, uint64_t hi, std::vector<Seq>* out) {
+    if (!integers_) {
+      for (int64_t r = 0; r < n_; ++r) tails_.push_back(fractions_.Top(r));
+      integers_.emplace(n_, &b_, &tails_);
+    }
+    integers_->Add(lo, bounded, hi, {}, out);
+  }
+
+ private:
+  int64_t n_;
+  GrammarBuilder& b_;
+  FractionRules fractions_;
+  std::vector<std::optional<uint32_t>> tails_;  // by the integer part's remainder
+  std::optional<MultipleRules> integers_;
+};
+
+// Magnitudes m with lo <= m <= hi (strict where exclusive; hi nullopt: no upper bound), and
+// with `multiples` only the multiples of its N·10^-max_digits.
+std::vector<Seq> MagRange(const Mag& lo, bool lo_excl, const std::optional<Mag>& hi, bool hi_excl,
+                          int max_digits, FreeMultiples* multiples, GrammarBuilder* b) {
+  std::vector<Seq> alts;
+  if (hi && CompareMag(lo, *hi) > 0) return alts;
+  const int64_t n = multiples ? multiples->n() : 1;
+  auto with_integer = [&](uint64_t integer, uint32_t fraction) {
+    Seq s = b->Literal(std::to_string(integer));
+    s.push_back(GrammarBuilder::Ref(fraction));
+    alts.push_back(std::move(s));
+  };
+  if (hi && lo.integer == hi->integer) {
+    if (auto f =
+            Fraction(&lo.fraction, lo_excl, &hi->fraction, hi_excl, max_digits, n, lo.integer, b)) {
+      with_integer(lo.integer, *f);
+    }
+    return alts;
+  }
+  if (auto f = Fraction(&lo.fraction, lo_excl, nullptr, false, max_digits, n, lo.integer, b)) {
+    with_integer(lo.integer, *f);
+  }
+  const int64_t mid_lo = static_cast<int64_t>(lo.integer) + 1;
+  const std::optional<int64_t> mid_hi =
+      hi ? std::optional<int64_t>(static_cast<int64_t>(hi->integer) - 1) : std::nullopt;
+  if (!mid_hi || mid_lo <= *mid_hi) {
+    if (multiples) {
+      multiples->Add(static_cast<uint64_t>(mid_lo), mid_hi.has_value(),
+                     mid_hi ? static_cast<uint64_t>(*mid_hi) : 0, &alts);
+    } else {
+      const auto any = Fraction(nullptr, false, nullptr, false, max_digits, 1, 0, b);
+      alts.push_back(
+          {GrammarBuilder::Ref(IntegerRangeRule(mid_lo, mid_hi, b)), GrammarBuilder::Ref(*any)});
+    }
+  }
+  if (hi) {
+    if (auto f = Fraction(nullptr, false, &hi->fraction, hi_excl, max_digits, n, hi->integer, b)) {
+      with_integer(hi->integer, *f);
+    }
+  }
+  return alts;
+}
 
 uint64_t Magnitude(int64_t v) {
   return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
@@ -344,6 +412,16 @@ int CompareDecimal(const Decimal& a, const Decimal& b) {
 std::optional<uint32_t> NumberRangeRule(const std::optional<DecimalBound>& min,
                                         const std::optional<DecimalBound>& max,
                                         int max_fraction_digits, GrammarBuilder* b) {
+  return DecimalMultipleRule(min, max, max_fraction_digits, 1, b);
+}
+
+std::optional<uint32_t> DecimalMultipleRule(const std::optional<DecimalBound>& min,
+                                            const std::optional<DecimalBound>& max,
+                                            int max_fraction_digits, int64_t multiple_of,
+                                            GrammarBuilder* b) {
+  std::optional<FreeMultiples> multiples;
+  if (multiple_of > 1) multiples.emplace(multiple_of, max_fraction_digits, b);
+  FreeMultiples* const shared = multiples ? &*multiples : nullptr;
   if (min && max) {
     const int c = CompareDecimal(min->value, max->value);
     if (c > 0 || (c == 0 && (min->exclusive || max->exclusive))) return std::nullopt;
@@ -360,7 +438,8 @@ std::optional<uint32_t> NumberRangeRule(const std::optional<DecimalBound>& min,
     }
     std::optional<Mag> hi;
     if (min) hi = mag(min->value);
-    for (Seq& s : MagRange(lo, lo_excl, hi, min && min->exclusive, max_fraction_digits, b)) {
+    for (Seq& s :
+         MagRange(lo, lo_excl, hi, min && min->exclusive, max_fraction_digits, shared, b)) {
       s.insert(s.begin(), b->Byte('-'));
       alts.push_back(std::move(s));
     }
@@ -374,7 +453,8 @@ std::optional<uint32_t> NumberRangeRule(const std::optional<DecimalBound>& min,
     }
     std::optional<Mag> hi;
     if (max) hi = mag(max->value);
-    for (Seq& s : MagRange(lo, lo_excl, hi, max && max->exclusive, max_fraction_digits, b)) {
+    for (Seq& s :
+         MagRange(lo, lo_excl, hi, max && max->exclusive, max_fraction_digits, shared, b)) {
       alts.push_back(std::move(s));
     }
   }

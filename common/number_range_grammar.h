@@ -1,8 +1,8 @@
-// Numbers between decimal bounds, and integers that are multiples of N, as byte grammars (JSON
-// Schema minimum / maximum / exclusiveMinimum / exclusiveMaximum on "type": "number", and
-// multipleOf). Exact: bounds are compared as decimal strings, never as doubles, so a bound 0.1
-// means 0.1; every text the grammar accepts is in range, and every number in range that has the
-// emitted form is accepted.
+// Numbers between decimal bounds, and integers and decimals that are multiples of N or of
+// N·10^-k, as byte grammars (JSON Schema minimum / maximum / exclusiveMinimum /
+// exclusiveMaximum on "type": "number", and multipleOf). Exact: bounds are compared as decimal
+// strings, never as doubles, so a bound 0.1 means 0.1; every text the grammar accepts is in range,
+// and every number in range that has the emitted form is accepted.
 //
 // The emitted form of a bounded number: an optional '-', a canonical integer part (no leading
 // zeros), and an optional fraction of 1..max_fraction_digits digits; no exponent, no negative
@@ -19,12 +19,12 @@
 
 namespace llm {
 
-// Digits after the decimal point of a bounded number (and of a power-of-ten multipleOf).
+// Digits after the decimal point of a bounded number (and of a decimal multipleOf N·10^-k).
 constexpr int kMaxNumberFractionDigits = 15;
 // A decimal bound may have this many digits after the point (more is an error, 1e-300).
 constexpr int kMaxBoundFractionDigits = 30;
-// multipleOf on integers: N up to this (a modulo-N digit automaton, about 32 * N grammar
-// elements per length of the integer).
+// multipleOf: N up to this, on integers and as N·10^-k on numbers (a modulo-N digit automaton,
+// about 32 * N grammar elements per digit of the integer part, and per fraction digit).
 constexpr int64_t kMaxMultipleOf = 1000;
 
 // An exact decimal: sign, integer part, fraction digits without trailing zeros. Zero is never
@@ -53,6 +53,19 @@ struct DecimalBound {
 std::optional<uint32_t> NumberRangeRule(const std::optional<DecimalBound>& min,
                                         const std::optional<DecimalBound>& max,
                                         int max_fraction_digits, GrammarBuilder* b);
+
+// As NumberRangeRule, only the multiples of multiple_of·10^-max_fraction_digits (multiple_of
+// 1..kMaxMultipleOf, max_fraction_digits 0..15): x with x·10^max_fraction_digits an integer
+// that multiple_of divides. Exact the same way: every text it accepts is a multiple in range,
+// and every multiple in range is accepted in each spelling of the form above with 0 to
+// max_fraction_digits digits after the point (2.5 and 2.50 for multiple_of 25 and 2 digits;
+// 2.500 never). A modulo-N automaton over the digits, the remainder after a fraction of j
+// digits scaled by 10^(max - j) (the fraction padded with zeros). nullopt when no such number
+// exists.
+std::optional<uint32_t> DecimalMultipleRule(const std::optional<DecimalBound>& min,
+                                            const std::optional<DecimalBound>& max,
+                                            int max_fraction_digits, int64_t multiple_of,
+                                            GrammarBuilder* b);
 
 // Adds to `b` a rule matching the integers n with min <= n <= max that are multiples of
 // `multiple_of` (1..kMaxMultipleOf), canonical as IntegerRangeRule's (no "-0", no leading

@@ -171,9 +171,9 @@ TEST(JsonSchemaGrammar, UnsupportedOrBrokenSchemasNameTheKeywordAndPlace) {
             "'pattern': lookahead '(?=' is not supported (at offset 0) (at #/properties/a)");
   EXPECT_EQ(SchemaError(R"({"type":"array","uniqueItems":true})"),
             "'uniqueItems' is not supported (at #)");
-  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.5})"),
-            "'multipleOf' is supported as an integer up to 1000 or a power of ten such as 0.01 "
-            "(at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.1001})"),
+            "'multipleOf' is supported as an integer up to 1000 times a power of ten 10^-k, "
+            "k <= 15 (such as 7, 0.01, 0.25 or 2.5) (at #)");
   EXPECT_EQ(SchemaError(R"({"maximum":3})"),
             "'maximum' is supported with \"type\": \"integer\" or \"number\" (at #)");
   EXPECT_EQ(SchemaError(R"({"type":"strng"})"), "unknown type 'strng' (at #)");

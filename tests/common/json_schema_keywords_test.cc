@@ -9,6 +9,7 @@
 #include <functional>
 #include <random>
 #include <regex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -502,6 +503,7 @@ TEST(JsonSchemaMultipleOf, BigIntegersAndSizes) {
 TEST(JsonSchemaMultipleOf, ManyBigPartsAreAFastError) {
   for (const std::string& part :
        {std::string(R"({"type":"integer","multipleOf":997})"),
+        std::string(R"({"type":"number","multipleOf":0.997})"),
         std::string(R"({"type":"string","pattern":"[a-z]*[0-9]*","maxLength":4096})")}) {
     std::string schema = R"({"type":"object","properties":{)";
     for (int i = 0; i < 1000; ++i) {
@@ -521,12 +523,19 @@ TEST(JsonSchemaMultipleOf, ManyBigPartsAreAFastError) {
 
 TEST(JsonSchemaMultipleOf, UnsupportedValuesAreClearErrors) {
   const std::string kept =
-      "'multipleOf' is supported as an integer up to 1000 or a power of ten such as 0.01 (at #)";
-  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.5})"), kept);
-  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":2.5})"), kept);
-  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.011})"), kept);
+      "'multipleOf' is supported as an integer up to 1000 times a power of ten 10^-k, k <= 15 "
+      "(such as 7, 0.01, 0.25 or 2.5) (at #)";
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.1001})"), kept);
+  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":3.333})"), kept);
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.001234})"), kept);
   EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":1001})"),
             "'multipleOf' above 1000 is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":1000.5})"), kept);  // 10005·10^-1
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":1234.5})"),
+            "'multipleOf' above 1000 is not supported (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":2.5e-16})"),
+            "'multipleOf' with more than 15 digits after the decimal point is not supported "
+            "(at #)");
   EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":1e-300})"),
             "'multipleOf' with more than 30 digits after the decimal point is not supported "
             "(at #)");
@@ -542,6 +551,10 @@ TEST(JsonSchemaMultipleOf, UnsupportedValuesAreClearErrors) {
             "'multipleOf' must be a number (at #)");
   EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":10,"minimum":1,"maximum":9})"),
             "no multiple of 10 lies between the bounds (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"number","multipleOf":0.25,"minimum":0.3,"maximum":0.45})"),
+            "no multiple of 0.25 lies between the bounds (at #)");
+  EXPECT_EQ(SchemaError(R"({"type":"integer","multipleOf":2.5,"minimum":1,"maximum":4})"),
+            "no multiple of 2.5 lies between the bounds (at #)");
   EXPECT_EQ(SchemaError(R"({"multipleOf":3})"),
             "'multipleOf' is supported with \"type\": \"integer\" or \"number\" (at #)");
   // On other types a numeric keyword means nothing.
@@ -549,6 +562,157 @@ TEST(JsonSchemaMultipleOf, UnsupportedValuesAreClearErrors) {
   EXPECT_TRUE(GrammarAccepts(s, R"("x")"));
   EXPECT_TRUE(GrammarAccepts(s, "9"));
   EXPECT_FALSE(GrammarAccepts(s, "10"));
+}
+
+// The value v · 10^-scale written with `digits` digits after the point ("" when that needs more),
+// as the grammar writes numbers: "-" only below zero, no leading zeros.
+std::string ScaledText(int64_t v, int scale, int digits) {
+  int64_t unit = 1;
+  for (int i = 0; i < scale; ++i) unit *= 10;
+  const int64_t a = v < 0 ? -v : v;
+  const std::string frac = std::to_string(unit + a % unit).substr(1);
+  if (frac.find_first_not_of('0', static_cast<size_t>(digits)) != std::string::npos) return "";
+  std::string out = v < 0 ? "-" : "";
+  out += std::to_string(a / unit);
+  if (digits > 0) {
+    out += '.';
+    out += frac.substr(0, static_cast<size_t>(digits));
+  }
+  return out;
+}
+
+// multipleOf N·10^-k: every number in a window, in steps of 10^-(k+1), in each spelling with 0
+// to k+1 digits after the point (2, 2.0, 2.00 for k = 1): accepted exactly when the exact
+// validator finds it in range and a multiple and it has at most k digits after the point (so
+// "0.50" is accepted for 0.05 but "0.500" never for 0.5); negative zero never.
+TEST(JsonSchemaMultipleOf, DecimalsExactly) {
+  struct Case {
+    const char* schema;
+    int k;             // digits after the point of multipleOf
+    int64_t from, to;  // the window, whole numbers
+  };
+  const std::vector<Case> cases = {
+      {R"({"type":"number","multipleOf":0.5,"minimum":-10,"maximum":10})", 1, -12, 12},
+      {R"({"type":"number","multipleOf":0.25,"minimum":0,"maximum":3})", 2, -1, 4},
+      {R"({"type":"number","multipleOf":2.5,"minimum":-50,"maximum":50})", 1, -53, 53},
+      {R"({"type":"number","multipleOf":0.05,"exclusiveMaximum":1})", 2, -3, 2},
+      {R"({"type":"number","multipleOf":1.5,"minimum":0,"maximum":30})", 1, -2, 32},
+      {R"({"type":"number","multipleOf":0.075,"minimum":0,"maximum":1})", 3, -1, 2},
+      {R"({"type":"number","multipleOf":12.5,"minimum":-100,"exclusiveMaximum":250})", 1, -110,
+       260},
+      // Bounds off the grid, exclusive ones, draft 4's booleans, and none at all.
+      {R"({"type":"number","multipleOf":0.25,"exclusiveMinimum":-1.3,"maximum":2.6})", 2, -3, 4},
+      {R"({"type":"number","multipleOf":0.75,"minimum":-2.25,"exclusiveMinimum":true,
+           "maximum":3.0,"exclusiveMaximum":true})",
+       2, -4, 4},
+      {R"({"type":"number","multipleOf":0.35,"exclusiveMinimum":-3.5,"exclusiveMaximum":0})", 2, -5,
+       1},
+      {R"({"type":"number","multipleOf":0.25})", 2, -4, 4},
+      {R"({"type":"number","multipleOf":0.125,"minimum":1.0625})", 3, -1, 3},
+      {R"({"type":"number","multipleOf":0.997,"minimum":-2,"maximum":2.5})", 3, -3, 3},
+      {R"({"type":"number","multipleOf":0.3,"minimum":-0.9,"maximum":-0.3})", 1, -2, 1},
+      {R"({"type":"number","multipleOf":0.2,"minimum":1.3,"maximum":1.7})", 1, 0, 3},
+  };
+  for (const Case& c : cases) {
+    const ojson schema = ojson::parse(c.schema);
+    const Grammar g = SchemaGrammar(c.schema);
+    GrammarMatcher m(std::make_shared<Grammar>(g));
+    const int scale = c.k + 1;
+    int64_t unit = 1;
+    for (int i = 0; i < scale; ++i) unit *= 10;
+    int accepted = 0, refused_multiples = 0;
+    for (int64_t v = c.from * unit; v <= c.to * unit; ++v) {
+      for (int digits = 0; digits <= scale; ++digits) {
+        const std::string text = ScaledText(v, scale, digits);
+        if (text.empty()) continue;
+        const bool valid = test::NumberTextValid(text, schema);
+        const bool expected = valid && digits <= c.k;  // no "-0" here: a sign only below 0
+        ASSERT_EQ(Accepts(m, text), expected) << c.schema << " " << text;
+        accepted += expected;
+        refused_multiples += valid && digits > c.k;
+      }
+    }
+    EXPECT_GT(accepted, 0) << c.schema;
+    EXPECT_GT(refused_multiples, 0) << c.schema;  // "1.50" for 0.5: valid, too many digits
+    for (const char* bad : {"-0", "-0.0", "+0.5", "00.5", ".5", "1.", "0.5e0", "5E-1", "--1", ""}) {
+      EXPECT_FALSE(Accepts(m, bad)) << c.schema << " " << bad;
+    }
+  }
+}
+
+// Texts drawn through the grammar are multiples in range (the exact validator), with at most k
+// digits after the point, and many different ones.
+TEST(JsonSchemaMultipleOf, RandomDecimalsValidate) {
+  const std::vector<std::pair<std::string, int>> schemas = {
+      {R"({"type":"number","multipleOf":0.5,"minimum":-10,"maximum":10})", 1},
+      {R"({"type":"number","multipleOf":0.25,"minimum":0,"maximum":3})", 2},
+      {R"({"type":"number","multipleOf":2.5,"minimum":-50,"maximum":50})", 1},
+      {R"({"type":"number","multipleOf":0.05,"exclusiveMaximum":1})", 2},
+      {R"({"type":"number","multipleOf":1.5,"minimum":0,"maximum":30})", 1},
+      {R"({"type":"number","multipleOf":0.075,"minimum":0,"maximum":1})", 3},
+      {R"({"type":"number","multipleOf":12.5})", 1},
+      {R"({"type":"number","multipleOf":0.000000000000007,"minimum":-1e15,"maximum":1e15})", 15},
+      {R"({"type":"number","multipleOf":0.997,"exclusiveMinimum":-123456.5})", 3},
+  };
+  std::mt19937_64 rng(31);
+  for (const auto& [text, k] : schemas) {
+    const ojson schema = ojson::parse(text);
+    const Grammar g = SchemaGrammar(text);
+    std::set<std::string> distinct;
+    const int complete = CheckRandomTexts(g, rng, 300, [&](const ojson& v, const std::string& out) {
+      ASSERT_TRUE(v.is_number()) << out;
+      EXPECT_TRUE(test::NumberTextValid(out, schema)) << out << "\nschema: " << text;
+      const size_t point = out.find('.');
+      EXPECT_TRUE(point == std::string::npos || out.size() - point - 1 <= static_cast<size_t>(k))
+          << out;
+      EXPECT_EQ(out.find_first_of("eE+"), std::string::npos) << out;
+      const test::TestDecimal d = test::ParseTestDecimal(out);
+      EXPECT_FALSE(out[0] == '-' && d.integer.empty() && d.fraction.empty()) << out;
+      distinct.insert(out);
+    });
+    EXPECT_GE(complete, 250) << text;
+    EXPECT_GE(distinct.size(), 20u) << text;
+  }
+}
+
+// On integers a decimal multipleOf N·10^-k means multiples of N / gcd(N, 10^k).
+TEST(JsonSchemaMultipleOf, DecimalsOnIntegers) {
+  for (const char* step : {"0.5", "2.5", "0.075", "12.5", "0.35", "1.5"}) {
+    const std::string text =
+        std::string(R"({"type":"integer","minimum":-500,"multipleOf":)") + step + "}";
+    const ojson schema = ojson::parse(text);
+    const Grammar g = SchemaGrammar(text);
+    GrammarMatcher m(std::make_shared<Grammar>(g));
+    int accepted = 0;
+    for (int64_t v = -3000; v <= 3000; ++v) {
+      const std::string s = std::to_string(v);
+      const bool expected = test::NumberTextValid(s, schema);
+      ASSERT_EQ(Accepts(m, s), expected) << text << " " << s;
+      accepted += expected;
+    }
+    EXPECT_GT(accepted, 0) << text;
+    EXPECT_FALSE(Accepts(m, "5.0")) << text;
+  }
+}
+
+// Sizes: the automaton has a state per remainder and digit position, integer and fraction.
+TEST(JsonSchemaMultipleOf, DecimalSizes) {
+  const auto start = std::chrono::steady_clock::now();
+  for (const char* small : {R"({"type":"number","multipleOf":0.25})",
+                            R"({"type":"number","multipleOf":2.5,"minimum":-1e6,"maximum":1e6})",
+                            R"({"type":"number","multipleOf":0.05,"exclusiveMaximum":1})"}) {
+    EXPECT_LT(SchemaGrammar(small).elements.size(), 40000u) << small;
+  }
+  const Grammar big = SchemaGrammar(R"({"type":"number","multipleOf":0.997,"minimum":0})");
+  EXPECT_LT(big.elements.size(), 600000u);
+  GrammarMatcher m(std::make_shared<Grammar>(big));
+  EXPECT_TRUE(Accepts(m, "9969.003"));     // 0.997 * 9999
+  EXPECT_TRUE(Accepts(m, "99700000000"));  // 0.997 * 10^11
+  EXPECT_FALSE(Accepts(m, "99700000000.001"));
+  // Past the grammar's limits: the existing clear error, fast.
+  const std::string e = SchemaError(R"({"type":"number","multipleOf":0.000000000000997})");
+  EXPECT_NE(e.find("grammar elements"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 // Every string over {a, b, c} up to 6 characters: accepted exactly when the pattern matches

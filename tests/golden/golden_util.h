@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -208,6 +209,21 @@ GreedyComparison ExpectEngineMatchesGreedy(RankExecutor& exec, const Ref& ref,
          ExpectRowsNear(got.step_logits, want.step_logits, tolerance, "greedy step")});
   }
   return r;
+}
+
+// An engine on `weights` against `ref` on the prompts (ExpectEngineMatchesGreedy), and no greedy
+// choice of the reference a near-tie (its top-1 minus top-2 logit above 50 × tolerance, so the
+// ids compare the engine, not rounding); prints "[ name ] max |engine - reference| = …".
+template <typename Ref>
+void ExpectEngineOnWeightsMatchesGreedy(const ModelWeights& weights, const Ref& ref,
+                                        const std::vector<std::vector<int32_t>>& prompts, int steps,
+                                        double tolerance, const std::string& name) {
+  auto exec = RankExecutor::Create(weights);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  const GreedyComparison r = ExpectEngineMatchesGreedy(**exec, ref, prompts, steps, tolerance);
+  EXPECT_GT(r.min_margin, 50 * tolerance);  // no greedy choice is a near-tie
+  std::printf("[ %s ] max |engine - reference| = %.3g, min greedy margin %.3g\n", name.c_str(),
+              r.max_diff, r.min_margin);
 }
 
 }  // namespace llm::testing

@@ -39,6 +39,32 @@ fs::path TempModelPath(const std::string& name) {
   return fs::temp_directory_path() / ("llm_phi3_" + std::to_string(getpid()) + "_" + name);
 }
 
+// `m` written as a safetensors folder at TempModelPath(name).
+fs::path WriteFolder(const TinyModel& m, const std::string& name) {
+  const fs::path dir = TempModelPath(name);
+  m.Write(dir, SharedPath("models/stories260K"));
+  return dir;
+}
+
+// A model written as a folder, loaded and on an engine; the folder is removed with it.
+struct FolderEngine {
+  fs::path dir;
+  std::unique_ptr<ModelWeights> weights;
+  std::unique_ptr<RankExecutor> exec;  // declared after weights: destroyed before them
+  ~FolderEngine() { fs::remove_all(dir); }
+};
+
+// Writes `m` as the folder `name` and puts it on an engine (call with ASSERT_NO_FATAL_FAILURE).
+void LoadFolderEngine(const TinyModel& m, const std::string& name, FolderEngine* out) {
+  out->dir = WriteFolder(m, name);
+  auto weights = LoadModelWeights(out->dir.string(), LoadFormat::kSafetensors);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  out->weights = std::move(*weights);
+  auto exec = RankExecutor::Create(*out->weights);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  out->exec = std::move(*exec);
+}
+
 TEST(Phi3LongRopeReference, ReferenceRules) {
   const TinyModel m = MakeTinyPhi3(kPhi3Seed);
   const Phi3RefConfig c = reference::Phi3RefConfigFromJson(m.config);
@@ -105,22 +131,21 @@ void ExpectEngineMatchesReference(const std::string& path, const TinyModel& m) {
   const RopeScaling& rs = (*weights)->config.rope_scaling;
   EXPECT_EQ(rs.type, RopeScalingType::kLongRope);
   EXPECT_EQ(rs.original_max_position_embeddings, 32);
-  auto exec = RankExecutor::Create(**weights);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   const Phi3Reference ref(reference::Phi3RefConfigFromJson(m.config), &m.tensors);
-  const GreedyComparison r =
-      ExpectEngineMatchesGreedy(**exec, ref, Phi3Prompts(), kSteps, kTolerance);
-  EXPECT_GT(r.min_margin, 50 * kTolerance);  // no greedy choice is a near-tie
-  std::printf("[ phi3 longrope %s ] max |engine - reference| = %.3g, min greedy margin %.3g\n",
-              IsGgufPath(path) ? "gguf" : "hf", r.max_diff, r.min_margin);
+  ExpectEngineOnWeightsMatchesGreedy(
+      **weights, ref, Phi3Prompts(), kSteps, kTolerance,
+      std::string("phi3 longrope ") + (IsGgufPath(path) ? "gguf" : "hf"));
+}
+
+// The same from `m` written as the folder `name`.
+void ExpectFolderMatchesReference(const TinyModel& m, const std::string& name) {
+  const fs::path dir = WriteFolder(m, name);
+  ExpectEngineMatchesReference(dir.string(), m);
+  fs::remove_all(dir);
 }
 
 TEST(Phi3LongRopeGolden, EngineMatchesReference) {
-  const TinyModel m = MakeTinyPhi3(kPhi3Seed);
-  const fs::path dir = TempModelPath("hf");
-  m.Write(dir, SharedPath("models/stories260K"));
-  ExpectEngineMatchesReference(dir.string(), m);
-  fs::remove_all(dir);
+  ExpectFolderMatchesReference(MakeTinyPhi3(kPhi3Seed), "hf");
 }
 
 // The same model as llama.cpp's converter writes it (factors as tensors, written here).
@@ -161,10 +186,7 @@ TEST(Phi3LongRopeGolden, PartialRotaryMatchesReference) {
   EXPECT_EQ(cfg->rope_scaling.long_factor.size(), 6u);
   ExpectEngineMatchesReference(path.string(), m);
   fs::remove(path);
-  const fs::path dir = TempModelPath("partial_hf");
-  m.Write(dir, SharedPath("models/stories260K"));
-  ExpectEngineMatchesReference(dir.string(), m);
-  fs::remove_all(dir);
+  ExpectFolderMatchesReference(m, "partial_hf");
 }
 
 // How kPhi3PartialSeed was chosen: run with --gtest_also_run_disabled_tests.
@@ -196,13 +218,9 @@ TEST(Phi3LongRopeGolden, GgufWithoutShortFactorsIsAnError) {
 // per sequence), so both give the logits they give alone.
 TEST(Phi3LongRopeGolden, FactorsArePerSequenceInOneBatch) {
   const TinyModel m = MakeTinyPhi3(kPhi3Seed);
-  const fs::path dir = TempModelPath("batch");
-  m.Write(dir, SharedPath("models/stories260K"));
-  auto weights = LoadModelWeights(dir.string(), LoadFormat::kSafetensors);
-  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
-  auto exec = RankExecutor::Create(**weights);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-  RankExecutor& model = **exec;
+  FolderEngine engine;
+  ASSERT_NO_FATAL_FAILURE(LoadFolderEngine(m, "batch", &engine));
+  RankExecutor& model = *engine.exec;
   const Phi3Reference ref(reference::Phi3RefConfigFromJson(m.config), &m.tensors);
   constexpr int kBlock = 4, kBlocksPerSeq = 10;
   ASSERT_TRUE(model.AllocateCache(3 * kBlocksPerSeq, kBlock).ok());
@@ -240,7 +258,6 @@ TEST(Phi3LongRopeGolden, FactorsArePerSequenceInOneBatch) {
                                           "batched prompt of " + std::to_string(seq.size())));
   }
   std::printf("[ phi3 longrope batch ] max |engine - reference| = %.3g\n", max_diff);
-  fs::remove_all(dir);
 }
 
 // A prompt longer than original_max_position_embeddings (40 > 32) prefilled in 8-token chunks, as
@@ -251,13 +268,9 @@ TEST(Phi3LongRopeGolden, FactorsArePerSequenceInOneBatch) {
 // far (the first four chunks short) moves the logits far beyond the tolerance.
 TEST(Phi3LongRopeGolden, ChunkedLongPromptMatchesReference) {
   const TinyModel m = MakeTinyPhi3(kPhi3Seed);
-  const fs::path dir = TempModelPath("chunked");
-  m.Write(dir, SharedPath("models/stories260K"));
-  auto weights = LoadModelWeights(dir.string(), LoadFormat::kSafetensors);
-  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
-  auto exec = RankExecutor::Create(**weights);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-  RankExecutor& model = **exec;
+  FolderEngine engine;
+  ASSERT_NO_FATAL_FAILURE(LoadFolderEngine(m, "chunked", &engine));
+  RankExecutor& model = *engine.exec;
   const int vocab = model.config().vocab_size;
   const Phi3Reference ref(reference::Phi3RefConfigFromJson(m.config), &m.tensors);
   const std::vector<int32_t> prompt = Phi3Prompts()[2];
@@ -320,7 +333,6 @@ TEST(Phi3LongRopeGolden, ChunkedLongPromptMatchesReference) {
   std::printf(
       "[ phi3 longrope chunked ] max |engine - reference| = %.3g; deciding per chunk: %.3g\n", diff,
       moved);
-  fs::remove_all(dir);
 }
 
 // Config parsing follows transformers' _compute_longrope_parameters; errors name the key.

@@ -105,15 +105,16 @@ TEST_F(StructuredOutput, TwoHundredSampledGenerationsFollowTheSchema) {
   EXPECT_TRUE(cluster_->WaitAllBlocksFree(10.0));
 }
 
-// Number bounds, multipleOf and a length-bounded pattern (issue 12): 50 sampled generations all
-// validate, numbers checked exactly on their text.
+// Number bounds, multipleOf (integer, power of ten, other decimals) and a length-bounded
+// pattern (issue 12): 50 sampled generations all validate, numbers checked exactly on their text.
 TEST_F(StructuredOutput, NumericKeywordsAndBoundedPatternsAreFollowed) {
   const test::ojson schema = test::ojson::parse(R"({"type": "object", "properties": {
       "price": {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1000, "multipleOf": 0.01},
       "qty": {"type": "integer", "multipleOf": 5, "minimum": -50, "maximum": 500},
       "temp": {"type": "number", "exclusiveMinimum": -2.25, "maximum": 40},
+      "step": {"type": "number", "multipleOf": 0.25, "minimum": -5, "maximum": 7.5},
       "code": {"type": "string", "pattern": "[A-Z]{2}[0-9]+", "minLength": 3, "maxLength": 6}},
-      "required": ["price", "qty", "temp", "code"]})");
+      "required": ["price", "qty", "temp", "step", "code"]})");
   EXPECT_EQ(SampleUnderSchema(port(), schema, "order", 5, 300, 500).size(), 50u);
   EXPECT_TRUE(cluster_->WaitAllBlocksFree(10.0));
 }
