@@ -10,6 +10,7 @@
 // architecture, which families_golden_test.cc checks against ../shared's NumPy reference;
 // ReferenceRules checks the LongRoPE arithmetic by hand, and EveryRuleMovesTheLogits shows the
 // comparison would catch each rule (long vs short factors, the switch point, attention_factor).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -18,6 +19,7 @@
 #include "tests/golden/golden_util.h"
 #include "tests/golden/phi3_model.h"
 #include "tests/golden/phi3_reference.h"
+#include "worker/engine/engine.h"
 #include "worker/engine/step_plan.h"
 #include "worker/model/model_weights.h"
 
@@ -258,6 +260,48 @@ TEST(Phi3LongRopeGolden, FactorsArePerSequenceInOneBatch) {
                                           "batched prompt of " + std::to_string(seq.size())));
   }
   std::printf("[ phi3 longrope batch ] max |engine - reference| = %.3g\n", max_diff);
+}
+
+// Prefix caching with LongRoPE: the 28-token prompt (short) and the 40-token one (long) share
+// their first 20 tokens, but not their keys: the long prompt rotates every token with the long
+// factors. So the long prompt must not take the short one's cached blocks (it would attend to
+// keys rotated with the short factors and leave the reference), and it still shares blocks with
+// another long prompt. Greedy ids against the reference, through the engine's scheduler.
+TEST(Phi3LongRopeGolden, PrefixCacheKeepsLongAndShortKeysApart) {
+  const TinyModel m = MakeTinyPhi3(kPhi3Seed);
+  FolderEngine folder;
+  ASSERT_NO_FATAL_FAILURE(LoadFolderEngine(m, "prefix", &folder));
+  const Phi3Reference ref(reference::Phi3RefConfigFromJson(m.config), &m.tensors);
+  const std::vector<int32_t> shorter = Phi3Prompts()[1], longer = Phi3Prompts()[2];
+  ASSERT_TRUE(std::equal(shorter.begin(), shorter.begin() + 20, longer.begin()));
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  cfg.block_size = 4;
+  cfg.enable_prefix_caching = true;
+  auto engine = Engine::Create(*folder.weights, cfg);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto generate = [&](const std::vector<int32_t>& prompt) {
+    GenerateRequest r;
+    r.prompt = prompt;
+    r.max_tokens = kSteps;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    auto out = GenerateAll(**engine, {r});
+    std::vector<int32_t> ids;
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (out.ok()) {
+      for (const auto& t : (*out)[0].tokens) ids.push_back(t.token);
+    }
+    return ids;
+  };
+  EXPECT_EQ(generate(shorter), reference::ReferenceGreedy(ref, shorter, kSteps).ids);
+  const int64_t hits_before = (*engine)->stats().prefix_cache_hit_tokens;
+  const std::vector<int32_t> want = reference::ReferenceGreedy(ref, longer, kSteps).ids;
+  EXPECT_EQ(generate(longer), want) << "the long prompt reused the short prompt's blocks";
+  EXPECT_EQ((*engine)->stats().prefix_cache_hit_tokens, hits_before);
+  EXPECT_EQ(generate(longer), want);  // now from the long prompt's own blocks
+  EXPECT_GE((*engine)->stats().prefix_cache_hit_tokens, hits_before + 36);
+  EXPECT_EQ((*engine)->stats().blocks_free, 64) << "blocks leaked";
 }
 
 // A prompt longer than original_max_position_embeddings (40 > 32) prefilled in 8-token chunks, as

@@ -277,5 +277,32 @@ TEST(BlockManagerPrefixCache, DuplicateContentAndDisabledCache) {
   EXPECT_TRUE(none.empty());
 }
 
+// Spaces (LongRoPE's short- and long-factor keys): equal tokens registered in one space never
+// match in another; each space shares within itself, the same content may be held once per
+// space, and an out-of-range space neither registers nor matches.
+TEST(BlockManagerPrefixCache, SpacesNeverShare) {
+  BlockManager bm(8, 2, /*prefix_caching=*/true);
+  const auto a = Tokens(4, 1);
+  std::vector<int32_t> t0, t1;
+  ASSERT_TRUE(bm.Grow(t0, 4));
+  for (int b = 0; b < 2; ++b) bm.Register(t0, b, a.data() + 2 * b, /*space=*/0);
+  std::vector<int32_t> m;
+  EXPECT_EQ(bm.MatchPrefix(a, 4, m, 1), 0);
+  EXPECT_TRUE(m.empty());
+  ASSERT_TRUE(bm.Grow(t1, 4));
+  for (int b = 0; b < 2; ++b) bm.Register(t1, b, a.data() + 2 * b, /*space=*/1);
+  EXPECT_EQ(bm.MatchPrefix(a, 4, m, 1), 4);
+  EXPECT_EQ(m, t1);
+  std::vector<int32_t> m0;
+  EXPECT_EQ(bm.MatchPrefix(a, 4, m0, 0), 4);
+  EXPECT_EQ(m0, t0);
+  std::vector<int32_t> bad;
+  EXPECT_EQ(bm.MatchPrefix(a, 4, bad, BlockManager::kMaxPrefixSpaces), 0);
+  EXPECT_EQ(bm.MatchPrefix(a, 4, bad, -1), 0);
+  EXPECT_TRUE(bad.empty());
+  for (auto* t : {&t0, &t1, &m, &m0}) bm.Release(*t);
+  EXPECT_EQ(bm.num_free(), 8);
+}
+
 }  // namespace
 }  // namespace llm

@@ -93,10 +93,10 @@ int32_t BlockManager::Lookup(int32_t parent, const int32_t* tokens) const {
 }
 
 int BlockManager::MatchPrefix(const std::vector<int32_t>& tokens, int max_tokens,
-                              std::vector<int32_t>& table) {
-  if (!prefix_caching_ || !table.empty()) return 0;
+                              std::vector<int32_t>& table, int space) {
+  if (!prefix_caching_ || !table.empty() || space < 0 || space >= kMaxPrefixSpaces) return 0;
   const int whole = std::min(max_tokens, static_cast<int>(tokens.size())) / block_size_;
-  int32_t parent = kNone;
+  int32_t parent = Root(space);
   for (int i = 0; i < whole; ++i) {
     const int32_t b = Lookup(parent, tokens.data() + static_cast<size_t>(i) * block_size_);
     if (b == kNone) break;
@@ -107,20 +107,21 @@ int BlockManager::MatchPrefix(const std::vector<int32_t>& tokens, int max_tokens
   return static_cast<int>(table.size()) * block_size_;
 }
 
-void BlockManager::Register(const std::vector<int32_t>& table, int index, const int32_t* tokens) {
-  if (!prefix_caching_) return;
+void BlockManager::Register(const std::vector<int32_t>& table, int index, const int32_t* tokens,
+                            int space) {
+  if (!prefix_caching_ || space < 0 || space >= kMaxPrefixSpaces) return;
   const int32_t b = table[index];
-  const int32_t parent = index > 0 ? table[index - 1] : kNone;
+  const int32_t parent = index > 0 ? table[index - 1] : Root(space);
   // A parent that is not registered (its own content was a duplicate) cannot be matched
   // through, so neither can this block.
-  if (registered_[b] || (parent != kNone && !registered_[parent])) return;
+  if (registered_[b] || (parent >= 0 && !registered_[parent])) return;
   const Key key{parent, HashTokens(tokens)};
   if (index_.count(key)) return;  // the same content (or a hash twin) is held already
   index_.emplace(key, b);
   registered_[b] = true;
   parent_[b] = parent;
   tokens_[b].assign(tokens, tokens + block_size_);
-  if (parent != kNone) children_[parent].push_back(b);
+  if (parent >= 0) children_[parent].push_back(b);
 }
 
 void BlockManager::Forget(int32_t block) {
@@ -130,7 +131,7 @@ void BlockManager::Forget(int32_t block) {
     stack.pop_back();
     if (!registered_[b]) continue;
     index_.erase(Key{parent_[b], HashTokens(tokens_[b].data())});
-    if (parent_[b] != kNone) {
+    if (parent_[b] >= 0) {
       auto& siblings = children_[parent_[b]];
       siblings.erase(std::remove(siblings.begin(), siblings.end(), b), siblings.end());
     }

@@ -43,17 +43,20 @@ class BlockManager {
 
   // For an empty `table`: appends the registered blocks holding the longest prefix of
   // `tokens` in whole blocks, at most `max_tokens` tokens, and returns how many tokens they
-  // hold (0 without prefix caching).
-  int MatchPrefix(const std::vector<int32_t>& tokens, int max_tokens, std::vector<int32_t>& table);
+  // hold (0 without prefix caching). Prefixes registered in another `space` (0 ..
+  // kMaxPrefixSpaces - 1) never match: each space's chains start from a root of their own.
+  int MatchPrefix(const std::vector<int32_t>& tokens, int max_tokens, std::vector<int32_t>& table,
+                  int space = 0);
   // Registers table[index], whose block_size tokens are `tokens` and all computed, so that
-  // later sequences can share it. A block already registered, or content already held by
-  // another block, is left as it is.
-  void Register(const std::vector<int32_t>& table, int index, const int32_t* tokens);
+  // later sequences of the same `space` can share it. A block already registered, or content
+  // already held by another block, is left as it is.
+  void Register(const std::vector<int32_t>& table, int index, const int32_t* tokens, int space = 0);
+  static constexpr int kMaxPrefixSpaces = 2;
 
  private:
   static constexpr int32_t kNone = -1;
   struct Key {
-    int32_t parent;  // the block before it in the sequence, kNone for the first
+    int32_t parent;  // the block before it in the sequence; for the first, Root(space) < 0
     uint64_t hash;   // of the tokens
     bool operator==(const Key&) const = default;
   };
@@ -63,6 +66,8 @@ class BlockManager {
     }
   };
 
+  // The parent of a space's first blocks: negative, so never a block id.
+  static int32_t Root(int space) { return -2 - space; }
   uint64_t HashTokens(const int32_t* tokens) const;
   int32_t Lookup(int32_t parent, const int32_t* tokens) const;
   // Drops the registration of `block` and of its registered descendants (it is handed out for

@@ -178,6 +178,11 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
   seq->id = id;
   seq->priority = request.priority;
   seq->prompt = request.prompt;
+  // LongRoPE: a prompt longer than original_max_position_embeddings rotates every token with
+  // the long factors, so its blocks hold other keys than the same tokens of a shorter prompt:
+  // they share prefixes only among themselves.
+  seq->prefix_space =
+      RopeUsesLongFactors(executor_->config().rope_scaling, seq->prompt.size()) ? 1 : 0;
   seq->output.reserve(request.max_tokens);
   r.params = std::move(request);
   if (tp_) plan_writer_.OnAdded(id, r.params.sampling, r.seed);  // for a sampling follower

@@ -117,7 +117,8 @@ void Scheduler::MatchCachedPrefix(Sequence* s) {
     tokens = &all;
   }
   // Never the block of the last token: the step computes it, so it has logits to sample from.
-  s->num_computed = blocks_->MatchPrefix(*tokens, s->num_tokens() - 1, s->block_table);
+  s->num_computed =
+      blocks_->MatchPrefix(*tokens, s->num_tokens() - 1, s->block_table, s->prefix_space);
   s->num_registered = static_cast<int>(s->block_table.size());
   prefix_hit_tokens_ += s->num_computed;
   prefix_queried_tokens_ += s->num_tokens();
@@ -129,7 +130,7 @@ void Scheduler::RegisterComputed(Sequence* s) {
   block_tokens_.resize(static_cast<size_t>(bs));
   for (int b = s->num_registered; b < full; ++b) {
     for (int i = 0; i < bs; ++i) block_tokens_[static_cast<size_t>(i)] = s->token_at(b * bs + i);
-    blocks_->Register(s->block_table, b, block_tokens_.data());
+    blocks_->Register(s->block_table, b, block_tokens_.data(), s->prefix_space);
   }
   s->num_registered = std::max(s->num_registered, full);
 }

@@ -21,6 +21,10 @@ struct Sequence {
   std::vector<int32_t> output;
   int num_computed = 0;    // tokens whose K/V are in the cache
   int num_registered = 0;  // leading blocks of block_table offered to the prefix cache
+  // The prefix-cache space its blocks are shared in (BlockManager::MatchPrefix): sequences
+  // whose equal tokens may hold different keys (LongRoPE's long and short factors) never
+  // share blocks.
+  int prefix_space = 0;
   std::vector<int32_t> block_table;
   int num_preemptions = 0;
   // Scheduled in a step whose results have not come back yet (pipeline parallelism keeps
