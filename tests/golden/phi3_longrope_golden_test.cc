@@ -304,6 +304,54 @@ TEST(Phi3LongRopeGolden, PrefixCacheKeepsLongAndShortKeysApart) {
   EXPECT_EQ((*engine)->stats().blocks_free, 64) << "blocks leaked";
 }
 
+// Preemption: with too few KV blocks for both, the 40-token (long) and the 28-token (short,
+// long from position 32 on) prompts preempt each other while decoding; every recompute must
+// give each token the rotation it had (the scheduler splits a recompute at the boundary), so
+// both still produce the reference's greedy ids, with and without prefix caching.
+TEST(Phi3LongRopeGolden, PreemptedSequencesKeepTheirRotations) {
+  const TinyModel m = MakeTinyPhi3(kPhi3Seed);
+  FolderEngine folder;
+  ASSERT_NO_FATAL_FAILURE(LoadFolderEngine(m, "preempt", &folder));
+  const Phi3Reference ref(reference::Phi3RefConfigFromJson(m.config), &m.tensors);
+  const std::vector<std::vector<int32_t>> prompts = {Phi3Prompts()[2], Phi3Prompts()[1]};
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& p : prompts) want.push_back(reference::ReferenceGreedy(ref, p, kSteps).ids);
+  int64_t preemptions = 0;
+  for (const bool caching : {false, true}) {
+    for (int blocks = 18; blocks <= 21; ++blocks) {
+      SCOPED_TRACE("blocks " + std::to_string(blocks) + (caching ? " with" : " without") +
+                   " prefix caching");
+      EngineConfig cfg;
+      cfg.num_blocks = blocks;
+      cfg.block_size = 4;
+      cfg.enable_prefix_caching = caching;
+      auto engine = Engine::Create(*folder.weights, cfg);
+      ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+      std::vector<GenerateRequest> reqs;
+      for (const auto& p : prompts) {
+        GenerateRequest r;
+        r.prompt = p;
+        r.max_tokens = kSteps;
+        r.ignore_eos = true;
+        r.sampling.temperature = 0;
+        reqs.push_back(r);
+      }
+      auto out = GenerateAll(**engine, reqs);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        std::vector<int32_t> ids;
+        for (const auto& t : (*out)[i].tokens) ids.push_back(t.token);
+        EXPECT_EQ(ids, want[i]) << "prompt of " << prompts[i].size();
+      }
+      preemptions += (*engine)->stats().preemptions;
+      EXPECT_EQ((*engine)->stats().blocks_free, blocks) << "blocks leaked";
+    }
+  }
+  EXPECT_GT(preemptions, 0);  // the test means something only if some runs preempted
+  std::printf("[ phi3 longrope preemption ] %lld preemptions\n",
+              static_cast<long long>(preemptions));
+}
+
 // A prompt longer than original_max_position_embeddings (40 > 32) prefilled in 8-token chunks, as
 // chunked prefill (scheduler.max_prefill_chunk / max_num_batched_tokens) splits it: the batches
 // come from BuildForwardBatch, as every rank builds them, and every chunk must rotate with the

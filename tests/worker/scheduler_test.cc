@@ -477,6 +477,29 @@ TEST(SchedulerTest, PreemptedSequenceResumesWithItsOutput) {
   EXPECT_TRUE(h.sched().idle());
 }
 
+// LongRoPE: a short-prompt sequence that crossed original_max_position_embeddings while
+// decoding is recomputed after preemption in two chunks split at the boundary, so the tokens
+// before it rotate with the short factors and the ones from it on with the long ones, as when
+// they were first computed (the rule decides per step by the tokens held after it).
+TEST(SchedulerTest, PreemptedLongRopeRecomputeStopsAtTheBoundary) {
+  Harness h(Config(256, 2048), 4, 4);
+  h.Add(1, 6, 8);
+  h.Add(2, 6, 8);
+  Sequence* victim = h.live(2);
+  victim->long_rope_from = 7;
+  for (int i = 0; i < 3; ++i) h.Step();
+  EXPECT_EQ(h.Step().plan, "1:1* !2");
+  EXPECT_EQ(victim->output.size(), 3u);  // 9 tokens held: 7 and 8 were long
+  for (int i = 0; i < 50 && h.is_live(1); ++i) h.Step();
+  ASSERT_FALSE(h.is_live(1));
+  EXPECT_EQ(h.Step().plan, "2:7");   // positions 0-6: held 7 after it, short
+  EXPECT_EQ(h.Step().plan, "2:2*");  // positions 7-8: long, then it samples
+  for (int i = 0; i < 50 && h.is_live(2); ++i) h.Step();
+  ASSERT_FALSE(h.is_live(2));
+  EXPECT_EQ(h.finished_output().at(2), 8);
+  EXPECT_EQ(h.blocks().num_free(), 4);
+}
+
 // Pipeline parallelism keeps steps in flight: their sequences are skipped by the next
 // schedules and never preempted (their blocks are still being written), and max_step_seqs
 // splits the sequences over the steps.

@@ -1,6 +1,7 @@
 #include "worker/engine/engine.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace llm {
 
@@ -181,8 +182,12 @@ StatusOr<int64_t> Engine::Add(GenerateRequest request) {
   // LongRoPE: a prompt longer than original_max_position_embeddings rotates every token with
   // the long factors, so its blocks hold other keys than the same tokens of a shorter prompt:
   // they share prefixes only among themselves.
-  seq->prefix_space =
-      RopeUsesLongFactors(executor_->config().rope_scaling, seq->prompt.size()) ? 1 : 0;
+  const RopeScaling& rope = executor_->config().rope_scaling;
+  seq->prefix_space = RopeUsesLongFactors(rope, seq->prompt.size()) ? 1 : 0;
+  if (rope.type == RopeScalingType::kLongRope && seq->prefix_space == 0) {
+    seq->long_rope_from = static_cast<int>(
+        std::min<int64_t>(rope.original_max_position_embeddings, std::numeric_limits<int>::max()));
+  }
   seq->output.reserve(request.max_tokens);
   r.params = std::move(request);
   if (tp_) plan_writer_.OnAdded(id, r.params.sampling, r.seed);  // for a sampling follower

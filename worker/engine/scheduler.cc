@@ -27,6 +27,10 @@ int Scheduler::TokensWanted(const Sequence& s, int budget) const {
   // A sequence still in its prompt (or recomputing after preemption) may be chunked.
   if (config_.max_prefill_chunk > 0 && wanted > 1)
     wanted = std::min(wanted, config_.max_prefill_chunk);
+  const int boundary = s.long_rope_from;
+  if (boundary > 0 && s.num_computed < boundary && s.num_computed + wanted > boundary) {
+    wanted = boundary - s.num_computed;
+  }
   return std::min(wanted, budget);
 }
 

@@ -25,6 +25,11 @@ struct Sequence {
   // whose equal tokens may hold different keys (LongRoPE's long and short factors) never
   // share blocks.
   int prefix_space = 0;
+  // LongRoPE, a prompt of at most original_max_position_embeddings tokens: the tokens from
+  // this position on rotate with the long factors (each decode step decides by the tokens held
+  // after it), the ones before it with the short factors. A recompute after preemption stops a
+  // chunk here so that each token gets the rotation it had. 0: none.
+  int long_rope_from = 0;
   std::vector<int32_t> block_table;
   int num_preemptions = 0;
   // Scheduled in a step whose results have not come back yet (pipeline parallelism keeps
