@@ -281,18 +281,9 @@ TEST(Phi3LongRopeGolden, PrefixCacheKeepsLongAndShortKeysApart) {
   auto engine = Engine::Create(*folder.weights, cfg);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   auto generate = [&](const std::vector<int32_t>& prompt) {
-    GenerateRequest r;
-    r.prompt = prompt;
-    r.max_tokens = kSteps;
-    r.ignore_eos = true;
-    r.sampling.temperature = 0;
-    auto out = GenerateAll(**engine, {r});
-    std::vector<int32_t> ids;
+    auto out = GenerateAll(**engine, {GreedyRequest(prompt, kSteps)});
     EXPECT_TRUE(out.ok()) << out.status().ToString();
-    if (out.ok()) {
-      for (const auto& t : (*out)[0].tokens) ids.push_back(t.token);
-    }
-    return ids;
+    return out.ok() ? TokenIds((*out)[0]) : std::vector<int32_t>{};
   };
   EXPECT_EQ(generate(shorter), reference::ReferenceGreedy(ref, shorter, kSteps).ids);
   const int64_t hits_before = (*engine)->stats().prefix_cache_hit_tokens;
@@ -328,20 +319,11 @@ TEST(Phi3LongRopeGolden, PreemptedSequencesKeepTheirRotations) {
       auto engine = Engine::Create(*folder.weights, cfg);
       ASSERT_TRUE(engine.ok()) << engine.status().ToString();
       std::vector<GenerateRequest> reqs;
-      for (const auto& p : prompts) {
-        GenerateRequest r;
-        r.prompt = p;
-        r.max_tokens = kSteps;
-        r.ignore_eos = true;
-        r.sampling.temperature = 0;
-        reqs.push_back(r);
-      }
+      for (const auto& p : prompts) reqs.push_back(GreedyRequest(p, kSteps));
       auto out = GenerateAll(**engine, reqs);
       ASSERT_TRUE(out.ok()) << out.status().ToString();
       for (size_t i = 0; i < prompts.size(); ++i) {
-        std::vector<int32_t> ids;
-        for (const auto& t : (*out)[i].tokens) ids.push_back(t.token);
-        EXPECT_EQ(ids, want[i]) << "prompt of " << prompts[i].size();
+        EXPECT_EQ(TokenIds((*out)[i]), want[i]) << "prompt of " << prompts[i].size();
       }
       preemptions += (*engine)->stats().preemptions;
       EXPECT_EQ((*engine)->stats().blocks_free, blocks) << "blocks leaked";

@@ -61,20 +61,11 @@ std::vector<std::vector<int32_t>> Generate(const ModelWeights& w,
   auto engine = Engine::Create(w, cfg);
   EXPECT_TRUE(engine.ok());
   std::vector<GenerateRequest> reqs;
-  for (size_t i : order) {
-    GenerateRequest r;
-    r.prompt = prompts[i];
-    r.max_tokens = lens[i];
-    r.ignore_eos = true;
-    r.sampling.temperature = 0;
-    reqs.push_back(r);
-  }
+  for (size_t i : order) reqs.push_back(GreedyRequest(prompts[i], lens[i]));
   auto results = GenerateAll(**engine, reqs);
   EXPECT_TRUE(results.ok()) << results.status().ToString();
   std::vector<std::vector<int32_t>> out(prompts.size());
-  for (size_t j = 0; j < order.size(); ++j) {
-    for (const auto& s : (*results)[j].tokens) out[order[j]].push_back(s.token);
-  }
+  for (size_t j = 0; j < order.size(); ++j) out[order[j]] = TokenIds((*results)[j]);
   EXPECT_EQ((*engine)->stats().blocks_free, 512) << "blocks leaked";
   return out;
 }
@@ -130,14 +121,6 @@ TEST(Stories260K, PrefixCacheReusesBlocksAndKeepsTheIds) {
   const auto prompt = c["prompt_token_ids"].get<std::vector<int32_t>>();
   const auto want = c["greedy_token_ids"].get<std::vector<int32_t>>();
   ASSERT_GE(want.size(), 48u);
-  auto request = [](std::vector<int32_t> p, int max_tokens) {
-    GenerateRequest r;
-    r.prompt = std::move(p);
-    r.max_tokens = max_tokens;
-    r.ignore_eos = true;
-    r.sampling.temperature = 0;
-    return r;
-  };
   // The second request continues the first: its prompt is the golden prompt + 40 golden ids.
   std::vector<int32_t> extended = prompt;
   extended.insert(extended.end(), want.begin(), want.begin() + 40);
@@ -150,17 +133,13 @@ TEST(Stories260K, PrefixCacheReusesBlocksAndKeepsTheIds) {
     cfg.enable_prefix_caching = caching;
     auto engine = Engine::Create(**weights, cfg);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-    auto first = GenerateAll(**engine, {request(prompt, static_cast<int>(want.size()))});
+    auto first = GenerateAll(**engine, {GreedyRequest(prompt, static_cast<int>(want.size()))});
     ASSERT_TRUE(first.ok());
     // Then the continuation, three times in one batch (they also share with each other).
-    const GenerateRequest next = request(extended, static_cast<int>(rest.size()));
+    const GenerateRequest next = GreedyRequest(extended, static_cast<int>(rest.size()));
     auto second = GenerateAll(**engine, {next, next, next});
     ASSERT_TRUE(second.ok()) << second.status().ToString();
-    for (const auto& r : *second) {
-      std::vector<int32_t> got;
-      for (const auto& t : r.tokens) got.push_back(t.token);
-      EXPECT_EQ(got, rest) << "prefix caching " << caching;
-    }
+    for (const auto& r : *second) EXPECT_EQ(TokenIds(r), rest) << "prefix caching " << caching;
     const EngineStats st = (*engine)->stats();
     computed[caching ? 0 : 1] = st.prompt_tokens_computed;
     EXPECT_EQ(st.blocks_free, 64) << "blocks leaked";

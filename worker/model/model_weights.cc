@@ -90,8 +90,8 @@ std::string MultimodalNames(const std::string& name) {
   const std::string newer = name.rfind("model.", 0) == 0
                                 ? "model.language_model." + name.substr(std::strlen("model."))
                                 : name;
-  return " (a " + std::string("Gemma3ForConditionalGeneration names it language_model.") + name +
-         " or " + newer + ")";
+  return " (a Gemma3ForConditionalGeneration names it language_model." + name + " or " + newer +
+         ")";
 }
 
 class FileSource : public TensorSource {
