@@ -1,5 +1,7 @@
 // Matmul: picks the micro-kernel for this CPU once, then splits the output features (n) into
 // panels across OpenMP threads. k is never split, so each element's reduction is fixed.
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/panel_schedule.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
 
@@ -113,8 +116,7 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     work += static_cast<int64_t>(m) * jobs[j].n * k;
   }
   const int panels = first_panel[count];
-#pragma omp parallel for schedule(static) if (work >= (1 << 18))
-  for (int p = 0; p < panels; ++p) {
+  auto run = [&](int p) {
     int j = 0;
     while (p >= first_panel[j + 1]) ++j;
     const MatmulJob& job = jobs[j];
@@ -137,6 +139,20 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
         ks.quant->fn[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
     }
+  };
+  const int threads = work >= (1 << 18) ? std::min(omp_get_max_threads(), panels) : 1;
+  if (threads <= 1) {
+    for (int p = 0; p < panels; ++p) run(p);
+    return;
+  }
+  // One contiguous range of panels per thread, the tails stolen (panel_schedule.h).
+  static thread_local PanelSchedule schedule_of_caller;
+  PanelSchedule& schedule = schedule_of_caller;  // the team shares the caller's
+  schedule.Reset(panels, threads);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    for (int p = schedule.Next(t); p >= 0; p = schedule.Next(t)) run(p);
   }
 }
 

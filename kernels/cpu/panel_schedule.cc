@@ -1,0 +1,61 @@
+#include "kernels/cpu/panel_schedule.h"
+
+namespace llm::kernels::internal {
+
+void PanelSchedule::Reset(int items, int threads) {
+  if (threads < 1) threads = 1;
+  if (static_cast<int>(ranges_.size()) < threads) ranges_ = std::vector<Range>(threads);
+  threads_ = threads;
+  for (int t = 0; t < threads; ++t) {
+    const auto front = static_cast<uint32_t>(static_cast<int64_t>(items) * t / threads);
+    const auto back = static_cast<uint32_t>(static_cast<int64_t>(items) * (t + 1) / threads);
+    ranges_[t].bounds.store(Pack(front, back), std::memory_order_relaxed);
+  }
+}
+
+int PanelSchedule::Next(int t) {
+  if (t < 0 || t >= threads_) t = 0;  // a larger team than planned: share range 0
+  for (;;) {
+    std::atomic<uint64_t>& own = ranges_[t].bounds;
+    uint64_t v = own.load(std::memory_order_acquire);
+    for (;;) {
+      const auto front = static_cast<uint32_t>(v), back = static_cast<uint32_t>(v >> 32);
+      if (front >= back) break;
+      if (own.compare_exchange_weak(v, Pack(front + 1, back), std::memory_order_acq_rel)) {
+        return static_cast<int>(front);
+      }
+    }
+    if (!StealInto(t)) return -1;
+  }
+}
+
+// Moves the back half (rounded up) of the fullest other range into thread t's empty range.
+// False when every range is empty.
+bool PanelSchedule::StealInto(int t) {
+  for (;;) {
+    int victim = -1;
+    uint32_t most = 0;
+    uint64_t seen = 0;
+    for (int u = 0; u < threads_; ++u) {
+      if (u == t) continue;
+      const uint64_t v = ranges_[u].bounds.load(std::memory_order_acquire);
+      const auto front = static_cast<uint32_t>(v), back = static_cast<uint32_t>(v >> 32);
+      if (back > front && back - front > most) {
+        most = back - front;
+        victim = u;
+        seen = v;
+      }
+    }
+    if (victim < 0) return false;
+    const auto front = static_cast<uint32_t>(seen), back = static_cast<uint32_t>(seen >> 32);
+    const uint32_t take = (back - front + 1) / 2;
+    if (ranges_[victim].bounds.compare_exchange_strong(seen, Pack(front, back - take),
+                                                       std::memory_order_acq_rel)) {
+      // Own range is empty, so no thief holds a value of it that could still succeed.
+      ranges_[t].bounds.store(Pack(back - take, back), std::memory_order_release);
+      return true;
+    }
+  }
+}
+
+}  // namespace llm::kernels::internal
