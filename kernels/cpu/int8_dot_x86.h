@@ -28,6 +28,15 @@ inline __m256i AddScaledDotU8S8(__m256i acc, __m256i u, __m256i s, __m256i scale
 }
 
 #if defined(__AVX512BW__)
+// acc + DotU8S8 on 512-bit vectors (16 int32 lanes).
+inline __m512i DotU8S8x512(__m512i acc, __m512i u, __m512i s) {
+#if defined(__AVX512VNNI__)
+  return _mm512_dpbusd_epi32(acc, u, s);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+#endif
+}
+
 // AddScaledDotU8S8 on 512-bit vectors (the AVX-512 GEMV kernels, matmul_kquant_gemv512.h).
 inline __m512i AddScaledDotU8S8x512(__m512i acc, __m512i u, __m512i s, __m512i scales) {
 #if defined(__AVX512VNNI__)

@@ -22,7 +22,7 @@ namespace {
 #include "kernels/cpu/matmul_quant_x86.h"  // NOLINT: included into this TU's anonymous namespace
 
 template <class F>
-using Legacy = qx::LegacyMicro<F, 4, 4>;
+using Legacy = qx::LegacyMicro512<F, 4, 4>;
 template <class F>
 using K = qx::KMicro<F, 4, 2>;
 

@@ -1,5 +1,6 @@
 // AVX2 micro-kernels of the block formats (compiled with -mavx2 -mfma -mf16c): those of
-// matmul_quant_x86.h with 2 x 4 tiles (legacy) and 2 x 2 tiles (K-quants) in 16 ymm registers.
+// matmul_quant_x86.h with 2 x 2 tiles (legacy: two chains each) and 2 x 2 tiles (K-quants)
+// in 16 ymm registers.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -15,7 +16,7 @@ namespace {
 #include "kernels/cpu/matmul_quant_x86.h"  // NOLINT: included into this TU's anonymous namespace
 
 template <class F>
-using Legacy = qx::LegacyMicro<F, 2, 4>;
+using Legacy = qx::LegacyMicro<F, 2, 2>;
 template <class F>
 using K = qx::KMicro<F, 2, 2>;
 

@@ -57,7 +57,8 @@ struct ScalarMicro {
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
                    const float* bias, float* y, int64_t ldy) {
-    float acc[MR][NR][8] = {};
+    // Legacy formats: lanes 0..7 take the even blocks, 8..15 the odd ones (quant_blocks.h).
+    float acc[MR][NR][16] = {};
     for (int b = 0; b < nb; ++b) {
       Decoded dw[NR];
       for (int j = 0; j < NR; ++j) {
@@ -72,13 +73,16 @@ struct ScalarMicro {
           if constexpr (IsKQuant(kType)) {
             KLanes(dw[j], x[i * ldx + b], acc[i][j]);
           } else {
-            LegacyLanes(dw[j], x[i * ldx + b], acc[i][j]);
+            LegacyLanes(dw[j], x[i * ldx + b], acc[i][j] + 8 * (b & 1));
           }
         }
       }
     }
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) {
+        if constexpr (!IsKQuant(kType)) {
+          for (int l = 0; l < 8; ++l) acc[i][j][l] = acc[i][j][l] + acc[i][j][8 + l];
+        }
         const float s = Reduce(acc[i][j]);
         y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
       }

@@ -15,6 +15,7 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -99,6 +100,8 @@ struct Q5_1F {
   static float M(const B& b) { return _cvtsh_ss(b.m); }
 };
 
+// The legacy formats on 256-bit vectors: one register per chain (even blocks, odd blocks) and
+// output element.
 template <class F, int kMRv, int kNRv>
 struct LegacyMicro {
   using XBlock = BlockQ8_0;
@@ -107,52 +110,195 @@ struct LegacyMicro {
   static constexpr int kMR = kMRv;
   static constexpr int kNR = kNRv;
 
+  // acc += the products of block b (one chain).
   template <int MR, int NR>
-  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
-                   const float* bias, float* y, int64_t ldy) {
+  [[gnu::always_inline]] static inline void Block(__m256 (&acc)[MR][NR], const XBlock* x,
+                                                  int64_t ldx, const WBlock* w, int64_t ldw,
+                                                  int b) {
     const __m256i ones8 = _mm256_set1_epi8(1);
-    __m256 acc[MR][NR];
-    for (int i = 0; i < MR; ++i) {
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+    __m256i wq[NR];
+    float dw[NR], mw[NR];
+    for (int j = 0; j < NR; ++j) {
+      PrefetchWeights(&w[j * ldw + b]);
+      const WBlock& blk = w[j * ldw + b];
+      wq[j] = F::Quants(blk);
+      dw[j] = _cvtsh_ss(blk.d);
+      mw[j] = F::M(blk);
     }
-    for (int b = 0; b < nb; ++b) {
-      __m256i wq[NR];
-      float dw[NR], mw[NR];
+    for (int i = 0; i < MR; ++i) {
+      const XBlock& xb = x[i * ldx + b];
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+      const float dx = _cvtsh_ss(xb.d);
+      const __m256i sx = DotU8S8(ones8, xq);
       for (int j = 0; j < NR; ++j) {
-        PrefetchWeights(&w[j * ldw + b]);
-        const WBlock& blk = w[j * ldw + b];
-        wq[j] = F::Quants(blk);
-        dw[j] = _cvtsh_ss(blk.d);
-        mw[j] = F::M(blk);
-      }
-      for (int i = 0; i < MR; ++i) {
-        const XBlock& xb = x[i * ldx + b];
-        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
-        const float dx = _cvtsh_ss(xb.d);
-        const __m256i sx = DotU8S8(ones8, xq);
-        for (int j = 0; j < NR; ++j) {
-          const __m256i dot = DotU8S8(wq[j], xq);
-          if constexpr (F::kMin) {
-            acc[i][j] =
-                _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(dot), acc[i][j]);
-            acc[i][j] =
-                _mm256_fmadd_ps(_mm256_set1_ps(mw[j] * dx), _mm256_cvtepi32_ps(sx), acc[i][j]);
-          } else {
-            const __m256i l = _mm256_sub_epi32(dot, _mm256_slli_epi32(sx, F::kOffsetLog2));
-            acc[i][j] =
-                _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(l), acc[i][j]);
-          }
+        const __m256i dot = DotU8S8(wq[j], xq);
+        if constexpr (F::kMin) {
+          acc[i][j] =
+              _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(dot), acc[i][j]);
+          acc[i][j] =
+              _mm256_fmadd_ps(_mm256_set1_ps(mw[j] * dx), _mm256_cvtepi32_ps(sx), acc[i][j]);
+        } else {
+          const __m256i l = _mm256_sub_epi32(dot, _mm256_slli_epi32(sx, F::kOffsetLog2));
+          acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(l), acc[i][j]);
         }
       }
     }
+  }
+
+  template <int MR, int NR>
+  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    __m256 even[MR][NR], odd[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) even[i][j] = odd[i][j] = _mm256_setzero_ps();
+    }
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      Block<MR, NR>(even, x, ldx, w, ldw, b);
+      Block<MR, NR>(odd, x, ldx, w, ldw, b + 1);
+    }
+    if (b < nb) Block<MR, NR>(even, x, ldx, w, ldw, b);
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) {
-        const float s = ReduceAdd(acc[i][j]);
+        const float s = ReduceAdd(_mm256_add_ps(even[i][j], odd[i][j]));
         y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
       }
     }
   }
 };
+
+#if defined(__AVX512BW__)
+// 16-bit word indices for vpermw: word t of the result = word idx(t) of the source.
+struct WordIndex {
+  // Words 0..7 = a, 8..15 = b (then a pair of fp16 scales converts to [f(a) x 8, f(b) x 8]).
+  static __m512i Pair(int a, int b) {
+    const int ab = a | (a << 16), bb = b | (b << 16);
+    return _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, bb, bb, bb, bb, ab, ab, ab, ab);
+  }
+  // 128-bit lanes: words q..q+7, q..q+7, r..r+7, r..r+7.
+  static __m512i Lanes(int q, int r) {
+    auto w2 = [](int a) { return a | ((a + 1) << 16); };
+    return _mm512_set_epi32(w2(r + 6), w2(r + 4), w2(r + 2), w2(r), w2(r + 6), w2(r + 4), w2(r + 2),
+                            w2(r), w2(q + 6), w2(q + 4), w2(q + 2), w2(q), w2(q + 6), w2(q + 4),
+                            w2(q + 2), w2(q));
+  }
+};
+
+// The legacy formats on 512-bit vectors: a block pair (b, b + 1) per step, lanes 0..7 of an
+// output's register the even chain and 8..15 the odd one, so one vpdpbusd, one conversion and
+// one fma serve two blocks. Both weight blocks come from one masked load, and one vpermw each
+// places their nibbles and their scales (shuffles, not ALU work, bounded the per-block decode).
+// Same integers and float operations as LegacyMicro: the same bits.
+template <class F, int kMRv, int kNRv>
+struct LegacyMicro512 {
+  using XBlock = BlockQ8_0;
+  using WBlock = typename F::B;
+  static constexpr int kBlock = 32;
+  static constexpr int kMR = kMRv;
+  static constexpr int kNR = kNRv;
+  static constexpr int kWords = sizeof(WBlock) / 2;  // 16-bit words per weight block
+  static constexpr int kXWords = sizeof(XBlock) / 2;
+
+  // Bytes 0..31 block b's 32 unsigned quants, 32..63 block b + 1's; lanes 0..7 of the floats
+  // block b's scale d (and min m), 8..15 block b + 1's.
+  struct Weights {
+    __m512i q;
+    __m512 d, m;
+  };
+  static Weights DecodePair(const WBlock* blk, bool both) {
+    const __m512i v = _mm512_maskz_loadu_epi16(
+        static_cast<__mmask32>((1ull << (both ? 2 * kWords : kWords)) - 1), blk);
+    constexpr int q = offsetof(WBlock, qs) / 2;
+    const __m512i nib = _mm512_permutexvar_epi16(WordIndex::Lanes(q, q + kWords), v);
+    // Lanes 1 and 3 take the high nibbles: elements 16..31 of each block.
+    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    // shift is per 64-bit lane for srlv_epi64: nibbles never cross a byte after the mask
+    __m512i u = _mm512_and_si512(_mm512_srlv_epi64(nib, shift), _mm512_set1_epi8(0x0F));
+    if constexpr (requires { WBlock::qh; }) {
+      uint32_t h0, h1 = 0;
+      std::memcpy(&h0, blk[0].qh, 4);
+      if (both) std::memcpy(&h1, blk[1].qh, 4);
+      const __mmask64 fifth = (static_cast<uint64_t>(h1) << 32) | h0;
+      u = _mm512_or_si512(u, _mm512_maskz_mov_epi8(fifth, _mm512_set1_epi8(0x10)));
+    }
+    Weights r;
+    r.q = u;
+    r.d = _mm512_cvtph_ps(
+        _mm512_castsi512_si256(_mm512_permutexvar_epi16(WordIndex::Pair(0, kWords), v)));
+    if constexpr (F::kMin) {
+      constexpr int mw = offsetof(WBlock, m) / 2;
+      r.m = _mm512_cvtph_ps(
+          _mm512_castsi512_si256(_mm512_permutexvar_epi16(WordIndex::Pair(mw, kWords + mw), v)));
+    }
+    return r;
+  }
+
+  // acc (lanes where `lanes` is set) += the products of blocks b and b + 1 (lanes = 0xFFFF) or
+  // of block b alone, in the even lanes (lanes = 0x00FF, the last block of an odd count).
+  template <int MR, int NR>
+  [[gnu::always_inline]] static inline void Pair(__m512 (&acc)[MR][NR], const XBlock* x,
+                                                 int64_t ldx, const WBlock* w, int64_t ldw, int b,
+                                                 __mmask16 lanes) {
+    const bool both = lanes == 0xFFFF;
+    Weights wt[NR];
+    for (int j = 0; j < NR; ++j) {
+      const WBlock* blk = &w[j * ldw + b];
+      PrefetchAhead(blk, 2 * sizeof(WBlock));
+      wt[j] = DecodePair(blk, both);
+    }
+    for (int i = 0; i < MR; ++i) {
+      const XBlock* xb = &x[i * ldx + b];
+      const __m512i xv = _mm512_maskz_loadu_epi16(
+          static_cast<__mmask32>((1ull << (both ? 32 : kXWords)) - 1), xb);  // d0 qs0 d1 qs1[0..29]
+      const __m512 dx = _mm512_cvtph_ps(
+          _mm512_castsi512_si256(_mm512_permutexvar_epi16(WordIndex::Pair(0, kXWords), xv)));
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[0].qs));
+      const __m512i xq =
+          both ? _mm512_inserti64x4(_mm512_castsi256_si512(x0),
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[1].qs)),
+                                    1)
+               : _mm512_zextsi256_si512(x0);
+      const __m512i sx = DotU8S8x512(_mm512_setzero_si512(), _mm512_set1_epi8(1), xq);
+      if constexpr (F::kMin) {
+        const __m512 sxf = _mm512_cvtepi32_ps(sx);
+        for (int j = 0; j < NR; ++j) {
+          const __m512 dot = _mm512_cvtepi32_ps(DotU8S8x512(_mm512_setzero_si512(), wt[j].q, xq));
+          acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt[j].d, dx), dot, acc[i][j], lanes);
+          acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt[j].m, dx), sxf, acc[i][j], lanes);
+        }
+      } else {
+        // D - offset * S in one dot product started from -(offset * S).
+        const __m512i start =
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sx, F::kOffsetLog2));
+        for (int j = 0; j < NR; ++j) {
+          const __m512 l = _mm512_cvtepi32_ps(DotU8S8x512(start, wt[j].q, xq));
+          acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt[j].d, dx), l, acc[i][j], lanes);
+        }
+      }
+    }
+  }
+
+  template <int MR, int NR>
+  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    __m512 acc[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+    }
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) Pair<MR, NR>(acc, x, ldx, w, ldw, b, 0xFFFF);
+    if (b < nb) Pair<MR, NR>(acc, x, ldx, w, ldw, b, 0x00FF);
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) {
+        const __m256 even = _mm512_castps512_ps256(acc[i][j]);
+        const __m256 odd = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i][j]), 1));
+        const float s = ReduceAdd(_mm256_add_ps(even, odd));
+        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+      }
+    }
+  }
+};
+#endif
 
 // K-quants: Header gives d, dmin and the 16 integer scales and mins of the groups of 16
 // weights (sc[g], mn[g] of quant_blocks.h) as int16 lanes; Chunk h the 32 unsigned quants of

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -61,10 +62,16 @@ struct Shape {
 };
 // GEMV and GEMM, n not a multiple of any tile, m across the 16-row chunks.
 constexpr Shape kShapes[] = {{1, 512, 37}, {3, 256, 5}, {7, 768, 20}, {19, 512, 9}};
+// The legacy formats also with an odd number of 32-blocks (the even chain's last block alone) and
+// with one block (the odd chain empty).
+constexpr Shape kLegacyShapes[] = {{1, 96, 11}, {5, 32, 6}, {6, 160, 9}, {1, 2080, 7}};
 
 TEST(MatmulQuant, IsasAgreeBitwiseAndStayNearTheFloatProduct) {
   for (DType t : kFormats) {
-    for (const Shape& s : kShapes) {
+    std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+    if (!IsKQuant(t))
+      shapes.insert(shapes.end(), std::begin(kLegacyShapes), std::end(kLegacyShapes));
+    for (const Shape& s : shapes) {
       const auto wf = RandomVec(static_cast<size_t>(s.n) * s.k, 11 + s.n, 0.05f);
       auto x = RandomVec(static_cast<size_t>(s.m) * s.k, 29 + s.m);
       x[3] = 0.0f;
