@@ -47,6 +47,25 @@ void PairChunksQ8K(BlockQ8_K* x, int nb) {
   }
 }
 
+void MakeLegacyGemvPairs(const BlockQ8_0* x, int nb, LegacyGemvPair* out) {
+  for (int p = 0; p < (nb + 1) / 2; ++p) {
+    LegacyGemvPair& o = out[p];
+    std::memset(&o, 0, sizeof(o));
+    for (int h = 0; h < 2 && 2 * p + h < nb; ++h) {
+      const BlockQ8_0& b = x[2 * p + h];
+      std::memcpy(o.qs + 32 * h, b.qs, 32);
+      const float dx = F16ToF32(b.d);
+      for (int l = 0; l < 8; ++l) {
+        int32_t sum = 0;
+        for (int e = 4 * l; e < 4 * l + 4; ++e) sum += b.qs[e];
+        o.s[8 * h + l] = sum;
+        o.sf[8 * h + l] = static_cast<float>(sum);
+        o.dx[8 * h + l] = dx;
+      }
+    }
+  }
+}
+
 // Weight rows per parallel work item. Small enough to load-balance n = 2048 over 16 threads,
 // large enough that a panel is many cache lines of weights.
 constexpr int kPanelRows = 16;
@@ -56,10 +75,21 @@ namespace {
 // The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (Q8_0 and the
 // legacy formats, ggml's vec_dot_type), Q8_K (K-quants) and Q8_K with paired chunks (the
 // AVX-512 Q4_K GEMV, PairChunksQ8K).
-enum InputForm { kFloatInput, kQ8_0Input, kQ8_KInput, kQ8_KPairedInput, kNumInputForms };
+enum InputForm {
+  kFloatInput,
+  kQ8_0Input,
+  kQ8_KInput,
+  kQ8_KPairedInput,
+  kLegacyGemvInput,
+  kNumInputForms
+};
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
-  if (t == DType::kQ8_0 || (IsBlockFormat(t) && !IsKQuant(t))) return kQ8_0Input;
+  if (t == DType::kQ8_0) return kQ8_0Input;
+  if (IsBlockFormat(t) && !IsKQuant(t)) {
+    return m == 1 && ks.quant->gemv_legacy_pairs[static_cast<int>(t)] ? kLegacyGemvInput
+                                                                      : kQ8_0Input;
+  }
   if (!IsKQuant(t)) return kFloatInput;
   return m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput : kQ8_KInput;
 }
@@ -68,13 +98,15 @@ InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
 struct QuantizedInputs {
   std::vector<BlockQ8_0> q8_0;
   std::vector<BlockQ8_K> q8_k, q8_k_paired;
+  std::vector<LegacyGemvPair> legacy_pairs;
 };
 
 void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
                     QuantizedInputs& in) {
   const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
   const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput];
-  if (need[kQ8_0Input] && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
+  const bool q8_0 = need[kQ8_0Input] || need[kLegacyGemvInput];
+  if (q8_0 && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
     in.q8_0.resize(static_cast<size_t>(m) * nb0);
   }
   if (kquant && in.q8_k.size() < static_cast<size_t>(m) * nbk) {
@@ -83,8 +115,12 @@ void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
   for (int i = 0; i < m; ++i) {
     const float* xr = x + static_cast<int64_t>(i) * k;
-    if (need[kQ8_0Input]) QuantizeRowQ8_0(xr, k, in.q8_0.data() + static_cast<int64_t>(i) * nb0);
+    if (q8_0) QuantizeRowQ8_0(xr, k, in.q8_0.data() + static_cast<int64_t>(i) * nb0);
     if (kquant) QuantizeRowQ8_K(xr, k, in.q8_k.data() + static_cast<int64_t>(i) * nbk);
+  }
+  if (need[kLegacyGemvInput]) {  // m == 1
+    in.legacy_pairs.resize((nb0 + 1) / 2);
+    MakeLegacyGemvPairs(in.q8_0.data(), nb0, in.legacy_pairs.data());
   }
   if (need[kQ8_KPairedInput]) {  // m == 1
     in.q8_k_paired.assign(in.q8_k.begin(), in.q8_k.begin() + nbk);
@@ -107,7 +143,7 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
   for (int j = 0; j < count; ++j) need[FormFor(ks, jobs[j].type, m)] = true;
   QuantizeInputs(x, m, k, need, inputs);
   const void* input[kNumInputForms] = {x, inputs.q8_0.data(), inputs.q8_k.data(),
-                                       inputs.q8_k_paired.data()};
+                                       inputs.q8_k_paired.data(), inputs.legacy_pairs.data()};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;

@@ -37,6 +37,7 @@ using ::llm::kernels::internal::BlockQ5_K;
 using ::llm::kernels::internal::BlockQ6_K;
 using ::llm::kernels::internal::BlockQ8_0;
 using ::llm::kernels::internal::BlockQ8_K;
+using ::llm::kernels::internal::LegacyGemvPair;
 
 inline float ReduceAdd(__m256 v) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -278,6 +279,39 @@ struct LegacyMicro512 {
     }
   }
 
+  // One weight row at m = 1 on prepared activations (LegacyGemvPair): per block pair only the
+  // weights are decoded; the same operations as Pair, so the same bits.
+  static constexpr bool kHasGemvRow = true;
+  static constexpr bool kGemvPairsChunks = false;
+  static constexpr bool kGemvLegacyPairs = true;
+  [[gnu::always_inline]] static inline __m512 GemvStep(__m512 acc, const LegacyGemvPair& xp,
+                                                       const WBlock* blk, __mmask16 lanes) {
+    PrefetchAhead(blk, 2 * sizeof(WBlock));
+    const Weights wt = DecodePair(blk, lanes == 0xFFFF);
+    const __m512i xq = _mm512_load_si512(xp.qs);
+    const __m512 dx = _mm512_load_ps(xp.dx);
+    if constexpr (F::kMin) {
+      const __m512 dot = _mm512_cvtepi32_ps(DotU8S8x512(_mm512_setzero_si512(), wt.q, xq));
+      acc = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt.d, dx), dot, acc, lanes);
+      return _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt.m, dx), _mm512_load_ps(xp.sf), acc, lanes);
+    } else {
+      const __m512i start = _mm512_sub_epi32(
+          _mm512_setzero_si512(), _mm512_slli_epi32(_mm512_load_si512(xp.s), F::kOffsetLog2));
+      const __m512 l = _mm512_cvtepi32_ps(DotU8S8x512(start, wt.q, xq));
+      return _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt.d, dx), l, acc, lanes);
+    }
+  }
+  static float GemvRow(const void* xv, const WBlock* w, int nb) {
+    const auto* xp = static_cast<const LegacyGemvPair*>(xv);
+    __m512 acc = _mm512_setzero_ps();
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) acc = GemvStep(acc, xp[b / 2], w + b, 0xFFFF);
+    if (b < nb) acc = GemvStep(acc, xp[b / 2], w + b, 0x00FF);
+    const __m256 even = _mm512_castps512_ps256(acc);
+    const __m256 odd = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+    return ReduceAdd(_mm256_add_ps(even, odd));
+  }
+
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
                    const float* bias, float* y, int64_t ldy) {
@@ -452,8 +486,8 @@ struct KMicro {
   // One weight row at m = 1 (MatmulBlockPanel): the 512-bit rows where they exist.
   static constexpr bool kHasGemvRow = kHasGemv512<F>;
   static constexpr bool kGemvPairsChunks = kGemv512PairsChunks<F>;
-  static float GemvRow(const XBlock* x, const WBlock* w, int nb) {
-    if constexpr (kHasGemvRow) return KGemvRow512<F>(x, w, nb);
+  static float GemvRow(const void* x, const WBlock* w, int nb) {
+    if constexpr (kHasGemvRow) return KGemvRow512<F>(static_cast<const XBlock*>(x), w, nb);
     return 0.0f;
   }
 #endif
@@ -540,5 +574,9 @@ QuantMatmulKernels MakeQuantKernels() {
   k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ4_K)] = GemvPairsChunks<K<qx::Q4_KF>>();
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ5_K)] = GemvPairsChunks<K<qx::Q5_KF>>();
+  k.gemv_legacy_pairs[static_cast<int>(DType::kQ4_0)] = GemvLegacyPairs<Legacy<qx::Q4_0F>>();
+  k.gemv_legacy_pairs[static_cast<int>(DType::kQ4_1)] = GemvLegacyPairs<Legacy<qx::Q4_1F>>();
+  k.gemv_legacy_pairs[static_cast<int>(DType::kQ5_0)] = GemvLegacyPairs<Legacy<qx::Q5_0F>>();
+  k.gemv_legacy_pairs[static_cast<int>(DType::kQ5_1)] = GemvLegacyPairs<Legacy<qx::Q5_1F>>();
   return k;
 }
