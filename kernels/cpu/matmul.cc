@@ -47,9 +47,9 @@ void PairChunksQ8K(BlockQ8_K* x, int nb) {
   }
 }
 
-void MakeLegacyGemvPairs(const BlockQ8_0* x, int nb, LegacyGemvPair* out) {
+void MakeLegacyBlockPairs(const BlockQ8_0* x, int nb, LegacyBlockPair* out) {
   for (int p = 0; p < (nb + 1) / 2; ++p) {
-    LegacyGemvPair& o = out[p];
+    LegacyBlockPair& o = out[p];
     std::memset(&o, 0, sizeof(o));
     for (int h = 0; h < 2 && 2 * p + h < nb; ++h) {
       const BlockQ8_0& b = x[2 * p + h];
@@ -80,15 +80,14 @@ enum InputForm {
   kQ8_0Input,
   kQ8_KInput,
   kQ8_KPairedInput,
-  kLegacyGemvInput,
+  kLegacyPairsInput,
   kNumInputForms
 };
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
   if (t == DType::kQ8_0) return kQ8_0Input;
   if (IsBlockFormat(t) && !IsKQuant(t)) {
-    return m == 1 && ks.quant->gemv_legacy_pairs[static_cast<int>(t)] ? kLegacyGemvInput
-                                                                      : kQ8_0Input;
+    return ks.quant->legacy_block_pairs[static_cast<int>(t)] ? kLegacyPairsInput : kQ8_0Input;
   }
   if (!IsKQuant(t)) return kFloatInput;
   return m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput : kQ8_KInput;
@@ -98,14 +97,14 @@ InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
 struct QuantizedInputs {
   std::vector<BlockQ8_0> q8_0;
   std::vector<BlockQ8_K> q8_k, q8_k_paired;
-  std::vector<LegacyGemvPair> legacy_pairs;
+  std::vector<LegacyBlockPair> legacy_pairs;
 };
 
 void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
                     QuantizedInputs& in) {
   const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
   const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput];
-  const bool q8_0 = need[kQ8_0Input] || need[kLegacyGemvInput];
+  const bool q8_0 = need[kQ8_0Input] || need[kLegacyPairsInput];
   if (q8_0 && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
     in.q8_0.resize(static_cast<size_t>(m) * nb0);
   }
@@ -118,9 +117,15 @@ void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms
     if (q8_0) QuantizeRowQ8_0(xr, k, in.q8_0.data() + static_cast<int64_t>(i) * nb0);
     if (kquant) QuantizeRowQ8_K(xr, k, in.q8_k.data() + static_cast<int64_t>(i) * nbk);
   }
-  if (need[kLegacyGemvInput]) {  // m == 1
-    in.legacy_pairs.resize((nb0 + 1) / 2);
-    MakeLegacyGemvPairs(in.q8_0.data(), nb0, in.legacy_pairs.data());
+  if (need[kLegacyPairsInput]) {
+    const int pairs = (nb0 + 1) / 2;
+    if (in.legacy_pairs.size() < static_cast<size_t>(m) * pairs) {
+      in.legacy_pairs.resize(static_cast<size_t>(m) * pairs);
+    }
+    for (int i = 0; i < m; ++i) {
+      MakeLegacyBlockPairs(in.q8_0.data() + static_cast<int64_t>(i) * nb0, nb0,
+                           in.legacy_pairs.data() + static_cast<int64_t>(i) * pairs);
+    }
   }
   if (need[kQ8_KPairedInput]) {  // m == 1
     in.q8_k_paired.assign(in.q8_k.begin(), in.q8_k.begin() + nbk);

@@ -40,23 +40,23 @@ struct QuantMatmulKernels {
   // At m = 1 the panel of this format wants its Q8_K activations with paired chunks
   // (PairChunksQ8K): the AVX-512 Q4_K GEMV.
   bool gemv_pairs_chunks[kNumDTypes] = {};
-  // At m = 1 the panel of this format wants its Q8_0 activations as LegacyGemvPairs: the
-  // AVX-512 GEMV of the 32-block formats.
-  bool gemv_legacy_pairs[kNumDTypes] = {};
+  // The panel of this format wants its Q8_0 activations as LegacyBlockPairs: the AVX-512
+  // kernels of the 32-block formats.
+  bool legacy_block_pairs[kNumDTypes] = {};
 };
 
-// A GEMV's Q8_0 activations for the 32-block formats, per pair of blocks (2p, 2p + 1), in the
-// registers' layout of the AVX-512 legacy kernel, built once per matmul instead of once per
-// weight row: the 64 quants, the per-lane sums S_l (int32, and as float), the scales d_x
-// (lanes 0..7 block 2p, 8..15 block 2p + 1). A last odd block leaves lanes 8..15 zero.
-struct alignas(64) LegacyGemvPair {
+// Q8_0 activations for the 32-block formats, per pair of blocks (2p, 2p + 1), in the register
+// layout of the AVX-512 legacy kernel, built once per matmul instead of once per tile: the 64
+// quants, the per-lane sums S_l (int32, and as float), the scales d_x (lanes 0..7 block 2p,
+// 8..15 block 2p + 1). A last odd block leaves lanes 8..15 zero.
+struct alignas(64) LegacyBlockPair {
   int8_t qs[64];
   int32_t s[16];
   float sf[16];
   float dx[16];
 };
 // x (nb Q8_0 blocks) -> (nb + 1) / 2 pairs.
-void MakeLegacyGemvPairs(const BlockQ8_0* x, int nb, LegacyGemvPair* out);
+void MakeLegacyBlockPairs(const BlockQ8_0* x, int nb, LegacyBlockPair* out);
 
 // Reorders each Q8_K block's 8 chunks of 32 activations to 0 2 1 3 4 6 5 7 (bsums unchanged):
 // then 64 consecutive bytes meet the low (or high) nibbles of 64 consecutive bytes of Q4_K quants.
@@ -235,10 +235,19 @@ constexpr bool GemvPairsChunks() {
     return false;
   }
 }
+// Activation blocks per row the panel's x has: nb, or (nb + 1) / 2 block pairs.
 template <class Micro>
-constexpr bool GemvLegacyPairs() {
-  if constexpr (requires { Micro::kGemvLegacyPairs; }) {
-    return Micro::kGemvLegacyPairs;
+constexpr int64_t XStride(int nb) {
+  if constexpr (requires { Micro::kXBlockPairs; }) {
+    return (nb + 1) / 2;
+  } else {
+    return nb;
+  }
+}
+template <class Micro>
+constexpr bool WantsLegacyBlockPairs() {
+  if constexpr (requires { Micro::kXBlockPairs; }) {
+    return Micro::kXBlockPairs;
   } else {
     return false;
   }
@@ -252,6 +261,7 @@ void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int 
   const auto* xq = static_cast<const typename Micro::XBlock*>(xv);
   const auto* w = static_cast<const typename Micro::WBlock*>(wv);
   const int nb = k / Micro::kBlock;
+  const int64_t ldx = XStride<Micro>(nb);
   if constexpr (HasGemvRow<Micro>()) {
     if (m == 1) {  // a row at a time, as the tiles below would at m = 1 (same bits)
       for (int j = n0; j < n1; ++j) {
@@ -269,7 +279,7 @@ void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int 
       for (int i = c0; i < c1; i += Micro::kMR) {
         const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
         BlockTile<Micro, Micro::kMR, Micro::kNR>(
-            mr, nr, xq + static_cast<int64_t>(i) * nb, nb, w + static_cast<int64_t>(j) * nb, nb, nb,
+            mr, nr, xq + i * ldx, ldx, w + static_cast<int64_t>(j) * nb, nb, nb,
             bias != nullptr ? bias + j : nullptr, y + static_cast<int64_t>(i) * ldy + j, ldy);
       }
     }

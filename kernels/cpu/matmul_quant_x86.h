@@ -37,7 +37,7 @@ using ::llm::kernels::internal::BlockQ5_K;
 using ::llm::kernels::internal::BlockQ6_K;
 using ::llm::kernels::internal::BlockQ8_0;
 using ::llm::kernels::internal::BlockQ8_K;
-using ::llm::kernels::internal::LegacyGemvPair;
+using ::llm::kernels::internal::LegacyBlockPair;
 
 inline float ReduceAdd(__m256 v) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -188,17 +188,17 @@ struct WordIndex {
 // The legacy formats on 512-bit vectors: a block pair (b, b + 1) per step, lanes 0..7 of an
 // output's register the even chain and 8..15 the odd one, so one vpdpbusd, one conversion and
 // one fma serve two blocks. Both weight blocks come from one masked load, and one vpermw each
-// places their nibbles and their scales (shuffles, not ALU work, bounded the per-block decode).
-// Same integers and float operations as LegacyMicro: the same bits.
+// places their nibbles and their scales; the activations come prepared (LegacyBlockPair), so a
+// step decodes only weights. Same integers and float operations as LegacyMicro: the same bits.
 template <class F, int kMRv, int kNRv>
 struct LegacyMicro512 {
-  using XBlock = BlockQ8_0;
+  using XBlock = LegacyBlockPair;  // x rows as block pairs (matmul.cc builds them)
+  static constexpr bool kXBlockPairs = true;
   using WBlock = typename F::B;
   static constexpr int kBlock = 32;
   static constexpr int kMR = kMRv;
   static constexpr int kNR = kNRv;
   static constexpr int kWords = sizeof(WBlock) / 2;  // 16-bit words per weight block
-  static constexpr int kXWords = sizeof(XBlock) / 2;
 
   // Bytes 0..31 block b's 32 unsigned quants, 32..63 block b + 1's; lanes 0..7 of the floats
   // block b's scale d (and min m), 8..15 block b + 1's.
@@ -248,20 +248,11 @@ struct LegacyMicro512 {
       wt[j] = DecodePair(blk, both);
     }
     for (int i = 0; i < MR; ++i) {
-      const XBlock* xb = &x[i * ldx + b];
-      const __m512i xv = _mm512_maskz_loadu_epi16(
-          static_cast<__mmask32>((1ull << (both ? 32 : kXWords)) - 1), xb);  // d0 qs0 d1 qs1[0..29]
-      const __m512 dx = _mm512_cvtph_ps(
-          _mm512_castsi512_si256(_mm512_permutexvar_epi16(WordIndex::Pair(0, kXWords), xv)));
-      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[0].qs));
-      const __m512i xq =
-          both ? _mm512_inserti64x4(_mm512_castsi256_si512(x0),
-                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[1].qs)),
-                                    1)
-               : _mm512_zextsi256_si512(x0);
-      const __m512i sx = DotU8S8x512(_mm512_setzero_si512(), _mm512_set1_epi8(1), xq);
+      const XBlock& xp = x[i * ldx + b / 2];
+      const __m512i xq = _mm512_load_si512(xp.qs);
+      const __m512 dx = _mm512_load_ps(xp.dx);
       if constexpr (F::kMin) {
-        const __m512 sxf = _mm512_cvtepi32_ps(sx);
+        const __m512 sxf = _mm512_load_ps(xp.sf);
         for (int j = 0; j < NR; ++j) {
           const __m512 dot = _mm512_cvtepi32_ps(DotU8S8x512(_mm512_setzero_si512(), wt[j].q, xq));
           acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt[j].d, dx), dot, acc[i][j], lanes);
@@ -269,8 +260,8 @@ struct LegacyMicro512 {
         }
       } else {
         // D - offset * S in one dot product started from -(offset * S).
-        const __m512i start =
-            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sx, F::kOffsetLog2));
+        const __m512i start = _mm512_sub_epi32(
+            _mm512_setzero_si512(), _mm512_slli_epi32(_mm512_load_si512(xp.s), F::kOffsetLog2));
         for (int j = 0; j < NR; ++j) {
           const __m512 l = _mm512_cvtepi32_ps(DotU8S8x512(start, wt[j].q, xq));
           acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt[j].d, dx), l, acc[i][j], lanes);
@@ -279,37 +270,23 @@ struct LegacyMicro512 {
     }
   }
 
-  // One weight row at m = 1 on prepared activations (LegacyGemvPair): per block pair only the
-  // weights are decoded; the same operations as Pair, so the same bits.
-  static constexpr bool kHasGemvRow = true;
-  static constexpr bool kGemvPairsChunks = false;
-  static constexpr bool kGemvLegacyPairs = true;
-  [[gnu::always_inline]] static inline __m512 GemvStep(__m512 acc, const LegacyGemvPair& xp,
-                                                       const WBlock* blk, __mmask16 lanes) {
-    PrefetchAhead(blk, 2 * sizeof(WBlock));
-    const Weights wt = DecodePair(blk, lanes == 0xFFFF);
-    const __m512i xq = _mm512_load_si512(xp.qs);
-    const __m512 dx = _mm512_load_ps(xp.dx);
-    if constexpr (F::kMin) {
-      const __m512 dot = _mm512_cvtepi32_ps(DotU8S8x512(_mm512_setzero_si512(), wt.q, xq));
-      acc = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt.d, dx), dot, acc, lanes);
-      return _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt.m, dx), _mm512_load_ps(xp.sf), acc, lanes);
-    } else {
-      const __m512i start = _mm512_sub_epi32(
-          _mm512_setzero_si512(), _mm512_slli_epi32(_mm512_load_si512(xp.s), F::kOffsetLog2));
-      const __m512 l = _mm512_cvtepi32_ps(DotU8S8x512(start, wt.q, xq));
-      return _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt.d, dx), l, acc, lanes);
-    }
-  }
-  static float GemvRow(const void* xv, const WBlock* w, int nb) {
-    const auto* xp = static_cast<const LegacyGemvPair*>(xv);
-    __m512 acc = _mm512_setzero_ps();
-    int b = 0;
-    for (; b + 2 <= nb; b += 2) acc = GemvStep(acc, xp[b / 2], w + b, 0xFFFF);
-    if (b < nb) acc = GemvStep(acc, xp[b / 2], w + b, 0x00FF);
+  static float Reduce(__m512 acc) {
     const __m256 even = _mm512_castps512_ps256(acc);
     const __m256 odd = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
     return ReduceAdd(_mm256_add_ps(even, odd));
+  }
+
+  // One weight row at m = 1 (MatmulBlockPanel), Tile<1, 1>'s operations without the per-row
+  // tile dispatch (which cost a GEMV ~15%).
+  static constexpr bool kHasGemvRow = true;
+  static constexpr bool kGemvPairsChunks = false;
+  static float GemvRow(const void* xv, const WBlock* w, int nb) {
+    const auto* x = static_cast<const XBlock*>(xv);
+    __m512 acc[1][1] = {{_mm512_setzero_ps()}};
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) Pair<1, 1>(acc, x, 0, w, 0, b, 0xFFFF);
+    if (b < nb) Pair<1, 1>(acc, x, 0, w, 0, b, 0x00FF);
+    return Reduce(acc[0][0]);
   }
 
   template <int MR, int NR>
@@ -324,9 +301,7 @@ struct LegacyMicro512 {
     if (b < nb) Pair<MR, NR>(acc, x, ldx, w, ldw, b, 0x00FF);
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) {
-        const __m256 even = _mm512_castps512_ps256(acc[i][j]);
-        const __m256 odd = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i][j]), 1));
-        const float s = ReduceAdd(_mm256_add_ps(even, odd));
+        const float s = Reduce(acc[i][j]);
         y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
       }
     }
@@ -574,9 +549,9 @@ QuantMatmulKernels MakeQuantKernels() {
   k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ4_K)] = GemvPairsChunks<K<qx::Q4_KF>>();
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ5_K)] = GemvPairsChunks<K<qx::Q5_KF>>();
-  k.gemv_legacy_pairs[static_cast<int>(DType::kQ4_0)] = GemvLegacyPairs<Legacy<qx::Q4_0F>>();
-  k.gemv_legacy_pairs[static_cast<int>(DType::kQ4_1)] = GemvLegacyPairs<Legacy<qx::Q4_1F>>();
-  k.gemv_legacy_pairs[static_cast<int>(DType::kQ5_0)] = GemvLegacyPairs<Legacy<qx::Q5_0F>>();
-  k.gemv_legacy_pairs[static_cast<int>(DType::kQ5_1)] = GemvLegacyPairs<Legacy<qx::Q5_1F>>();
+  k.legacy_block_pairs[static_cast<int>(DType::kQ4_0)] = WantsLegacyBlockPairs<Legacy<qx::Q4_0F>>();
+  k.legacy_block_pairs[static_cast<int>(DType::kQ4_1)] = WantsLegacyBlockPairs<Legacy<qx::Q4_1F>>();
+  k.legacy_block_pairs[static_cast<int>(DType::kQ5_0)] = WantsLegacyBlockPairs<Legacy<qx::Q5_0F>>();
+  k.legacy_block_pairs[static_cast<int>(DType::kQ5_1)] = WantsLegacyBlockPairs<Legacy<qx::Q5_1F>>();
   return k;
 }
