@@ -235,15 +235,7 @@ constexpr bool GemvPairsChunks() {
     return false;
   }
 }
-// Activation blocks per row the panel's x has: nb, or (nb + 1) / 2 block pairs.
-template <class Micro>
-constexpr int64_t XStride(int nb) {
-  if constexpr (requires { Micro::kXBlockPairs; }) {
-    return (nb + 1) / 2;
-  } else {
-    return nb;
-  }
-}
+// Whether the micro-kernel takes its activations as LegacyBlockPairs.
 template <class Micro>
 constexpr bool WantsLegacyBlockPairs() {
   if constexpr (requires { Micro::kXBlockPairs; }) {
@@ -251,6 +243,11 @@ constexpr bool WantsLegacyBlockPairs() {
   } else {
     return false;
   }
+}
+// Activation blocks per row the panel's x has: nb, or (nb + 1) / 2 block pairs.
+template <class Micro>
+constexpr int64_t XStride(int nb) {
+  return WantsLegacyBlockPairs<Micro>() ? (nb + 1) / 2 : nb;
 }
 
 // The block-format panel: MatmulQ8Panel's loop over a micro-kernel with block types XBlock

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/golden/reference_common.h"
+#include "tests/greedy_request.h"
 #include "worker/engine/engine.h"
 #include "worker/model/rank_executor.h"
 
@@ -29,16 +30,6 @@ inline std::string SharedPath(const std::string& rel) {
     if (!std::filesystem::exists(::llm::testing::SharedPath(rel)))                     \
       GTEST_SKIP() << "missing shared test data: " << ::llm::testing::SharedPath(rel); \
   } while (0)
-
-// The goldens' decoding through the engine: greedy, `max_tokens` tokens, EOS ignored.
-inline GenerateRequest GreedyRequest(std::vector<int32_t> prompt, int max_tokens) {
-  GenerateRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0;
-  return r;
-}
 
 // The token ids of a result.
 inline std::vector<int32_t> TokenIds(const GenerateResult& r) {

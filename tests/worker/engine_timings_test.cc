@@ -8,22 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "tests/greedy_request.h"
 #include "worker/engine/engine.h"
 #include "worker/model/model_weights.h"
 
 namespace llm {
 namespace {
 
-const std::string kModel = std::string(LLM_SHARED_DIR) + "/models/stories260K";
+using ::llm::testing::GreedyRequest;
 
-GenerateRequest Request(std::vector<int32_t> prompt, int max_tokens) {
-  GenerateRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0;
-  return r;
-}
+const std::string kModel = std::string(LLM_SHARED_DIR) + "/models/stories260K";
 
 void ExpectConsistent(const RequestTimings& t, const std::string& what) {
   EXPECT_GE(t.queue_s, 0) << what;
@@ -42,14 +36,15 @@ TEST(EngineTimings, OrderedNonNegativeAndQueueTimeGrowsBehindAFullBatch) {
   auto engine = Engine::Create(**weights, cfg);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
 
-  auto alone = GenerateAll(**engine, {Request({1, 403, 407, 261}, 8)});
+  auto alone = GenerateAll(**engine, {GreedyRequest({1, 403, 407, 261}, 8)});
   ASSERT_TRUE(alone.ok()) << alone.status().ToString();
   ASSERT_EQ((*alone)[0].tokens.size(), 8u);
   const RequestTimings a = (*alone)[0].timings;
   ExpectConsistent(a, "alone");
 
   // Both arrive before the first step; the second runs only once the first has finished.
-  auto both = GenerateAll(**engine, {Request({1, 403, 407, 261}, 48), Request({1, 378}, 8)});
+  auto both =
+      GenerateAll(**engine, {GreedyRequest({1, 403, 407, 261}, 48), GreedyRequest({1, 378}, 8)});
   ASSERT_TRUE(both.ok()) << both.status().ToString();
   const RequestTimings first = (*both)[0].timings, second = (*both)[1].timings;
   ExpectConsistent(first, "first");
