@@ -32,6 +32,8 @@ const char* DTypeName(DType t) {
       return "Q5_K";
     case DType::kQ6_K:
       return "Q6_K";
+    case DType::kQ4_0Packed:
+      return "Q4_0 (packed)";
   }
   return "?";
 }

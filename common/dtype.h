@@ -27,8 +27,13 @@ enum class DType : uint8_t {
   kQ4_K,
   kQ5_K,
   kQ6_K,
+  // Not a file format: Q4_0 rows repacked once at load by the CPU backend for its AVX-512
+  // kernels (kernels/cpu/q4_0_packed.h), the same bytes per row as Q4_0. Only that backend's
+  // Matmul reads it; no file, config or other op ever sees it.
+  kQ4_0Packed,
 };
-constexpr int kNumDTypes = 13;
+constexpr int kNumDTypes = 13;         // the formats a file or config can name (kF32 .. kQ6_K)
+constexpr int kNumMatmulFormats = 14;  // and the backend layouts (kQ4_0Packed)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -44,7 +49,7 @@ constexpr bool IsBlockFormat(DType t) {
 }
 // The K-quants: super-blocks of 256 whose matmul runs on Q8_K activations.
 constexpr bool IsKQuant(DType t) {
-  return t >= DType::kQ2_K;
+  return t >= DType::kQ2_K && t <= DType::kQ6_K;
 }
 // Weights per block (1 for element formats).
 constexpr int BlockSize(DType t) {
@@ -52,7 +57,8 @@ constexpr int BlockSize(DType t) {
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
-  constexpr size_t kBytes[kNumDTypes] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210};
+  constexpr size_t kBytes[kNumMatmulFormats] = {4,  2,  2,   34,  18,  20,  22,
+                                                24, 84, 110, 144, 176, 210, 18};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).

@@ -124,6 +124,11 @@ class GgufFile {
   StatusOr<std::vector<int64_t>> GetIntArray(const std::string& key) const;
   StatusOr<std::vector<double>> GetFloatArray(const std::string& key) const;
 
+  // Drops this process's pages of [data, data + bytes) when the range lies in the file's mapping
+  // (a tensor a backend copied elsewhere): they read back from the file if touched again. A
+  // no-op for FromMemory images and ranges outside the mapping.
+  void ReleasePages(const void* data, size_t bytes) const;
+
  private:
   GgufFile() = default;
   Status Parse();

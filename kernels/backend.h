@@ -149,6 +149,16 @@ class Backend {
   // layout.rotary_dim lanes rotates by positions[t] * inv_freq[i] (rotary_dim / 2 entries).
   virtual void Rope(float* x, const int32_t* positions, int tokens, int heads,
                     const RopeLayout& layout, const float* inv_freq) = 0;
+  // Once at load, before the weight's first use: a backend may give a matmul weight a layout of
+  // its own that its Matmul reads faster (the CPU backend repacks Q4_0 for its AVX-512 kernels,
+  // kernels/cpu/q4_0_packed.h). Then it returns the Buffer holding that copy, with w.data and
+  // w.format pointing at it (w.format a backend layout such as DType::kQ4_0Packed, which only
+  // Matmul and MatmulSameInput may be given); else an empty Buffer and `w` unchanged. Bitwise
+  // the same results either way.
+  virtual StatusOr<Buffer> PrepareMatmulWeight(Weight& w) {
+    (void)w;
+    return Buffer();
+  }
   // out[i] = silu(gate[i]) * up[i].
   virtual void SiluMul(const float* gate, const float* up, int64_t count, float* out) = 0;
   // out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh)

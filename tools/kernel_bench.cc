@@ -93,7 +93,7 @@ void BenchGemv() {
   std::normal_distribution<float> d(0.0f, 0.05f);
   std::vector<float> x(k), y(8192);
   for (float& v : x) v = d(rng) * 20;
-  const DType types[] = {DType::kF16,  DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+  const DType types[] = {DType::kF16,  DType::kQ8_0, DType::kQ4_0, DType::kQ4_0Packed, DType::kQ4_K,
                          DType::kQ5_K, DType::kQ6_K, DType::kQ3_K, DType::kQ2_K};
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);
@@ -101,7 +101,7 @@ void BenchGemv() {
       "GEMV k=%d threads=%d: GB/s of weights (in cache: 2048 rows; DRAM: 5632-row "
       "matrices, >= 256 MB round robin)\n",
       k, omp_get_max_threads());
-  std::printf("  %-5s %-12s %10s %10s\n", "dtype", "isa", "cache", "DRAM");
+  std::printf("  %-13s %-12s %10s %10s\n", "dtype", "isa", "cache", "DRAM");
   for (DType t : types) {
     const size_t row = llm::RowBytes(t, k);
     const int big_n = 5632;
@@ -111,6 +111,11 @@ void BenchGemv() {
       if (t == DType::kF16) {
         auto* h = reinterpret_cast<uint16_t*>(mats[c].data());
         for (size_t i = 0; i < mats[c].size() / 2; ++i) h[i] = llm::F32ToF16(d(rng));
+      } else if (t == DType::kQ4_0Packed) {  // random Q4_0, repacked as the CPU backend does
+        std::vector<uint8_t> q4(mats[c].size());
+        kn::FillRandomBlocks(DType::kQ4_0, 10 + c, q4.data(),
+                             static_cast<int64_t>(q4.size() / llm::RowBytes(DType::kQ4_0, 32)));
+        kn::PackQ4_0Rows(q4.data(), big_n, k, mats[c].data());
       } else {
         kn::FillRandomBlocks(t, 10 + c, mats[c].data(),
                              static_cast<int64_t>(mats[c].size() / llm::RowBytes(t, 256)));
@@ -133,7 +138,7 @@ void BenchGemv() {
             next = (next + 1) % copies;
           },
           0.5);
-      std::printf("  %-5s %-12s %10.1f %10.1f\n", llm::DTypeName(t), ks.isa,
+      std::printf("  %-13s %-12s %10.1f %10.1f\n", llm::DTypeName(t), ks.isa,
                   row * small_n / cache_s * 1e-9, row * big_n / dram_s * 1e-9);
     }
   }

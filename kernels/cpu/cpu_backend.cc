@@ -45,7 +45,9 @@ class CpuBackendImpl final : public Backend {
  public:
   CpuBackendImpl() {
     caps_.name = "cpu";
-    for (int t = 0; t < kNumDTypes; ++t) caps_.weight_formats.push_back(static_cast<DType>(t));
+    // Every file format, and the packed Q4_0 its PrepareMatmulWeight makes.
+    for (int t = 0; t < kNumMatmulFormats; ++t)
+      caps_.weight_formats.push_back(static_cast<DType>(t));
     caps_.max_head_dim = kMaxHeadDim;
     caps_.max_block_size = kMaxBlockSize;
     caps_.memory_bytes = 0;
@@ -94,6 +96,16 @@ class CpuBackendImpl final : public Backend {
         Backend::MatmulSameInput(x, m, outs + first, n);
       }
     }
+  }
+  StatusOr<Buffer> PrepareMatmulWeight(Weight& w) override {
+    if (w.format != DType::kQ4_0 || w.empty() || !MatmulPacksQ4_0()) return Buffer();
+    const size_t bytes = RowBytes(w.format, w.cols) * static_cast<size_t>(w.rows);
+    auto buf = Allocate(bytes);
+    if (!buf.ok()) return buf.status();
+    PackQ4_0Rows(w.data, w.rows, w.cols, buf->data());
+    w.data = buf->data();
+    w.format = DType::kQ4_0Packed;
+    return buf;
   }
   void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps,
                float* out) override {

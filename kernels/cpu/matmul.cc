@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/panel_schedule.h"
+#include "kernels/cpu/q4_0_packed.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
 
@@ -66,6 +67,11 @@ void MakeLegacyBlockPairs(const BlockQ8_0* x, int nb, LegacyBlockPair* out) {
   }
 }
 
+// Whether this kernel set reads packed Q4_0 as it is; the others unpack its rows per panel.
+bool NativePackedQ4_0(const MatmulKernels& ks) {
+  return ks.quant->fn[static_cast<int>(DType::kQ4_0Packed)] != nullptr;
+}
+
 // Weight rows per parallel work item. Small enough to load-balance n = 2048 over 16 threads,
 // large enough that a panel is many cache lines of weights.
 constexpr int kPanelRows = 16;
@@ -73,19 +79,25 @@ constexpr int kPanelRows = 16;
 namespace {
 
 // The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (Q8_0 and the
-// legacy formats, ggml's vec_dot_type), Q8_K (K-quants) and Q8_K with paired chunks (the
-// AVX-512 Q4_K GEMV, PairChunksQ8K).
+// legacy formats, ggml's vec_dot_type), Q8_K (K-quants), Q8_K with paired chunks (the
+// AVX-512 Q4_K GEMV, PairChunksQ8K), LegacyBlockPairs (the AVX-512 legacy kernels) and
+// PackedQ4_0X rows (the AVX-512 packed Q4_0 kernel).
 enum InputForm {
   kFloatInput,
   kQ8_0Input,
   kQ8_KInput,
   kQ8_KPairedInput,
   kLegacyPairsInput,
+  kPackedQ4_0Input,
   kNumInputForms
 };
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
   if (t == DType::kQ8_0) return kQ8_0Input;
+  if (t == DType::kQ4_0Packed) {
+    if (NativePackedQ4_0(ks)) return kPackedQ4_0Input;
+    t = DType::kQ4_0;
+  }
   if (IsBlockFormat(t) && !IsKQuant(t)) {
     return ks.quant->legacy_block_pairs[static_cast<int>(t)] ? kLegacyPairsInput : kQ8_0Input;
   }
@@ -98,33 +110,44 @@ struct QuantizedInputs {
   std::vector<BlockQ8_0> q8_0;
   std::vector<BlockQ8_K> q8_k, q8_k_paired;
   std::vector<LegacyBlockPair> legacy_pairs;
+  std::vector<LegacyBlockPair> packed_q4_0;  // rows of PackedQ4_0XRowBytes (whole pairs)
 };
+
+// Makes a vector of 64-byte-aligned pairs hold at least `bytes`.
+void ReservePairs(std::vector<LegacyBlockPair>& v, int64_t bytes) {
+  const auto pairs = static_cast<size_t>(bytes / static_cast<int64_t>(sizeof(LegacyBlockPair)));
+  if (v.size() < pairs) v.resize(pairs);
+}
 
 void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
                     QuantizedInputs& in) {
   const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
   const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput];
-  const bool q8_0 = need[kQ8_0Input] || need[kLegacyPairsInput];
+  const bool q8_0 = need[kQ8_0Input] || need[kLegacyPairsInput] || need[kPackedQ4_0Input];
   if (q8_0 && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
     in.q8_0.resize(static_cast<size_t>(m) * nb0);
   }
   if (kquant && in.q8_k.size() < static_cast<size_t>(m) * nbk) {
     in.q8_k.resize(static_cast<size_t>(m) * nbk);
   }
+  const int pairs = (nb0 + 1) / 2;
+  if (need[kLegacyPairsInput]) {
+    ReservePairs(in.legacy_pairs,
+                 static_cast<int64_t>(m) * pairs * static_cast<int64_t>(sizeof(LegacyBlockPair)));
+  }
+  const int64_t packed_row = PackedQ4_0XRowBytes(nb0);
+  if (need[kPackedQ4_0Input]) ReservePairs(in.packed_q4_0, m * packed_row);
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
   for (int i = 0; i < m; ++i) {
     const float* xr = x + static_cast<int64_t>(i) * k;
-    if (q8_0) QuantizeRowQ8_0(xr, k, in.q8_0.data() + static_cast<int64_t>(i) * nb0);
+    BlockQ8_0* xq = in.q8_0.data() + static_cast<int64_t>(i) * nb0;
+    if (q8_0) QuantizeRowQ8_0(xr, k, xq);
     if (kquant) QuantizeRowQ8_K(xr, k, in.q8_k.data() + static_cast<int64_t>(i) * nbk);
-  }
-  if (need[kLegacyPairsInput]) {
-    const int pairs = (nb0 + 1) / 2;
-    if (in.legacy_pairs.size() < static_cast<size_t>(m) * pairs) {
-      in.legacy_pairs.resize(static_cast<size_t>(m) * pairs);
+    if (need[kLegacyPairsInput]) {
+      MakeLegacyBlockPairs(xq, nb0, in.legacy_pairs.data() + static_cast<int64_t>(i) * pairs);
     }
-    for (int i = 0; i < m; ++i) {
-      MakeLegacyBlockPairs(in.q8_0.data() + static_cast<int64_t>(i) * nb0, nb0,
-                           in.legacy_pairs.data() + static_cast<int64_t>(i) * pairs);
+    if (need[kPackedQ4_0Input]) {
+      MakePackedQ4_0X(xq, nb0, reinterpret_cast<uint8_t*>(in.packed_q4_0.data()) + i * packed_row);
     }
   }
   if (need[kQ8_KPairedInput]) {  // m == 1
@@ -147,8 +170,12 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
   bool need[kNumInputForms] = {};
   for (int j = 0; j < count; ++j) need[FormFor(ks, jobs[j].type, m)] = true;
   QuantizeInputs(x, m, k, need, inputs);
-  const void* input[kNumInputForms] = {x, inputs.q8_0.data(), inputs.q8_k.data(),
-                                       inputs.q8_k_paired.data(), inputs.legacy_pairs.data()};
+  const void* input[kNumInputForms] = {x,
+                                       inputs.q8_0.data(),
+                                       inputs.q8_k.data(),
+                                       inputs.q8_k_paired.data(),
+                                       inputs.legacy_pairs.data(),
+                                       inputs.packed_q4_0.data()};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;
@@ -176,6 +203,19 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
       case DType::kQ8_0:
         ks.q8_0(static_cast<const BlockQ8_0*>(in), m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
+      case DType::kQ4_0Packed:
+        if (!NativePackedQ4_0(ks)) {  // this set has no packed kernel: Q4_0's, on the rows unpacked
+          const size_t row = RowBytes(DType::kQ4_0, k);
+          static thread_local std::vector<uint8_t> unpacked;
+          if (unpacked.size() < row * kPanelRows) unpacked.resize(row * kPanelRows);
+          UnpackQ4_0Rows(static_cast<const uint8_t*>(job.w) + row * n0, n1 - n0, k,
+                         unpacked.data());
+          ks.quant->fn[static_cast<int>(DType::kQ4_0)](
+              in, m, k, unpacked.data(), 0, n1 - n0, job.bias != nullptr ? job.bias + n0 : nullptr,
+              job.y + n0, job.n);
+          break;
+        }
+        [[fallthrough]];
       default:
         ks.quant->fn[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
@@ -260,6 +300,22 @@ void Matmul(const float* x, int m, int k, const void* w, DType w_type, int n, co
 
 void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int count) {
   internal::MatmulSameInputWith(Kernels(), x, m, k, jobs, count);
+}
+
+bool MatmulPacksQ4_0() {
+  const char* off = std::getenv("LLM_PACK_Q4_0");
+  return internal::NativePackedQ4_0(Kernels()) && !(off != nullptr && std::strcmp(off, "0") == 0);
+}
+
+void PackQ4_0Rows(const void* src, int64_t rows, int cols, void* dst) {
+  const size_t row = RowBytes(DType::kQ4_0, cols);
+  constexpr int64_t kRowsPerItem = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerItem) {
+    internal::PackQ4_0Rows(static_cast<const uint8_t*>(src) + r0 * row,
+                           std::min(kRowsPerItem, rows - r0), cols,
+                           static_cast<uint8_t*>(dst) + r0 * row);
+  }
 }
 
 const char* MatmulIsa() {

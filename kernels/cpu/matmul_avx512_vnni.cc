@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/q4_0_packed.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu/quant_blocks.h"
 

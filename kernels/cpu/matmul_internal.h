@@ -36,13 +36,16 @@ using MatmulQ8PanelFn = void (*)(const BlockQ8_0* xq, int m, int k, const void* 
 using MatmulBlockPanelFn = void (*)(const void* xq, int m, int k, const void* w, int n0, int n1,
                                     const float* bias, float* y, int ldy);
 struct QuantMatmulKernels {
-  MatmulBlockPanelFn fn[kNumDTypes] = {};  // indexed by DType; null for the non-block formats
+  // Indexed by DType; null for the non-block formats. kQ4_0Packed (q4_0_packed.h) has a panel in
+  // the AVX-512 sets only, on PackedQ4_0X activations; the other sets unpack its rows
+  // (matmul.cc).
+  MatmulBlockPanelFn fn[kNumMatmulFormats] = {};
   // At m = 1 the panel of this format wants its Q8_K activations with paired chunks
   // (PairChunksQ8K): the AVX-512 Q4_K GEMV.
-  bool gemv_pairs_chunks[kNumDTypes] = {};
+  bool gemv_pairs_chunks[kNumMatmulFormats] = {};
   // The panel of this format wants its Q8_0 activations as LegacyBlockPairs: the AVX-512
   // kernels of the 32-block formats.
-  bool legacy_block_pairs[kNumDTypes] = {};
+  bool legacy_block_pairs[kNumMatmulFormats] = {};
 };
 
 // Q8_0 activations for the 32-block formats, per pair of blocks (2p, 2p + 1), in the register

@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/int8_dot_x86.h"
+#include "kernels/cpu/q4_0_packed.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -446,6 +447,7 @@ inline __m256i ScaleOf(__m256i sc, int h) {
 
 #if defined(__AVX512BW__)
 #include "kernels/cpu/matmul_kquant_gemv512.h"  // NOLINT: inside this TU's anonymous namespace
+#include "kernels/cpu/matmul_q4_0_packed512.h"  // NOLINT: inside this TU's anonymous namespace
 #endif
 
 namespace qx {
@@ -553,5 +555,8 @@ QuantMatmulKernels MakeQuantKernels() {
   k.legacy_block_pairs[static_cast<int>(DType::kQ4_1)] = WantsLegacyBlockPairs<Legacy<qx::Q4_1F>>();
   k.legacy_block_pairs[static_cast<int>(DType::kQ5_0)] = WantsLegacyBlockPairs<Legacy<qx::Q5_0F>>();
   k.legacy_block_pairs[static_cast<int>(DType::kQ5_1)] = WantsLegacyBlockPairs<Legacy<qx::Q5_1F>>();
+#if defined(__AVX512BW__)
+  k.fn[static_cast<int>(DType::kQ4_0Packed)] = qx::MatmulPackedQ4_0Panel<qx::PackedQ4_0Micro<4, 4>>;
+#endif
   return k;
 }

@@ -693,6 +693,34 @@ Status CheckWeightFormats(const ModelWeights& w, const kernels::BackendCaps& cap
   return status;
 }
 
+namespace {
+
+// The backend's own layouts of the matmul weights (Backend::PrepareMatmulWeight) on a backend of
+// host memory; the embedding table, which Embedding reads, keeps its layout. A source the backend
+// copied is given back: its pages of a mapped GGUF file, or the owned copy it was.
+Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
+  Status status = Status::Ok();
+  w.ForEachWeight([&](const std::string& name, Weight& t) {
+    if (!status.ok() || name == "embed_tokens" || t.rows <= 1) return;
+    const Weight before = t;
+    auto buf = backend.PrepareMatmulWeight(t);
+    if (!buf.ok()) {
+      status = buf.status().WithContext("preparing weight '" + name + "'");
+      return;
+    }
+    if (buf->data() == nullptr) return;
+    w.placed.push_back(std::move(*buf));
+    const size_t bytes = RowBytes(before.format, before.cols) * static_cast<size_t>(before.rows);
+    if (w.gguf != nullptr) w.gguf->ReleasePages(before.data, bytes);
+    for (std::vector<uint8_t>& owned : w.owned8) {
+      if (owned.data() == before.data && owned.size() == bytes) std::vector<uint8_t>().swap(owned);
+    }
+  });
+  return status;
+}
+
+}  // namespace
+
 Status PlaceWeights(ModelWeights& w, kernels::Backend& backend) {
   const kernels::BackendCaps& caps = backend.caps();
   if (w.placed_on == &backend) return Status::Ok();
@@ -700,7 +728,11 @@ Status PlaceWeights(ModelWeights& w, kernels::Backend& backend) {
     return FailedPrecondition("weights are already placed on another backend");
   }
   LLM_RETURN_IF_ERROR(CheckWeightFormats(w, caps));
-  if (caps.host_memory) return Status::Ok();
+  if (caps.host_memory) {
+    LLM_RETURN_IF_ERROR(PrepareMatmulWeights(w, backend));
+    w.placed_on = &backend;
+    return Status::Ok();
+  }
   Status status = Status::Ok();
   const bool tied = w.lm_head.data == w.embed.data;
   w.ForEachWeight([&](const std::string& name, Weight& t) {
