@@ -311,8 +311,7 @@ TEST(InSituQuantization, PackedQ4_0GivesTheBitsOfQ4_0ThroughTheModel) {
   EXPECT_EQ((*plain)->layers[0].q.format, DType::kQ4_0);
   EXPECT_EQ((*packed)->lm_head.format, DType::kQ6_K);
   EXPECT_EQ((*packed)->embed.format, (*plain)->embed.format);
-  const std::vector<std::vector<int32_t>> seqs = {{1, 5, 9, 2, 33, 600, 7, 7, 12, 90, 4, 3},
-                                                  {8}};
+  const std::vector<std::vector<int32_t>> seqs = {{1, 5, 9, 2, 33, 600, 7, 7, 12, 90, 4, 3}, {8}};
   const auto want = TeacherForced(**plain, seqs), got = TeacherForced(**packed, seqs);
   ASSERT_EQ(want.size(), seqs.size());
   ASSERT_EQ(got.size(), seqs.size());
