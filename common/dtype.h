@@ -27,7 +27,7 @@ enum class DType : uint8_t {
   kQ4_K,
   kQ5_K,
   kQ6_K,
-  // Not a file format: Q4_0 rows repacked once at load by the CPU backend for its AVX-512
+  // Not a file format: Q4_0 rows repacked once at load by the CPU backend for its SIMD
   // kernels (kernels/cpu/q4_0_packed.h), the same bytes per row as Q4_0. Only that backend's
   // Matmul reads it; no file, config or other op ever sees it.
   kQ4_0Packed,

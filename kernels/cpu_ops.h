@@ -43,9 +43,9 @@ struct MatmulJob {
 constexpr int kMaxSameInputJobs = 4;
 void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int count);
 
-// Whether the matmul kernels in use read Q4_0 faster repacked (DType::kQ4_0Packed: the AVX-512
-// sets), and that repacking is not switched off by LLM_PACK_Q4_0=0. Matmul accepts kQ4_0Packed
-// on every kernel set (the others unpack it per panel).
+// Whether the matmul kernels in use read Q4_0 faster repacked (DType::kQ4_0Packed: the AVX2 and
+// AVX-512 sets), and that repacking is not switched off by LLM_PACK_Q4_0=0. Matmul accepts
+// kQ4_0Packed on every kernel set (the scalar one unpacks it per panel).
 bool MatmulPacksQ4_0();
 // Repacks Q4_0 rows into kQ4_0Packed (kernels/cpu/q4_0_packed.h), on OpenMP threads.
 void PackQ4_0Rows(const void* src, int64_t rows, int cols, void* dst);

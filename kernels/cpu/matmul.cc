@@ -94,9 +94,8 @@ enum InputForm {
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
   if (t == DType::kQ8_0) return kQ8_0Input;
-  if (t == DType::kQ4_0Packed) {
-    if (NativePackedQ4_0(ks)) return kPackedQ4_0Input;
-    t = DType::kQ4_0;
+  if (t == DType::kQ4_0 || t == DType::kQ4_0Packed) {
+    return NativePackedQ4_0(ks) ? kPackedQ4_0Input : kQ8_0Input;
   }
   if (IsBlockFormat(t) && !IsKQuant(t)) {
     return ks.quant->legacy_block_pairs[static_cast<int>(t)] ? kLegacyPairsInput : kQ8_0Input;
@@ -110,14 +109,8 @@ struct QuantizedInputs {
   std::vector<BlockQ8_0> q8_0;
   std::vector<BlockQ8_K> q8_k, q8_k_paired;
   std::vector<LegacyBlockPair> legacy_pairs;
-  std::vector<LegacyBlockPair> packed_q4_0;  // rows of PackedQ4_0XRowBytes (whole pairs)
+  std::vector<PackedQ4_0XGroup> packed_q4_0;
 };
-
-// Makes a vector of 64-byte-aligned pairs hold at least `bytes`.
-void ReservePairs(std::vector<LegacyBlockPair>& v, int64_t bytes) {
-  const auto pairs = static_cast<size_t>(bytes / static_cast<int64_t>(sizeof(LegacyBlockPair)));
-  if (v.size() < pairs) v.resize(pairs);
-}
 
 void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
                     QuantizedInputs& in) {
@@ -131,23 +124,24 @@ void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms
     in.q8_k.resize(static_cast<size_t>(m) * nbk);
   }
   const int pairs = (nb0 + 1) / 2;
-  if (need[kLegacyPairsInput]) {
-    ReservePairs(in.legacy_pairs,
-                 static_cast<int64_t>(m) * pairs * static_cast<int64_t>(sizeof(LegacyBlockPair)));
+  if (need[kLegacyPairsInput] && in.legacy_pairs.size() < static_cast<size_t>(m) * pairs) {
+    in.legacy_pairs.resize(static_cast<size_t>(m) * pairs);
   }
-  const int64_t packed_row = PackedQ4_0XRowBytes(nb0);
-  if (need[kPackedQ4_0Input]) ReservePairs(in.packed_q4_0, m * packed_row);
+  const int groups = PackedQ4_0Groups(nb0);
+  if (need[kPackedQ4_0Input] && in.packed_q4_0.size() < static_cast<size_t>(m) * groups) {
+    in.packed_q4_0.resize(static_cast<size_t>(m) * groups);
+  }
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
   for (int i = 0; i < m; ++i) {
     const float* xr = x + static_cast<int64_t>(i) * k;
-    BlockQ8_0* xq = in.q8_0.data() + static_cast<int64_t>(i) * nb0;
+    BlockQ8_0* xq = q8_0 ? in.q8_0.data() + static_cast<int64_t>(i) * nb0 : nullptr;
     if (q8_0) QuantizeRowQ8_0(xr, k, xq);
     if (kquant) QuantizeRowQ8_K(xr, k, in.q8_k.data() + static_cast<int64_t>(i) * nbk);
     if (need[kLegacyPairsInput]) {
       MakeLegacyBlockPairs(xq, nb0, in.legacy_pairs.data() + static_cast<int64_t>(i) * pairs);
     }
     if (need[kPackedQ4_0Input]) {
-      MakePackedQ4_0X(xq, nb0, reinterpret_cast<uint8_t*>(in.packed_q4_0.data()) + i * packed_row);
+      MakePackedQ4_0X(xq, nb0, in.packed_q4_0.data() + static_cast<int64_t>(i) * groups);
     }
   }
   if (need[kQ8_KPairedInput]) {  // m == 1

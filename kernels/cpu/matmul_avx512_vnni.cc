@@ -30,7 +30,7 @@ using K = qx::KMicro<F, 4, 2>;
 }  // namespace
 
 const MatmulKernels& Avx512VnniMatmulKernels() {
-  static const QuantMatmulKernels kQuant = MakeQuantKernels<Legacy, K>();
+  static const QuantMatmulKernels kQuant = MakeQuantKernels<Legacy, K, qx::PackedQ4_0Micro<4, 2>>();
   static const MatmulKernels kKernels = {"avx512-vnni",
                                          Avx512MatmulKernels().f32,
                                          Avx512MatmulKernels().f16,

@@ -37,8 +37,8 @@ using MatmulBlockPanelFn = void (*)(const void* xq, int m, int k, const void* w,
                                     const float* bias, float* y, int ldy);
 struct QuantMatmulKernels {
   // Indexed by DType; null for the non-block formats. kQ4_0Packed (q4_0_packed.h) has a panel in
-  // the AVX-512 sets only, on PackedQ4_0X activations; the other sets unpack its rows
-  // (matmul.cc).
+  // the AVX2 and AVX-512 sets (on PackedQ4_0XGroup activations, as their kQ4_0 panel, which packs
+  // on the fly); the scalar set unpacks its rows (matmul.cc).
   MatmulBlockPanelFn fn[kNumMatmulFormats] = {};
   // At m = 1 the panel of this format wants its Q8_K activations with paired chunks
   // (PairChunksQ8K): the AVX-512 Q4_K GEMV.
@@ -106,8 +106,9 @@ constexpr int kMaxTile = 4;  // MR and NR are at most this
 // 1, 4 and 8 KiB measured worse). A prefetch past the end of the weights cannot fault.
 constexpr uintptr_t kPrefetchBytes = 2048;
 // (static: every TU, compiled with its own ISA flags, keeps its own copy.)
-[[gnu::always_inline]] static inline void PrefetchAhead(const void* at, uintptr_t bytes) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(at) + kPrefetchBytes;
+[[gnu::always_inline]] static inline void PrefetchAhead(const void* at, uintptr_t bytes,
+                                                        uintptr_t ahead = kPrefetchBytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(at) + ahead;
   for (uintptr_t line = (a + 63) & ~uintptr_t{63}; line < a + bytes; line += 64) {
     __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
   }

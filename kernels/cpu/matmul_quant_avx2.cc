@@ -24,7 +24,8 @@ using K = qx::KMicro<F, 2, 2>;
 }  // namespace
 
 const QuantMatmulKernels& Avx2QuantKernels() {
-  static const QuantMatmulKernels kKernels = MakeQuantKernels<Legacy, K>();
+  static const QuantMatmulKernels kKernels =
+      MakeQuantKernels<Legacy, K, qx::PackedQ4_0Micro<2, 1>>();
   return kKernels;
 }
 

@@ -28,7 +28,8 @@ using K = qx::KMicro<F, 4, 2>;
 }  // namespace
 
 const QuantMatmulKernels& Avx512QuantKernels() {
-  static const QuantMatmulKernels kKernels = MakeQuantKernels<Legacy, K>();
+  static const QuantMatmulKernels kKernels =
+      MakeQuantKernels<Legacy, K, qx::PackedQ4_0Micro<4, 2>>();
   return kKernels;
 }
 

@@ -90,6 +90,48 @@ struct ScalarMicro {
   }
 };
 
+// Q4_0's own order (quant_blocks.h): one lane and chain per block, b % 16.
+struct ScalarQ4_0 {
+  using XBlock = BlockQ8_0;
+  using WBlock = BlockQ4_0;
+  static constexpr int kBlock = kQKLegacy;
+  static constexpr int kMR = 2;
+  static constexpr int kNR = 2;
+
+  template <int MR, int NR>
+  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    float acc[MR][NR][16] = {};
+    for (int b = 0; b < nb; ++b) {
+      DecodedLegacy dw[NR];
+      for (int j = 0; j < NR; ++j) DecodeLegacy(DType::kQ4_0, &w[j * ldw + b], &dw[j]);
+      for (int i = 0; i < MR; ++i) {
+        const BlockQ8_0& xb = x[i * ldx + b];
+        const float dx = F16ToF32(xb.d);
+        for (int j = 0; j < NR; ++j) {
+          int32_t dot = 0, sum = 0;
+          for (int e = 0; e < kQKLegacy; ++e) {
+            dot += int32_t{dw[j].u[e]} * xb.qs[e];
+            sum += xb.qs[e];
+          }
+          float& a = acc[i][j][b % 16];
+          a = std::fma(dw[j].d * dx, static_cast<float>(dot - 8 * sum), a);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) {
+        const float* a = acc[i][j];
+        float h8[8], h4[4];
+        for (int l = 0; l < 8; ++l) h8[l] = a[l] + a[l + 8];
+        for (int l = 0; l < 4; ++l) h4[l] = h8[l] + h8[l + 4];
+        const float s = (h4[0] + h4[2]) + (h4[1] + h4[3]);
+        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+      }
+    }
+  }
+};
+
 template <DType kType, class W>
 using LegacyScalar = ScalarMicro<kType, W, BlockQ8_0, DecodedLegacy>;
 template <DType kType, class W>
@@ -100,7 +142,7 @@ using KScalar = ScalarMicro<kType, W, BlockQ8_K, DecodedK>;
 const QuantMatmulKernels& ScalarQuantKernels() {
   static const QuantMatmulKernels kKernels = [] {
     QuantMatmulKernels k;
-    k.fn[static_cast<int>(DType::kQ4_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ4_0, BlockQ4_0>>;
+    k.fn[static_cast<int>(DType::kQ4_0)] = MatmulBlockPanel<ScalarQ4_0>;
     k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<LegacyScalar<DType::kQ4_1, BlockQ4_1>>;
     k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_0, BlockQ5_0>>;
     k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_1, BlockQ5_1>>;

@@ -447,8 +447,8 @@ inline __m256i ScaleOf(__m256i sc, int h) {
 
 #if defined(__AVX512BW__)
 #include "kernels/cpu/matmul_kquant_gemv512.h"  // NOLINT: inside this TU's anonymous namespace
-#include "kernels/cpu/matmul_q4_0_packed512.h"  // NOLINT: inside this TU's anonymous namespace
 #endif
+#include "kernels/cpu/matmul_q4_0_packed_x86.h"  // NOLINT: inside this TU's anonymous namespace
 
 namespace qx {
 
@@ -536,11 +536,12 @@ struct KMicro {
 }  // namespace qx
 
 // The kernel table of one ISA's translation unit: every block format through its micro-kernel
-// (Legacy for the 32-blocks, K for the 256-blocks), with that unit's tile shapes.
-template <template <class> class Legacy, template <class> class K>
+// (Legacy for the 32-blocks, K for the 256-blocks, Q4_0 packed), with that unit's tile shapes.
+template <template <class> class Legacy, template <class> class K, class PackedQ4_0>
 QuantMatmulKernels MakeQuantKernels() {
   QuantMatmulKernels k;
-  k.fn[static_cast<int>(DType::kQ4_0)] = MatmulBlockPanel<Legacy<qx::Q4_0F>>;
+  k.fn[static_cast<int>(DType::kQ4_0)] = qx::MatmulQ4_0ByPacking<PackedQ4_0>;
+  k.fn[static_cast<int>(DType::kQ4_0Packed)] = qx::MatmulPackedQ4_0Panel<PackedQ4_0>;
   k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<Legacy<qx::Q4_1F>>;
   k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<Legacy<qx::Q5_0F>>;
   k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<Legacy<qx::Q5_1F>>;
@@ -551,12 +552,8 @@ QuantMatmulKernels MakeQuantKernels() {
   k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ4_K)] = GemvPairsChunks<K<qx::Q4_KF>>();
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ5_K)] = GemvPairsChunks<K<qx::Q5_KF>>();
-  k.legacy_block_pairs[static_cast<int>(DType::kQ4_0)] = WantsLegacyBlockPairs<Legacy<qx::Q4_0F>>();
   k.legacy_block_pairs[static_cast<int>(DType::kQ4_1)] = WantsLegacyBlockPairs<Legacy<qx::Q4_1F>>();
   k.legacy_block_pairs[static_cast<int>(DType::kQ5_0)] = WantsLegacyBlockPairs<Legacy<qx::Q5_0F>>();
   k.legacy_block_pairs[static_cast<int>(DType::kQ5_1)] = WantsLegacyBlockPairs<Legacy<qx::Q5_1F>>();
-#if defined(__AVX512BW__)
-  k.fn[static_cast<int>(DType::kQ4_0Packed)] = qx::MatmulPackedQ4_0Panel<qx::PackedQ4_0Micro<4, 4>>;
-#endif
   return k;
 }

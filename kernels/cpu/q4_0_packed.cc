@@ -8,97 +8,71 @@
 namespace llm::kernels::internal {
 namespace {
 
-static_assert(sizeof(PackedQ4_0XGroup) % 64 == 0, "the pairs after the groups stay aligned");
 static_assert(kPackGroupBytes == kPackGroupBlocks * sizeof(BlockQ4_0), "a group is 16 blocks");
+static_assert(sizeof(PackedQ4_0XGroup) % 64 == 0, "activation groups stay aligned");
 
-// Element e (0..31) of a Q4_0 block: low nibbles are elements 0..15, high nibbles 16..31.
-uint8_t Quant(const BlockQ4_0& b, int e) {
-  return e < 16 ? b.qs[e] & 0x0F : b.qs[e - 16] >> 4;
-}
-
-void PackGroup(const BlockQ4_0* blocks, uint8_t* out) {
+// Group of t blocks at `in` (ggml's layout) -> packed layout at `out` (18 t bytes).
+void PackGroup(const BlockQ4_0* in, int t, uint8_t* out) {
   for (int r = 0; r < 4; ++r) {
-    for (int t = 0; t < 64; ++t) {
-      const BlockQ4_0& lo = blocks[4 * r + t / 32];      // pair 2r: blocks 4r, 4r + 1
-      const BlockQ4_0& hi = blocks[4 * r + 2 + t / 32];  // pair 2r + 1: blocks 4r + 2, 4r + 3
-      out[64 * r + t] = static_cast<uint8_t>(Quant(lo, t % 32) | (Quant(hi, t % 32) << 4));
-    }
+    for (int b = 0; b < t; ++b) std::memcpy(out + 4 * t * r + 4 * b, in[b].qs + 4 * r, 4);
   }
-  for (int b = 0; b < kPackGroupBlocks; ++b) std::memcpy(out + 256 + 2 * b, &blocks[b].d, 2);
+  for (int b = 0; b < t; ++b) std::memcpy(out + 16 * t + 2 * b, &in[b].d, 2);
 }
 
-void UnpackGroup(const uint8_t* in, BlockQ4_0* blocks) {
-  for (int b = 0; b < kPackGroupBlocks; ++b) {
-    std::memcpy(&blocks[b].d, in + 256 + 2 * b, 2);
-    const int r = b / 4, shift = (b % 4) / 2 * 4, first = (b % 2) * 32;
-    uint8_t u[32];
-    for (int e = 0; e < 32; ++e) u[e] = (in[64 * r + first + e] >> shift) & 0x0F;
-    for (int i = 0; i < 16; ++i) blocks[b].qs[i] = static_cast<uint8_t>(u[i] | (u[16 + i] << 4));
+void UnpackGroup(const uint8_t* in, int t, BlockQ4_0* out) {
+  for (int r = 0; r < 4; ++r) {
+    for (int b = 0; b < t; ++b) std::memcpy(out[b].qs + 4 * r, in + 4 * t * r + 4 * b, 4);
+  }
+  for (int b = 0; b < t; ++b) std::memcpy(&out[b].d, in + 16 * t + 2 * b, 2);
+}
+
+template <class Fn>
+void ForEachGroup(int64_t rows, int cols, Fn fn) {
+  const int nb = cols / kQKLegacy;
+  const size_t row_bytes = RowBytes(DType::kQ4_0, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int b0 = 0; b0 < nb; b0 += kPackGroupBlocks) {
+      const int t = nb - b0 < kPackGroupBlocks ? nb - b0 : kPackGroupBlocks;
+      fn(r * row_bytes + b0 * sizeof(BlockQ4_0), t);
+    }
   }
 }
 
 }  // namespace
 
 void PackQ4_0Rows(const void* src, int64_t rows, int cols, void* dst) {
-  const int nb = cols / kQKLegacy, groups = nb / kPackGroupBlocks;
-  const size_t row_bytes = RowBytes(DType::kQ4_0, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto* in =
-        reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + r * row_bytes);
-    uint8_t* out = static_cast<uint8_t*>(dst) + r * row_bytes;
-    for (int g = 0; g < groups; ++g) {
-      PackGroup(in + g * kPackGroupBlocks, out + static_cast<int64_t>(g) * kPackGroupBytes);
-    }
-    const int done = groups * kPackGroupBlocks;
-    std::memcpy(out + static_cast<int64_t>(groups) * kPackGroupBytes, in + done,
-                static_cast<size_t>(nb - done) * sizeof(BlockQ4_0));
-  }
+  ForEachGroup(rows, cols, [&](size_t at, int t) {
+    PackGroup(reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + at), t,
+              static_cast<uint8_t*>(dst) + at);
+  });
 }
 
 void UnpackQ4_0Rows(const void* src, int64_t rows, int cols, void* dst) {
-  const int nb = cols / kQKLegacy, groups = nb / kPackGroupBlocks;
-  const size_t row_bytes = RowBytes(DType::kQ4_0, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* in = static_cast<const uint8_t*>(src) + r * row_bytes;
-    auto* out = reinterpret_cast<BlockQ4_0*>(static_cast<uint8_t*>(dst) + r * row_bytes);
-    for (int g = 0; g < groups; ++g) {
-      UnpackGroup(in + static_cast<int64_t>(g) * kPackGroupBytes, out + g * kPackGroupBlocks);
-    }
-    const int done = groups * kPackGroupBlocks;
-    std::memcpy(out + done, in + static_cast<int64_t>(groups) * kPackGroupBytes,
-                static_cast<size_t>(nb - done) * sizeof(BlockQ4_0));
-  }
+  ForEachGroup(rows, cols, [&](size_t at, int t) {
+    UnpackGroup(static_cast<const uint8_t*>(src) + at, t,
+                reinterpret_cast<BlockQ4_0*>(static_cast<uint8_t*>(dst) + at));
+  });
 }
 
-int64_t PackedQ4_0XRowBytes(int nb) {
-  const int groups = nb / kPackGroupBlocks, tail = nb - groups * kPackGroupBlocks;
-  const int64_t bytes = static_cast<int64_t>(groups) * sizeof(PackedQ4_0XGroup) +
-                        static_cast<int64_t>((tail + 1) / 2) * sizeof(LegacyBlockPair);
-  constexpr int64_t kPair = sizeof(LegacyBlockPair);
-  return (bytes + kPair - 1) / kPair * kPair;
+void WidenQ4_0Group(const uint8_t* group, int t, uint8_t out[kPackGroupBytes]) {
+  std::memset(out, 0, kPackGroupBytes);
+  for (int r = 0; r < 4; ++r) std::memcpy(out + 64 * r, group + 4 * t * r, 4 * t);
+  std::memcpy(out + 256, group + 16 * t, 2 * t);
 }
 
-void MakePackedQ4_0X(const BlockQ8_0* x, int nb, void* out) {
-  const int groups = nb / kPackGroupBlocks;
-  auto* g = static_cast<PackedQ4_0XGroup*>(out);
-  for (int gi = 0; gi < groups; ++gi) {
-    PackedQ4_0XGroup& o = g[gi];
-    for (int b = 0; b < kPackGroupBlocks; ++b) {
-      const BlockQ8_0& blk = x[gi * kPackGroupBlocks + b];
-      const int p = b / 2, h = b % 2;
-      std::memcpy(o.qs[p] + 32 * h, blk.qs, 32);
-      const float d = F16ToF32(blk.d);
-      o.d16[b] = d;
-      for (int l = 0; l < 8; ++l) {
-        int32_t sum = 0;
-        for (int e = 4 * l; e < 4 * l + 4; ++e) sum += blk.qs[e];
-        o.start[p][8 * h + l] = -8 * sum;
-        o.dx[p][8 * h + l] = d;
-      }
+void MakePackedQ4_0X(const BlockQ8_0* x, int nb, PackedQ4_0XGroup* out) {
+  for (int g = 0; g < PackedQ4_0Groups(nb); ++g) {
+    PackedQ4_0XGroup& o = out[g];
+    std::memset(&o, 0, sizeof(o));
+    for (int b = 0; b < kPackGroupBlocks && g * kPackGroupBlocks + b < nb; ++b) {
+      const BlockQ8_0& blk = x[g * kPackGroupBlocks + b];
+      int32_t sum = 0;
+      for (int e = 0; e < kQKLegacy; ++e) sum += blk.qs[e];
+      for (int r = 0; r < 8; ++r) std::memcpy(o.q[r] + 4 * b, blk.qs + 4 * r, 4);
+      o.start[b] = -8 * sum;
+      o.d[b] = F16ToF32(blk.d);
     }
   }
-  const int done = groups * kPackGroupBlocks;
-  MakeLegacyBlockPairs(x + done, nb - done, reinterpret_cast<LegacyBlockPair*>(g + groups));
 }
 
 }  // namespace llm::kernels::internal

@@ -1,25 +1,25 @@
-// Q4_0 repacked for the AVX-512 kernels (DType::kQ4_0Packed), made once at load by the CPU
-// backend (Backend::PrepareMatmulWeight), and the activation layout those kernels read.
+// Q4_0 repacked for the SIMD kernels (DType::kQ4_0Packed), made once at load by the CPU backend
+// (Backend::PrepareMatmulWeight), and the activation layout those kernels read.
 //
-// Why: on ggml's layout a Q4_0 GEMV decodes every 18-byte block with word permutations (its
-// nibbles, its fp16 scale), and at 2 threads that work, not memory, bounded a decode step
-// (~14-16 GB/s per core in cache, llama.cpp's repacked Q4_0 streams ~30 GB/s). Repacked, a row's
-// blocks come in groups of 16 (kPackGroupBlocks), 288 bytes each, the same size as 16 blocks:
-//  - bytes 0..255: four runs of 64 bytes; run r holds the quants of pairs 2r and 2r + 1 (pair p =
-//    blocks 2p, 2p + 1 of the group), byte t of the run the element t of pair 2r in its low
-//    nibble and of pair 2r + 1 in its high nibble (element t of a pair: t < 32 its first block's
-//    element t, else its second block's element t - 32), so one load, a mask and a shift give two
-//    pairs' 64 quants in the order of the activations;
-//  - bytes 256..287: the 16 fp16 scales d of the group's blocks, converted by one instruction.
-// The blocks after the last whole group (nb % 16) stay as ggml's BlockQ4_0. A row keeps Q4_0's
-// RowBytes, and the kernels compute every output with Q4_0's integers and float operations
-// (quant_blocks.h), so a packed matmul gives the bits of the unpacked one (tested).
+// Why: Q4_0's order (quant_blocks.h) gives each block one integer lane and one of 16 float
+// chains, so 16 blocks side by side fill a 512-bit register: a vpdpbusd adds 4 products of every
+// block at once, 8 of them finish the 16 blocks' integer sums, and one conversion, one scale
+// product and one fma serve 16 blocks. On ggml's layout each block's 18 bytes would have to be
+// gathered into the lanes at every step; repacked once, it is one load per 64 bytes.
+//
+// A row's blocks come in groups of 16 (the last group has the T = nb % 16 left, if any); group g
+// starts at byte 288 g (16 blocks of 18 bytes), and a group of T blocks holds:
+//  - four runs of 4T bytes: byte 4b + t of run r is byte 4r + t of block b's qs, i.e. element
+//    4r + t of block b in its low nibble and element 16 + 4r + t in its high nibble, so the low
+//    nibbles of a run are "quad" r (elements 4r .. 4r + 3) of every block, the high ones quad r +
+//    4;
+//  - then the T fp16 scales d.
+// So a packed row has exactly Q4_0's RowBytes, and a matmul on it gives Q4_0's bits (tested).
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/cpu/matmul_internal.h"  // LegacyBlockPair
-#include "kernels/cpu/q8_0.h"             // BlockQ8_0
+#include "kernels/cpu/q8_0.h"  // BlockQ8_0
 
 namespace llm::kernels::internal {
 
@@ -30,21 +30,23 @@ constexpr int kPackGroupBytes = 288;
 // dst must not overlap. Unpack is its inverse.
 void PackQ4_0Rows(const void* src, int64_t rows, int cols, void* dst);
 void UnpackQ4_0Rows(const void* src, int64_t rows, int cols, void* dst);
+// A group of T blocks (packed layout, 18 T bytes) in the layout of a whole group, the blocks
+// from T on zero: what the kernels read for the last group of a row.
+void WidenQ4_0Group(const uint8_t* group, int t, uint8_t out[kPackGroupBytes]);
 
-// One activation row's 16 Q8_0 blocks of a group, in the layout of the AVX-512 packed kernel:
-// pair p's 64 quants, the dot product's start value -(8 * S_l) (Q4_0's offset times the lane
-// sums of quant_blocks.h; lanes 0..7 block 2p, 8..15 block 2p + 1), the pair's scales as lanes,
-// and the 16 scales in block order.
+// One activation row's Q8_0 blocks of a group, in the kernels' layout: quad r of block b (its
+// quants 4r .. 4r + 3) at bytes 4b .. 4b + 3 of q[r], the dot product's start value -(8 * S_b),
+// and the scales d_b. Blocks past the row's end are zero.
 struct alignas(64) PackedQ4_0XGroup {
-  int8_t qs[8][64];
-  int32_t start[8][16];
-  float dx[8][16];
-  float d16[16];
+  int8_t q[8][64];
+  int32_t start[16];
+  float d[16];
 };
-// Bytes of one activation row of nb blocks: its groups, then the tail's LegacyBlockPairs, rounded
-// up to a whole LegacyBlockPair so a tile can step the tails of its rows in pairs.
-int64_t PackedQ4_0XRowBytes(int nb);
-// x (nb Q8_0 blocks) -> one row of PackedQ4_0XRowBytes(nb) bytes.
-void MakePackedQ4_0X(const BlockQ8_0* x, int nb, void* out);
+// Groups per row of nb blocks: ceil(nb / 16).
+inline int PackedQ4_0Groups(int nb) {
+  return (nb + kPackGroupBlocks - 1) / kPackGroupBlocks;
+}
+// x (nb Q8_0 blocks) -> PackedQ4_0Groups(nb) groups.
+void MakePackedQ4_0X(const BlockQ8_0* x, int nb, PackedQ4_0XGroup* out);
 
 }  // namespace llm::kernels::internal

@@ -8,7 +8,14 @@
 // decoded blocks below, in one float evaluation order that every ISA follows, so the scalar, AVX2
 // and AVX-512 paths give bitwise the same result. Per block, 8 lanes l = 0..7:
 //
-//  Legacy (DecodedLegacy w, Q8_0 x), lane l covers elements 4l .. 4l + 3, and the even blocks
+//  Q4_0 (DecodedLegacy w, Q8_0 x) is the exception: one lane per block, 16 chains. Block b adds
+//  to chain c = b % 16, in increasing b:
+//    D_b = sum over its 32 elements of u[e] * x[e], S_b = sum x[e] (exact int32)
+//    acc_c = fma(d_w * d_x, float(D_b - 8 * S_b), acc_c)
+//  and y = h2[0] + h2[1] with h8[l] = acc_l + acc_{l+8}, h4[l] = h8[l] + h8[l+4],
+//  h2[l] = h4[l] + h4[l+2] (+ bias last). So a SIMD kernel sums a block's products in an integer
+//  lane and pays one conversion, scale product and fma per 16 blocks (q4_0_packed.h).
+//  The other legacy formats: lane l covers elements 4l .. 4l + 3, and the even blocks
 //  (0, 2, 4, ...) accumulate in acc_l, the odd blocks in acc'_l (two independent chains: one
 //  512-bit register holds both, and a GEMV is not one dependent fma per 18-byte block):
 //    D_l = sum u[e] * x[e], S_l = sum x[e] (exact int32)

@@ -299,7 +299,7 @@ TEST(InSituQuantization, LmHeadFollowsLlamaQuantize) {
 TEST(InSituQuantization, PackedQ4_0GivesTheBitsOfQ4_0ThroughTheModel) {
   if (!kernels::MatmulPacksQ4_0()) {
     GTEST_SKIP() << "the kernel set in use (" << kernels::MatmulIsa()
-                 << ") keeps Q4_0 as it is (packing needs AVX-512)";
+                 << ") keeps Q4_0 as it is (packing needs AVX2)";
   }
   const std::string demo = std::string(LLM_SOURCE_DIR) + "/deploy/models/demo-llama";
   auto plain = LoadModelWeights(demo, LoadFormat::kDummy, 7, {}, DType::kQ4_0);

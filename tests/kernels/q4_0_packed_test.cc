@@ -1,8 +1,8 @@
 // Packed Q4_0 (kernels/cpu/q4_0_packed.h): packing is a bijection on rows of any block count, a
 // matmul on the packed rows gives bitwise the Q4_0 matmul's result on every kernel set (the
-// AVX-512 sets read it natively, the others unpack it) for GEMV and GEMM shapes with and without
-// a tail after the last 16-block group, and the CPU backend repacks only Q4_0 (and not when
-// LLM_PACK_Q4_0=0 or the kernel set has no packed kernel).
+// AVX2 and AVX-512 sets read it natively, the scalar one unpacks it) for GEMV and GEMM shapes with
+// and without a tail after the last 16-block group, and the CPU backend repacks only Q4_0 (and not
+// when LLM_PACK_Q4_0=0 or the kernel set has no packed kernel).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -55,15 +55,17 @@ TEST(Q4_0Packed, PackingIsABijectionThatMovesEveryQuantAndScale) {
     std::vector<uint8_t> back(q.size());
     internal::UnpackQ4_0Rows(p.data(), n, k, back.data());
     ASSERT_EQ(back, q) << "nb " << nb;
-    // Group 0 of row 0: run 0 byte t holds element t of block 0 (t < 32) in its low nibble and
-    // element t of block 2 in its high nibble; the scales follow the 256 bytes of quants.
+    // Group 0 of row 0: byte 4b + t of run r is byte 4r + t of block b's quants (elements
+    // 4r + t and 16 + 4r + t); the 16 scales follow the 256 bytes of quants.
     if (nb >= 16) {
       ASSERT_NE(p, q) << "nb " << nb << ": a whole group must be repacked";
       const auto* blocks = reinterpret_cast<const internal::BlockQ4_0*>(q.data());
-      for (int t = 0; t < 32; ++t) {
-        const int e0 = t < 16 ? blocks[0].qs[t] & 15 : blocks[0].qs[t - 16] >> 4;
-        const int e2 = t < 16 ? blocks[2].qs[t] & 15 : blocks[2].qs[t - 16] >> 4;
-        ASSERT_EQ(p[t], e0 | (e2 << 4)) << "byte " << t;
+      for (int r = 0; r < 4; ++r) {
+        for (int b = 0; b < 16; ++b) {
+          for (int t = 0; t < 4; ++t) {
+            ASSERT_EQ(p[64 * r + 4 * b + t], blocks[b].qs[4 * r + t]) << r << " " << b << " " << t;
+          }
+        }
       }
       for (int b = 0; b < 16; ++b) {
         uint16_t d;

@@ -1,0 +1,260 @@
+// The Q4_0 matmul on packed weights (q4_0_packed.h) for the AVX2 and AVX-512 translation units,
+// included by matmul_quant_x86.h inside their anonymous namespace.
+//
+// Q4_0's order (quant_blocks.h) gives block b of a 16-block group integer lane b and float chain
+// b % 16. Per group, output and weight row: the 16 integer sums start at -(8 * S_b) (prepared
+// with the activations) and take 8 unsigned-by-signed 4-product dot steps (the weight's four
+// 64-byte runs, low and high nibbles, against the activations' 8 quads); then one conversion,
+// one product of the 16 weight scales with the 16 activation scales, and one fma into the 16
+// chains. The blocks of a short last group are widened with zero blocks (WidenQ4_0Group), whose
+// lanes then add fma(0, 0, acc) = acc: a chain never holds -0 (it starts at +0, and a sum that
+// cancels rounds to +0), so those lanes keep their bits.
+//
+// A Vec of 16 lanes is one 512-bit register with AVX-512 and two 256-bit halves with AVX2 (the
+// integer dot steps are vpdpbusd with VNNI, else maddubs + madd, which never saturate here).
+#pragma once
+
+namespace qx {
+
+using ::llm::kernels::internal::kPackGroupBlocks;
+using ::llm::kernels::internal::kPackGroupBytes;
+using ::llm::kernels::internal::PackedQ4_0Groups;
+using ::llm::kernels::internal::PackedQ4_0XGroup;
+
+#if defined(__AVX512BW__)
+struct Vi {
+  __m512i v;
+};
+struct Vf {
+  __m512 v;
+};
+[[gnu::always_inline]] inline Vi LoadI(const void* p) {
+  return {_mm512_loadu_si512(p)};
+}
+[[gnu::always_inline]] inline Vf LoadF(const float* p) {
+  return {_mm512_load_ps(p)};
+}
+[[gnu::always_inline]] inline Vi LowNibbles(Vi a) {
+  return {_mm512_and_si512(a.v, _mm512_set1_epi8(0x0F))};
+}
+[[gnu::always_inline]] inline Vi HighNibbles(Vi a) {
+  return {_mm512_and_si512(_mm512_srli_epi16(a.v, 4), _mm512_set1_epi8(0x0F))};
+}
+[[gnu::always_inline]] inline Vi AddDot(Vi acc, Vi u, Vi x) {
+  return {DotU8S8x512(acc.v, u.v, x.v)};
+}
+[[gnu::always_inline]] inline Vf HalfToFloat(const uint8_t* p) {
+  return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
+[[gnu::always_inline]] inline Vf Zero() {
+  return {_mm512_setzero_ps()};
+}
+[[gnu::always_inline]] inline Vf Mul(Vf a, Vf b) {
+  return {_mm512_mul_ps(a.v, b.v)};
+}
+// fma(s, float(l), acc) per lane.
+[[gnu::always_inline]] inline Vf FmaConverted(Vf s, Vi l, Vf acc) {
+  return {_mm512_fmadd_ps(s.v, _mm512_cvtepi32_ps(l.v), acc.v)};
+}
+// h8[l] = a[l] + a[l + 8]; the rest of the tree on 8 lanes.
+inline __m256 Halves(Vf a) {
+  return _mm256_add_ps(_mm512_castps512_ps256(a.v),
+                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
+}
+#else
+struct Vi {
+  __m256i lo, hi;
+};
+struct Vf {
+  __m256 lo, hi;
+};
+[[gnu::always_inline]] inline Vi LoadI(const void* p) {
+  const auto* q = static_cast<const uint8_t*>(p);
+  return {Load32(q), Load32(q + 32)};
+}
+[[gnu::always_inline]] inline Vf LoadF(const float* p) {
+  return {_mm256_load_ps(p), _mm256_load_ps(p + 8)};
+}
+[[gnu::always_inline]] inline Vi LowNibbles(Vi a) {
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  return {_mm256_and_si256(a.lo, m), _mm256_and_si256(a.hi, m)};
+}
+[[gnu::always_inline]] inline Vi HighNibbles(Vi a) {
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  return {_mm256_and_si256(_mm256_srli_epi16(a.lo, 4), m),
+          _mm256_and_si256(_mm256_srli_epi16(a.hi, 4), m)};
+}
+[[gnu::always_inline]] inline Vi AddDot(Vi acc, Vi u, Vi x) {
+  return {_mm256_add_epi32(acc.lo, DotU8S8(u.lo, x.lo)),
+          _mm256_add_epi32(acc.hi, DotU8S8(u.hi, x.hi))};
+}
+[[gnu::always_inline]] inline Vf HalfToFloat(const uint8_t* p) {
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)))};
+}
+[[gnu::always_inline]] inline Vf Zero() {
+  return {_mm256_setzero_ps(), _mm256_setzero_ps()};
+}
+[[gnu::always_inline]] inline Vf Mul(Vf a, Vf b) {
+  return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
+[[gnu::always_inline]] inline Vf FmaConverted(Vf s, Vi l, Vf acc) {
+  return {_mm256_fmadd_ps(s.lo, _mm256_cvtepi32_ps(l.lo), acc.lo),
+          _mm256_fmadd_ps(s.hi, _mm256_cvtepi32_ps(l.hi), acc.hi)};
+}
+inline __m256 Halves(Vf a) {
+  return _mm256_add_ps(a.lo, a.hi);
+}
+#endif
+
+// y = the tree of quant_blocks.h over the 16 chains.
+inline float Reduce16(Vf a) {
+  const __m256 h8 = Halves(a);
+  const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+  const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+  return _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1)));
+}
+
+// Software prefetch distance on the packed weights: TinyLlama Q4_0 decode at 2 threads, two
+// alternating rounds each, measured 24-27 tok/s without, 31-34 at 2 KiB ahead, 34-38 at 4 KiB,
+// 34-36 at 8 KiB (llama.cpp 31-33 in the same minutes).
+constexpr uintptr_t kPackedPrefetchBytes = 4096;
+
+template <int kMRv, int kNRv>
+struct PackedQ4_0Micro {
+  static constexpr int kMR = kMRv;
+  static constexpr int kNR = kNRv;
+
+  // acc[i][j] += group g of activation rows x[i] times weight rows w[j] (whole-group layout).
+  template <int MR, int NR>
+  [[gnu::always_inline]] static inline void Group(Vf (&acc)[MR][NR],
+                                                  const PackedQ4_0XGroup* const (&x)[MR],
+                                                  const uint8_t* const (&w)[NR]) {
+    Vi l[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      const Vi start = LoadI(x[i]->start);
+      for (int j = 0; j < NR; ++j) l[i][j] = start;
+    }
+    for (int r = 0; r < 4; ++r) {
+      Vi lo[NR], hi[NR];
+      for (int j = 0; j < NR; ++j) {
+        const Vi v = LoadI(w[j] + 64 * r);
+        lo[j] = LowNibbles(v);
+        hi[j] = HighNibbles(v);
+      }
+      for (int i = 0; i < MR; ++i) {
+        const Vi xl = LoadI(x[i]->q[r]), xh = LoadI(x[i]->q[r + 4]);
+        for (int j = 0; j < NR; ++j) l[i][j] = AddDot(AddDot(l[i][j], lo[j], xl), hi[j], xh);
+      }
+    }
+    for (int j = 0; j < NR; ++j) {
+      const Vf dw = HalfToFloat(w[j] + 256);
+      for (int i = 0; i < MR; ++i) {
+        acc[i][j] = FmaConverted(Mul(dw, LoadF(x[i]->d)), l[i][j], acc[i][j]);
+      }
+    }
+  }
+
+  // MR activation rows (ldx groups apart) times NR weight rows (ldw bytes apart), nb blocks.
+  template <int MR, int NR>
+  static void Tile(const PackedQ4_0XGroup* x, int64_t ldx, const uint8_t* w, int64_t ldw, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    Vf acc[MR][NR];
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) acc[i][j] = Zero();
+    }
+    const int whole = nb / kPackGroupBlocks;
+    const PackedQ4_0XGroup* xg[MR];
+    const uint8_t* wg[NR];
+    for (int g = 0; g < whole; ++g) {
+      for (int i = 0; i < MR; ++i) xg[i] = x + i * ldx + g;
+      for (int j = 0; j < NR; ++j) {
+        wg[j] = w + j * ldw + static_cast<int64_t>(g) * kPackGroupBytes;
+        PrefetchAhead(wg[j], kPackGroupBytes, kPackedPrefetchBytes);
+      }
+      Group<MR, NR>(acc, xg, wg);
+    }
+    if (const int t = nb - whole * kPackGroupBlocks; t > 0) {
+      alignas(64) uint8_t wide[NR][kPackGroupBytes];
+      for (int i = 0; i < MR; ++i) xg[i] = x + i * ldx + whole;
+      for (int j = 0; j < NR; ++j) {
+        ::llm::kernels::internal::WidenQ4_0Group(
+            w + j * ldw + static_cast<int64_t>(whole) * kPackGroupBytes, t, wide[j]);
+        wg[j] = wide[j];
+      }
+      Group<MR, NR>(acc, xg, wg);
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j) {
+        const float s = Reduce16(acc[i][j]);
+        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+      }
+    }
+  }
+};
+
+// Dispatches an mr x nr tile (mr <= MR, nr <= NR) to Micro::Tile<mr, nr>.
+template <class Micro, int MR, int NR>
+void PackedTile(int mr, int nr, const PackedQ4_0XGroup* x, int64_t ldx, const uint8_t* w,
+                int64_t ldw, int nb, const float* bias, float* y, int64_t ldy) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return PackedTile<Micro, MR - 1, NR>(mr, nr, x, ldx, w, ldw, nb, bias, y, ldy);
+  }
+  if constexpr (NR > 1) {
+    if (nr < NR) return PackedTile<Micro, MR, NR - 1>(mr, nr, x, ldx, w, ldw, nb, bias, y, ldy);
+  }
+  Micro::template Tile<MR, NR>(x, ldx, w, ldw, nb, bias, y, ldy);
+}
+
+// The panel on packed weights (MatmulBlockPanelFn): x holds m rows of PackedQ4_0Groups(nb)
+// groups each (MakePackedQ4_0X). A GEMV walks one weight row at a time (one stream per thread).
+template <class Micro>
+void MatmulPackedQ4_0Panel(const void* xv, int m, int k, const void* wv, int n0, int n1,
+                           const float* bias, float* y, int ldy) {
+  const auto* x = static_cast<const PackedQ4_0XGroup*>(xv);
+  const auto* w = static_cast<const uint8_t*>(wv);
+  const int nb = k / kQKLegacy;
+  const int64_t ldw = static_cast<int64_t>(nb) * static_cast<int64_t>(sizeof(BlockQ4_0));
+  const int64_t ldx = PackedQ4_0Groups(nb);
+  for (int c0 = 0; c0 < m; c0 += kRowChunk) {
+    const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
+    const int kNR = m == 1 ? 1 : Micro::kNR;
+    for (int j = n0; j < n1; j += kNR) {
+      const int nr = n1 - j < kNR ? n1 - j : kNR;
+      for (int i = c0; i < c1; i += Micro::kMR) {
+        const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
+        PackedTile<Micro, Micro::kMR, Micro::kNR>(mr, nr, x + i * ldx, ldx, w + j * ldw, ldw, nb,
+                                                  bias != nullptr ? bias + j : nullptr,
+                                                  y + static_cast<int64_t>(i) * ldy + j, ldy);
+      }
+    }
+  }
+}
+
+// Q4_0 weights in ggml's layout on this set: each panel's rows packed on the fly (a thread's
+// buffer), then the packed panel. The CPU backend packs its weights once at load instead
+// (PrepareMatmulWeight); this path serves weights that were not (tests, LLM_PACK_Q4_0=0).
+template <class Micro>
+void MatmulQ4_0ByPacking(const void* xv, int m, int k, const void* wv, int n0, int n1,
+                         const float* bias, float* y, int ldy) {
+  const size_t row = static_cast<size_t>(k / kQKLegacy) * sizeof(BlockQ4_0);
+  constexpr int kRows = 16;
+  // A plain array, not a std::vector: no inline library function may be instantiated in an ISA
+  // translation unit (matmul_internal.h). One per thread, kept for the thread's life.
+  static thread_local uint8_t* packed = nullptr;
+  static thread_local size_t capacity = 0;
+  if (capacity < row * kRows) {
+    delete[] packed;
+    packed = new uint8_t[row * kRows];
+    capacity = row * kRows;
+  }
+  for (int j0 = n0; j0 < n1; j0 += kRows) {
+    const int j1 = n1 < j0 + kRows ? n1 : j0 + kRows;
+    ::llm::kernels::internal::PackQ4_0Rows(static_cast<const uint8_t*>(wv) + row * j0, j1 - j0, k,
+                                           packed);
+    MatmulPackedQ4_0Panel<Micro>(xv, m, k, packed, 0, j1 - j0,
+                                 bias != nullptr ? bias + j0 : nullptr, y + j0, ldy);
+  }
+}
+
+}  // namespace qx
