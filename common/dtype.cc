@@ -34,6 +34,8 @@ const char* DTypeName(DType t) {
       return "Q6_K";
     case DType::kQ4_0Packed:
       return "Q4_0 (packed)";
+    case DType::kQ4_1Packed:
+      return "Q4_1 (packed)";
   }
   return "?";
 }

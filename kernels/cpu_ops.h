@@ -43,12 +43,13 @@ struct MatmulJob {
 constexpr int kMaxSameInputJobs = 4;
 void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int count);
 
-// Whether the matmul kernels in use read Q4_0 faster repacked (DType::kQ4_0Packed: the AVX2 and
-// AVX-512 sets), and that repacking is not switched off by LLM_PACK_Q4_0=0. Matmul accepts
-// kQ4_0Packed on every kernel set (the scalar one unpacks it per panel).
-bool MatmulPacksQ4_0();
-// Repacks Q4_0 rows into kQ4_0Packed (kernels/cpu/q4_0_packed.h), on OpenMP threads.
-void PackQ4_0Rows(const void* src, int64_t rows, int cols, void* dst);
+// The layout the matmul kernels in use read `t` fastest in: DType::kQ4_0Packed / kQ4_1Packed
+// for Q4_0 / Q4_1 on the AVX2 and AVX-512 sets (unless LLM_PACK_Q4_0=0), else `t` itself.
+// Matmul accepts the packed layouts on every kernel set (the scalar one unpacks them per panel).
+DType MatmulPackedFormat(DType t);
+// Repacks rows of Q4_0 / Q4_1 into their packed layout (kernels/cpu/q4_0_packed.h), on OpenMP
+// threads.
+void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 
 // Block formats (Q8_0, Q4_0 ... Q6_K; cols a multiple of BlockSize(t)), row by row:
 // QuantizeRows runs llama.cpp's reference quantizers on float rows (on OpenMP threads),

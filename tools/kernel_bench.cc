@@ -115,7 +115,7 @@ void BenchGemv() {
         std::vector<uint8_t> q4(mats[c].size());
         kn::FillRandomBlocks(DType::kQ4_0, 10 + c, q4.data(),
                              static_cast<int64_t>(q4.size() / llm::RowBytes(DType::kQ4_0, 32)));
-        kn::PackQ4_0Rows(q4.data(), big_n, k, mats[c].data());
+        kn::PackRows(DType::kQ4_0, q4.data(), big_n, k, mats[c].data());
       } else {
         kn::FillRandomBlocks(t, 10 + c, mats[c].data(),
                              static_cast<int64_t>(mats[c].size() / llm::RowBytes(t, 256)));

@@ -45,7 +45,7 @@ class CpuBackendImpl final : public Backend {
  public:
   CpuBackendImpl() {
     caps_.name = "cpu";
-    // Every file format, and the packed Q4_0 its PrepareMatmulWeight makes.
+    // Every file format, and the packed Q4_0 / Q4_1 its PrepareMatmulWeight makes.
     for (int t = 0; t < kNumMatmulFormats; ++t)
       caps_.weight_formats.push_back(static_cast<DType>(t));
     caps_.max_head_dim = kMaxHeadDim;
@@ -98,13 +98,14 @@ class CpuBackendImpl final : public Backend {
     }
   }
   StatusOr<Buffer> PrepareMatmulWeight(Weight& w) override {
-    if (w.format != DType::kQ4_0 || w.empty() || !MatmulPacksQ4_0()) return Buffer();
+    const DType packed = MatmulPackedFormat(w.format);
+    if (packed == w.format || w.empty()) return Buffer();
     const size_t bytes = RowBytes(w.format, w.cols) * static_cast<size_t>(w.rows);
     auto buf = Allocate(bytes);
     if (!buf.ok()) return buf.status();
-    PackQ4_0Rows(w.data, w.rows, w.cols, buf->data());
+    PackRows(w.format, w.data, w.rows, w.cols, buf->data());
     w.data = buf->data();
-    w.format = DType::kQ4_0Packed;
+    w.format = packed;
     return buf;
   }
   void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps,

@@ -67,9 +67,17 @@ void MakeLegacyBlockPairs(const BlockQ8_0* x, int nb, LegacyBlockPair* out) {
   }
 }
 
-// Whether this kernel set reads packed Q4_0 as it is; the others unpack its rows per panel.
-bool NativePackedQ4_0(const MatmulKernels& ks) {
-  return ks.quant->fn[static_cast<int>(DType::kQ4_0Packed)] != nullptr;
+// The packed layout of a format (q4_0_packed.h), or the format itself.
+DType PackedOf(DType t) {
+  return t == DType::kQ4_0 ? DType::kQ4_0Packed : t == DType::kQ4_1 ? DType::kQ4_1Packed : t;
+}
+DType UnpackedOf(DType t) {
+  return t == DType::kQ4_0Packed ? DType::kQ4_0 : t == DType::kQ4_1Packed ? DType::kQ4_1 : t;
+}
+// Whether this kernel set reads the packed layout of Q4_0 / Q4_1 (t: either of them, packed or
+// not) as it is; the scalar set unpacks its rows per panel.
+bool NativePackedQ4(const MatmulKernels& ks, DType t) {
+  return ks.quant->fn[static_cast<int>(PackedOf(UnpackedOf(t)))] != nullptr;
 }
 
 // Weight rows per parallel work item. Small enough to load-balance n = 2048 over 16 threads,
@@ -94,8 +102,8 @@ enum InputForm {
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
   if (t == DType::kQ8_0) return kQ8_0Input;
-  if (t == DType::kQ4_0 || t == DType::kQ4_0Packed) {
-    return NativePackedQ4_0(ks) ? kPackedQ4_0Input : kQ8_0Input;
+  if (UnpackedOf(t) == DType::kQ4_0 || UnpackedOf(t) == DType::kQ4_1) {
+    return NativePackedQ4(ks, t) ? kPackedQ4_0Input : kQ8_0Input;
   }
   if (IsBlockFormat(t) && !IsKQuant(t)) {
     return ks.quant->legacy_block_pairs[static_cast<int>(t)] ? kLegacyPairsInput : kQ8_0Input;
@@ -198,15 +206,17 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
         ks.q8_0(static_cast<const BlockQ8_0*>(in), m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
       case DType::kQ4_0Packed:
-        if (!NativePackedQ4_0(ks)) {  // this set has no packed kernel: Q4_0's, on the rows unpacked
-          const size_t row = RowBytes(DType::kQ4_0, k);
+      case DType::kQ4_1Packed:
+        if (!NativePackedQ4(ks, job.type)) {  // no packed kernel here: the format's, unpacked
+          const DType base = UnpackedOf(job.type);
+          const size_t row = RowBytes(base, k);
           static thread_local std::vector<uint8_t> unpacked;
           if (unpacked.size() < row * kPanelRows) unpacked.resize(row * kPanelRows);
-          UnpackQ4_0Rows(static_cast<const uint8_t*>(job.w) + row * n0, n1 - n0, k,
-                         unpacked.data());
-          ks.quant->fn[static_cast<int>(DType::kQ4_0)](
-              in, m, k, unpacked.data(), 0, n1 - n0, job.bias != nullptr ? job.bias + n0 : nullptr,
-              job.y + n0, job.n);
+          UnpackQ4Rows(base, static_cast<const uint8_t*>(job.w) + row * n0, n1 - n0, k,
+                       unpacked.data());
+          ks.quant->fn[static_cast<int>(base)](in, m, k, unpacked.data(), 0, n1 - n0,
+                                               job.bias != nullptr ? job.bias + n0 : nullptr,
+                                               job.y + n0, job.n);
           break;
         }
         [[fallthrough]];
@@ -296,19 +306,21 @@ void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int co
   internal::MatmulSameInputWith(Kernels(), x, m, k, jobs, count);
 }
 
-bool MatmulPacksQ4_0() {
+DType MatmulPackedFormat(DType t) {
   const char* off = std::getenv("LLM_PACK_Q4_0");
-  return internal::NativePackedQ4_0(Kernels()) && !(off != nullptr && std::strcmp(off, "0") == 0);
+  const bool allowed = !(off != nullptr && std::strcmp(off, "0") == 0);
+  const DType p = internal::PackedOf(t);
+  return p != t && allowed && internal::NativePackedQ4(Kernels(), t) ? p : t;
 }
 
-void PackQ4_0Rows(const void* src, int64_t rows, int cols, void* dst) {
-  const size_t row = RowBytes(DType::kQ4_0, cols);
+void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
+  const size_t row = RowBytes(t, cols);
   constexpr int64_t kRowsPerItem = 64;
 #pragma omp parallel for schedule(static)
   for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerItem) {
-    internal::PackQ4_0Rows(static_cast<const uint8_t*>(src) + r0 * row,
-                           std::min(kRowsPerItem, rows - r0), cols,
-                           static_cast<uint8_t*>(dst) + r0 * row);
+    internal::PackQ4Rows(t, static_cast<const uint8_t*>(src) + r0 * row,
+                         std::min(kRowsPerItem, rows - r0), cols,
+                         static_cast<uint8_t*>(dst) + r0 * row);
   }
 }
 

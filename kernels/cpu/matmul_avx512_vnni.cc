@@ -25,12 +25,14 @@ namespace {
 template <class F>
 using Legacy = qx::LegacyMicro512<F, 4, 4>;
 template <class F>
+using PackedQ4 = qx::PackedQ4Micro<F, 4, 2>;
+template <class F>
 using K = qx::KMicro<F, 4, 2>;
 
 }  // namespace
 
 const MatmulKernels& Avx512VnniMatmulKernels() {
-  static const QuantMatmulKernels kQuant = MakeQuantKernels<Legacy, K, qx::PackedQ4_0Micro<4, 2>>();
+  static const QuantMatmulKernels kQuant = MakeQuantKernels<Legacy, K, PackedQ4>();
   static const MatmulKernels kKernels = {"avx512-vnni",
                                          Avx512MatmulKernels().f32,
                                          Avx512MatmulKernels().f16,

@@ -1,12 +1,13 @@
-// The Q4_0 matmul on packed weights (q4_0_packed.h) for the AVX2 and AVX-512 translation units,
-// included by matmul_quant_x86.h inside their anonymous namespace.
+// The Q4_0 and Q4_1 matmul on packed weights (q4_0_packed.h) for the AVX2 and AVX-512 translation
+// units, included by matmul_quant_x86.h inside their anonymous namespace.
 //
-// Q4_0's order (quant_blocks.h) gives block b of a 16-block group integer lane b and float chain
-// b % 16. Per group, output and weight row: the 16 integer sums start at -(8 * S_b) (prepared
-// with the activations) and take 8 unsigned-by-signed 4-product dot steps (the weight's four
-// 64-byte runs, low and high nibbles, against the activations' 8 quads); then one conversion,
-// one product of the 16 weight scales with the 16 activation scales, and one fma into the 16
-// chains. The blocks of a short last group are widened with zero blocks (WidenQ4_0Group), whose
+// Their order (quant_blocks.h) gives block b of a 16-block group integer lane b and float chain
+// b % 16. Per group, output and weight row: the 16 integer sums start at -(8 * S_b) (Q4_0,
+// prepared with the activations) or 0 (Q4_1) and take 8 unsigned-by-signed 4-product dot steps
+// (the weight's four 64-byte runs, low and high nibbles, against the activations' 8 quads); then
+// one conversion, one product of the 16 weight scales with the 16 activation scales, and one fma
+// into the 16 chains (Q4_1: one more with its mins and S_b). The blocks of a short last group
+// are widened with zero blocks (WidenQ4Group), whose
 // lanes then add fma(0, 0, acc) = acc: a chain never holds -0 (it starts at +0, and a sum that
 // cancels rounds to +0), so those lanes keep their bits.
 //
@@ -17,7 +18,7 @@
 namespace qx {
 
 using ::llm::kernels::internal::kPackGroupBlocks;
-using ::llm::kernels::internal::kPackGroupBytes;
+using ::llm::kernels::internal::kPackGroupMaxBytes;
 using ::llm::kernels::internal::PackedQ4_0Groups;
 using ::llm::kernels::internal::PackedQ4_0XGroup;
 
@@ -48,6 +49,12 @@ struct Vf {
 }
 [[gnu::always_inline]] inline Vf Zero() {
   return {_mm512_setzero_ps()};
+}
+[[gnu::always_inline]] inline Vi ZeroI() {
+  return {_mm512_setzero_si512()};
+}
+[[gnu::always_inline]] inline Vf Fma(Vf a, Vf b, Vf c) {
+  return {_mm512_fmadd_ps(a.v, b.v, c.v)};
 }
 [[gnu::always_inline]] inline Vf Mul(Vf a, Vf b) {
   return {_mm512_mul_ps(a.v, b.v)};
@@ -95,6 +102,12 @@ struct Vf {
 [[gnu::always_inline]] inline Vf Zero() {
   return {_mm256_setzero_ps(), _mm256_setzero_ps()};
 }
+[[gnu::always_inline]] inline Vi ZeroI() {
+  return {_mm256_setzero_si256(), _mm256_setzero_si256()};
+}
+[[gnu::always_inline]] inline Vf Fma(Vf a, Vf b, Vf c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
 [[gnu::always_inline]] inline Vf Mul(Vf a, Vf b) {
   return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
 }
@@ -120,10 +133,13 @@ inline float Reduce16(Vf a) {
 // 34-36 at 8 KiB (llama.cpp 31-33 in the same minutes).
 constexpr uintptr_t kPackedPrefetchBytes = 4096;
 
-template <int kMRv, int kNRv>
-struct PackedQ4_0Micro {
+// F: Q4_0F or Q4_1F (the format's block and whether it has a min).
+template <class F, int kMRv, int kNRv>
+struct PackedQ4Micro {
   static constexpr int kMR = kMRv;
   static constexpr int kNR = kNRv;
+  static constexpr DType kType = F::kMin ? DType::kQ4_1 : DType::kQ4_0;
+  static constexpr int64_t kGroupBytes = kPackGroupBlocks * sizeof(typename F::B);
 
   // acc[i][j] += group g of activation rows x[i] times weight rows w[j] (whole-group layout).
   template <int MR, int NR>
@@ -132,7 +148,7 @@ struct PackedQ4_0Micro {
                                                   const uint8_t* const (&w)[NR]) {
     Vi l[MR][NR];
     for (int i = 0; i < MR; ++i) {
-      const Vi start = LoadI(x[i]->start);
+      const Vi start = F::kMin ? ZeroI() : LoadI(x[i]->start);
       for (int j = 0; j < NR; ++j) l[i][j] = start;
     }
     for (int r = 0; r < 4; ++r) {
@@ -150,7 +166,11 @@ struct PackedQ4_0Micro {
     for (int j = 0; j < NR; ++j) {
       const Vf dw = HalfToFloat(w[j] + 256);
       for (int i = 0; i < MR; ++i) {
-        acc[i][j] = FmaConverted(Mul(dw, LoadF(x[i]->d)), l[i][j], acc[i][j]);
+        const Vf dx = LoadF(x[i]->d);
+        acc[i][j] = FmaConverted(Mul(dw, dx), l[i][j], acc[i][j]);
+        if constexpr (F::kMin) {
+          acc[i][j] = Fma(Mul(HalfToFloat(w[j] + 288), dx), LoadF(x[i]->s), acc[i][j]);
+        }
       }
     }
   }
@@ -169,17 +189,17 @@ struct PackedQ4_0Micro {
     for (int g = 0; g < whole; ++g) {
       for (int i = 0; i < MR; ++i) xg[i] = x + i * ldx + g;
       for (int j = 0; j < NR; ++j) {
-        wg[j] = w + j * ldw + static_cast<int64_t>(g) * kPackGroupBytes;
-        PrefetchAhead(wg[j], kPackGroupBytes, kPackedPrefetchBytes);
+        wg[j] = w + j * ldw + g * kGroupBytes;
+        PrefetchAhead(wg[j], kGroupBytes, kPackedPrefetchBytes);
       }
       Group<MR, NR>(acc, xg, wg);
     }
     if (const int t = nb - whole * kPackGroupBlocks; t > 0) {
-      alignas(64) uint8_t wide[NR][kPackGroupBytes];
+      alignas(64) uint8_t wide[NR][kPackGroupMaxBytes];
       for (int i = 0; i < MR; ++i) xg[i] = x + i * ldx + whole;
       for (int j = 0; j < NR; ++j) {
-        ::llm::kernels::internal::WidenQ4_0Group(
-            w + j * ldw + static_cast<int64_t>(whole) * kPackGroupBytes, t, wide[j]);
+        ::llm::kernels::internal::WidenQ4Group(kType, w + j * ldw + whole * kGroupBytes, t,
+                                               wide[j]);
         wg[j] = wide[j];
       }
       Group<MR, NR>(acc, xg, wg);
@@ -209,12 +229,12 @@ void PackedTile(int mr, int nr, const PackedQ4_0XGroup* x, int64_t ldx, const ui
 // The panel on packed weights (MatmulBlockPanelFn): x holds m rows of PackedQ4_0Groups(nb)
 // groups each (MakePackedQ4_0X). A GEMV walks one weight row at a time (one stream per thread).
 template <class Micro>
-void MatmulPackedQ4_0Panel(const void* xv, int m, int k, const void* wv, int n0, int n1,
-                           const float* bias, float* y, int ldy) {
+void MatmulPackedQ4Panel(const void* xv, int m, int k, const void* wv, int n0, int n1,
+                         const float* bias, float* y, int ldy) {
   const auto* x = static_cast<const PackedQ4_0XGroup*>(xv);
   const auto* w = static_cast<const uint8_t*>(wv);
   const int nb = k / kQKLegacy;
-  const int64_t ldw = static_cast<int64_t>(nb) * static_cast<int64_t>(sizeof(BlockQ4_0));
+  const int64_t ldw = static_cast<int64_t>(nb) * (Micro::kGroupBytes / kPackGroupBlocks);
   const int64_t ldx = PackedQ4_0Groups(nb);
   for (int c0 = 0; c0 < m; c0 += kRowChunk) {
     const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
@@ -231,13 +251,13 @@ void MatmulPackedQ4_0Panel(const void* xv, int m, int k, const void* wv, int n0,
   }
 }
 
-// Q4_0 weights in ggml's layout on this set: each panel's rows packed on the fly (a thread's
+// Q4_0 / Q4_1 weights in ggml's layout on this set: each panel's rows packed on the fly (a thread's
 // buffer), then the packed panel. The CPU backend packs its weights once at load instead
 // (PrepareMatmulWeight); this path serves weights that were not (tests, LLM_PACK_Q4_0=0).
 template <class Micro>
-void MatmulQ4_0ByPacking(const void* xv, int m, int k, const void* wv, int n0, int n1,
-                         const float* bias, float* y, int ldy) {
-  const size_t row = static_cast<size_t>(k / kQKLegacy) * sizeof(BlockQ4_0);
+void MatmulQ4ByPacking(const void* xv, int m, int k, const void* wv, int n0, int n1,
+                       const float* bias, float* y, int ldy) {
+  const size_t row = static_cast<size_t>(k / kQKLegacy) * (Micro::kGroupBytes / kPackGroupBlocks);
   constexpr int kRows = 16;
   // A plain array, not a std::vector: no inline library function may be instantiated in an ISA
   // translation unit (matmul_internal.h). One per thread, kept for the thread's life.
@@ -250,10 +270,10 @@ void MatmulQ4_0ByPacking(const void* xv, int m, int k, const void* wv, int n0, i
   }
   for (int j0 = n0; j0 < n1; j0 += kRows) {
     const int j1 = n1 < j0 + kRows ? n1 : j0 + kRows;
-    ::llm::kernels::internal::PackQ4_0Rows(static_cast<const uint8_t*>(wv) + row * j0, j1 - j0, k,
-                                           packed);
-    MatmulPackedQ4_0Panel<Micro>(xv, m, k, packed, 0, j1 - j0,
-                                 bias != nullptr ? bias + j0 : nullptr, y + j0, ldy);
+    ::llm::kernels::internal::PackQ4Rows(Micro::kType, static_cast<const uint8_t*>(wv) + row * j0,
+                                         j1 - j0, k, packed);
+    MatmulPackedQ4Panel<Micro>(xv, m, k, packed, 0, j1 - j0, bias != nullptr ? bias + j0 : nullptr,
+                               y + j0, ldy);
   }
 }
 

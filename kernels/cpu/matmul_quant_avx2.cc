@@ -19,13 +19,14 @@ namespace {
 template <class F>
 using Legacy = qx::LegacyMicro<F, 2, 2>;
 template <class F>
+using PackedQ4 = qx::PackedQ4Micro<F, 2, 1>;
+template <class F>
 using K = qx::KMicro<F, 2, 2>;
 
 }  // namespace
 
 const QuantMatmulKernels& Avx2QuantKernels() {
-  static const QuantMatmulKernels kKernels =
-      MakeQuantKernels<Legacy, K, qx::PackedQ4_0Micro<2, 1>>();
+  static const QuantMatmulKernels kKernels = MakeQuantKernels<Legacy, K, PackedQ4>();
   return kKernels;
 }
 

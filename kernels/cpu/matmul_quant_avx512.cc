@@ -23,13 +23,14 @@ namespace {
 template <class F>
 using Legacy = qx::LegacyMicro512<F, 4, 4>;
 template <class F>
+using PackedQ4 = qx::PackedQ4Micro<F, 4, 2>;
+template <class F>
 using K = qx::KMicro<F, 4, 2>;
 
 }  // namespace
 
 const QuantMatmulKernels& Avx512QuantKernels() {
-  static const QuantMatmulKernels kKernels =
-      MakeQuantKernels<Legacy, K, qx::PackedQ4_0Micro<4, 2>>();
+  static const QuantMatmulKernels kKernels = MakeQuantKernels<Legacy, K, PackedQ4>();
   return kKernels;
 }
 

@@ -90,10 +90,11 @@ struct ScalarMicro {
   }
 };
 
-// Q4_0's own order (quant_blocks.h): one lane and chain per block, b % 16.
-struct ScalarQ4_0 {
+// Q4_0's and Q4_1's own order (quant_blocks.h): one lane and chain per block, b % 16.
+template <DType kType, class W>
+struct ScalarQ4 {
   using XBlock = BlockQ8_0;
-  using WBlock = BlockQ4_0;
+  using WBlock = W;
   static constexpr int kBlock = kQKLegacy;
   static constexpr int kMR = 2;
   static constexpr int kNR = 2;
@@ -104,7 +105,7 @@ struct ScalarQ4_0 {
     float acc[MR][NR][16] = {};
     for (int b = 0; b < nb; ++b) {
       DecodedLegacy dw[NR];
-      for (int j = 0; j < NR; ++j) DecodeLegacy(DType::kQ4_0, &w[j * ldw + b], &dw[j]);
+      for (int j = 0; j < NR; ++j) DecodeLegacy(kType, &w[j * ldw + b], &dw[j]);
       for (int i = 0; i < MR; ++i) {
         const BlockQ8_0& xb = x[i * ldx + b];
         const float dx = F16ToF32(xb.d);
@@ -115,7 +116,12 @@ struct ScalarQ4_0 {
             sum += xb.qs[e];
           }
           float& a = acc[i][j][b % 16];
-          a = std::fma(dw[j].d * dx, static_cast<float>(dot - 8 * sum), a);
+          if constexpr (kType == DType::kQ4_1) {
+            a = std::fma(dw[j].d * dx, static_cast<float>(dot), a);
+            a = std::fma(dw[j].m * dx, static_cast<float>(sum), a);
+          } else {
+            a = std::fma(dw[j].d * dx, static_cast<float>(dot - 8 * sum), a);
+          }
         }
       }
     }
@@ -142,8 +148,8 @@ using KScalar = ScalarMicro<kType, W, BlockQ8_K, DecodedK>;
 const QuantMatmulKernels& ScalarQuantKernels() {
   static const QuantMatmulKernels kKernels = [] {
     QuantMatmulKernels k;
-    k.fn[static_cast<int>(DType::kQ4_0)] = MatmulBlockPanel<ScalarQ4_0>;
-    k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<LegacyScalar<DType::kQ4_1, BlockQ4_1>>;
+    k.fn[static_cast<int>(DType::kQ4_0)] = MatmulBlockPanel<ScalarQ4<DType::kQ4_0, BlockQ4_0>>;
+    k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<ScalarQ4<DType::kQ4_1, BlockQ4_1>>;
     k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_0, BlockQ5_0>>;
     k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_1, BlockQ5_1>>;
     k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<KScalar<DType::kQ2_K, BlockQ2_K>>;

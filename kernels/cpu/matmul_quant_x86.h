@@ -536,13 +536,15 @@ struct KMicro {
 }  // namespace qx
 
 // The kernel table of one ISA's translation unit: every block format through its micro-kernel
-// (Legacy for the 32-blocks, K for the 256-blocks, Q4_0 packed), with that unit's tile shapes.
-template <template <class> class Legacy, template <class> class K, class PackedQ4_0>
+// (Legacy for Q5_0 / Q5_1, K for the 256-blocks, PackedQ4 for Q4_0 / Q4_1), with that unit's tile
+// shapes.
+template <template <class> class Legacy, template <class> class K, template <class> class PackedQ4>
 QuantMatmulKernels MakeQuantKernels() {
   QuantMatmulKernels k;
-  k.fn[static_cast<int>(DType::kQ4_0)] = qx::MatmulQ4_0ByPacking<PackedQ4_0>;
-  k.fn[static_cast<int>(DType::kQ4_0Packed)] = qx::MatmulPackedQ4_0Panel<PackedQ4_0>;
-  k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<Legacy<qx::Q4_1F>>;
+  k.fn[static_cast<int>(DType::kQ4_0)] = qx::MatmulQ4ByPacking<PackedQ4<qx::Q4_0F>>;
+  k.fn[static_cast<int>(DType::kQ4_0Packed)] = qx::MatmulPackedQ4Panel<PackedQ4<qx::Q4_0F>>;
+  k.fn[static_cast<int>(DType::kQ4_1)] = qx::MatmulQ4ByPacking<PackedQ4<qx::Q4_1F>>;
+  k.fn[static_cast<int>(DType::kQ4_1Packed)] = qx::MatmulPackedQ4Panel<PackedQ4<qx::Q4_1F>>;
   k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<Legacy<qx::Q5_0F>>;
   k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<Legacy<qx::Q5_1F>>;
   k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<K<qx::Q2_KF>>;
@@ -552,7 +554,6 @@ QuantMatmulKernels MakeQuantKernels() {
   k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ4_K)] = GemvPairsChunks<K<qx::Q4_KF>>();
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ5_K)] = GemvPairsChunks<K<qx::Q5_KF>>();
-  k.legacy_block_pairs[static_cast<int>(DType::kQ4_1)] = WantsLegacyBlockPairs<Legacy<qx::Q4_1F>>();
   k.legacy_block_pairs[static_cast<int>(DType::kQ5_0)] = WantsLegacyBlockPairs<Legacy<qx::Q5_0F>>();
   k.legacy_block_pairs[static_cast<int>(DType::kQ5_1)] = WantsLegacyBlockPairs<Legacy<qx::Q5_1F>>();
   return k;

@@ -14,7 +14,9 @@ void PanelSchedule::Reset(int items, int threads) {
 }
 
 int PanelSchedule::Next(int t) {
-  if (t < 0 || t >= threads_) t = 0;  // a larger team than planned: share range 0
+  // A larger team than planned: such a thread owns no range. (Sharing range 0 lost items: two
+  // owners stealing into one range, the second store overwrote the first's stolen items.)
+  if (t < 0 || t >= threads_) return TakeFromFullest();
   for (;;) {
     std::atomic<uint64_t>& own = ranges_[t].bounds;
     uint64_t v = own.load(std::memory_order_acquire);
@@ -26,6 +28,29 @@ int PanelSchedule::Next(int t) {
       }
     }
     if (!StealInto(t)) return -1;
+  }
+}
+
+int PanelSchedule::TakeFromFullest() {
+  for (;;) {
+    int victim = -1;
+    uint32_t most = 0;
+    uint64_t seen = 0;
+    for (int u = 0; u < threads_; ++u) {
+      const uint64_t v = ranges_[u].bounds.load(std::memory_order_acquire);
+      const auto front = static_cast<uint32_t>(v), back = static_cast<uint32_t>(v >> 32);
+      if (back > front && back - front > most) {
+        most = back - front;
+        victim = u;
+        seen = v;
+      }
+    }
+    if (victim < 0) return -1;
+    const auto front = static_cast<uint32_t>(seen), back = static_cast<uint32_t>(seen >> 32);
+    if (ranges_[victim].bounds.compare_exchange_strong(seen, Pack(front + 1, back),
+                                                       std::memory_order_acq_rel)) {
+      return static_cast<int>(front);
+    }
   }
 }
 

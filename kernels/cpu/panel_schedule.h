@@ -25,7 +25,8 @@ class PanelSchedule {
 
   // The next item for thread t (its own range first, then stolen ones), or -1 when every
   // range is empty. Each item is returned exactly once over all threads. A range whose thread
-  // never runs (a smaller team than planned) is taken by the others.
+  // never runs (a smaller team than planned) is taken by the others; a thread beyond the plan
+  // (a larger team) has no range and takes single items from the fullest one.
   int Next(int t);
 
  private:
@@ -38,6 +39,8 @@ class PanelSchedule {
     return (static_cast<uint64_t>(back) << 32) | front;
   }
   bool StealInto(int t);
+  // One item from the front of the fullest range, for a thread with no range of its own.
+  int TakeFromFullest();
 
   std::vector<Range> ranges_;
   int threads_ = 0;

@@ -8,10 +8,11 @@
 // decoded blocks below, in one float evaluation order that every ISA follows, so the scalar, AVX2
 // and AVX-512 paths give bitwise the same result. Per block, 8 lanes l = 0..7:
 //
-//  Q4_0 (DecodedLegacy w, Q8_0 x) is the exception: one lane per block, 16 chains. Block b adds
-//  to chain c = b % 16, in increasing b:
+//  Q4_0 and Q4_1 (DecodedLegacy w, Q8_0 x) are the exception: one lane per block, 16 chains.
+//  Block b adds to chain c = b % 16, in increasing b:
 //    D_b = sum over its 32 elements of u[e] * x[e], S_b = sum x[e] (exact int32)
-//    acc_c = fma(d_w * d_x, float(D_b - 8 * S_b), acc_c)
+//    Q4_0: acc_c = fma(d_w * d_x, float(D_b - 8 * S_b), acc_c)
+//    Q4_1: acc_c = fma(d_w * d_x, float(D_b), acc_c); acc_c = fma(m_w * d_x, float(S_b), acc_c)
 //  and y = h2[0] + h2[1] with h8[l] = acc_l + acc_{l+8}, h4[l] = h8[l] + h8[l+4],
 //  h2[l] = h4[l] + h4[l+2] (+ bias last). So a SIMD kernel sums a block's products in an integer
 //  lane and pays one conversion, scale product and fma per 16 blocks (q4_0_packed.h).

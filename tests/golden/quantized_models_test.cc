@@ -297,7 +297,7 @@ TEST(InSituQuantization, LmHeadFollowsLlamaQuantize) {
 // the Q6_K lm_head keep their formats. (The Q4_0 model itself is checked against its
 // dequantized F32 model above and in GgufInEveryFormatGivesTheGreedyIdsOfItsDequantizedModel.)
 TEST(InSituQuantization, PackedQ4_0GivesTheBitsOfQ4_0ThroughTheModel) {
-  if (!kernels::MatmulPacksQ4_0()) {
+  if (kernels::MatmulPackedFormat(DType::kQ4_0) == DType::kQ4_0) {
     GTEST_SKIP() << "the kernel set in use (" << kernels::MatmulIsa()
                  << ") keeps Q4_0 as it is (packing needs AVX2)";
   }

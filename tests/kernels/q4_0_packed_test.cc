@@ -1,8 +1,8 @@
-// Packed Q4_0 (kernels/cpu/q4_0_packed.h): packing is a bijection on rows of any block count, a
-// matmul on the packed rows gives bitwise the Q4_0 matmul's result on every kernel set (the
-// AVX2 and AVX-512 sets read it natively, the scalar one unpacks it) for GEMV and GEMM shapes with
-// and without a tail after the last 16-block group, and the CPU backend repacks only Q4_0 (and not
-// when LLM_PACK_Q4_0=0 or the kernel set has no packed kernel).
+// Packed Q4_0 and Q4_1 (kernels/cpu/q4_0_packed.h): packing is a bijection on rows of any block
+// count; a matmul on the packed rows gives bitwise the format's result (the scalar reference on
+// ggml's layout) on every kernel set (AVX2 and AVX-512 read it natively, scalar unpacks it) for
+// GEMV and GEMM shapes with and without a tail after the last 16-block group; the CPU backend
+// repacks only Q4_0 and Q4_1 (and not when LLM_PACK_Q4_0=0).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -28,17 +28,21 @@ std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
-std::vector<uint8_t> Q4_0Matrix(int n, int k, uint32_t seed) {
+std::vector<uint8_t> Q4Matrix(DType t, int n, int k, uint32_t seed) {
   const auto f = RandomVec(static_cast<size_t>(n) * k, seed, 0.05f);
-  std::vector<uint8_t> q(RowBytes(DType::kQ4_0, k) * n);
-  QuantizeRows(DType::kQ4_0, f.data(), n, k, q.data());
+  std::vector<uint8_t> q(RowBytes(t, k) * n);
+  QuantizeRows(t, f.data(), n, k, q.data());
   return q;
 }
 
-std::vector<uint8_t> Packed(const std::vector<uint8_t>& q, int n, int k) {
+std::vector<uint8_t> Packed(DType t, const std::vector<uint8_t>& q, int n, int k) {
   std::vector<uint8_t> p(q.size());
-  internal::PackQ4_0Rows(q.data(), n, k, p.data());
+  internal::PackQ4Rows(t, q.data(), n, k, p.data());
   return p;
+}
+
+DType PackedType(DType t) {
+  return t == DType::kQ4_0 ? DType::kQ4_0Packed : DType::kQ4_1Packed;
 }
 
 std::vector<const internal::MatmulKernels*> Isas() {
@@ -50,11 +54,18 @@ std::vector<const internal::MatmulKernels*> Isas() {
 TEST(Q4_0Packed, PackingIsABijectionThatMovesEveryQuantAndScale) {
   for (int nb : {1, 3, 15, 16, 17, 32, 33, 47, 176}) {
     const int k = 32 * nb, n = 3;
-    const auto q = Q4_0Matrix(n, k, 7 + nb);
-    const auto p = Packed(q, n, k);
-    std::vector<uint8_t> back(q.size());
-    internal::UnpackQ4_0Rows(p.data(), n, k, back.data());
-    ASSERT_EQ(back, q) << "nb " << nb;
+    for (DType t4 : {DType::kQ4_0, DType::kQ4_1}) {
+      const auto q4 = Q4Matrix(t4, n, k, 7 + nb);
+      const auto p4 = Packed(t4, q4, n, k);
+      std::vector<uint8_t> back(q4.size());
+      internal::UnpackQ4Rows(t4, p4.data(), n, k, back.data());
+      ASSERT_EQ(back, q4) << DTypeName(t4) << " nb " << nb;
+      if (nb >= 16) {
+        ASSERT_NE(p4, q4) << DTypeName(t4) << " nb " << nb;
+      }
+    }
+    const auto q = Q4Matrix(DType::kQ4_0, n, k, 7 + nb);
+    const auto p = Packed(DType::kQ4_0, q, n, k);
     // Group 0 of row 0: byte 4b + t of run r is byte 4r + t of block b's quants (elements
     // 4r + t and 16 + 4r + t); the 16 scales follow the 256 bytes of quants.
     if (nb >= 16) {
@@ -86,69 +97,75 @@ TEST(Q4_0Packed, MatmulGivesTheQ4_0BitsOnEveryKernelSet) {
                           {2, 512, 7},    {5, 544, 18}, {3, 96, 4},    {17, 1024, 9},
                           {20, 2048, 13}, {4, 992, 3},  {7, 1056, 21}, {1, 2048, 64}};
   const auto isas = Isas();
-  for (const Shape& s : shapes) {
-    const auto q = Q4_0Matrix(s.n, s.k, 100 + s.k + s.n);
-    const auto p = Packed(q, s.n, s.k);
-    auto x = RandomVec(static_cast<size_t>(s.m) * s.k, 3 + s.m);
-    if (s.m > 1) std::fill(x.begin(), x.begin() + s.k, 0.0f);  // an all-zero row
-    const auto bias = RandomVec(s.n, 9);
-    std::vector<float> ref(static_cast<size_t>(s.m) * s.n);
-    internal::MatmulWith(*isas.back(), x.data(), s.m, s.k, q.data(), DType::kQ4_0, s.n, bias.data(),
-                         ref.data());  // the scalar reference on ggml's layout
-    for (const auto* ks : isas) {
-      std::vector<float> y(ref.size(), -1.0f);
-      internal::MatmulWith(*ks, x.data(), s.m, s.k, p.data(), DType::kQ4_0Packed, s.n, bias.data(),
-                           y.data());
-      ASSERT_EQ(std::memcmp(ref.data(), y.data(), 4 * y.size()), 0)
-          << ks->isa << " packed differs from scalar Q4_0, m " << s.m << " k " << s.k << " n "
-          << s.n;
-      // One call with other formats of the same input (q, k, v; gate, up).
-      const auto q8 = Q4_0Matrix(5, s.k, 1);
-      std::vector<float> y2(ref.size()), other(static_cast<size_t>(s.m) * 5);
-      const MatmulJob jobs[] = {{q8.data(), DType::kQ4_0, 5, nullptr, other.data()},
-                                {p.data(), DType::kQ4_0Packed, s.n, bias.data(), y2.data()}};
-      internal::MatmulSameInputWith(*ks, x.data(), s.m, s.k, jobs, 2);
-      ASSERT_EQ(std::memcmp(ref.data(), y2.data(), 4 * y2.size()), 0)
-          << ks->isa << " packed beside Q4_0 in one call, m " << s.m << " k " << s.k;
+  for (DType t : {DType::kQ4_0, DType::kQ4_1}) {
+    for (const Shape& s : shapes) {
+      const auto q = Q4Matrix(t, s.n, s.k, 100 + s.k + s.n);
+      const auto p = Packed(t, q, s.n, s.k);
+      auto x = RandomVec(static_cast<size_t>(s.m) * s.k, 3 + s.m);
+      if (s.m > 1) std::fill(x.begin(), x.begin() + s.k, 0.0f);  // an all-zero row
+      const auto bias = RandomVec(s.n, 9);
+      std::vector<float> ref(static_cast<size_t>(s.m) * s.n);
+      internal::MatmulWith(*isas.back(), x.data(), s.m, s.k, q.data(), t, s.n, bias.data(),
+                           ref.data());  // the scalar reference on ggml's layout
+      for (const auto* ks : isas) {
+        std::vector<float> y(ref.size(), -1.0f);
+        internal::MatmulWith(*ks, x.data(), s.m, s.k, p.data(), PackedType(t), s.n, bias.data(),
+                             y.data());
+        ASSERT_EQ(std::memcmp(ref.data(), y.data(), 4 * y.size()), 0)
+            << ks->isa << " packed " << DTypeName(t) << " differs from scalar, m " << s.m << " k "
+            << s.k << " n " << s.n;
+        // One call with other formats of the same input (q, k, v; gate, up).
+        const auto q8 = Q4Matrix(DType::kQ4_0, 5, s.k, 1);
+        std::vector<float> y2(ref.size()), other(static_cast<size_t>(s.m) * 5);
+        const MatmulJob jobs[] = {{q8.data(), DType::kQ4_0, 5, nullptr, other.data()},
+                                  {p.data(), PackedType(t), s.n, bias.data(), y2.data()}};
+        internal::MatmulSameInputWith(*ks, x.data(), s.m, s.k, jobs, 2);
+        ASSERT_EQ(std::memcmp(ref.data(), y2.data(), 4 * y2.size()), 0)
+            << ks->isa << " packed " << DTypeName(t) << " beside Q4_0 in one call, m " << s.m
+            << " k " << s.k;
+      }
     }
   }
 }
 
-TEST(Q4_0Packed, CpuBackendRepacksOnlyQ4_0) {
+TEST(Q4_0Packed, CpuBackendRepacksOnlyQ4_0AndQ4_1) {
   Backend& cpu = CpuBackend();
   const int n = 24, k = 1056;
-  const auto q = Q4_0Matrix(n, k, 5);
-  const auto x = RandomVec(3 * k, 8);
-  std::vector<float> want(3 * n), got(3 * n);
-  Weight w{q.data(), DType::kQ4_0, n, k};
-  cpu.Matmul(x.data(), 3, w, nullptr, want.data());
+  for (DType t : {DType::kQ4_0, DType::kQ4_1}) {
+    const auto q = Q4Matrix(t, n, k, 5);
+    const auto x = RandomVec(3 * k, 8);
+    std::vector<float> want(3 * n), got(3 * n);
+    Weight w{q.data(), t, n, k};
+    cpu.Matmul(x.data(), 3, w, nullptr, want.data());
 
-  auto buf = cpu.PrepareMatmulWeight(w);
-  ASSERT_TRUE(buf.ok()) << buf.status().ToString();
-  if (!MatmulPacksQ4_0()) {
-    EXPECT_EQ(buf->data(), nullptr);
-    GTEST_SKIP() << "the kernel set in use (" << MatmulIsa() << ") has no packed Q4_0 kernel";
+    auto buf = cpu.PrepareMatmulWeight(w);
+    ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+    if (MatmulPackedFormat(t) == t) {
+      EXPECT_EQ(buf->data(), nullptr);
+      GTEST_SKIP() << "the kernel set in use (" << MatmulIsa() << ") has no packed kernel";
+    }
+    ASSERT_NE(buf->data(), nullptr);
+    EXPECT_EQ(w.format, PackedType(t));
+    EXPECT_EQ(w.data, buf->data());
+    cpu.Matmul(x.data(), 3, w, nullptr, got.data());
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0) << DTypeName(t);
+
+    ::setenv("LLM_PACK_Q4_0", "0", 1);
+    Weight off{q.data(), t, n, k};
+    auto kept = cpu.PrepareMatmulWeight(off);
+    ::unsetenv("LLM_PACK_Q4_0");
+    ASSERT_TRUE(kept.ok());
+    EXPECT_EQ(kept->data(), nullptr);
+    EXPECT_EQ(off.format, t);
   }
-  ASSERT_NE(buf->data(), nullptr);
-  EXPECT_EQ(w.format, DType::kQ4_0Packed);
-  EXPECT_EQ(w.data, buf->data());
-  cpu.Matmul(x.data(), 3, w, nullptr, got.data());
-  EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0);
-
-  const std::vector<uint8_t> f16(static_cast<size_t>(n) * k * 2);
-  Weight other{f16.data(), DType::kF16, n, k};
-  auto none = cpu.PrepareMatmulWeight(other);
-  ASSERT_TRUE(none.ok());
-  EXPECT_EQ(none->data(), nullptr);
-  EXPECT_EQ(other.format, DType::kF16);
-
-  ::setenv("LLM_PACK_Q4_0", "0", 1);
-  Weight off{q.data(), DType::kQ4_0, n, k};
-  auto kept = cpu.PrepareMatmulWeight(off);
-  ::unsetenv("LLM_PACK_Q4_0");
-  ASSERT_TRUE(kept.ok());
-  EXPECT_EQ(kept->data(), nullptr);
-  EXPECT_EQ(off.format, DType::kQ4_0);
+  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ5_0, DType::kQ4_K}) {
+    const std::vector<uint8_t> bytes(RowBytes(t, 512) * 4);
+    Weight other{bytes.data(), t, 4, 512};
+    auto none = cpu.PrepareMatmulWeight(other);
+    ASSERT_TRUE(none.ok());
+    EXPECT_EQ(none->data(), nullptr) << DTypeName(t);
+    EXPECT_EQ(other.format, t);
+  }
 }
 
 }  // namespace
