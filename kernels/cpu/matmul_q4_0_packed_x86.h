@@ -140,6 +140,8 @@ struct PackedQ4Micro {
   static constexpr int kNR = kNRv;
   static constexpr DType kType = F::kMin ? DType::kQ4_1 : DType::kQ4_0;
   static constexpr int64_t kGroupBytes = kPackGroupBlocks * sizeof(typename F::B);
+  using XBlock = PackedQ4_0XGroup;  // for BlockTile (matmul_internal.h)
+  using WBlock = uint8_t;           // rows ldw bytes apart
 
   // acc[i][j] += group g of activation rows x[i] times weight rows w[j] (whole-group layout).
   template <int MR, int NR>
@@ -213,19 +215,6 @@ struct PackedQ4Micro {
   }
 };
 
-// Dispatches an mr x nr tile (mr <= MR, nr <= NR) to Micro::Tile<mr, nr>.
-template <class Micro, int MR, int NR>
-void PackedTile(int mr, int nr, const PackedQ4_0XGroup* x, int64_t ldx, const uint8_t* w,
-                int64_t ldw, int nb, const float* bias, float* y, int64_t ldy) {
-  if constexpr (MR > 1) {
-    if (mr < MR) return PackedTile<Micro, MR - 1, NR>(mr, nr, x, ldx, w, ldw, nb, bias, y, ldy);
-  }
-  if constexpr (NR > 1) {
-    if (nr < NR) return PackedTile<Micro, MR, NR - 1>(mr, nr, x, ldx, w, ldw, nb, bias, y, ldy);
-  }
-  Micro::template Tile<MR, NR>(x, ldx, w, ldw, nb, bias, y, ldy);
-}
-
 // The panel on packed weights (MatmulBlockPanelFn): x holds m rows of PackedQ4_0Groups(nb)
 // groups each (MakePackedQ4_0X). A GEMV walks one weight row at a time (one stream per thread).
 template <class Micro>
@@ -243,9 +232,9 @@ void MatmulPackedQ4Panel(const void* xv, int m, int k, const void* wv, int n0, i
       const int nr = n1 - j < kNR ? n1 - j : kNR;
       for (int i = c0; i < c1; i += Micro::kMR) {
         const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
-        PackedTile<Micro, Micro::kMR, Micro::kNR>(mr, nr, x + i * ldx, ldx, w + j * ldw, ldw, nb,
-                                                  bias != nullptr ? bias + j : nullptr,
-                                                  y + static_cast<int64_t>(i) * ldy + j, ldy);
+        BlockTile<Micro, Micro::kMR, Micro::kNR>(mr, nr, x + i * ldx, ldx, w + j * ldw, ldw, nb,
+                                                 bias != nullptr ? bias + j : nullptr,
+                                                 y + static_cast<int64_t>(i) * ldy + j, ldy);
       }
     }
   }

@@ -33,18 +33,8 @@ int PanelSchedule::Next(int t) {
 
 int PanelSchedule::TakeFromFullest() {
   for (;;) {
-    int victim = -1;
-    uint32_t most = 0;
     uint64_t seen = 0;
-    for (int u = 0; u < threads_; ++u) {
-      const uint64_t v = ranges_[u].bounds.load(std::memory_order_acquire);
-      const auto front = static_cast<uint32_t>(v), back = static_cast<uint32_t>(v >> 32);
-      if (back > front && back - front > most) {
-        most = back - front;
-        victim = u;
-        seen = v;
-      }
-    }
+    const int victim = Fullest(-1, &seen);
     if (victim < 0) return -1;
     const auto front = static_cast<uint32_t>(seen), back = static_cast<uint32_t>(seen >> 32);
     if (ranges_[victim].bounds.compare_exchange_strong(seen, Pack(front + 1, back),
@@ -54,23 +44,28 @@ int PanelSchedule::TakeFromFullest() {
   }
 }
 
+int PanelSchedule::Fullest(int skip, uint64_t* seen) const {
+  int victim = -1;
+  uint32_t most = 0;
+  for (int u = 0; u < threads_; ++u) {
+    if (u == skip) continue;
+    const uint64_t v = ranges_[u].bounds.load(std::memory_order_acquire);
+    const auto front = static_cast<uint32_t>(v), back = static_cast<uint32_t>(v >> 32);
+    if (back > front && back - front > most) {
+      most = back - front;
+      victim = u;
+      *seen = v;
+    }
+  }
+  return victim;
+}
+
 // Moves the back half (rounded up) of the fullest other range into thread t's empty range.
 // False when every range is empty.
 bool PanelSchedule::StealInto(int t) {
   for (;;) {
-    int victim = -1;
-    uint32_t most = 0;
     uint64_t seen = 0;
-    for (int u = 0; u < threads_; ++u) {
-      if (u == t) continue;
-      const uint64_t v = ranges_[u].bounds.load(std::memory_order_acquire);
-      const auto front = static_cast<uint32_t>(v), back = static_cast<uint32_t>(v >> 32);
-      if (back > front && back - front > most) {
-        most = back - front;
-        victim = u;
-        seen = v;
-      }
-    }
+    const int victim = Fullest(t, &seen);
     if (victim < 0) return false;
     const auto front = static_cast<uint32_t>(seen), back = static_cast<uint32_t>(seen >> 32);
     const uint32_t take = (back - front + 1) / 2;

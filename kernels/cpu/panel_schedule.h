@@ -41,6 +41,9 @@ class PanelSchedule {
   bool StealInto(int t);
   // One item from the front of the fullest range, for a thread with no range of its own.
   int TakeFromFullest();
+  // The range (other than `skip`) with the most items left, and its bounds word; -1 when all
+  // are empty.
+  int Fullest(int skip, uint64_t* seen) const;
 
   std::vector<Range> ranges_;
   int threads_ = 0;

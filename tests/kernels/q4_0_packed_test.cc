@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -16,16 +15,13 @@
 #include "kernels/cpu/q4_0_packed.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
+#include "tests/kernels/random_floats.h"
 
 namespace llm::kernels {
 namespace {
 
 std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& f : v) f = d(rng);
-  return v;
+  return testing::RandomFloats(n, seed, -scale, scale);
 }
 
 std::vector<uint8_t> Q4Matrix(DType t, int n, int k, uint32_t seed) {
