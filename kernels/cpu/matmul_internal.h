@@ -44,11 +44,11 @@ struct QuantMatmulKernels {
   // (PairChunksQ8K): the AVX-512 Q4_K GEMV.
   bool gemv_pairs_chunks[kNumMatmulFormats] = {};
   // The panel of this format wants its Q8_0 activations as LegacyBlockPairs: the AVX-512
-  // kernels of the 32-block formats.
+  // kernels of Q5_0 and Q5_1 (Q4_0 and Q4_1 take PackedQ4_0XGroups, q4_0_packed.h).
   bool legacy_block_pairs[kNumMatmulFormats] = {};
 };
 
-// Q8_0 activations for the 32-block formats, per pair of blocks (2p, 2p + 1), in the register
+// Q8_0 activations for Q5_0 / Q5_1, per pair of blocks (2p, 2p + 1), in the register
 // layout of the AVX-512 legacy kernel, built once per matmul instead of once per tile: the 64
 // quants, the per-lane sums S_l (int32, and as float), the scales d_x (lanes 0..7 block 2p,
 // 8..15 block 2p + 1). A last odd block leaves lanes 8..15 zero.
