@@ -36,6 +36,10 @@ const char* DTypeName(DType t) {
       return "Q4_0 (packed)";
     case DType::kQ4_1Packed:
       return "Q4_1 (packed)";
+    case DType::kQ5_0Packed:
+      return "Q5_0 (packed)";
+    case DType::kQ5_1Packed:
+      return "Q5_1 (packed)";
   }
   return "?";
 }

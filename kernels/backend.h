@@ -150,11 +150,11 @@ class Backend {
   virtual void Rope(float* x, const int32_t* positions, int tokens, int heads,
                     const RopeLayout& layout, const float* inv_freq) = 0;
   // Once at load, before the weight's first use: a backend may give a matmul weight a layout of
-  // its own that its Matmul reads faster (the CPU backend repacks Q4_0 for its SIMD kernels,
-  // kernels/cpu/q4_0_packed.h). Then it returns the Buffer holding that copy, with w.data and
-  // w.format pointing at it (w.format a backend layout such as DType::kQ4_0Packed, which only
-  // Matmul and MatmulSameInput may be given); else an empty Buffer and `w` unchanged. Bitwise
-  // the same results either way.
+  // its own that its Matmul reads faster (the CPU backend repacks Q4_0 ... Q5_1 for its SIMD
+  // kernels, kernels/cpu/legacy_packed.h). Then it returns the Buffer holding that copy, with
+  // w.data and w.format pointing at it (w.format a backend layout such as DType::kQ4_0Packed,
+  // which only Matmul and MatmulSameInput may be given); else an empty Buffer and `w` unchanged.
+  // Bitwise the same results either way.
   virtual StatusOr<Buffer> PrepareMatmulWeight(Weight& w) {
     (void)w;
     return Buffer();

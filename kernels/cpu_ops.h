@@ -43,11 +43,12 @@ struct MatmulJob {
 constexpr int kMaxSameInputJobs = 4;
 void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int count);
 
-// The layout the matmul kernels in use read `t` fastest in: DType::kQ4_0Packed / kQ4_1Packed
-// for Q4_0 / Q4_1 on the AVX2 and AVX-512 sets (unless LLM_PACK_Q4_0=0), else `t` itself.
+// The layout the matmul kernels in use read `t` fastest in: DType::kQ4_0Packed ... kQ5_1Packed
+// for Q4_0, Q4_1, Q5_0, Q5_1 on the AVX2 and AVX-512 sets (unless LLM_PACK_WEIGHTS=0), else `t`
+// itself.
 // Matmul accepts the packed layouts on every kernel set (the scalar one unpacks them per panel).
 DType MatmulPackedFormat(DType t);
-// Repacks rows of Q4_0 / Q4_1 into their packed layout (kernels/cpu/q4_0_packed.h), on OpenMP
+// Repacks rows of Q4_0 ... Q5_1 into their packed layout (kernels/cpu/legacy_packed.h), on OpenMP
 // threads.
 void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 

@@ -17,6 +17,7 @@
 
 #include "common/cli.h"
 #include "common/dtype.h"
+#include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu_ops.h"
@@ -93,8 +94,10 @@ void BenchGemv() {
   std::normal_distribution<float> d(0.0f, 0.05f);
   std::vector<float> x(k), y(8192);
   for (float& v : x) v = d(rng) * 20;
-  const DType types[] = {DType::kF16,  DType::kQ8_0, DType::kQ4_0, DType::kQ4_0Packed, DType::kQ4_K,
-                         DType::kQ5_K, DType::kQ6_K, DType::kQ3_K, DType::kQ2_K};
+  const DType types[] = {DType::kF16,        DType::kQ8_0,       DType::kQ4_0,
+                         DType::kQ4_0Packed, DType::kQ4_1Packed, DType::kQ5_0Packed,
+                         DType::kQ5_1Packed, DType::kQ4_K,       DType::kQ5_K,
+                         DType::kQ6_K,       DType::kQ3_K,       DType::kQ2_K};
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);
   std::printf(
@@ -111,11 +114,12 @@ void BenchGemv() {
       if (t == DType::kF16) {
         auto* h = reinterpret_cast<uint16_t*>(mats[c].data());
         for (size_t i = 0; i < mats[c].size() / 2; ++i) h[i] = llm::F32ToF16(d(rng));
-      } else if (t == DType::kQ4_0Packed) {  // random Q4_0, repacked as the CPU backend does
-        std::vector<uint8_t> q4(mats[c].size());
-        kn::FillRandomBlocks(DType::kQ4_0, 10 + c, q4.data(),
-                             static_cast<int64_t>(q4.size() / llm::RowBytes(DType::kQ4_0, 32)));
-        kn::PackRows(DType::kQ4_0, q4.data(), big_n, k, mats[c].data());
+      } else if (const DType file = kn::internal::FileFormatOf(t); file != t) {
+        // random blocks of the file format, repacked as the CPU backend does
+        std::vector<uint8_t> q(mats[c].size());
+        kn::FillRandomBlocks(file, 10 + c, q.data(),
+                             static_cast<int64_t>(q.size() / llm::RowBytes(file, 32)));
+        kn::PackRows(file, q.data(), big_n, k, mats[c].data());
       } else {
         kn::FillRandomBlocks(t, 10 + c, mats[c].data(),
                              static_cast<int64_t>(mats[c].size() / llm::RowBytes(t, 256)));

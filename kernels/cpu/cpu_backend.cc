@@ -45,7 +45,7 @@ class CpuBackendImpl final : public Backend {
  public:
   CpuBackendImpl() {
     caps_.name = "cpu";
-    // Every file format, and the packed Q4_0 / Q4_1 its PrepareMatmulWeight makes.
+    // Every file format, and the packed 32-block layouts its PrepareMatmulWeight makes.
     for (int t = 0; t < kNumMatmulFormats; ++t)
       caps_.weight_formats.push_back(static_cast<DType>(t));
     caps_.max_head_dim = kMaxHeadDim;

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/panel_schedule.h"
-#include "kernels/cpu/q4_0_packed.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
 
@@ -48,36 +48,11 @@ void PairChunksQ8K(BlockQ8_K* x, int nb) {
   }
 }
 
-void MakeLegacyBlockPairs(const BlockQ8_0* x, int nb, LegacyBlockPair* out) {
-  for (int p = 0; p < (nb + 1) / 2; ++p) {
-    LegacyBlockPair& o = out[p];
-    std::memset(&o, 0, sizeof(o));
-    for (int h = 0; h < 2 && 2 * p + h < nb; ++h) {
-      const BlockQ8_0& b = x[2 * p + h];
-      std::memcpy(o.qs + 32 * h, b.qs, 32);
-      const float dx = F16ToF32(b.d);
-      for (int l = 0; l < 8; ++l) {
-        int32_t sum = 0;
-        for (int e = 4 * l; e < 4 * l + 4; ++e) sum += b.qs[e];
-        o.s[8 * h + l] = sum;
-        o.sf[8 * h + l] = static_cast<float>(sum);
-        o.dx[8 * h + l] = dx;
-      }
-    }
-  }
-}
-
-// The packed layout of a format (q4_0_packed.h), or the format itself.
-DType PackedOf(DType t) {
-  return t == DType::kQ4_0 ? DType::kQ4_0Packed : t == DType::kQ4_1 ? DType::kQ4_1Packed : t;
-}
-DType UnpackedOf(DType t) {
-  return t == DType::kQ4_0Packed ? DType::kQ4_0 : t == DType::kQ4_1Packed ? DType::kQ4_1 : t;
-}
-// Whether this kernel set reads the packed layout of Q4_0 / Q4_1 (t: either of them, packed or
-// not) as it is; the scalar set unpacks its rows per panel.
-bool NativePackedQ4(const MatmulKernels& ks, DType t) {
-  return ks.quant->fn[static_cast<int>(PackedOf(UnpackedOf(t)))] != nullptr;
+// Whether this kernel set reads the packed layout of a 32-block format (t: the format or its
+// layout) as it is; the scalar set unpacks its rows per panel.
+bool NativePacked(const MatmulKernels& ks, DType t) {
+  const DType packed = PackedLayoutOf(FileFormatOf(t));
+  return packed != FileFormatOf(t) && ks.quant->fn[static_cast<int>(packed)] != nullptr;
 }
 
 // Weight rows per parallel work item. Small enough to load-balance n = 2048 over 16 threads,
@@ -86,27 +61,23 @@ constexpr int kPanelRows = 16;
 
 namespace {
 
-// The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (Q8_0 and the
-// legacy formats, ggml's vec_dot_type), Q8_K (K-quants), Q8_K with paired chunks (the
-// AVX-512 Q4_K GEMV, PairChunksQ8K), LegacyBlockPairs (the AVX-512 legacy kernels) and
-// PackedQ4_0X rows (the AVX-512 packed Q4_0 kernel).
+// The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (Q8_0, and the
+// 32-block formats on the scalar set: ggml's vec_dot_type), Q8_K (K-quants), Q8_K with paired
+// chunks (the AVX-512 Q4_K GEMV, PairChunksQ8K) and PackedX groups (the packed 32-block
+// kernels, legacy_packed.h).
 enum InputForm {
   kFloatInput,
   kQ8_0Input,
   kQ8_KInput,
   kQ8_KPairedInput,
-  kLegacyPairsInput,
-  kPackedQ4_0Input,
+  kPackedXInput,
   kNumInputForms
 };
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
   if (t == DType::kQ8_0) return kQ8_0Input;
-  if (UnpackedOf(t) == DType::kQ4_0 || UnpackedOf(t) == DType::kQ4_1) {
-    return NativePackedQ4(ks, t) ? kPackedQ4_0Input : kQ8_0Input;
-  }
-  if (IsBlockFormat(t) && !IsKQuant(t)) {
-    return ks.quant->legacy_block_pairs[static_cast<int>(t)] ? kLegacyPairsInput : kQ8_0Input;
+  if (PackedLayoutOf(t) != t || FileFormatOf(t) != t) {
+    return NativePacked(ks, t) ? kPackedXInput : kQ8_0Input;
   }
   if (!IsKQuant(t)) return kFloatInput;
   return m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput : kQ8_KInput;
@@ -116,28 +87,23 @@ InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
 struct QuantizedInputs {
   std::vector<BlockQ8_0> q8_0;
   std::vector<BlockQ8_K> q8_k, q8_k_paired;
-  std::vector<LegacyBlockPair> legacy_pairs;
-  std::vector<PackedQ4_0XGroup> packed_q4_0;
+  std::vector<PackedXGroup> packed_x;
 };
 
 void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
                     QuantizedInputs& in) {
   const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
   const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput];
-  const bool q8_0 = need[kQ8_0Input] || need[kLegacyPairsInput] || need[kPackedQ4_0Input];
+  const bool q8_0 = need[kQ8_0Input] || need[kPackedXInput];
   if (q8_0 && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
     in.q8_0.resize(static_cast<size_t>(m) * nb0);
   }
   if (kquant && in.q8_k.size() < static_cast<size_t>(m) * nbk) {
     in.q8_k.resize(static_cast<size_t>(m) * nbk);
   }
-  const int pairs = (nb0 + 1) / 2;
-  if (need[kLegacyPairsInput] && in.legacy_pairs.size() < static_cast<size_t>(m) * pairs) {
-    in.legacy_pairs.resize(static_cast<size_t>(m) * pairs);
-  }
-  const int groups = PackedQ4_0Groups(nb0);
-  if (need[kPackedQ4_0Input] && in.packed_q4_0.size() < static_cast<size_t>(m) * groups) {
-    in.packed_q4_0.resize(static_cast<size_t>(m) * groups);
+  const int groups = PackedXGroups(nb0);
+  if (need[kPackedXInput] && in.packed_x.size() < static_cast<size_t>(m) * groups) {
+    in.packed_x.resize(static_cast<size_t>(m) * groups);
   }
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
   for (int i = 0; i < m; ++i) {
@@ -145,11 +111,8 @@ void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms
     BlockQ8_0* xq = q8_0 ? in.q8_0.data() + static_cast<int64_t>(i) * nb0 : nullptr;
     if (q8_0) QuantizeRowQ8_0(xr, k, xq);
     if (kquant) QuantizeRowQ8_K(xr, k, in.q8_k.data() + static_cast<int64_t>(i) * nbk);
-    if (need[kLegacyPairsInput]) {
-      MakeLegacyBlockPairs(xq, nb0, in.legacy_pairs.data() + static_cast<int64_t>(i) * pairs);
-    }
-    if (need[kPackedQ4_0Input]) {
-      MakePackedQ4_0X(xq, nb0, in.packed_q4_0.data() + static_cast<int64_t>(i) * groups);
+    if (need[kPackedXInput]) {
+      MakePackedX(xq, nb0, in.packed_x.data() + static_cast<int64_t>(i) * groups);
     }
   }
   if (need[kQ8_KPairedInput]) {  // m == 1
@@ -172,12 +135,8 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
   bool need[kNumInputForms] = {};
   for (int j = 0; j < count; ++j) need[FormFor(ks, jobs[j].type, m)] = true;
   QuantizeInputs(x, m, k, need, inputs);
-  const void* input[kNumInputForms] = {x,
-                                       inputs.q8_0.data(),
-                                       inputs.q8_k.data(),
-                                       inputs.q8_k_paired.data(),
-                                       inputs.legacy_pairs.data(),
-                                       inputs.packed_q4_0.data()};
+  const void* input[kNumInputForms] = {x, inputs.q8_0.data(), inputs.q8_k.data(),
+                                       inputs.q8_k_paired.data(), inputs.packed_x.data()};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;
@@ -207,13 +166,15 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
         break;
       case DType::kQ4_0Packed:
       case DType::kQ4_1Packed:
-        if (!NativePackedQ4(ks, job.type)) {  // no packed kernel here: the format's, unpacked
-          const DType base = UnpackedOf(job.type);
+      case DType::kQ5_0Packed:
+      case DType::kQ5_1Packed:
+        if (!NativePacked(ks, job.type)) {  // no packed kernel here: the format's, unpacked
+          const DType base = FileFormatOf(job.type);
           const size_t row = RowBytes(base, k);
           static thread_local std::vector<uint8_t> unpacked;
           if (unpacked.size() < row * kPanelRows) unpacked.resize(row * kPanelRows);
-          UnpackQ4Rows(base, static_cast<const uint8_t*>(job.w) + row * n0, n1 - n0, k,
-                       unpacked.data());
+          UnpackLegacyRows(base, static_cast<const uint8_t*>(job.w) + row * n0, n1 - n0, k,
+                           unpacked.data());
           ks.quant->fn[static_cast<int>(base)](in, m, k, unpacked.data(), 0, n1 - n0,
                                                job.bias != nullptr ? job.bias + n0 : nullptr,
                                                job.y + n0, job.n);
@@ -307,10 +268,10 @@ void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int co
 }
 
 DType MatmulPackedFormat(DType t) {
-  const char* off = std::getenv("LLM_PACK_Q4_0");
+  const char* off = std::getenv("LLM_PACK_WEIGHTS");
   const bool allowed = !(off != nullptr && std::strcmp(off, "0") == 0);
-  const DType p = internal::PackedOf(t);
-  return p != t && allowed && internal::NativePackedQ4(Kernels(), t) ? p : t;
+  const DType p = internal::PackedLayoutOf(t);
+  return p != t && allowed && internal::NativePacked(Kernels(), t) ? p : t;
 }
 
 void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
@@ -318,9 +279,9 @@ void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
   constexpr int64_t kRowsPerItem = 64;
 #pragma omp parallel for schedule(static)
   for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerItem) {
-    internal::PackQ4Rows(t, static_cast<const uint8_t*>(src) + r0 * row,
-                         std::min(kRowsPerItem, rows - r0), cols,
-                         static_cast<uint8_t*>(dst) + r0 * row);
+    internal::PackLegacyRows(t, static_cast<const uint8_t*>(src) + r0 * row,
+                             std::min(kRowsPerItem, rows - r0), cols,
+                             static_cast<uint8_t*>(dst) + r0 * row);
   }
 }
 

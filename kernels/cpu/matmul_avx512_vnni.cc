@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
-#include "kernels/cpu/q4_0_packed.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -23,16 +23,14 @@ namespace {
 #include "kernels/cpu/matmul_quant_x86.h"  // NOLINT: included into this TU's anonymous namespace
 
 template <class F>
-using Legacy = qx::LegacyMicro512<F, 4, 4>;
-template <class F>
-using PackedQ4 = qx::PackedQ4Micro<F, 4, 2>;
+using PackedLegacy = qx::PackedLegacyMicro<F, 4, 2>;
 template <class F>
 using K = qx::KMicro<F, 4, 2>;
 
 }  // namespace
 
 const MatmulKernels& Avx512VnniMatmulKernels() {
-  static const QuantMatmulKernels kQuant = MakeQuantKernels<Legacy, K, PackedQ4>();
+  static const QuantMatmulKernels kQuant = MakeQuantKernels<K, PackedLegacy>();
   static const MatmulKernels kKernels = {"avx512-vnni",
                                          Avx512MatmulKernels().f32,
                                          Avx512MatmulKernels().f16,

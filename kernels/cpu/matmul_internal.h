@@ -36,30 +36,15 @@ using MatmulQ8PanelFn = void (*)(const BlockQ8_0* xq, int m, int k, const void* 
 using MatmulBlockPanelFn = void (*)(const void* xq, int m, int k, const void* w, int n0, int n1,
                                     const float* bias, float* y, int ldy);
 struct QuantMatmulKernels {
-  // Indexed by DType; null for the non-block formats. kQ4_0Packed (q4_0_packed.h) has a panel in
-  // the AVX2 and AVX-512 sets (on PackedQ4_0XGroup activations, as their kQ4_0 panel, which packs
-  // on the fly); the scalar set unpacks its rows (matmul.cc).
+  // Indexed by DType; null for the non-block formats. The packed layouts kQ4_0Packed ...
+  // kQ5_1Packed (legacy_packed.h) have panels in the AVX2 and AVX-512 sets (on PackedXGroup
+  // activations, as their file formats' panels, which pack on the fly); the scalar set unpacks
+  // their rows (matmul.cc).
   MatmulBlockPanelFn fn[kNumMatmulFormats] = {};
   // At m = 1 the panel of this format wants its Q8_K activations with paired chunks
   // (PairChunksQ8K): the AVX-512 Q4_K GEMV.
   bool gemv_pairs_chunks[kNumMatmulFormats] = {};
-  // The panel of this format wants its Q8_0 activations as LegacyBlockPairs: the AVX-512
-  // kernels of Q5_0 and Q5_1 (Q4_0 and Q4_1 take PackedQ4_0XGroups, q4_0_packed.h).
-  bool legacy_block_pairs[kNumMatmulFormats] = {};
 };
-
-// Q8_0 activations for Q5_0 / Q5_1, per pair of blocks (2p, 2p + 1), in the register
-// layout of the AVX-512 legacy kernel, built once per matmul instead of once per tile: the 64
-// quants, the per-lane sums S_l (int32, and as float), the scales d_x (lanes 0..7 block 2p,
-// 8..15 block 2p + 1). A last odd block leaves lanes 8..15 zero.
-struct alignas(64) LegacyBlockPair {
-  int8_t qs[64];
-  int32_t s[16];
-  float sf[16];
-  float dx[16];
-};
-// x (nb Q8_0 blocks) -> (nb + 1) / 2 pairs.
-void MakeLegacyBlockPairs(const BlockQ8_0* x, int nb, LegacyBlockPair* out);
 
 // Reorders each Q8_K block's 8 chunks of 32 activations to 0 2 1 3 4 6 5 7 (bsums unchanged):
 // then 64 consecutive bytes meet the low (or high) nibbles of 64 consecutive bytes of Q4_K quants.
@@ -239,19 +224,24 @@ constexpr bool GemvPairsChunks() {
     return false;
   }
 }
-// Whether the micro-kernel takes its activations as LegacyBlockPairs.
-template <class Micro>
-constexpr bool WantsLegacyBlockPairs() {
-  if constexpr (requires { Micro::kXBlockPairs; }) {
-    return Micro::kXBlockPairs;
-  } else {
-    return false;
-  }
-}
-// Activation blocks per row the panel's x has: nb, or (nb + 1) / 2 block pairs.
+// A row's stride in XBlocks (activations) and WBlocks (weights) for nb blocks of the format:
+// nb, unless the micro-kernel reads another layout (the packed 32-block formats: groups of 16
+// activation blocks, weight rows in bytes).
 template <class Micro>
 constexpr int64_t XStride(int nb) {
-  return WantsLegacyBlockPairs<Micro>() ? (nb + 1) / 2 : nb;
+  if constexpr (requires { Micro::XStride(nb); }) {
+    return Micro::XStride(nb);
+  } else {
+    return nb;
+  }
+}
+template <class Micro>
+constexpr int64_t WStride(int nb) {
+  if constexpr (requires { Micro::WStride(nb); }) {
+    return Micro::WStride(nb);
+  } else {
+    return nb;
+  }
 }
 
 // The block-format panel: MatmulQ8Panel's loop over a micro-kernel with block types XBlock
@@ -262,11 +252,11 @@ void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int 
   const auto* xq = static_cast<const typename Micro::XBlock*>(xv);
   const auto* w = static_cast<const typename Micro::WBlock*>(wv);
   const int nb = k / Micro::kBlock;
-  const int64_t ldx = XStride<Micro>(nb);
+  const int64_t ldx = XStride<Micro>(nb), ldw = WStride<Micro>(nb);
   if constexpr (HasGemvRow<Micro>()) {
     if (m == 1) {  // a row at a time, as the tiles below would at m = 1 (same bits)
       for (int j = n0; j < n1; ++j) {
-        const float s = Micro::GemvRow(xv, w + static_cast<int64_t>(j) * nb, nb);
+        const float s = Micro::GemvRow(xv, w + j * ldw, nb);
         y[j] = bias != nullptr ? s + bias[j] : s;
       }
       return;
@@ -279,9 +269,9 @@ void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int 
       const int nr = n1 - j < kNR ? n1 - j : kNR;
       for (int i = c0; i < c1; i += Micro::kMR) {
         const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
-        BlockTile<Micro, Micro::kMR, Micro::kNR>(
-            mr, nr, xq + i * ldx, ldx, w + static_cast<int64_t>(j) * nb, nb, nb,
-            bias != nullptr ? bias + j : nullptr, y + static_cast<int64_t>(i) * ldy + j, ldy);
+        BlockTile<Micro, Micro::kMR, Micro::kNR>(mr, nr, xq + i * ldx, ldx, w + j * ldw, ldw, nb,
+                                                 bias != nullptr ? bias + j : nullptr,
+                                                 y + static_cast<int64_t>(i) * ldy + j, ldy);
       }
     }
   }

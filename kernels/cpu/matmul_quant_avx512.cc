@@ -1,6 +1,6 @@
 // AVX-512 micro-kernels of the block formats (compiled with AVX-512 F, BW, VL flags): those of
-// matmul_quant_x86.h (256-bit operations) with 4 x 4 tiles (legacy) and 4 x 2 tiles (K-quants),
-// which the 32 vector registers of AVX-512 hold.
+// matmul_quant_x86.h with 4 x 2 tiles (the packed 32-block formats on 512-bit registers, the
+// K-quants on 256-bit ones), which the 32 vector registers of AVX-512 hold.
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593, see matmul_avx512.cc).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
-#include "kernels/cpu/q4_0_packed.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -21,16 +21,14 @@ namespace {
 #include "kernels/cpu/matmul_quant_x86.h"  // NOLINT: included into this TU's anonymous namespace
 
 template <class F>
-using Legacy = qx::LegacyMicro512<F, 4, 4>;
-template <class F>
-using PackedQ4 = qx::PackedQ4Micro<F, 4, 2>;
+using PackedLegacy = qx::PackedLegacyMicro<F, 4, 2>;
 template <class F>
 using K = qx::KMicro<F, 4, 2>;
 
 }  // namespace
 
 const QuantMatmulKernels& Avx512QuantKernels() {
-  static const QuantMatmulKernels kKernels = MakeQuantKernels<Legacy, K, PackedQ4>();
+  static const QuantMatmulKernels kKernels = MakeQuantKernels<K, PackedLegacy>();
   return kKernels;
 }
 

@@ -14,24 +14,6 @@ float Reduce(const float* a) {
   return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-// The 8 lane accumulators of one weight block against one activation block.
-void LegacyLanes(const DecodedLegacy& w, const BlockQ8_0& x, float* acc) {
-  const float dx = F16ToF32(x.d);
-  for (int l = 0; l < 8; ++l) {
-    int32_t dot = 0, sum = 0;
-    for (int e = 4 * l; e < 4 * l + 4; ++e) {
-      dot += int32_t{w.u[e]} * x.qs[e];
-      sum += x.qs[e];
-    }
-    if (w.has_min) {
-      acc[l] = std::fma(w.d * dx, static_cast<float>(dot), acc[l]);
-      acc[l] = std::fma(w.m * dx, static_cast<float>(sum), acc[l]);
-    } else {
-      acc[l] = std::fma(w.d * dx, static_cast<float>(dot - w.offset * sum), acc[l]);
-    }
-  }
-}
-
 void KLanes(const DecodedK& w, const BlockQ8_K& x, float* acc) {
   for (int l = 0; l < 8; ++l) {
     int32_t lsum = 0;
@@ -46,43 +28,28 @@ void KLanes(const DecodedK& w, const BlockQ8_K& x, float* acc) {
   }
 }
 
-template <DType kType, class W, class X, class Decoded>
-struct ScalarMicro {
-  using XBlock = X;
+// The K-quants: 8 lanes per block (quant_blocks.h).
+template <DType kType, class W>
+struct KScalar {
+  using XBlock = BlockQ8_K;
   using WBlock = W;
-  static constexpr int kBlock = IsKQuant(kType) ? kQK_K : kQKLegacy;
+  static constexpr int kBlock = kQK_K;
   static constexpr int kMR = 2;
   static constexpr int kNR = 2;
 
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
                    const float* bias, float* y, int64_t ldy) {
-    // Legacy formats: lanes 0..7 take the even blocks, 8..15 the odd ones (quant_blocks.h).
-    float acc[MR][NR][16] = {};
+    float acc[MR][NR][8] = {};
     for (int b = 0; b < nb; ++b) {
-      Decoded dw[NR];
-      for (int j = 0; j < NR; ++j) {
-        if constexpr (IsKQuant(kType)) {
-          DecodeK(kType, &w[j * ldw + b], &dw[j]);
-        } else {
-          DecodeLegacy(kType, &w[j * ldw + b], &dw[j]);
-        }
-      }
+      DecodedK dw[NR];
+      for (int j = 0; j < NR; ++j) DecodeK(kType, &w[j * ldw + b], &dw[j]);
       for (int i = 0; i < MR; ++i) {
-        for (int j = 0; j < NR; ++j) {
-          if constexpr (IsKQuant(kType)) {
-            KLanes(dw[j], x[i * ldx + b], acc[i][j]);
-          } else {
-            LegacyLanes(dw[j], x[i * ldx + b], acc[i][j] + 8 * (b & 1));
-          }
-        }
+        for (int j = 0; j < NR; ++j) KLanes(dw[j], x[i * ldx + b], acc[i][j]);
       }
     }
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) {
-        if constexpr (!IsKQuant(kType)) {
-          for (int l = 0; l < 8; ++l) acc[i][j][l] = acc[i][j][l] + acc[i][j][8 + l];
-        }
         const float s = Reduce(acc[i][j]);
         y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
       }
@@ -90,9 +57,9 @@ struct ScalarMicro {
   }
 };
 
-// Q4_0's and Q4_1's own order (quant_blocks.h): one lane and chain per block, b % 16.
+// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1): one lane and chain per block, b % 16.
 template <DType kType, class W>
-struct ScalarQ4 {
+struct LegacyScalar {
   using XBlock = BlockQ8_0;
   using WBlock = W;
   static constexpr int kBlock = kQKLegacy;
@@ -116,11 +83,11 @@ struct ScalarQ4 {
             sum += xb.qs[e];
           }
           float& a = acc[i][j][b % 16];
-          if constexpr (kType == DType::kQ4_1) {
+          if (dw[j].has_min) {
             a = std::fma(dw[j].d * dx, static_cast<float>(dot), a);
             a = std::fma(dw[j].m * dx, static_cast<float>(sum), a);
           } else {
-            a = std::fma(dw[j].d * dx, static_cast<float>(dot - 8 * sum), a);
+            a = std::fma(dw[j].d * dx, static_cast<float>(dot - dw[j].offset * sum), a);
           }
         }
       }
@@ -138,18 +105,13 @@ struct ScalarQ4 {
   }
 };
 
-template <DType kType, class W>
-using LegacyScalar = ScalarMicro<kType, W, BlockQ8_0, DecodedLegacy>;
-template <DType kType, class W>
-using KScalar = ScalarMicro<kType, W, BlockQ8_K, DecodedK>;
-
 }  // namespace
 
 const QuantMatmulKernels& ScalarQuantKernels() {
   static const QuantMatmulKernels kKernels = [] {
     QuantMatmulKernels k;
-    k.fn[static_cast<int>(DType::kQ4_0)] = MatmulBlockPanel<ScalarQ4<DType::kQ4_0, BlockQ4_0>>;
-    k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<ScalarQ4<DType::kQ4_1, BlockQ4_1>>;
+    k.fn[static_cast<int>(DType::kQ4_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ4_0, BlockQ4_0>>;
+    k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<LegacyScalar<DType::kQ4_1, BlockQ4_1>>;
     k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_0, BlockQ5_0>>;
     k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_1, BlockQ5_1>>;
     k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<KScalar<DType::kQ2_K, BlockQ2_K>>;

@@ -3,14 +3,15 @@
 // namespace (as matmul_q8_0_x86.h), so no code compiled for one ISA is shared with another TU.
 // The float operations are those quant_blocks.h defines, so every ISA gives the scalar bits.
 //
-// A weight block is decoded in registers, 32 unsigned quants (< 64) at a time, and multiplied
-// with the MR activation rows of the tile while it is there: per tile and block, each weight
-// block is read and decoded once for MR rows (and the panel of weight rows stays in cache while
-// the chunks of rows stream through it, matmul_internal.h). Products: maddubs(u, x) sums pairs
-// exactly (|pair| <= 2 * 63 * 127), madd with ones (legacy) or with the sub-block scales
-// (K-quants) gives the int32 lanes. The weight stream is prefetched ahead (PrefetchWeights):
-// these tiles do enough work per byte that the hardware prefetcher alone leaves a GEMV from DRAM
-// at a third of its in-cache speed.
+// A K-quant weight block is decoded in registers, 32 unsigned quants (< 64) at a time, and
+// multiplied with the MR activation rows of the tile while it is there: per tile and block, each
+// weight block is read and decoded once for MR rows (and the panel of weight rows stays in cache
+// while the chunks of rows stream through it, matmul_internal.h). Products: maddubs(u, x) sums
+// pairs exactly (|pair| <= 2 * 63 * 127), madd with the sub-block scales gives the int32 lanes.
+// The weight stream is prefetched ahead (PrefetchWeights): these tiles do enough work per byte
+// that the hardware prefetcher alone leaves a GEMV from DRAM at a third of its in-cache speed.
+// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1) run on their packed layout
+// (matmul_legacy_packed_x86.h).
 #pragma once
 
 #include <immintrin.h>
@@ -21,7 +22,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/int8_dot_x86.h"
-#include "kernels/cpu/q4_0_packed.h"
+#include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -38,7 +39,6 @@ using ::llm::kernels::internal::BlockQ5_K;
 using ::llm::kernels::internal::BlockQ6_K;
 using ::llm::kernels::internal::BlockQ8_0;
 using ::llm::kernels::internal::BlockQ8_K;
-using ::llm::kernels::internal::LegacyBlockPair;
 
 inline float ReduceAdd(__m256 v) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -54,11 +54,6 @@ inline __m256i Load32(const uint8_t* p) {
 inline __m256i Bits(__m256i v, int shift, int mask) {
   return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(mask));
 }
-// 16 bytes of nibbles: low nibbles (elements 0..15), then high nibbles (16..31).
-inline __m256i Nibbles16(const uint8_t* qs) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
-}
 // Byte e = 0x10 where bit e of the little-endian uint32 at qh is set.
 inline __m256i FifthBits(const uint8_t* qh) {
   uint32_t bits;
@@ -70,245 +65,6 @@ inline __m256i FifthBits(const uint8_t* qh) {
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
-
-// Legacy formats: Quants (32 unsigned quants), D, M; kMin: weight = d * u + m, else
-// weight = d * (u - 2^kOffsetLog2).
-struct Q4_0F {
-  using B = BlockQ4_0;
-  static constexpr bool kMin = false;
-  static constexpr int kOffsetLog2 = 3;
-  static __m256i Quants(const B& b) { return Nibbles16(b.qs); }
-  static float M(const B&) { return 0.0f; }
-};
-struct Q4_1F {
-  using B = BlockQ4_1;
-  static constexpr bool kMin = true;
-  static constexpr int kOffsetLog2 = 0;
-  static __m256i Quants(const B& b) { return Nibbles16(b.qs); }
-  static float M(const B& b) { return _cvtsh_ss(b.m); }
-};
-struct Q5_0F {
-  using B = BlockQ5_0;
-  static constexpr bool kMin = false;
-  static constexpr int kOffsetLog2 = 4;
-  static __m256i Quants(const B& b) { return _mm256_or_si256(Nibbles16(b.qs), FifthBits(b.qh)); }
-  static float M(const B&) { return 0.0f; }
-};
-struct Q5_1F {
-  using B = BlockQ5_1;
-  static constexpr bool kMin = true;
-  static constexpr int kOffsetLog2 = 0;
-  static __m256i Quants(const B& b) { return _mm256_or_si256(Nibbles16(b.qs), FifthBits(b.qh)); }
-  static float M(const B& b) { return _cvtsh_ss(b.m); }
-};
-
-// The legacy formats on 256-bit vectors: one register per chain (even blocks, odd blocks) and
-// output element.
-template <class F, int kMRv, int kNRv>
-struct LegacyMicro {
-  using XBlock = BlockQ8_0;
-  using WBlock = typename F::B;
-  static constexpr int kBlock = 32;
-  static constexpr int kMR = kMRv;
-  static constexpr int kNR = kNRv;
-
-  // acc += the products of block b (one chain).
-  template <int MR, int NR>
-  [[gnu::always_inline]] static inline void Block(__m256 (&acc)[MR][NR], const XBlock* x,
-                                                  int64_t ldx, const WBlock* w, int64_t ldw,
-                                                  int b) {
-    const __m256i ones8 = _mm256_set1_epi8(1);
-    __m256i wq[NR];
-    float dw[NR], mw[NR];
-    for (int j = 0; j < NR; ++j) {
-      PrefetchWeights(&w[j * ldw + b]);
-      const WBlock& blk = w[j * ldw + b];
-      wq[j] = F::Quants(blk);
-      dw[j] = _cvtsh_ss(blk.d);
-      mw[j] = F::M(blk);
-    }
-    for (int i = 0; i < MR; ++i) {
-      const XBlock& xb = x[i * ldx + b];
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
-      const float dx = _cvtsh_ss(xb.d);
-      const __m256i sx = DotU8S8(ones8, xq);
-      for (int j = 0; j < NR; ++j) {
-        const __m256i dot = DotU8S8(wq[j], xq);
-        if constexpr (F::kMin) {
-          acc[i][j] =
-              _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(dot), acc[i][j]);
-          acc[i][j] =
-              _mm256_fmadd_ps(_mm256_set1_ps(mw[j] * dx), _mm256_cvtepi32_ps(sx), acc[i][j]);
-        } else {
-          const __m256i l = _mm256_sub_epi32(dot, _mm256_slli_epi32(sx, F::kOffsetLog2));
-          acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * dx), _mm256_cvtepi32_ps(l), acc[i][j]);
-        }
-      }
-    }
-  }
-
-  template <int MR, int NR>
-  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
-                   const float* bias, float* y, int64_t ldy) {
-    __m256 even[MR][NR], odd[MR][NR];
-    for (int i = 0; i < MR; ++i) {
-      for (int j = 0; j < NR; ++j) even[i][j] = odd[i][j] = _mm256_setzero_ps();
-    }
-    int b = 0;
-    for (; b + 2 <= nb; b += 2) {
-      Block<MR, NR>(even, x, ldx, w, ldw, b);
-      Block<MR, NR>(odd, x, ldx, w, ldw, b + 1);
-    }
-    if (b < nb) Block<MR, NR>(even, x, ldx, w, ldw, b);
-    for (int i = 0; i < MR; ++i) {
-      for (int j = 0; j < NR; ++j) {
-        const float s = ReduceAdd(_mm256_add_ps(even[i][j], odd[i][j]));
-        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
-      }
-    }
-  }
-};
-
-#if defined(__AVX512BW__)
-// 16-bit word indices for vpermw: word t of the result = word idx(t) of the source.
-struct WordIndex {
-  // Words 0..7 = a, 8..15 = b (then a pair of fp16 scales converts to [f(a) x 8, f(b) x 8]).
-  static __m512i Pair(int a, int b) {
-    const int ab = a | (a << 16), bb = b | (b << 16);
-    return _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, bb, bb, bb, bb, ab, ab, ab, ab);
-  }
-  // 128-bit lanes: words q..q+7, q..q+7, r..r+7, r..r+7.
-  static __m512i Lanes(int q, int r) {
-    auto w2 = [](int a) { return a | ((a + 1) << 16); };
-    return _mm512_set_epi32(w2(r + 6), w2(r + 4), w2(r + 2), w2(r), w2(r + 6), w2(r + 4), w2(r + 2),
-                            w2(r), w2(q + 6), w2(q + 4), w2(q + 2), w2(q), w2(q + 6), w2(q + 4),
-                            w2(q + 2), w2(q));
-  }
-};
-
-// The legacy formats on 512-bit vectors: a block pair (b, b + 1) per step, lanes 0..7 of an
-// output's register the even chain and 8..15 the odd one, so one vpdpbusd, one conversion and
-// one fma serve two blocks. Both weight blocks come from one masked load, and one vpermw each
-// places their nibbles and their scales; the activations come prepared (LegacyBlockPair), so a
-// step decodes only weights. Same integers and float operations as LegacyMicro: the same bits.
-template <class F, int kMRv, int kNRv>
-struct LegacyMicro512 {
-  using XBlock = LegacyBlockPair;  // x rows as block pairs (matmul.cc builds them)
-  static constexpr bool kXBlockPairs = true;
-  using WBlock = typename F::B;
-  static constexpr int kBlock = 32;
-  static constexpr int kMR = kMRv;
-  static constexpr int kNR = kNRv;
-  static constexpr int kWords = sizeof(WBlock) / 2;  // 16-bit words per weight block
-
-  // Bytes 0..31 block b's 32 unsigned quants, 32..63 block b + 1's; lanes 0..7 of the floats
-  // block b's scale d (and min m), 8..15 block b + 1's.
-  struct Weights {
-    __m512i q;
-    __m512 d, m;
-  };
-  static Weights DecodePair(const WBlock* blk, bool both) {
-    const __m512i v = _mm512_maskz_loadu_epi16(
-        static_cast<__mmask32>((1ull << (both ? 2 * kWords : kWords)) - 1), blk);
-    constexpr int q = offsetof(WBlock, qs) / 2;
-    const __m512i nib = _mm512_permutexvar_epi16(WordIndex::Lanes(q, q + kWords), v);
-    // Lanes 1 and 3 take the high nibbles: elements 16..31 of each block.
-    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-    // shift is per 64-bit lane for srlv_epi64: nibbles never cross a byte after the mask
-    __m512i u = _mm512_and_si512(_mm512_srlv_epi64(nib, shift), _mm512_set1_epi8(0x0F));
-    if constexpr (requires { WBlock::qh; }) {
-      uint32_t h0, h1 = 0;
-      std::memcpy(&h0, blk[0].qh, 4);
-      if (both) std::memcpy(&h1, blk[1].qh, 4);
-      const __mmask64 fifth = (static_cast<uint64_t>(h1) << 32) | h0;
-      u = _mm512_or_si512(u, _mm512_maskz_mov_epi8(fifth, _mm512_set1_epi8(0x10)));
-    }
-    Weights r;
-    r.q = u;
-    r.d = _mm512_cvtph_ps(
-        _mm512_castsi512_si256(_mm512_permutexvar_epi16(WordIndex::Pair(0, kWords), v)));
-    if constexpr (F::kMin) {
-      constexpr int mw = offsetof(WBlock, m) / 2;
-      r.m = _mm512_cvtph_ps(
-          _mm512_castsi512_si256(_mm512_permutexvar_epi16(WordIndex::Pair(mw, kWords + mw), v)));
-    }
-    return r;
-  }
-
-  // acc (lanes where `lanes` is set) += the products of blocks b and b + 1 (lanes = 0xFFFF) or
-  // of block b alone, in the even lanes (lanes = 0x00FF, the last block of an odd count).
-  template <int MR, int NR>
-  [[gnu::always_inline]] static inline void Pair(__m512 (&acc)[MR][NR], const XBlock* x,
-                                                 int64_t ldx, const WBlock* w, int64_t ldw, int b,
-                                                 __mmask16 lanes) {
-    const bool both = lanes == 0xFFFF;
-    Weights wt[NR];
-    for (int j = 0; j < NR; ++j) {
-      const WBlock* blk = &w[j * ldw + b];
-      PrefetchAhead(blk, 2 * sizeof(WBlock));
-      wt[j] = DecodePair(blk, both);
-    }
-    for (int i = 0; i < MR; ++i) {
-      const XBlock& xp = x[i * ldx + b / 2];
-      const __m512i xq = _mm512_load_si512(xp.qs);
-      const __m512 dx = _mm512_load_ps(xp.dx);
-      if constexpr (F::kMin) {
-        const __m512 sxf = _mm512_load_ps(xp.sf);
-        for (int j = 0; j < NR; ++j) {
-          const __m512 dot = _mm512_cvtepi32_ps(DotU8S8x512(_mm512_setzero_si512(), wt[j].q, xq));
-          acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt[j].d, dx), dot, acc[i][j], lanes);
-          acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt[j].m, dx), sxf, acc[i][j], lanes);
-        }
-      } else {
-        // D - offset * S in one dot product started from -(offset * S).
-        const __m512i start = _mm512_sub_epi32(
-            _mm512_setzero_si512(), _mm512_slli_epi32(_mm512_load_si512(xp.s), F::kOffsetLog2));
-        for (int j = 0; j < NR; ++j) {
-          const __m512 l = _mm512_cvtepi32_ps(DotU8S8x512(start, wt[j].q, xq));
-          acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(wt[j].d, dx), l, acc[i][j], lanes);
-        }
-      }
-    }
-  }
-
-  static float Reduce(__m512 acc) {
-    const __m256 even = _mm512_castps512_ps256(acc);
-    const __m256 odd = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-    return ReduceAdd(_mm256_add_ps(even, odd));
-  }
-
-  // One weight row at m = 1 (MatmulBlockPanel), Tile<1, 1>'s operations without the per-row
-  // tile dispatch (which cost a GEMV ~15%).
-  static constexpr bool kHasGemvRow = true;
-  static constexpr bool kGemvPairsChunks = false;
-  static float GemvRow(const void* xv, const WBlock* w, int nb) {
-    const auto* x = static_cast<const XBlock*>(xv);
-    __m512 acc[1][1] = {{_mm512_setzero_ps()}};
-    int b = 0;
-    for (; b + 2 <= nb; b += 2) Pair<1, 1>(acc, x, 0, w, 0, b, 0xFFFF);
-    if (b < nb) Pair<1, 1>(acc, x, 0, w, 0, b, 0x00FF);
-    return Reduce(acc[0][0]);
-  }
-
-  template <int MR, int NR>
-  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
-                   const float* bias, float* y, int64_t ldy) {
-    __m512 acc[MR][NR];
-    for (int i = 0; i < MR; ++i) {
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-    }
-    int b = 0;
-    for (; b + 2 <= nb; b += 2) Pair<MR, NR>(acc, x, ldx, w, ldw, b, 0xFFFF);
-    if (b < nb) Pair<MR, NR>(acc, x, ldx, w, ldw, b, 0x00FF);
-    for (int i = 0; i < MR; ++i) {
-      for (int j = 0; j < NR; ++j) {
-        const float s = Reduce(acc[i][j]);
-        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
-      }
-    }
-  }
-};
-#endif
 
 // K-quants: Header gives d, dmin and the 16 integer scales and mins of the groups of 16
 // weights (sc[g], mn[g] of quant_blocks.h) as int16 lanes; Chunk h the 32 unsigned quants of
@@ -448,7 +204,7 @@ inline __m256i ScaleOf(__m256i sc, int h) {
 #if defined(__AVX512BW__)
 #include "kernels/cpu/matmul_kquant_gemv512.h"  // NOLINT: inside this TU's anonymous namespace
 #endif
-#include "kernels/cpu/matmul_q4_0_packed_x86.h"  // NOLINT: inside this TU's anonymous namespace
+#include "kernels/cpu/matmul_legacy_packed_x86.h"  // NOLINT: inside this TU's anonymous namespace
 
 namespace qx {
 
@@ -536,17 +292,20 @@ struct KMicro {
 }  // namespace qx
 
 // The kernel table of one ISA's translation unit: every block format through its micro-kernel
-// (Legacy for Q5_0 / Q5_1, K for the 256-blocks, PackedQ4 for Q4_0 / Q4_1), with that unit's tile
-// shapes.
-template <template <class> class Legacy, template <class> class K, template <class> class PackedQ4>
+// (PackedLegacy for the 32-block formats, on their packed layouts or packing on the fly; K for
+// the 256-blocks), with that unit's tile shapes.
+template <template <class> class K, template <class> class PackedLegacy>
 QuantMatmulKernels MakeQuantKernels() {
   QuantMatmulKernels k;
-  k.fn[static_cast<int>(DType::kQ4_0)] = qx::MatmulQ4ByPacking<PackedQ4<qx::Q4_0F>>;
-  k.fn[static_cast<int>(DType::kQ4_0Packed)] = qx::MatmulPackedQ4Panel<PackedQ4<qx::Q4_0F>>;
-  k.fn[static_cast<int>(DType::kQ4_1)] = qx::MatmulQ4ByPacking<PackedQ4<qx::Q4_1F>>;
-  k.fn[static_cast<int>(DType::kQ4_1Packed)] = qx::MatmulPackedQ4Panel<PackedQ4<qx::Q4_1F>>;
-  k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<Legacy<qx::Q5_0F>>;
-  k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<Legacy<qx::Q5_1F>>;
+  auto legacy = [&k]<class F>(F) {
+    k.fn[static_cast<int>(F::kType)] = qx::MatmulLegacyByPacking<PackedLegacy<F>>;
+    k.fn[static_cast<int>(::llm::kernels::internal::PackedLayoutOf(F::kType))] =
+        MatmulBlockPanel<PackedLegacy<F>>;
+  };
+  legacy(qx::Q4_0F{});
+  legacy(qx::Q4_1F{});
+  legacy(qx::Q5_0F{});
+  legacy(qx::Q5_1F{});
   k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<K<qx::Q2_KF>>;
   k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<K<qx::Q3_KF>>;
   k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<K<qx::Q4_KF>>;
@@ -554,7 +313,5 @@ QuantMatmulKernels MakeQuantKernels() {
   k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ4_K)] = GemvPairsChunks<K<qx::Q4_KF>>();
   k.gemv_pairs_chunks[static_cast<int>(DType::kQ5_K)] = GemvPairsChunks<K<qx::Q5_KF>>();
-  k.legacy_block_pairs[static_cast<int>(DType::kQ5_0)] = WantsLegacyBlockPairs<Legacy<qx::Q5_0F>>();
-  k.legacy_block_pairs[static_cast<int>(DType::kQ5_1)] = WantsLegacyBlockPairs<Legacy<qx::Q5_1F>>();
   return k;
 }

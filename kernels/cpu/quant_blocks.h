@@ -8,28 +8,21 @@
 // decoded blocks below, in one float evaluation order that every ISA follows, so the scalar, AVX2
 // and AVX-512 paths give bitwise the same result. Per block, 8 lanes l = 0..7:
 //
-//  Q4_0 and Q4_1 (DecodedLegacy w, Q8_0 x) are the exception: one lane per block, 16 chains.
-//  Block b adds to chain c = b % 16, in increasing b:
+//  The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1 (DecodedLegacy w, Q8_0 x) are the exception:
+//  one lane per block, 16 chains. Block b adds to chain c = b % 16, in increasing b:
 //    D_b = sum over its 32 elements of u[e] * x[e], S_b = sum x[e] (exact int32)
-//    Q4_0: acc_c = fma(d_w * d_x, float(D_b - 8 * S_b), acc_c)
-//    Q4_1: acc_c = fma(d_w * d_x, float(D_b), acc_c); acc_c = fma(m_w * d_x, float(S_b), acc_c)
+//    no min (Q4_0, Q5_0): acc_c = fma(d_w * d_x, float(D_b - offset * S_b), acc_c), offset 8 / 16
+//    min (Q4_1, Q5_1):    acc_c = fma(d_w * d_x, float(D_b), acc_c);
+//                         acc_c = fma(m_w * d_x, float(S_b), acc_c)
 //  and y = h2[0] + h2[1] with h8[l] = acc_l + acc_{l+8}, h4[l] = h8[l] + h8[l+4],
 //  h2[l] = h4[l] + h4[l+2] (+ bias last). So a SIMD kernel sums a block's products in an integer
-//  lane and pays one conversion, scale product and fma per 16 blocks (q4_0_packed.h).
-//  The other legacy formats: lane l covers elements 4l .. 4l + 3, and the even blocks
-//  (0, 2, 4, ...) accumulate in acc_l, the odd blocks in acc'_l (two independent chains: one
-//  512-bit register holds both, and a GEMV is not one dependent fma per 18-byte block):
-//    D_l = sum u[e] * x[e], S_l = sum x[e] (exact int32)
-//    no min (Q4_0, Q5_0): acc_l = fma(d_w * d_x, float(D_l - offset * S_l), acc_l)
-//    min (Q4_1, Q5_1):    acc_l = fma(d_w * d_x, float(D_l), acc_l);
-//                         acc_l = fma(m_w * d_x, float(S_l), acc_l)
-//    and after the last block a_l = acc_l + acc'_l.
+//  lane and pays one conversion, scale product and fma per 16 blocks (legacy_packed.h).
 //  K-quants (DecodedK w, Q8_K x), chunk h = 0..7 covers elements 32h .. 32h + 31, lane l of a
 //  chunk its elements 32h + 4l .. 32h + 4l + 3, which lie in group g = 2h + l / 4 (of 16):
 //    L_l = sum over h of sc[2h + l / 4] * (sum u[e] * x[e])  (exact int32)
 //    M_l = mn[2l] * bsums[2l] + mn[2l + 1] * bsums[2l + 1]  (exact int32)
 //    acc_l = fma(d_w * d_x, float(L_l), acc_l); acc_l = fma(-(dmin_w * d_x), float(M_l), acc_l)
-//  and at the end (a_l = acc_l for the K-quants)
+//  and at the end
 //  y = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), + bias last (the tree of
 //  q8_0.h). The unsigned quants u stay below 64, the activations within [-127, 127], so the
 //  x86 maddubs/madd pairs never saturate.

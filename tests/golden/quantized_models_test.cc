@@ -290,45 +290,50 @@ TEST(InSituQuantization, LmHeadFollowsLlamaQuantize) {
   EXPECT_EQ((*tied)->lm_head.data, (*tied)->embed.data);  // tied: the embedding table, as stored
 }
 
-// The CPU backend's packed Q4_0 (PlaceWeights repacks every Q4_0 matmul weight) through the
-// whole model: demo-llama (hidden 512: one 16-block group per q/k/v/o/gate/up row; down_proj rows
-// of 1376 = 2 groups and a tail of 11 blocks) gives, at every position of a prefill and of
-// decode steps, the logits of the same weights unpacked, bit for bit; the embedding table and
-// the Q6_K lm_head keep their formats. (The Q4_0 model itself is checked against its
-// dequantized F32 model above and in GgufInEveryFormatGivesTheGreedyIdsOfItsDequantizedModel.)
-TEST(InSituQuantization, PackedQ4_0GivesTheBitsOfQ4_0ThroughTheModel) {
-  if (kernels::MatmulPackedFormat(DType::kQ4_0) == DType::kQ4_0) {
-    GTEST_SKIP() << "the kernel set in use (" << kernels::MatmulIsa()
-                 << ") keeps Q4_0 as it is (packing needs AVX2)";
-  }
-  const std::string demo = std::string(LLM_SOURCE_DIR) + "/deploy/models/demo-llama";
-  auto plain = LoadModelWeights(demo, LoadFormat::kDummy, 7, {}, DType::kQ4_0);
-  auto packed = LoadModelWeights(demo, LoadFormat::kDummy, 7, {}, DType::kQ4_0);
-  ASSERT_TRUE(plain.ok() && packed.ok());
-  ASSERT_TRUE(PlaceWeights(**packed, kernels::CpuBackend()).ok());
-  EXPECT_EQ((*packed)->layers[0].q.format, DType::kQ4_0Packed);
-  EXPECT_EQ((*packed)->layers[3].down.format, DType::kQ4_0Packed);
-  EXPECT_EQ((*plain)->layers[0].q.format, DType::kQ4_0);
-  EXPECT_EQ((*packed)->lm_head.format, DType::kQ6_K);
-  EXPECT_EQ((*packed)->embed.format, (*plain)->embed.format);
-  const std::vector<std::vector<int32_t>> seqs = {{1, 5, 9, 2, 33, 600, 7, 7, 12, 90, 4, 3}, {8}};
-  const auto want = TeacherForced(**plain, seqs), got = TeacherForced(**packed, seqs);
-  ASSERT_EQ(want.size(), seqs.size());
-  ASSERT_EQ(got.size(), seqs.size());
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    ASSERT_EQ(want[i].size(), got[i].size());
-    EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), 4 * want[i].size()), 0) << "seq " << i;
-  }
-  // Decode steps (m = 1 per step: the GEMV path) after a prefill.
-  auto e1 = RankExecutor::Create(**plain), e2 = RankExecutor::Create(**packed);
-  ASSERT_TRUE(e1.ok() && e2.ok());
-  SequenceRunner r1(**e1, 16, 16), r2(**e2, 16, 16);
-  r1.Feed({1, 5, 9}, false);
-  r2.Feed({1, 5, 9}, false);
-  for (int32_t id : {4, 77, 300, 2}) {
-    const auto a = r1.Feed({id}, false), b = r2.Feed({id}, false);
-    ASSERT_EQ(a.size(), b.size());
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << "decode of " << id;
+// The CPU backend's packed 32-block formats (PlaceWeights repacks every Q4_0 ... Q5_1 matmul
+// weight) through the whole model: demo-llama (hidden 512: one 16-block group per q/k/v/o/gate/up
+// row; down_proj rows of 1376 = 2 groups and a tail of 11 blocks) in Q4_0 and in Q5_1 gives, at
+// every position of a prefill and of decode steps, the logits of the same weights unpacked, bit
+// for bit; the embedding table and the Q6_K lm_head keep their formats. (The quantized models
+// themselves are checked against their dequantized F32 models above and in
+// GgufInEveryFormatGivesTheGreedyIdsOfItsDequantizedModel.)
+TEST(InSituQuantization, PackedLayoutsGiveTheBitsOfTheirFormatsThroughTheModel) {
+  for (DType format : {DType::kQ4_0, DType::kQ5_1}) {
+    SCOPED_TRACE(DTypeName(format));
+    const DType layout = kernels::MatmulPackedFormat(format);
+    if (layout == format) {
+      GTEST_SKIP() << "the kernel set in use (" << kernels::MatmulIsa() << ") keeps "
+                   << DTypeName(format) << " as it is (packing needs AVX2)";
+    }
+    const std::string demo = std::string(LLM_SOURCE_DIR) + "/deploy/models/demo-llama";
+    auto plain = LoadModelWeights(demo, LoadFormat::kDummy, 7, {}, format);
+    auto packed = LoadModelWeights(demo, LoadFormat::kDummy, 7, {}, format);
+    ASSERT_TRUE(plain.ok() && packed.ok());
+    ASSERT_TRUE(PlaceWeights(**packed, kernels::CpuBackend()).ok());
+    EXPECT_EQ((*packed)->layers[0].q.format, layout);
+    EXPECT_EQ((*packed)->layers[3].down.format, layout);
+    EXPECT_EQ((*plain)->layers[0].q.format, format);
+    EXPECT_EQ((*packed)->lm_head.format, DType::kQ6_K);
+    EXPECT_EQ((*packed)->embed.format, (*plain)->embed.format);
+    const std::vector<std::vector<int32_t>> seqs = {{1, 5, 9, 2, 33, 600, 7, 7, 12, 90, 4, 3}, {8}};
+    const auto want = TeacherForced(**plain, seqs), got = TeacherForced(**packed, seqs);
+    ASSERT_EQ(want.size(), seqs.size());
+    ASSERT_EQ(got.size(), seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      ASSERT_EQ(want[i].size(), got[i].size());
+      EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), 4 * want[i].size()), 0) << "seq " << i;
+    }
+    // Decode steps (m = 1 per step: the GEMV path) after a prefill.
+    auto e1 = RankExecutor::Create(**plain), e2 = RankExecutor::Create(**packed);
+    ASSERT_TRUE(e1.ok() && e2.ok());
+    SequenceRunner r1(**e1, 16, 16), r2(**e2, 16, 16);
+    r1.Feed({1, 5, 9}, false);
+    r2.Feed({1, 5, 9}, false);
+    for (int32_t id : {4, 77, 300, 2}) {
+      const auto a = r1.Feed({id}, false), b = r2.Feed({id}, false);
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << "decode of " << id;
+    }
   }
 }
 

@@ -1,26 +1,42 @@
-// The Q4_0 and Q4_1 matmul on packed weights (q4_0_packed.h) for the AVX2 and AVX-512 translation
-// units, included by matmul_quant_x86.h inside their anonymous namespace.
+// The matmul of the 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1) on packed weights (legacy_packed.h)
+// for the AVX2 and AVX-512 translation units, included by matmul_quant_x86.h inside their
+// anonymous namespace.
 //
 // Their order (quant_blocks.h) gives block b of a 16-block group integer lane b and float chain
-// b % 16. Per group, output and weight row: the 16 integer sums start at -(8 * S_b) (Q4_0,
-// prepared with the activations) or 0 (Q4_1) and take 8 unsigned-by-signed 4-product dot steps
-// (the weight's four 64-byte runs, low and high nibbles, against the activations' 8 quads); then
-// one conversion, one product of the 16 weight scales with the 16 activation scales, and one fma
-// into the 16 chains (Q4_1: one more with its mins and S_b). The blocks of a short last group
-// are widened with zero blocks (WidenQ4Group), whose
-// lanes then add fma(0, 0, acc) = acc: a chain never holds -0 (it starts at +0, and a sum that
-// cancels rounds to +0), so those lanes keep their bits.
+// b % 16. Per group, output and weight row: the 16 integer sums start at -(offset * S_b) (Q4_0:
+// 8, Q5_0: 16, from the -8 S_b prepared with the activations) or 0 (Q4_1, Q5_1) and take 8
+// unsigned-by-signed 4-product dot steps (the weight's four 64-byte runs, low and high nibbles
+// with their fifth bits added for Q5_0 / Q5_1, against the activations' 8 quads); then one
+// conversion, one product of the 16 weight scales with the 16 activation scales, and one fma
+// into the 16 chains (with a min: one more with the mins and S_b). The blocks of a short last
+// group are widened with zero blocks (WidenLegacyGroup), whose lanes then add fma(0, 0, acc) =
+// acc: a chain never holds -0 (it starts at +0, and a sum that cancels rounds to +0), so those
+// lanes keep their bits.
 //
 // A Vec of 16 lanes is one 512-bit register with AVX-512 and two 256-bit halves with AVX2 (the
-// integer dot steps are vpdpbusd with VNNI, else maddubs + madd, which never saturate here).
+// integer dot steps are vpdpbusd with VNNI, else maddubs + madd, which never saturate here:
+// quants below 32, activations within [-127, 127]).
 #pragma once
 
 namespace qx {
 
 using ::llm::kernels::internal::kPackGroupBlocks;
 using ::llm::kernels::internal::kPackGroupMaxBytes;
-using ::llm::kernels::internal::PackedQ4_0Groups;
-using ::llm::kernels::internal::PackedQ4_0XGroup;
+using ::llm::kernels::internal::PackedXGroup;
+using ::llm::kernels::internal::PackedXGroups;
+
+// The formats: block type, whether a weight is d * u + m (else d * (u - offset)), whether the
+// quants have a fifth bit.
+template <class Block, DType kTypeV, bool kMinV, bool kFifthV>
+struct LegacyFormat {
+  using B = Block;
+  static constexpr DType kType = kTypeV;
+  static constexpr bool kMin = kMinV, kFifth = kFifthV;
+};
+using Q4_0F = LegacyFormat<BlockQ4_0, DType::kQ4_0, false, false>;
+using Q4_1F = LegacyFormat<BlockQ4_1, DType::kQ4_1, true, false>;
+using Q5_0F = LegacyFormat<BlockQ5_0, DType::kQ5_0, false, true>;
+using Q5_1F = LegacyFormat<BlockQ5_1, DType::kQ5_1, true, true>;
 
 #if defined(__AVX512BW__)
 struct Vi {
@@ -40,6 +56,15 @@ struct Vf {
 }
 [[gnu::always_inline]] inline Vi HighNibbles(Vi a) {
   return {_mm512_and_si512(_mm512_srli_epi16(a.v, 4), _mm512_set1_epi8(0x0F))};
+}
+// u + 16 in the bytes whose bit is set in the 64-bit mask at p (a fifth bit).
+[[gnu::always_inline]] inline Vi AddFifthBits(Vi u, const uint8_t* p) {
+  uint64_t bits;
+  std::memcpy(&bits, p, 8);
+  return {_mm512_mask_add_epi8(u.v, _cvtu64_mask64(bits), u.v, _mm512_set1_epi8(0x10))};
+}
+[[gnu::always_inline]] inline Vi Add(Vi a, Vi b) {
+  return {_mm512_add_epi32(a.v, b.v)};
 }
 [[gnu::always_inline]] inline Vi AddDot(Vi acc, Vi u, Vi x) {
   return {DotU8S8x512(acc.v, u.v, x.v)};
@@ -91,6 +116,12 @@ struct Vf {
   return {_mm256_and_si256(_mm256_srli_epi16(a.lo, 4), m),
           _mm256_and_si256(_mm256_srli_epi16(a.hi, 4), m)};
 }
+[[gnu::always_inline]] inline Vi AddFifthBits(Vi u, const uint8_t* p) {
+  return {_mm256_or_si256(u.lo, FifthBits(p)), _mm256_or_si256(u.hi, FifthBits(p + 4))};
+}
+[[gnu::always_inline]] inline Vi Add(Vi a, Vi b) {
+  return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)};
+}
 [[gnu::always_inline]] inline Vi AddDot(Vi acc, Vi u, Vi x) {
   return {_mm256_add_epi32(acc.lo, DotU8S8(u.lo, x.lo)),
           _mm256_add_epi32(acc.hi, DotU8S8(u.hi, x.hi))};
@@ -133,24 +164,39 @@ inline float Reduce16(Vf a) {
 // 34-36 at 8 KiB (llama.cpp 31-33 in the same minutes).
 constexpr uintptr_t kPackedPrefetchBytes = 4096;
 
-// F: Q4_0F or Q4_1F (the format's block and whether it has a min).
+// F: Q4_0F ... Q5_1F (the format's block, whether it has a min and fifth bits).
 template <class F, int kMRv, int kNRv>
-struct PackedQ4Micro {
+struct PackedLegacyMicro {
   static constexpr int kMR = kMRv;
   static constexpr int kNR = kNRv;
-  static constexpr DType kType = F::kMin ? DType::kQ4_1 : DType::kQ4_0;
+  static constexpr DType kType = F::kType;
   static constexpr int64_t kGroupBytes = kPackGroupBlocks * sizeof(typename F::B);
-  using XBlock = PackedQ4_0XGroup;  // for BlockTile (matmul_internal.h)
-  using WBlock = uint8_t;           // rows ldw bytes apart
+  // Offsets in a whole packed group (legacy_packed.h): runs, fifth-bit masks, scales, mins.
+  static constexpr int kMasks = 256;
+  static constexpr int kScales = kMasks + (F::kFifth ? 64 : 0);
+  static constexpr int kMins = kScales + 32;
+  // For MatmulBlockPanel (matmul_internal.h): x rows of PackedXGroups(nb) groups (MakePackedX),
+  // weight rows of nb * BlockBytes bytes.
+  static constexpr int kBlock = kQKLegacy;
+  using XBlock = PackedXGroup;
+  using WBlock = uint8_t;
+  static constexpr int64_t XStride(int nb) { return PackedXGroups(nb); }
+  static constexpr int64_t WStride(int nb) {
+    return static_cast<int64_t>(nb) * static_cast<int64_t>(sizeof(typename F::B));
+  }
 
   // acc[i][j] += group g of activation rows x[i] times weight rows w[j] (whole-group layout).
   template <int MR, int NR>
   [[gnu::always_inline]] static inline void Group(Vf (&acc)[MR][NR],
-                                                  const PackedQ4_0XGroup* const (&x)[MR],
+                                                  const PackedXGroup* const (&x)[MR],
                                                   const uint8_t* const (&w)[NR]) {
     Vi l[MR][NR];
     for (int i = 0; i < MR; ++i) {
-      const Vi start = F::kMin ? ZeroI() : LoadI(x[i]->start);
+      Vi start = ZeroI();
+      if constexpr (!F::kMin) {
+        start = LoadI(x[i]->start);                          // -8 S
+        if constexpr (F::kFifth) start = Add(start, start);  // -16 S
+      }
       for (int j = 0; j < NR; ++j) l[i][j] = start;
     }
     for (int r = 0; r < 4; ++r) {
@@ -159,6 +205,10 @@ struct PackedQ4Micro {
         const Vi v = LoadI(w[j] + 64 * r);
         lo[j] = LowNibbles(v);
         hi[j] = HighNibbles(v);
+        if constexpr (F::kFifth) {
+          lo[j] = AddFifthBits(lo[j], w[j] + kMasks + 8 * (2 * r));
+          hi[j] = AddFifthBits(hi[j], w[j] + kMasks + 8 * (2 * r + 1));
+        }
       }
       for (int i = 0; i < MR; ++i) {
         const Vi xl = LoadI(x[i]->q[r]), xh = LoadI(x[i]->q[r + 4]);
@@ -166,12 +216,12 @@ struct PackedQ4Micro {
       }
     }
     for (int j = 0; j < NR; ++j) {
-      const Vf dw = HalfToFloat(w[j] + 256);
+      const Vf dw = HalfToFloat(w[j] + kScales);
       for (int i = 0; i < MR; ++i) {
         const Vf dx = LoadF(x[i]->d);
         acc[i][j] = FmaConverted(Mul(dw, dx), l[i][j], acc[i][j]);
         if constexpr (F::kMin) {
-          acc[i][j] = Fma(Mul(HalfToFloat(w[j] + 288), dx), LoadF(x[i]->s), acc[i][j]);
+          acc[i][j] = Fma(Mul(HalfToFloat(w[j] + kMins), dx), LoadF(x[i]->s), acc[i][j]);
         }
       }
     }
@@ -179,14 +229,14 @@ struct PackedQ4Micro {
 
   // MR activation rows (ldx groups apart) times NR weight rows (ldw bytes apart), nb blocks.
   template <int MR, int NR>
-  static void Tile(const PackedQ4_0XGroup* x, int64_t ldx, const uint8_t* w, int64_t ldw, int nb,
+  static void Tile(const PackedXGroup* x, int64_t ldx, const uint8_t* w, int64_t ldw, int nb,
                    const float* bias, float* y, int64_t ldy) {
     Vf acc[MR][NR];
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) acc[i][j] = Zero();
     }
     const int whole = nb / kPackGroupBlocks;
-    const PackedQ4_0XGroup* xg[MR];
+    const PackedXGroup* xg[MR];
     const uint8_t* wg[NR];
     for (int g = 0; g < whole; ++g) {
       for (int i = 0; i < MR; ++i) xg[i] = x + i * ldx + g;
@@ -200,8 +250,8 @@ struct PackedQ4Micro {
       alignas(64) uint8_t wide[NR][kPackGroupMaxBytes];
       for (int i = 0; i < MR; ++i) xg[i] = x + i * ldx + whole;
       for (int j = 0; j < NR; ++j) {
-        ::llm::kernels::internal::WidenQ4Group(kType, w + j * ldw + whole * kGroupBytes, t,
-                                               wide[j]);
+        ::llm::kernels::internal::WidenLegacyGroup(kType, w + j * ldw + whole * kGroupBytes, t,
+                                                   wide[j]);
         wg[j] = wide[j];
       }
       Group<MR, NR>(acc, xg, wg);
@@ -215,38 +265,13 @@ struct PackedQ4Micro {
   }
 };
 
-// The panel on packed weights (MatmulBlockPanelFn): x holds m rows of PackedQ4_0Groups(nb)
-// groups each (MakePackedQ4_0X). A GEMV walks one weight row at a time (one stream per thread).
+// Weights in ggml's layout on this set: each panel's rows packed on the fly (a thread's buffer),
+// then the packed panel. The CPU backend packs its weights once at load instead
+// (PrepareMatmulWeight); this path serves weights that were not (tests, LLM_PACK_WEIGHTS=0).
 template <class Micro>
-void MatmulPackedQ4Panel(const void* xv, int m, int k, const void* wv, int n0, int n1,
-                         const float* bias, float* y, int ldy) {
-  const auto* x = static_cast<const PackedQ4_0XGroup*>(xv);
-  const auto* w = static_cast<const uint8_t*>(wv);
-  const int nb = k / kQKLegacy;
-  const int64_t ldw = static_cast<int64_t>(nb) * (Micro::kGroupBytes / kPackGroupBlocks);
-  const int64_t ldx = PackedQ4_0Groups(nb);
-  for (int c0 = 0; c0 < m; c0 += kRowChunk) {
-    const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
-    const int kNR = m == 1 ? 1 : Micro::kNR;
-    for (int j = n0; j < n1; j += kNR) {
-      const int nr = n1 - j < kNR ? n1 - j : kNR;
-      for (int i = c0; i < c1; i += Micro::kMR) {
-        const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
-        BlockTile<Micro, Micro::kMR, Micro::kNR>(mr, nr, x + i * ldx, ldx, w + j * ldw, ldw, nb,
-                                                 bias != nullptr ? bias + j : nullptr,
-                                                 y + static_cast<int64_t>(i) * ldy + j, ldy);
-      }
-    }
-  }
-}
-
-// Q4_0 / Q4_1 weights in ggml's layout on this set: each panel's rows packed on the fly (a thread's
-// buffer), then the packed panel. The CPU backend packs its weights once at load instead
-// (PrepareMatmulWeight); this path serves weights that were not (tests, LLM_PACK_Q4_0=0).
-template <class Micro>
-void MatmulQ4ByPacking(const void* xv, int m, int k, const void* wv, int n0, int n1,
-                       const float* bias, float* y, int ldy) {
-  const size_t row = static_cast<size_t>(k / kQKLegacy) * (Micro::kGroupBytes / kPackGroupBlocks);
+void MatmulLegacyByPacking(const void* xv, int m, int k, const void* wv, int n0, int n1,
+                           const float* bias, float* y, int ldy) {
+  const size_t row = static_cast<size_t>(Micro::WStride(k / kQKLegacy));
   constexpr int kRows = 16;
   // A plain array, not a std::vector: no inline library function may be instantiated in an ISA
   // translation unit (matmul_internal.h). One per thread, kept for the thread's life.
@@ -259,10 +284,10 @@ void MatmulQ4ByPacking(const void* xv, int m, int k, const void* wv, int n0, int
   }
   for (int j0 = n0; j0 < n1; j0 += kRows) {
     const int j1 = n1 < j0 + kRows ? n1 : j0 + kRows;
-    ::llm::kernels::internal::PackQ4Rows(Micro::kType, static_cast<const uint8_t*>(wv) + row * j0,
-                                         j1 - j0, k, packed);
-    MatmulPackedQ4Panel<Micro>(xv, m, k, packed, 0, j1 - j0, bias != nullptr ? bias + j0 : nullptr,
-                               y + j0, ldy);
+    ::llm::kernels::internal::PackLegacyRows(
+        Micro::kType, static_cast<const uint8_t*>(wv) + row * j0, j1 - j0, k, packed);
+    MatmulBlockPanel<Micro>(xv, m, k, packed, 0, j1 - j0, bias != nullptr ? bias + j0 : nullptr,
+                            y + j0, ldy);
   }
 }
 

@@ -1,8 +1,9 @@
-// Packed Q4_0 and Q4_1 (kernels/cpu/q4_0_packed.h): packing is a bijection on rows of any block
-// count; a matmul on the packed rows gives bitwise the format's result (the scalar reference on
-// ggml's layout) on every kernel set (AVX2 and AVX-512 read it natively, scalar unpacks it) for
-// GEMV and GEMM shapes with and without a tail after the last 16-block group; the CPU backend
-// repacks only Q4_0 and Q4_1 (and not when LLM_PACK_Q4_0=0).
+// Packed Q4_0, Q4_1, Q5_0 and Q5_1 (kernels/cpu/legacy_packed.h): packing is a bijection on rows
+// of any block count and puts every quant, fifth bit and scale where the layout says; a matmul
+// on the packed rows gives bitwise the format's result (the scalar reference on ggml's layout)
+// on every kernel set (AVX2 and AVX-512 read it natively, scalar unpacks it) for GEMV and GEMM
+// shapes with and without a tail after the last 16-block group; the CPU backend repacks only
+// these four formats (and not when LLM_PACK_WEIGHTS=0).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -11,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
-#include "kernels/cpu/q4_0_packed.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
 #include "tests/kernels/random_floats.h"
@@ -24,7 +25,9 @@ std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   return testing::RandomFloats(n, seed, -scale, scale);
 }
 
-std::vector<uint8_t> Q4Matrix(DType t, int n, int k, uint32_t seed) {
+constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
+
+std::vector<uint8_t> QuantMatrix(DType t, int n, int k, uint32_t seed) {
   const auto f = RandomVec(static_cast<size_t>(n) * k, seed, 0.05f);
   std::vector<uint8_t> q(RowBytes(t, k) * n);
   QuantizeRows(t, f.data(), n, k, q.data());
@@ -33,12 +36,12 @@ std::vector<uint8_t> Q4Matrix(DType t, int n, int k, uint32_t seed) {
 
 std::vector<uint8_t> Packed(DType t, const std::vector<uint8_t>& q, int n, int k) {
   std::vector<uint8_t> p(q.size());
-  internal::PackQ4Rows(t, q.data(), n, k, p.data());
+  internal::PackLegacyRows(t, q.data(), n, k, p.data());
   return p;
 }
 
 DType PackedType(DType t) {
-  return t == DType::kQ4_0 ? DType::kQ4_0Packed : DType::kQ4_1Packed;
+  return internal::PackedLayoutOf(t);
 }
 
 std::vector<const internal::MatmulKernels*> Isas() {
@@ -47,20 +50,20 @@ std::vector<const internal::MatmulKernels*> Isas() {
   return {avail, avail + n};
 }
 
-TEST(Q4_0Packed, PackingIsABijectionThatMovesEveryQuantAndScale) {
+TEST(LegacyPacked, PackingIsABijectionThatMovesEveryQuantAndScale) {
   for (int nb : {1, 3, 15, 16, 17, 32, 33, 47, 176}) {
     const int k = 32 * nb, n = 3;
-    for (DType t4 : {DType::kQ4_0, DType::kQ4_1}) {
-      const auto q4 = Q4Matrix(t4, n, k, 7 + nb);
+    for (DType t4 : kFormats) {
+      const auto q4 = QuantMatrix(t4, n, k, 7 + nb);
       const auto p4 = Packed(t4, q4, n, k);
       std::vector<uint8_t> back(q4.size());
-      internal::UnpackQ4Rows(t4, p4.data(), n, k, back.data());
+      internal::UnpackLegacyRows(t4, p4.data(), n, k, back.data());
       ASSERT_EQ(back, q4) << DTypeName(t4) << " nb " << nb;
       if (nb >= 16) {
         ASSERT_NE(p4, q4) << DTypeName(t4) << " nb " << nb;
       }
     }
-    const auto q = Q4Matrix(DType::kQ4_0, n, k, 7 + nb);
+    const auto q = QuantMatrix(DType::kQ4_0, n, k, 7 + nb);
     const auto p = Packed(DType::kQ4_0, q, n, k);
     // Group 0 of row 0: byte 4b + t of run r is byte 4r + t of block b's quants (elements
     // 4r + t and 16 + 4r + t); the 16 scales follow the 256 bytes of quants.
@@ -83,7 +86,59 @@ TEST(Q4_0Packed, PackingIsABijectionThatMovesEveryQuantAndScale) {
   }
 }
 
-TEST(Q4_0Packed, MatmulGivesTheQ4_0BitsOnEveryKernelSet) {
+// Q5_1's whole group: the runs as Q4's, then bit 4b + t of 64-bit mask 2r + h is the fifth bit
+// of element 16h + 4r + t of block b, then the 16 scales and the 16 mins.
+TEST(LegacyPacked, Q5GroupHoldsItsFifthBitsAsOneMaskPerRunAndNibble) {
+  const int k = 32 * 16, n = 2;
+  const auto q = QuantMatrix(DType::kQ5_1, n, k, 21);
+  const auto p = Packed(DType::kQ5_1, q, n, k);
+  const auto* blocks = reinterpret_cast<const internal::BlockQ5_1*>(q.data());
+  int set = 0;
+  for (int b = 0; b < 16; ++b) {
+    uint32_t qh;
+    std::memcpy(&qh, blocks[b].qh, 4);
+    for (int r = 0; r < 4; ++r) {
+      for (int t = 0; t < 4; ++t) {
+        ASSERT_EQ(p[64 * r + 4 * b + t], blocks[b].qs[4 * r + t]) << r << " " << b << " " << t;
+        for (int h = 0; h < 2; ++h) {
+          uint64_t mask;
+          std::memcpy(&mask, p.data() + 256 + 8 * (2 * r + h), 8);
+          const bool want = (qh >> (16 * h + 4 * r + t)) & 1;
+          ASSERT_EQ((mask >> (4 * b + t)) & 1, want ? 1u : 0u) << r << " " << h << " " << b;
+          set += want;
+        }
+      }
+    }
+    uint16_t d, m;
+    std::memcpy(&d, p.data() + 320 + 2 * b, 2);
+    std::memcpy(&m, p.data() + 352 + 2 * b, 2);
+    ASSERT_EQ(d, blocks[b].d) << "scale " << b;
+    ASSERT_EQ(m, blocks[b].m) << "min " << b;
+  }
+  EXPECT_GT(set, 16) << "random weights should set some fifth bits";
+  EXPECT_LT(set, 16 * 32 - 16) << "and leave some clear";
+}
+
+// The last group of a row (T < 16 blocks) widened for the kernels equals the packing of those T
+// blocks followed by zero blocks: the lanes past T add nothing.
+TEST(LegacyPacked, WidenedTailIsTheGroupWithZeroBlocks) {
+  for (DType t : kFormats) {
+    const size_t bytes = BlockBytes(t);
+    for (int count = 1; count < 16; ++count) {
+      const auto q = QuantMatrix(t, 1, 32 * count, 40 + count);
+      const auto p = Packed(t, q, 1, 32 * count);
+      uint8_t wide[internal::kPackGroupMaxBytes];
+      internal::WidenLegacyGroup(t, p.data(), count, wide);
+      std::vector<uint8_t> padded(16 * bytes, 0);
+      std::memcpy(padded.data(), q.data(), q.size());
+      const auto whole = Packed(t, padded, 1, 32 * 16);
+      ASSERT_EQ(std::memcmp(wide, whole.data(), whole.size()), 0)
+          << DTypeName(t) << " tail of " << count;
+    }
+  }
+}
+
+TEST(LegacyPacked, MatmulGivesTheFormatsBitsOnEveryKernelSet) {
   struct Shape {
     int m, k, n;
   };
@@ -93,9 +148,9 @@ TEST(Q4_0Packed, MatmulGivesTheQ4_0BitsOnEveryKernelSet) {
                           {2, 512, 7},    {5, 544, 18}, {3, 96, 4},    {17, 1024, 9},
                           {20, 2048, 13}, {4, 992, 3},  {7, 1056, 21}, {1, 2048, 64}};
   const auto isas = Isas();
-  for (DType t : {DType::kQ4_0, DType::kQ4_1}) {
+  for (DType t : kFormats) {
     for (const Shape& s : shapes) {
-      const auto q = Q4Matrix(t, s.n, s.k, 100 + s.k + s.n);
+      const auto q = QuantMatrix(t, s.n, s.k, 100 + s.k + s.n);
       const auto p = Packed(t, q, s.n, s.k);
       auto x = RandomVec(static_cast<size_t>(s.m) * s.k, 3 + s.m);
       if (s.m > 1) std::fill(x.begin(), x.begin() + s.k, 0.0f);  // an all-zero row
@@ -111,7 +166,7 @@ TEST(Q4_0Packed, MatmulGivesTheQ4_0BitsOnEveryKernelSet) {
             << ks->isa << " packed " << DTypeName(t) << " differs from scalar, m " << s.m << " k "
             << s.k << " n " << s.n;
         // One call with other formats of the same input (q, k, v; gate, up).
-        const auto q8 = Q4Matrix(DType::kQ4_0, 5, s.k, 1);
+        const auto q8 = QuantMatrix(DType::kQ4_0, 5, s.k, 1);
         std::vector<float> y2(ref.size()), other(static_cast<size_t>(s.m) * 5);
         const MatmulJob jobs[] = {{q8.data(), DType::kQ4_0, 5, nullptr, other.data()},
                                   {p.data(), PackedType(t), s.n, bias.data(), y2.data()}};
@@ -124,11 +179,11 @@ TEST(Q4_0Packed, MatmulGivesTheQ4_0BitsOnEveryKernelSet) {
   }
 }
 
-TEST(Q4_0Packed, CpuBackendRepacksOnlyQ4_0AndQ4_1) {
+TEST(LegacyPacked, CpuBackendRepacksOnlyTheFourFormats) {
   Backend& cpu = CpuBackend();
   const int n = 24, k = 1056;
-  for (DType t : {DType::kQ4_0, DType::kQ4_1}) {
-    const auto q = Q4Matrix(t, n, k, 5);
+  for (DType t : kFormats) {
+    const auto q = QuantMatrix(t, n, k, 5);
     const auto x = RandomVec(3 * k, 8);
     std::vector<float> want(3 * n), got(3 * n);
     Weight w{q.data(), t, n, k};
@@ -146,15 +201,15 @@ TEST(Q4_0Packed, CpuBackendRepacksOnlyQ4_0AndQ4_1) {
     cpu.Matmul(x.data(), 3, w, nullptr, got.data());
     EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0) << DTypeName(t);
 
-    ::setenv("LLM_PACK_Q4_0", "0", 1);
+    ::setenv("LLM_PACK_WEIGHTS", "0", 1);
     Weight off{q.data(), t, n, k};
     auto kept = cpu.PrepareMatmulWeight(off);
-    ::unsetenv("LLM_PACK_Q4_0");
+    ::unsetenv("LLM_PACK_WEIGHTS");
     ASSERT_TRUE(kept.ok());
     EXPECT_EQ(kept->data(), nullptr);
     EXPECT_EQ(off.format, t);
   }
-  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ5_0, DType::kQ4_K}) {
+  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
     const std::vector<uint8_t> bytes(RowBytes(t, 512) * 4);
     Weight other{bytes.data(), t, 4, 512};
     auto none = cpu.PrepareMatmulWeight(other);

@@ -1,0 +1,160 @@
+#include "kernels/cpu/legacy_packed.h"
+
+#include <cstddef>
+#include <cstring>
+
+#include "common/dtype.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace llm::kernels::internal {
+namespace {
+
+static_assert(kPackGroupMaxBytes == kPackGroupBlocks * sizeof(BlockQ5_1), "16 blocks of Q5_1");
+static_assert(sizeof(PackedXGroup) % 64 == 0, "activation groups stay aligned");
+static_assert(
+    offsetof(BlockQ4_0, qs) == 2 && offsetof(BlockQ4_1, m) == 2 && offsetof(BlockQ4_1, qs) == 4 &&
+        offsetof(BlockQ5_0, qh) == 2 && offsetof(BlockQ5_0, qs) == 6 &&
+        offsetof(BlockQ5_1, m) == 2 && offsetof(BlockQ5_1, qh) == 4 && offsetof(BlockQ5_1, qs) == 8,
+    "a block is d, its min m, its fifth bits qh (where it has them), then 16 bytes of qs");
+
+// Where a format's fields are in a block, and in a packed group of t blocks.
+struct Layout {
+  size_t bytes;     // per block
+  bool min, fifth;  // has m / qh
+  size_t qh;        // qh's offset in a block
+
+  explicit Layout(DType f)
+      : bytes(BlockBytes(f)),
+        min(f == DType::kQ4_1 || f == DType::kQ5_1),
+        fifth(f == DType::kQ5_0 || f == DType::kQ5_1),
+        qh(min ? 4 : 2) {}
+  size_t Qs() const { return bytes - 16; }
+  // In a group of t blocks: the fifth-bit stream, the scales, the mins.
+  size_t Masks(int t) const { return 16 * static_cast<size_t>(t); }
+  size_t D(int t) const { return Masks(t) + (fifth ? 4 * static_cast<size_t>(t) : 0); }
+  size_t M(int t) const { return D(t) + 2 * static_cast<size_t>(t); }
+};
+
+bool Bit(const uint8_t* stream, size_t p) {
+  return (stream[p >> 3] >> (p & 7)) & 1;
+}
+void SetBit(uint8_t* stream, size_t p) {
+  stream[p >> 3] = static_cast<uint8_t>(stream[p >> 3] | (1u << (p & 7)));
+}
+// Position of element 16h + 4r + tt of block b in the fifth-bit stream of a group of t blocks.
+size_t MaskBit(int t, int r, int h, int b, int tt) {
+  return static_cast<size_t>(2 * r + h) * 4 * t + 4 * b + tt;
+}
+
+// Group of t blocks at `in` (ggml's layout) -> packed layout at `out`.
+void PackGroup(const Layout& f, const uint8_t* in, int t, uint8_t* out) {
+  for (int r = 0; r < 4; ++r) {
+    for (int b = 0; b < t; ++b)
+      std::memcpy(out + 4 * t * r + 4 * b, in + b * f.bytes + f.Qs() + 4 * r, 4);
+  }
+  if (f.fifth) {
+    uint8_t* masks = out + f.Masks(t);
+    std::memset(masks, 0, 4 * static_cast<size_t>(t));
+    for (int b = 0; b < t; ++b) {
+      uint32_t qh;
+      std::memcpy(&qh, in + b * f.bytes + f.qh, 4);
+      for (int r = 0; r < 4; ++r) {
+        for (int h = 0; h < 2; ++h) {
+          for (int tt = 0; tt < 4; ++tt) {
+            if ((qh >> (16 * h + 4 * r + tt)) & 1) SetBit(masks, MaskBit(t, r, h, b, tt));
+          }
+        }
+      }
+    }
+  }
+  for (int b = 0; b < t; ++b) {
+    std::memcpy(out + f.D(t) + 2 * b, in + b * f.bytes, 2);
+    if (f.min) std::memcpy(out + f.M(t) + 2 * b, in + b * f.bytes + 2, 2);
+  }
+}
+
+void UnpackGroup(const Layout& f, const uint8_t* in, int t, uint8_t* out) {
+  for (int r = 0; r < 4; ++r) {
+    for (int b = 0; b < t; ++b)
+      std::memcpy(out + b * f.bytes + f.Qs() + 4 * r, in + 4 * t * r + 4 * b, 4);
+  }
+  for (int b = 0; b < t; ++b) {
+    if (f.fifth) {
+      uint32_t qh = 0;
+      for (int r = 0; r < 4; ++r) {
+        for (int h = 0; h < 2; ++h) {
+          for (int tt = 0; tt < 4; ++tt) {
+            if (Bit(in + f.Masks(t), MaskBit(t, r, h, b, tt))) qh |= 1u << (16 * h + 4 * r + tt);
+          }
+        }
+      }
+      std::memcpy(out + b * f.bytes + f.qh, &qh, 4);
+    }
+    std::memcpy(out + b * f.bytes, in + f.D(t) + 2 * b, 2);
+    if (f.min) std::memcpy(out + b * f.bytes + 2, in + f.M(t) + 2 * b, 2);
+  }
+}
+
+template <class Fn>
+void ForEachGroup(DType t, int64_t rows, int cols, Fn fn) {
+  const int nb = cols / kQKLegacy;
+  const size_t row_bytes = RowBytes(t, cols), bytes = BlockBytes(t);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int b0 = 0; b0 < nb; b0 += kPackGroupBlocks) {
+      const int count = nb - b0 < kPackGroupBlocks ? nb - b0 : kPackGroupBlocks;
+      fn(r * row_bytes + b0 * bytes, count);
+    }
+  }
+}
+
+}  // namespace
+
+void PackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
+  const Layout f(t);
+  ForEachGroup(t, rows, cols, [&](size_t at, int count) {
+    PackGroup(f, static_cast<const uint8_t*>(src) + at, count, static_cast<uint8_t*>(dst) + at);
+  });
+}
+
+void UnpackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
+  const Layout f(t);
+  ForEachGroup(t, rows, cols, [&](size_t at, int count) {
+    UnpackGroup(f, static_cast<const uint8_t*>(src) + at, count, static_cast<uint8_t*>(dst) + at);
+  });
+}
+
+void WidenLegacyGroup(DType t, const uint8_t* group, int count, uint8_t out[kPackGroupMaxBytes]) {
+  const Layout f(t);
+  constexpr int kWhole = kPackGroupBlocks;
+  std::memset(out, 0, kPackGroupMaxBytes);
+  for (int r = 0; r < 4; ++r) std::memcpy(out + 64 * r, group + 4 * count * r, 4 * count);
+  if (f.fifth) {
+    for (int k = 0; k < 8; ++k) {
+      for (int i = 0; i < 4 * count; ++i) {
+        if (Bit(group + f.Masks(count), static_cast<size_t>(k) * 4 * count + i)) {
+          SetBit(out + f.Masks(kWhole), static_cast<size_t>(k) * 4 * kWhole + i);
+        }
+      }
+    }
+  }
+  std::memcpy(out + f.D(kWhole), group + f.D(count), 2 * count);
+  if (f.min) std::memcpy(out + f.M(kWhole), group + f.M(count), 2 * count);
+}
+
+void MakePackedX(const BlockQ8_0* x, int nb, PackedXGroup* out) {
+  for (int g = 0; g < PackedXGroups(nb); ++g) {
+    PackedXGroup& o = out[g];
+    std::memset(&o, 0, sizeof(o));
+    for (int b = 0; b < kPackGroupBlocks && g * kPackGroupBlocks + b < nb; ++b) {
+      const BlockQ8_0& blk = x[g * kPackGroupBlocks + b];
+      int32_t sum = 0;
+      for (int e = 0; e < kQKLegacy; ++e) sum += blk.qs[e];
+      for (int r = 0; r < 8; ++r) std::memcpy(o.q[r] + 4 * b, blk.qs + 4 * r, 4);
+      o.start[b] = -8 * sum;
+      o.s[b] = static_cast<float>(sum);
+      o.d[b] = F16ToF32(blk.d);
+    }
+  }
+}
+
+}  // namespace llm::kernels::internal
