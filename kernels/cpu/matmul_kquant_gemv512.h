@@ -116,19 +116,20 @@ inline __m256i Q6KLaneSums512(const BlockQ6_K& w, const BlockQ8_K& x) {
   return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
-// Prefetch of the weight row 2 KiB ahead, non-temporal (a weight is read once per step, so it
-// need not displace the KV cache and activations from L2/L3), at fixed addresses less than a
-// cache line apart (no loop; every 64-byte line is touched, also across consecutive blocks).
-// Measured against PrefetchWeights' T0 loop on 100 MB of Q4_K from DRAM, alternating runs,
-// 1 thread: 0.81 -> 0.83 of an F16 GEMV's GB/s (0.86 at 4 KiB ahead, within the noise); without
-// any software prefetch 0.62.
+// Prefetch of the weight row 2 KiB ahead into every cache level (T0), at fixed addresses less
+// than a cache line apart (no loop; every 64-byte line is touched, also across consecutive
+// blocks). It was non-temporal (NTA) first: on the AMD Zen 4 of the first measurements NTA and
+// T0 were within noise (0.83 and 0.81 of an F16 GEMV's GB/s on 100 MB of Q4_K from DRAM, 1
+// thread; no software prefetch 0.62), but on an Intel Xeon with AMX (28 Nov 2026) NTA left the
+// 2-thread Q4_K GEMV at 14 GB/s in cache and 13 from DRAM against 38 and 17 with T0, and
+// TinyLlama Q4_K_M decode at 20-21 tok/s against 34-35.
 template <class Block>
-[[gnu::always_inline]] inline void PrefetchBlockNta(const Block* block) {
+[[gnu::always_inline]] inline void PrefetchBlockT0(const Block* block) {
   constexpr int kCount = (sizeof(Block) + 63) / 64, kStep = sizeof(Block) / kCount;
   static_assert(kStep <= 64 && sizeof(Block) - (kCount - 1) * kStep <= 64);
   const char* a = reinterpret_cast<const char*>(block) + kPrefetchBytes;
 #pragma GCC unroll 8
-  for (int i = 0; i < kCount; ++i) __builtin_prefetch(a + i * kStep, 0, 0);
+  for (int i = 0; i < kCount; ++i) __builtin_prefetch(a + i * kStep, 0, 3);
 }
 
 template <class F>
@@ -144,7 +145,7 @@ template <class F>
 inline float KGemvRow512(const BlockQ8_K* x, const typename F::B* w, int nb) {
   __m256 acc = _mm256_setzero_ps();
   for (int b = 0; b < nb; ++b) {
-    PrefetchBlockNta(&w[b]);
+    PrefetchBlockT0(&w[b]);
     float d, dmin;
     __m256i lsum, mn;
     if constexpr (kGemv512PairsChunks<F>) {
