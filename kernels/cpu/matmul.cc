@@ -36,6 +36,12 @@ int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]) {
   return n;
 }
 
+PrefetchDistances g_prefetch = [] {
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("amd")) return PrefetchDistances{4096, 0};
+  return PrefetchDistances{2048, 4096};
+}();
+
 void PairChunksQ8K(BlockQ8_K* x, int nb) {
   for (int b = 0; b < nb; ++b) {
     for (int half = 0; half < 2; ++half) {

@@ -74,6 +74,14 @@ struct Avx512Micro {
     int p = 0;
     for (; p + 16 <= k; p += 16) {
       __m512 wv[NR];
+      if constexpr (MR == 1 && sizeof(W) == 2) {  // a GEMV row: one line per 2 steps
+        if (g_prefetch.f16_gemv != 0 && (p & 31) == 0) {
+          for (int j = 0; j < NR; ++j) {
+            __builtin_prefetch(reinterpret_cast<const char*>(w + j * ldw + p) + g_prefetch.f16_gemv,
+                               0, 3);
+          }
+        }
+      }
       for (int j = 0; j < NR; ++j) wv[j] = Loader::Load(w + j * ldw + p);
       for (int i = 0; i < MR; ++i) {
         const __m512 xv = _mm512_loadu_ps(x + i * ldx + p);

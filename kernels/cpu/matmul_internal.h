@@ -90,6 +90,21 @@ constexpr int kMaxTile = 4;  // MR and NR are at most this
 // in-cache speed (Q4_K, 1 thread, 104 MB of weights: 4.7 GB/s without, 10.3 GB/s with D = 2 KiB;
 // 1, 4 and 8 KiB measured worse). A prefetch past the end of the weights cannot fault.
 constexpr uintptr_t kPrefetchBytes = 2048;
+
+// Prefetch distances that measured best on one CPU family and worse on another, chosen once per
+// process by CPU vendor (matmul.cc) before the first matmul. TinyLlama decode at 2 threads,
+// alternating runs:
+//  - the packed 32-block formats (legacy_packed.h): AMD Zen 4 (27 Nov 2026) Q4_0 24-27 tok/s
+//    without, 31-34 at 2 KiB ahead, 34-38 at 4 KiB, 34-36 at 8 KiB; Intel Xeon with AMX (28 Nov)
+//    Q4_0 37-38 at 1-2 KiB, 33 at 3 KiB, 31 at 4-8 KiB; Q5_1 25-27 at 2 KiB, 23 at 4 KiB;
+//  - the F16 GEMV (AVX-512): Zen 4 slower with any (21.1 -> 15.8 GB/s at 1 thread, 25 Nov);
+//    the Xeon 10.0-10.1 tok/s without, 9.6-9.8 at 1 KiB, 11.3 at 2 KiB, 11.3-11.8 at 4 KiB,
+//    11.3-11.5 at 8-16 KiB (0 = none).
+struct PrefetchDistances {
+  uintptr_t packed_legacy;
+  uintptr_t f16_gemv;
+};
+extern PrefetchDistances g_prefetch;
 // (static: every TU, compiled with its own ISA flags, keeps its own copy.)
 [[gnu::always_inline]] static inline void PrefetchAhead(const void* at, uintptr_t bytes,
                                                         uintptr_t ahead = kPrefetchBytes) {

@@ -159,11 +159,6 @@ inline float Reduce16(Vf a) {
   return _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1)));
 }
 
-// Software prefetch distance on the packed weights: TinyLlama Q4_0 decode at 2 threads, two
-// alternating rounds each, measured 24-27 tok/s without, 31-34 at 2 KiB ahead, 34-38 at 4 KiB,
-// 34-36 at 8 KiB (llama.cpp 31-33 in the same minutes).
-constexpr uintptr_t kPackedPrefetchBytes = 4096;
-
 // F: Q4_0F ... Q5_1F (the format's block, whether it has a min and fifth bits).
 template <class F, int kMRv, int kNRv>
 struct PackedLegacyMicro {
@@ -242,7 +237,7 @@ struct PackedLegacyMicro {
       for (int i = 0; i < MR; ++i) xg[i] = x + i * ldx + g;
       for (int j = 0; j < NR; ++j) {
         wg[j] = w + j * ldw + g * kGroupBytes;
-        PrefetchAhead(wg[j], kGroupBytes, kPackedPrefetchBytes);
+        PrefetchAhead(wg[j], kGroupBytes, ::llm::kernels::internal::g_prefetch.packed_legacy);
       }
       Group<MR, NR>(acc, xg, wg);
     }
