@@ -40,6 +40,8 @@ const char* DTypeName(DType t) {
       return "Q5_0 (packed)";
     case DType::kQ5_1Packed:
       return "Q5_1 (packed)";
+    case DType::kQ8_0Packed:
+      return "Q8_0 (packed)";
   }
   return "?";
 }

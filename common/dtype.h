@@ -27,16 +27,17 @@ enum class DType : uint8_t {
   kQ4_K,
   kQ5_K,
   kQ6_K,
-  // Not file formats: Q4_0 / Q4_1 / Q5_0 / Q5_1 rows repacked once at load by the CPU backend
-  // for its SIMD kernels (kernels/cpu/legacy_packed.h), the same bytes per row as the format.
-  // Only that backend's Matmul reads them; no file, config or other op ever sees them.
+  // Not file formats: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows repacked once at load by the CPU
+  // backend for its SIMD kernels (kernels/cpu/legacy_packed.h), the same bytes per row as the
+  // format. Only that backend's Matmul reads them; no file, config or other op ever sees them.
   kQ4_0Packed,
   kQ4_1Packed,
   kQ5_0Packed,
   kQ5_1Packed,
+  kQ8_0Packed,
 };
 constexpr int kNumDTypes = 13;         // the formats a file or config can name (kF32 .. kQ6_K)
-constexpr int kNumMatmulFormats = 17;  // and the backend layouts (kQ4_0Packed .. kQ5_1Packed)
+constexpr int kNumMatmulFormats = 18;  // and the backend layouts (kQ4_0Packed .. kQ8_0Packed)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -61,7 +62,7 @@ constexpr int BlockSize(DType t) {
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
   constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,   34,  18, 20, 22, 24, 84,
-                                                110, 144, 176, 210, 18, 20, 22, 24};
+                                                110, 144, 176, 210, 18, 20, 22, 24, 34};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).

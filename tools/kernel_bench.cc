@@ -95,9 +95,10 @@ void BenchGemv() {
   std::vector<float> x(k), y(8192);
   for (float& v : x) v = d(rng) * 20;
   const DType types[] = {DType::kF16,        DType::kQ8_0,       DType::kQ4_0,
-                         DType::kQ4_0Packed, DType::kQ4_1Packed, DType::kQ5_0Packed,
-                         DType::kQ5_1Packed, DType::kQ4_K,       DType::kQ5_K,
-                         DType::kQ6_K,       DType::kQ3_K,       DType::kQ2_K};
+                         DType::kQ4_0Packed, DType::kQ4_1Packed, DType::kQ8_0Packed,
+                         DType::kQ5_0Packed, DType::kQ5_1Packed, DType::kQ4_K,
+                         DType::kQ5_K,       DType::kQ6_K,       DType::kQ3_K,
+                         DType::kQ2_K};
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);
   std::printf(

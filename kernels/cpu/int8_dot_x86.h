@@ -1,5 +1,5 @@
 // Exact int8 dot products on 256-bit vectors for the x86 block-format micro-kernels, included
-// (through matmul_q8_0_x86.h / matmul_quant_x86.h) into each ISA translation unit's anonymous
+// (through matmul_quant_x86.h) into each ISA translation unit's anonymous
 // namespace. With AVX-512 VNNI (the TU compiled with -mavx512vnni) a product is one vpdpbusd /
 // vpdpwssd; otherwise maddubs then madd. Every caller keeps maddubs' int16 pair sums below
 // saturation (|pair| <= 2 * 128 * 127), and int32 lanes cannot overflow, so both paths give the

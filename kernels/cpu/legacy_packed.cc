@@ -9,13 +9,14 @@
 namespace llm::kernels::internal {
 namespace {
 
-static_assert(kPackGroupMaxBytes == kPackGroupBlocks * sizeof(BlockQ5_1), "16 blocks of Q5_1");
+static_assert(kPackGroupMaxBytes == kPackGroupBlocks * sizeof(BlockQ8_0), "16 blocks of Q8_0");
 static_assert(sizeof(PackedXGroup) % 64 == 0, "activation groups stay aligned");
-static_assert(
-    offsetof(BlockQ4_0, qs) == 2 && offsetof(BlockQ4_1, m) == 2 && offsetof(BlockQ4_1, qs) == 4 &&
-        offsetof(BlockQ5_0, qh) == 2 && offsetof(BlockQ5_0, qs) == 6 &&
-        offsetof(BlockQ5_1, m) == 2 && offsetof(BlockQ5_1, qh) == 4 && offsetof(BlockQ5_1, qs) == 8,
-    "a block is d, its min m, its fifth bits qh (where it has them), then 16 bytes of qs");
+static_assert(offsetof(BlockQ4_0, qs) == 2 && offsetof(BlockQ4_1, m) == 2 &&
+                  offsetof(BlockQ4_1, qs) == 4 && offsetof(BlockQ5_0, qh) == 2 &&
+                  offsetof(BlockQ5_0, qs) == 6 && offsetof(BlockQ5_1, m) == 2 &&
+                  offsetof(BlockQ5_1, qh) == 4 && offsetof(BlockQ5_1, qs) == 8 &&
+                  offsetof(BlockQ8_0, qs) == 2,
+              "a block is d, its min m, its fifth bits qh (where it has them), then its qs");
 
 // Where a format's fields are in a block, and in a packed group of t blocks.
 struct Layout {
@@ -28,9 +29,10 @@ struct Layout {
         min(f == DType::kQ4_1 || f == DType::kQ5_1),
         fifth(f == DType::kQ5_0 || f == DType::kQ5_1),
         qh(min ? 4 : 2) {}
-  size_t Qs() const { return bytes - 16; }
+  int runs = bytes == sizeof(BlockQ8_0) ? 8 : 4;  // 4-byte quads of qs per block
+  size_t Qs() const { return bytes - 4 * static_cast<size_t>(runs); }
   // In a group of t blocks: the fifth-bit stream, the scales, the mins.
-  size_t Masks(int t) const { return 16 * static_cast<size_t>(t); }
+  size_t Masks(int t) const { return 4 * static_cast<size_t>(runs) * t; }
   size_t D(int t) const { return Masks(t) + (fifth ? 4 * static_cast<size_t>(t) : 0); }
   size_t M(int t) const { return D(t) + 2 * static_cast<size_t>(t); }
 };
@@ -48,7 +50,7 @@ size_t MaskBit(int t, int r, int h, int b, int tt) {
 
 // Group of t blocks at `in` (ggml's layout) -> packed layout at `out`.
 void PackGroup(const Layout& f, const uint8_t* in, int t, uint8_t* out) {
-  for (int r = 0; r < 4; ++r) {
+  for (int r = 0; r < f.runs; ++r) {
     for (int b = 0; b < t; ++b)
       std::memcpy(out + 4 * t * r + 4 * b, in + b * f.bytes + f.Qs() + 4 * r, 4);
   }
@@ -74,7 +76,7 @@ void PackGroup(const Layout& f, const uint8_t* in, int t, uint8_t* out) {
 }
 
 void UnpackGroup(const Layout& f, const uint8_t* in, int t, uint8_t* out) {
-  for (int r = 0; r < 4; ++r) {
+  for (int r = 0; r < f.runs; ++r) {
     for (int b = 0; b < t; ++b)
       std::memcpy(out + b * f.bytes + f.Qs() + 4 * r, in + 4 * t * r + 4 * b, 4);
   }
@@ -127,7 +129,7 @@ void WidenLegacyGroup(DType t, const uint8_t* group, int count, uint8_t out[kPac
   const Layout f(t);
   constexpr int kWhole = kPackGroupBlocks;
   std::memset(out, 0, kPackGroupMaxBytes);
-  for (int r = 0; r < 4; ++r) std::memcpy(out + 64 * r, group + 4 * count * r, 4 * count);
+  for (int r = 0; r < f.runs; ++r) std::memcpy(out + 64 * r, group + 4 * count * r, 4 * count);
   if (f.fifth) {
     for (int k = 0; k < 8; ++k) {
       for (int i = 0; i < 4 * count; ++i) {

@@ -1,11 +1,11 @@
-// The 32-block formats Q4_0, Q4_1, Q5_0 and Q5_1 repacked for the SIMD kernels
-// (DType::kQ4_0Packed ... kQ5_1Packed), made once at load by the CPU backend
+// The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 repacked for the SIMD kernels
+// (DType::kQ4_0Packed ... kQ8_0Packed), made once at load by the CPU backend
 // (Backend::PrepareMatmulWeight), and the activation layout those kernels read.
 //
 // Why: these formats' order (quant_blocks.h) gives each block one integer lane and one of 16
 // float chains, so 16 blocks side by side fill a 512-bit register: a vpdpbusd adds 4 products of
 // every block at once, 8 of them finish the 16 blocks' integer sums, and one conversion, one scale
-// product and one fma serve 16 blocks. On ggml's layout each block's 18-24 bytes would have to be
+// product and one fma serve 16 blocks. On ggml's layout each block's 18-34 bytes would have to be
 // gathered into the lanes at every step; repacked once, it is one load per 64 bytes.
 //
 // A row's blocks come in groups of 16 (the last group has the T = nb % 16 left, if any); group g
@@ -13,7 +13,7 @@
 //  - four runs of 4T bytes: byte 4b + t of run r is byte 4r + t of block b's qs, i.e. element
 //    4r + t of block b in its low nibble and element 16 + 4r + t in its high nibble, so the low
 //    nibbles of a run are "quad" r (elements 4r .. 4r + 3) of every block, the high ones quad r +
-//    4;
+//    4; Q8_0 has eight runs of 4T bytes, run r quad r of every block (one int8 per element);
 //  - Q5_0 / Q5_1: the fifth bits, 4T bytes read as one little-endian bit stream of 8 masks of 4T
 //    bits: bit 4b + t of mask 2r + h is the fifth bit of the element in the low (h = 0) or high
 //    (h = 1) nibble of byte 4b + t of run r. In a whole group each mask is one 64-bit word, which
@@ -30,13 +30,14 @@
 namespace llm::kernels::internal {
 
 constexpr int kPackGroupBlocks = 16;
-constexpr int kPackGroupMaxBytes = 384;  // a whole Q5_1 group
+constexpr int kPackGroupMaxBytes = 544;  // a whole Q8_0 group
 
 // The 32-block formats and their packed layouts.
-constexpr DType kLegacyLayouts[4][2] = {{DType::kQ4_0, DType::kQ4_0Packed},
+constexpr DType kLegacyLayouts[5][2] = {{DType::kQ4_0, DType::kQ4_0Packed},
                                         {DType::kQ4_1, DType::kQ4_1Packed},
                                         {DType::kQ5_0, DType::kQ5_0Packed},
-                                        {DType::kQ5_1, DType::kQ5_1Packed}};
+                                        {DType::kQ5_1, DType::kQ5_1Packed},
+                                        {DType::kQ8_0, DType::kQ8_0Packed}};
 // The packed layout of a 32-block format, or t itself; and back. (`static`, as the helpers
 // below: the ISA translation units call them, and each must keep its own copy, see
 // matmul_internal.h.)
@@ -53,7 +54,7 @@ static constexpr DType FileFormatOf(DType t) {
   return t;
 }
 
-// Repacks `rows` rows of `cols` weights of `t` (kQ4_0 ... kQ5_1; cols a multiple of 32) from
+// Repacks `rows` rows of `cols` weights of `t` (kQ4_0 ... kQ5_1, kQ8_0; cols a multiple of 32) from
 // ggml's layout; src and dst must not overlap. Unpack is its inverse.
 void PackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 void UnpackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst);
@@ -63,8 +64,8 @@ void WidenLegacyGroup(DType t, const uint8_t* group, int count, uint8_t out[kPac
 
 // One activation row's Q8_0 blocks of a group, in the kernels' layout: quad r of block b (its
 // quants 4r .. 4r + 3) at bytes 4b .. 4b + 3 of q[r], Q4_0's dot product start value -(8 * S_b)
-// (Q5_0 doubles it), S_b as a float (the min term of Q4_1 / Q5_1), and the scales d_b. Blocks
-// past the row's end are zero.
+// (Q5_0 doubles it, Q8_0 on VNNI takes 16 times it), S_b as a float (the min term of Q4_1 /
+// Q5_1), and the scales d_b. Blocks past the row's end are zero.
 struct alignas(64) PackedXGroup {
   int8_t q[8][64];
   int32_t start[16];

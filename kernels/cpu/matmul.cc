@@ -67,8 +67,8 @@ constexpr int kPanelRows = 16;
 
 namespace {
 
-// The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (Q8_0, and the
-// 32-block formats on the scalar set: ggml's vec_dot_type), Q8_K (K-quants), Q8_K with paired
+// The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (the 32-block
+// formats on the scalar set: ggml's vec_dot_type), Q8_K (K-quants), Q8_K with paired
 // chunks (the AVX-512 Q4_K GEMV, PairChunksQ8K) and PackedX groups (the packed 32-block
 // kernels, legacy_packed.h).
 enum InputForm {
@@ -81,7 +81,6 @@ enum InputForm {
 };
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
-  if (t == DType::kQ8_0) return kQ8_0Input;
   if (PackedLayoutOf(t) != t || FileFormatOf(t) != t) {
     return NativePacked(ks, t) ? kPackedXInput : kQ8_0Input;
   }
@@ -167,13 +166,11 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
       case DType::kBF16:
         ks.bf16(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
-      case DType::kQ8_0:
-        ks.q8_0(static_cast<const BlockQ8_0*>(in), m, k, job.w, n0, n1, job.bias, job.y, job.n);
-        break;
       case DType::kQ4_0Packed:
       case DType::kQ4_1Packed:
       case DType::kQ5_0Packed:
       case DType::kQ5_1Packed:
+      case DType::kQ8_0Packed:
         if (!NativePacked(ks, job.type)) {  // no packed kernel here: the format's, unpacked
           const DType base = FileFormatOf(job.type);
           const size_t row = RowBytes(base, k);

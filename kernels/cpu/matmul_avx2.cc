@@ -1,7 +1,7 @@
 // AVX2 + FMA + F16C Matmul micro-kernel (compiled with -mavx2 -mfma -mf16c).
 // One ymm accumulator (8 lanes) per output element; 16-bit weights are widened to f32 in
-// registers. The k tail is copied into zero-padded stack chunks. Q8_0 weights: the x86 Q8_0
-// micro-kernel of matmul_q8_0_x86.h with 2 x 4 tiles.
+// registers. The k tail is copied into zero-padded stack chunks. (The block formats, Q8_0
+// among them, are in matmul_quant_avx2.cc.)
 #include <immintrin.h>
 
 #include <cstdint>
@@ -11,8 +11,6 @@
 
 namespace llm::kernels::internal {
 namespace {
-
-#include "kernels/cpu/matmul_q8_0_x86.h"  // NOLINT: included into this TU's anonymous namespace
 
 struct F32Load {
   using W = float;
@@ -91,12 +89,9 @@ struct Avx2Micro {
 }  // namespace
 
 const MatmulKernels& Avx2MatmulKernels() {
-  static const MatmulKernels kKernels = {"avx2-fma",
-                                         MatmulPanel<Avx2Micro<F32Load>>,
+  static const MatmulKernels kKernels = {"avx2-fma", MatmulPanel<Avx2Micro<F32Load>>,
                                          MatmulPanel<Avx2Micro<F16Load>>,
-                                         MatmulPanel<Avx2Micro<Bf16Load>>,
-                                         MatmulQ8Panel<Q8X86Micro<2, 4>>,
-                                         &Avx2QuantKernels()};
+                                         MatmulPanel<Avx2Micro<Bf16Load>>, &Avx2QuantKernels()};
   return kKernels;
 }
 

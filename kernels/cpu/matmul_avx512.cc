@@ -1,7 +1,7 @@
 // AVX-512 Matmul micro-kernel (compiled with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c).
 // One zmm accumulator (16 lanes) per output element; 16-bit weights are widened to f32 in
-// registers (exact), so every path accumulates x * w in f32 with FMA. Q8_0 weights: the x86
-// Q8_0 micro-kernel of matmul_q8_0_x86.h with 4 x 4 tiles (32 vector registers).
+// registers (exact), so every path accumulates x * w in f32 with FMA. (The block formats, Q8_0
+// among them, are in matmul_quant_avx512.cc.)
 // GCC 12 warns inside its own AVX-512 intrinsics (the `__Y = __Y` of _mm512_undefined_*, GCC bug
 // 105593, fixed in GCC 13); nothing in this file reads an uninitialised value.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -15,8 +15,6 @@
 
 namespace llm::kernels::internal {
 namespace {
-
-#include "kernels/cpu/matmul_q8_0_x86.h"  // NOLINT: included into this TU's anonymous namespace
 
 struct F32Load {
   using W = float;
@@ -109,12 +107,9 @@ struct Avx512Micro {
 }  // namespace
 
 const MatmulKernels& Avx512MatmulKernels() {
-  static const MatmulKernels kKernels = {"avx512",
-                                         MatmulPanel<Avx512Micro<F32Load>>,
+  static const MatmulKernels kKernels = {"avx512", MatmulPanel<Avx512Micro<F32Load>>,
                                          MatmulPanel<Avx512Micro<F16Load>>,
-                                         MatmulPanel<Avx512Micro<Bf16Load>>,
-                                         MatmulQ8Panel<Q8X86Micro<4, 4>>,
-                                         &Avx512QuantKernels()};
+                                         MatmulPanel<Avx512Micro<Bf16Load>>, &Avx512QuantKernels()};
   return kKernels;
 }
 

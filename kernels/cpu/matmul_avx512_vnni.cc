@@ -19,7 +19,6 @@
 namespace llm::kernels::internal {
 namespace {
 
-#include "kernels/cpu/matmul_q8_0_x86.h"   // NOLINT: included into this TU's anonymous namespace
 #include "kernels/cpu/matmul_quant_x86.h"  // NOLINT: included into this TU's anonymous namespace
 
 template <class F>
@@ -31,11 +30,8 @@ using K = qx::KMicro<F, 4, 2>;
 
 const MatmulKernels& Avx512VnniMatmulKernels() {
   static const QuantMatmulKernels kQuant = MakeQuantKernels<K, PackedLegacy>();
-  static const MatmulKernels kKernels = {"avx512-vnni",
-                                         Avx512MatmulKernels().f32,
-                                         Avx512MatmulKernels().f16,
-                                         Avx512MatmulKernels().bf16,
-                                         MatmulQ8Panel<Q8X86Micro<4, 4>>,
+  static const MatmulKernels kKernels = {"avx512-vnni", Avx512MatmulKernels().f32,
+                                         Avx512MatmulKernels().f16, Avx512MatmulKernels().bf16,
                                          &kQuant};
   return kKernels;
 }

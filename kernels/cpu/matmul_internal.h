@@ -26,13 +26,8 @@ namespace llm::kernels::internal {
 using MatmulPanelFn = void (*)(const float* x, int m, int k, const void* w, int n0, int n1,
                                const float* bias, float* y, int ldy);
 
-// The same for Q8_0 weights: xq holds the m input rows already quantized to Q8_0 (k / 32 blocks
-// each, see q8_0.h for the evaluation order every ISA follows).
-using MatmulQ8PanelFn = void (*)(const BlockQ8_0* xq, int m, int k, const void* w, int n0, int n1,
-                                 const float* bias, float* y, int ldy);
-
-// The other block formats (quant_blocks.h): xq holds the m input rows already quantized to Q8_0
-// (legacy formats) or Q8_K (K-quants), k / BlockSize blocks each.
+// The block formats (quant_blocks.h): xq holds the m input rows already quantized to Q8_0 (the
+// 32-block formats; PackedXGroups for their packed kernels) or Q8_K (K-quants).
 using MatmulBlockPanelFn = void (*)(const void* xq, int m, int k, const void* w, int n0, int n1,
                                     const float* bias, float* y, int ldy);
 struct QuantMatmulKernels {
@@ -58,7 +53,6 @@ struct MatmulKernels {
   MatmulPanelFn f32;
   MatmulPanelFn f16;
   MatmulPanelFn bf16;
-  MatmulQ8PanelFn q8_0;
   const QuantMatmulKernels* quant;
 };
 
@@ -166,47 +160,6 @@ void MatmulPanel(const float* x, int m, int k, const void* wv, int n0, int n1, c
   }
 }
 
-using Q8TileFn = void (*)(const BlockQ8_0* x, int64_t ldx, const BlockQ8_0* w, int64_t ldw, int nb,
-                          const float* bias, float* y, int64_t ldy);
-
-// kTiles[MR - 1][NR - 1] for MR, NR up to kMaxTile, from a micro-kernel's Tile<MR, NR>.
-template <class Micro>
-struct Q8Tiles {
-  template <int MR, int NR>
-  static void Fn(const BlockQ8_0* x, int64_t ldx, const BlockQ8_0* w, int64_t ldw, int nb,
-                 const float* bias, float* y, int64_t ldy) {
-    Micro::template Tile<MR, NR>(x, ldx, w, ldw, nb, bias, y, ldy);
-  }
-  static constexpr Q8TileFn kTable[kMaxTile][kMaxTile] = {
-      {Fn<1, 1>, Fn<1, 2>, Fn<1, 3>, Fn<1, 4>},
-      {Fn<2, 1>, Fn<2, 2>, Fn<2, 3>, Fn<2, 4>},
-      {Fn<3, 1>, Fn<3, 2>, Fn<3, 3>, Fn<3, 4>},
-      {Fn<4, 1>, Fn<4, 2>, Fn<4, 3>, Fn<4, 4>},
-  };
-};
-
-// The Q8_0 panel: MatmulPanel's loop over a micro-kernel whose Tile takes quantized x rows and
-// weight rows of nb = k / 32 blocks each (strides in blocks).
-template <class Micro>
-void MatmulQ8Panel(const BlockQ8_0* xq, int m, int k, const void* wv, int n0, int n1,
-                   const float* bias, float* y, int ldy) {
-  const auto* w = static_cast<const BlockQ8_0*>(wv);
-  const int nb = k / kQ8BlockSize;
-  const int kNR = m == 1 ? 1 : Micro::kNR;  // GEMV: one weight stream (see MatmulPanel)
-  for (int c0 = 0; c0 < m; c0 += kRowChunk) {
-    const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
-    for (int j = n0; j < n1; j += kNR) {
-      const int nr = n1 - j < kNR ? n1 - j : kNR;
-      for (int i = c0; i < c1; i += Micro::kMR) {
-        const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
-        Q8Tiles<Micro>::kTable[mr - 1][nr - 1](
-            xq + static_cast<int64_t>(i) * nb, nb, w + static_cast<int64_t>(j) * nb, nb, nb,
-            bias != nullptr ? bias + j : nullptr, y + static_cast<int64_t>(i) * ldy + j, ldy);
-      }
-    }
-  }
-}
-
 // Dispatches a tile of mr x nr (mr <= MR, nr <= NR) to Micro::Tile<mr, nr> (only the shapes up
 // to the micro-kernel's own are instantiated).
 template <class Micro, int MR, int NR>
@@ -259,7 +212,7 @@ constexpr int64_t WStride(int nb) {
   }
 }
 
-// The block-format panel: MatmulQ8Panel's loop over a micro-kernel with block types XBlock
+// The block-format panel: MatmulPanel's loop over a micro-kernel with block types XBlock
 // (activations) and WBlock (weights) of kBlock weights.
 template <class Micro>
 void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int n1,

@@ -1,12 +1,13 @@
-// The matmul of the 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1) on packed weights (legacy_packed.h)
-// for the AVX2 and AVX-512 translation units, included by matmul_quant_x86.h inside their
-// anonymous namespace.
+// The matmul of the 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on packed weights
+// (legacy_packed.h) for the AVX2 and AVX-512 translation units, included by matmul_quant_x86.h
+// inside their anonymous namespace.
 //
 // Their order (quant_blocks.h) gives block b of a 16-block group integer lane b and float chain
 // b % 16. Per group, output and weight row: the 16 integer sums start at -(offset * S_b) (Q4_0:
 // 8, Q5_0: 16, from the -8 S_b prepared with the activations) or 0 (Q4_1, Q5_1) and take 8
 // unsigned-by-signed 4-product dot steps (the weight's four 64-byte runs, low and high nibbles
-// with their fifth bits added for Q5_0 / Q5_1, against the activations' 8 quads); then one
+// with their fifth bits added for Q5_0 / Q5_1, against the activations' 8 quads; Q8_0: its 8
+// runs of signed bytes, see AddDotS8); then one
 // conversion, one product of the 16 weight scales with the 16 activation scales, and one fma
 // into the 16 chains (with a min: one more with the mins and S_b). The blocks of a short last
 // group are widened with zero blocks (WidenLegacyGroup), whose lanes then add fma(0, 0, acc) =
@@ -27,16 +28,19 @@ using ::llm::kernels::internal::PackedXGroups;
 
 // The formats: block type, whether a weight is d * u + m (else d * (u - offset)), whether the
 // quants have a fifth bit.
-template <class Block, DType kTypeV, bool kMinV, bool kFifthV>
+// Q8_0's quants are signed bytes, eight runs a group (kInt8).
+template <class Block, DType kTypeV, bool kMinV, bool kFifthV, bool kInt8V = false>
 struct LegacyFormat {
   using B = Block;
   static constexpr DType kType = kTypeV;
-  static constexpr bool kMin = kMinV, kFifth = kFifthV;
+  static constexpr bool kMin = kMinV, kFifth = kFifthV, kInt8 = kInt8V;
+  static constexpr int kRuns = kInt8 ? 8 : 4;
 };
 using Q4_0F = LegacyFormat<BlockQ4_0, DType::kQ4_0, false, false>;
 using Q4_1F = LegacyFormat<BlockQ4_1, DType::kQ4_1, true, false>;
 using Q5_0F = LegacyFormat<BlockQ5_0, DType::kQ5_0, false, true>;
 using Q5_1F = LegacyFormat<BlockQ5_1, DType::kQ5_1, true, true>;
+using Q8_0F = LegacyFormat<BlockQ8_0, DType::kQ8_0, false, false, true>;
 
 #if defined(__AVX512BW__)
 struct Vi {
@@ -66,6 +70,31 @@ struct Vf {
 [[gnu::always_inline]] inline Vi Add(Vi a, Vi b) {
   return {_mm512_add_epi32(a.v, b.v)};
 }
+[[gnu::always_inline]] inline Vi Times16(Vi a) {
+  return {_mm512_slli_epi32(a.v, 4)};
+}
+// Signed-by-signed 4-product dot steps (Q8_0). With VNNI the weights are biased once (w + 128,
+// unsigned) and the sums start at -128 * S (kS8ByBias); without it |w| times x signed by w, whose
+// maddubs pairs stay below saturation (2 * 128 * 127).
+#if defined(__AVX512VNNI__)
+constexpr bool kS8ByBias = true;
+[[gnu::always_inline]] inline Vi BiasS8(Vi w) {
+  return {_mm512_xor_si512(w.v, _mm512_set1_epi8(static_cast<char>(0x80)))};
+}
+[[gnu::always_inline]] inline Vi AddDotS8(Vi acc, Vi w, Vi x) {
+  return {_mm512_dpbusd_epi32(acc.v, w.v, x.v)};
+}
+#else
+constexpr bool kS8ByBias = false;
+[[gnu::always_inline]] inline Vi BiasS8(Vi w) {
+  return w;
+}
+[[gnu::always_inline]] inline Vi AddDotS8(Vi acc, Vi w, Vi x) {
+  const __m512i xs =
+      _mm512_mask_sub_epi8(x.v, _mm512_movepi8_mask(w.v), _mm512_setzero_si512(), x.v);
+  return {DotU8S8x512(acc.v, _mm512_abs_epi8(w.v), xs)};
+}
+#endif
 [[gnu::always_inline]] inline Vi AddDot(Vi acc, Vi u, Vi x) {
   return {DotU8S8x512(acc.v, u.v, x.v)};
 }
@@ -122,6 +151,17 @@ struct Vf {
 [[gnu::always_inline]] inline Vi Add(Vi a, Vi b) {
   return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)};
 }
+[[gnu::always_inline]] inline Vi Times16(Vi a) {
+  return {_mm256_slli_epi32(a.lo, 4), _mm256_slli_epi32(a.hi, 4)};
+}
+constexpr bool kS8ByBias = false;  // see the AVX-512 helpers
+[[gnu::always_inline]] inline Vi BiasS8(Vi w) {
+  return w;
+}
+[[gnu::always_inline]] inline Vi AddDotS8(Vi acc, Vi w, Vi x) {
+  return {_mm256_add_epi32(acc.lo, DotU8S8(_mm256_abs_epi8(w.lo), _mm256_sign_epi8(x.lo, w.lo))),
+          _mm256_add_epi32(acc.hi, DotU8S8(_mm256_abs_epi8(w.hi), _mm256_sign_epi8(x.hi, w.hi)))};
+}
 [[gnu::always_inline]] inline Vi AddDot(Vi acc, Vi u, Vi x) {
   return {_mm256_add_epi32(acc.lo, DotU8S8(u.lo, x.lo)),
           _mm256_add_epi32(acc.hi, DotU8S8(u.hi, x.hi))};
@@ -159,7 +199,7 @@ inline float Reduce16(Vf a) {
   return _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1)));
 }
 
-// F: Q4_0F ... Q5_1F (the format's block, whether it has a min and fifth bits).
+// F: Q4_0F ... Q8_0F (the format's block, whether it has a min, fifth bits, signed bytes).
 template <class F, int kMRv, int kNRv>
 struct PackedLegacyMicro {
   static constexpr int kMR = kMRv;
@@ -167,7 +207,7 @@ struct PackedLegacyMicro {
   static constexpr DType kType = F::kType;
   static constexpr int64_t kGroupBytes = kPackGroupBlocks * sizeof(typename F::B);
   // Offsets in a whole packed group (legacy_packed.h): runs, fifth-bit masks, scales, mins.
-  static constexpr int kMasks = 256;
+  static constexpr int kMasks = 64 * F::kRuns;
   static constexpr int kScales = kMasks + (F::kFifth ? 64 : 0);
   static constexpr int kMins = kScales + 32;
   // For MatmulBlockPanel (matmul_internal.h): x rows of PackedXGroups(nb) groups (MakePackedX),
@@ -188,13 +228,25 @@ struct PackedLegacyMicro {
     Vi l[MR][NR];
     for (int i = 0; i < MR; ++i) {
       Vi start = ZeroI();
-      if constexpr (!F::kMin) {
+      if constexpr (F::kInt8) {
+        if constexpr (kS8ByBias) start = Times16(LoadI(x[i]->start));  // -128 S
+      } else if constexpr (!F::kMin) {
         start = LoadI(x[i]->start);                          // -8 S
         if constexpr (F::kFifth) start = Add(start, start);  // -16 S
       }
       for (int j = 0; j < NR; ++j) l[i][j] = start;
     }
-    for (int r = 0; r < 4; ++r) {
+    if constexpr (F::kInt8) {
+      for (int r = 0; r < 8; ++r) {
+        Vi q[NR];
+        for (int j = 0; j < NR; ++j) q[j] = BiasS8(LoadI(w[j] + 64 * r));
+        for (int i = 0; i < MR; ++i) {
+          const Vi xr = LoadI(x[i]->q[r]);
+          for (int j = 0; j < NR; ++j) l[i][j] = AddDotS8(l[i][j], q[j], xr);
+        }
+      }
+    }
+    for (int r = 0; r < (F::kInt8 ? 0 : 4); ++r) {
       Vi lo[NR], hi[NR];
       for (int j = 0; j < NR; ++j) {
         const Vi v = LoadI(w[j] + 64 * r);

@@ -57,7 +57,7 @@ struct KScalar {
   }
 };
 
-// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1): one lane and chain per block, b % 16.
+// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): one lane and chain per block, b % 16.
 template <DType kType, class W>
 struct LegacyScalar {
   using XBlock = BlockQ8_0;
@@ -114,6 +114,7 @@ const QuantMatmulKernels& ScalarQuantKernels() {
     k.fn[static_cast<int>(DType::kQ4_1)] = MatmulBlockPanel<LegacyScalar<DType::kQ4_1, BlockQ4_1>>;
     k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_0, BlockQ5_0>>;
     k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_1, BlockQ5_1>>;
+    k.fn[static_cast<int>(DType::kQ8_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ8_0, BlockQ8_0>>;
     k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<KScalar<DType::kQ2_K, BlockQ2_K>>;
     k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<KScalar<DType::kQ3_K, BlockQ3_K>>;
     k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<KScalar<DType::kQ4_K, BlockQ4_K>>;

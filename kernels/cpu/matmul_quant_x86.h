@@ -1,6 +1,6 @@
 // The x86 micro-kernels of the quantized block formats (Q4_0 ... Q6_K) on Q8 activations, for
 // the TUs compiled with AVX2 or AVX-512 flags: each includes this header inside its own anonymous
-// namespace (as matmul_q8_0_x86.h), so no code compiled for one ISA is shared with another TU.
+// namespace, so no code compiled for one ISA is shared with another TU.
 // The float operations are those quant_blocks.h defines, so every ISA gives the scalar bits.
 //
 // A K-quant weight block is decoded in registers, 32 unsigned quants (< 64) at a time, and
@@ -10,7 +10,7 @@
 // pairs exactly (|pair| <= 2 * 63 * 127), madd with the sub-block scales gives the int32 lanes.
 // The weight stream is prefetched ahead (PrefetchWeights): these tiles do enough work per byte
 // that the hardware prefetcher alone leaves a GEMV from DRAM at a third of its in-cache speed.
-// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1) run on their packed layout
+// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) run on their packed layout
 // (matmul_legacy_packed_x86.h).
 #pragma once
 
@@ -306,6 +306,7 @@ QuantMatmulKernels MakeQuantKernels() {
   legacy(qx::Q4_1F{});
   legacy(qx::Q5_0F{});
   legacy(qx::Q5_1F{});
+  legacy(qx::Q8_0F{});
   k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<K<qx::Q2_KF>>;
   k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<K<qx::Q3_KF>>;
   k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<K<qx::Q4_KF>>;

@@ -70,51 +70,12 @@ struct ScalarMicro {
   }
 };
 
-// Q8_0 x Q8_0 in the order of q8_0.h: exact int32 sums of 4 consecutive products per group,
-// one fma per group and block, then the fixed reduction tree. The reference the SIMD paths
-// must equal bitwise.
-struct ScalarQ8Micro {
-  static constexpr int kMR = 4;
-  static constexpr int kNR = 4;
-
-  template <int MR, int NR>
-  static void Tile(const BlockQ8_0* x, int64_t ldx, const BlockQ8_0* w, int64_t ldw, int nb,
-                   const float* bias, float* y, int64_t ldy) {
-    float acc[MR][NR][8] = {};
-    for (int b = 0; b < nb; ++b) {
-      for (int i = 0; i < MR; ++i) {
-        const BlockQ8_0& xb = x[i * ldx + b];
-        const float dx = F16ToF32(xb.d);
-        for (int j = 0; j < NR; ++j) {
-          const BlockQ8_0& wb = w[j * ldw + b];
-          const float d = F16ToF32(wb.d) * dx;
-          for (int g = 0; g < 8; ++g) {
-            int32_t s = 0;
-            for (int t = 4 * g; t < 4 * g + 4; ++t) s += int32_t{wb.qs[t]} * int32_t{xb.qs[t]};
-            acc[i][j][g] = std::fma(d, static_cast<float>(s), acc[i][j][g]);
-          }
-        }
-      }
-    }
-    for (int i = 0; i < MR; ++i) {
-      for (int j = 0; j < NR; ++j) {
-        float* a = acc[i][j];
-        const float s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
-      }
-    }
-  }
-};
-
 }  // namespace
 
 const MatmulKernels& ScalarMatmulKernels() {
-  static const MatmulKernels kKernels = {"scalar",
-                                         MatmulPanel<ScalarMicro<float>>,
+  static const MatmulKernels kKernels = {"scalar", MatmulPanel<ScalarMicro<float>>,
                                          MatmulPanel<ScalarMicro<F16>>,
-                                         MatmulPanel<ScalarMicro<Bf16>>,
-                                         MatmulQ8Panel<ScalarQ8Micro>,
-                                         &ScalarQuantKernels()};
+                                         MatmulPanel<ScalarMicro<Bf16>>, &ScalarQuantKernels()};
   return kKernels;
 }
 

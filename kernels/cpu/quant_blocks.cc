@@ -63,6 +63,12 @@ void DecodeLegacy(DType t, const void* block, DecodedLegacy* out) {
       LegacyQuants(b->qs, b->qh, out->u);
       break;
     }
+    case DType::kQ8_0: {  // u = q + 128, so u - 128 = q
+      const auto* b = static_cast<const BlockQ8_0*>(block);
+      *out = DecodedLegacy{F16ToF32(b->d), 0.0f, 128, false, {}};
+      for (int e = 0; e < kQKLegacy; ++e) out->u[e] = static_cast<uint8_t>(b->qs[e] + 128);
+      break;
+    }
     default:
       *out = DecodedLegacy{};
       break;

@@ -8,10 +8,11 @@
 // decoded blocks below, in one float evaluation order that every ISA follows, so the scalar, AVX2
 // and AVX-512 paths give bitwise the same result. Per block, 8 lanes l = 0..7:
 //
-//  The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1 (DecodedLegacy w, Q8_0 x) are the exception:
+//  The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (DecodedLegacy w, Q8_0 x) are the exception:
 //  one lane per block, 16 chains. Block b adds to chain c = b % 16, in increasing b:
 //    D_b = sum over its 32 elements of u[e] * x[e], S_b = sum x[e] (exact int32)
-//    no min (Q4_0, Q5_0): acc_c = fma(d_w * d_x, float(D_b - offset * S_b), acc_c), offset 8 / 16
+//    no min (Q4_0, Q5_0, Q8_0): acc_c = fma(d_w * d_x, float(D_b - offset * S_b), acc_c),
+//                         offset 8 / 16 / 128 (Q8_0 decoded as u = q + 128)
 //    min (Q4_1, Q5_1):    acc_c = fma(d_w * d_x, float(D_b), acc_c);
 //                         acc_c = fma(m_w * d_x, float(S_b), acc_c)
 //  and y = h2[0] + h2[1] with h8[l] = acc_l + acc_{l+8}, h4[l] = h8[l] + h8[l+4],
@@ -97,7 +98,7 @@ static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(Bloc
 // A legacy block for the dot product: weight e = d * (u[e] - offset) + m.
 struct DecodedLegacy {
   float d = 0, m = 0;
-  int offset = 0;  // 8 (Q4_0), 16 (Q5_0), 0 (Q4_1, Q5_1: with a min)
+  int offset = 0;  // 8 (Q4_0), 16 (Q5_0), 128 (Q8_0), 0 (Q4_1, Q5_1: with a min)
   bool has_min = false;
   uint8_t u[kQKLegacy];
 };

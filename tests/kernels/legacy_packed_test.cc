@@ -1,9 +1,9 @@
-// Packed Q4_0, Q4_1, Q5_0 and Q5_1 (kernels/cpu/legacy_packed.h): packing is a bijection on rows
-// of any block count and puts every quant, fifth bit and scale where the layout says; a matmul
+// Packed Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (kernels/cpu/legacy_packed.h): packing is a bijection on
+// rows of any block count and puts every quant, fifth bit and scale where the layout says; a matmul
 // on the packed rows gives bitwise the format's result (the scalar reference on ggml's layout)
 // on every kernel set (AVX2 and AVX-512 read it natively, scalar unpacks it) for GEMV and GEMM
 // shapes with and without a tail after the last 16-block group; the CPU backend repacks only
-// these four formats (and not when LLM_PACK_WEIGHTS=0).
+// these five formats (and not when LLM_PACK_WEIGHTS=0).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -25,7 +25,7 @@ std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   return testing::RandomFloats(n, seed, -scale, scale);
 }
 
-constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
+constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
 
 std::vector<uint8_t> QuantMatrix(DType t, int n, int k, uint32_t seed) {
   const auto f = RandomVec(static_cast<size_t>(n) * k, seed, 0.05f);
@@ -119,6 +119,26 @@ TEST(LegacyPacked, Q5GroupHoldsItsFifthBitsAsOneMaskPerRunAndNibble) {
   EXPECT_LT(set, 16 * 32 - 16) << "and leave some clear";
 }
 
+// Q8_0's whole group: eight runs, byte 4b + t of run r is quant 4r + t of block b; then the 16
+// scales at byte 512.
+TEST(LegacyPacked, Q8_0GroupHoldsEightRunsThenItsScales) {
+  const int k = 32 * 16;
+  const auto q = QuantMatrix(DType::kQ8_0, 1, k, 23);
+  const auto p = Packed(DType::kQ8_0, q, 1, k);
+  const auto* blocks = reinterpret_cast<const internal::BlockQ8_0*>(q.data());
+  for (int b = 0; b < 16; ++b) {
+    for (int r = 0; r < 8; ++r) {
+      for (int t = 0; t < 4; ++t) {
+        ASSERT_EQ(static_cast<int8_t>(p[64 * r + 4 * b + t]), blocks[b].qs[4 * r + t])
+            << r << " " << b << " " << t;
+      }
+    }
+    uint16_t d;
+    std::memcpy(&d, p.data() + 512 + 2 * b, 2);
+    ASSERT_EQ(d, blocks[b].d) << "scale " << b;
+  }
+}
+
 // The last group of a row (T < 16 blocks) widened for the kernels equals the packing of those T
 // blocks followed by zero blocks: the lanes past T add nothing.
 TEST(LegacyPacked, WidenedTailIsTheGroupWithZeroBlocks) {
@@ -179,7 +199,7 @@ TEST(LegacyPacked, MatmulGivesTheFormatsBitsOnEveryKernelSet) {
   }
 }
 
-TEST(LegacyPacked, CpuBackendRepacksOnlyTheFourFormats) {
+TEST(LegacyPacked, CpuBackendRepacksOnlyTheFiveFormats) {
   Backend& cpu = CpuBackend();
   const int n = 24, k = 1056;
   for (DType t : kFormats) {
@@ -209,7 +229,7 @@ TEST(LegacyPacked, CpuBackendRepacksOnlyTheFourFormats) {
     EXPECT_EQ(kept->data(), nullptr);
     EXPECT_EQ(off.format, t);
   }
-  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType t : {DType::kF16, DType::kBF16, DType::kQ4_K, DType::kQ6_K}) {
     const std::vector<uint8_t> bytes(RowBytes(t, 512) * 4);
     Weight other{bytes.data(), t, 4, 512};
     auto none = cpu.PrepareMatmulWeight(other);
