@@ -244,6 +244,10 @@ const std::vector<KeySpec>& Schema() {
              1 << 20, "token budget per step"),
       IntKey("engine.max_prefill_chunk", LLM_FIELD(engine.scheduler.max_prefill_chunk), 0, 1 << 20,
              "prompt tokens per sequence per step; 0 = the budget"),
+      IntKey("engine.max_prefill_tokens_while_decoding",
+             LLM_FIELD(engine.scheduler.max_prefill_tokens_while_decoding), -1, 1 << 20,
+             "prompt tokens of all sequences in a step while any sequence decodes; 0 = no "
+             "bound but the budget; -1 = auto (32 on engine.device cpu, 0 on cuda)"),
       BoolKey("engine.enable_prefix_caching", LLM_FIELD(engine.enable_prefix_caching),
               "reuse the KV blocks of prompt prefixes computed before (vLLM's automatic prefix "
               "caching)"),
@@ -449,6 +453,9 @@ Status Finish(ClusterConfig* c) {
   ModelSection& m = c->model;
   if (m.served_model_name.empty() && !m.path.empty())
     m.served_model_name = DefaultModelName(m.path);
+  int& prefill_bound = c->engine.scheduler.max_prefill_tokens_while_decoding;
+  if (prefill_bound < 0)
+    prefill_bound = c->engine.device == "cuda" ? 0 : kCpuPrefillTokensWhileDecoding;
   const HttpSection& http = c->router.http;
   if (http.tls_cert_file.empty() != http.tls_key_file.empty()) {
     return InvalidArgument(

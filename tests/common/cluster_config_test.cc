@@ -137,13 +137,30 @@ TEST(ClusterConfig, HuggingFaceCacheSnapshotIsServedUnderTheRepoName) {
 // The engine takes the engine section itself (EngineConfig derives from EngineSection), so the
 // scheduler's defaults are the schema's: they once drifted (max_prefill_chunk 512 vs 0).
 TEST(ClusterConfig, EngineSectionIsWhatTheEngineGets) {
-  auto c = ParseClusterConfig("engine: {max_prefill_chunk: 64, max_num_seqs: 3}", "x.yaml");
+  auto c = ParseClusterConfig(
+      "engine: {max_prefill_chunk: 64, max_num_seqs: 3, max_prefill_tokens_while_decoding: 48}",
+      "x.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->engine.scheduler.max_prefill_chunk, 64);
   EXPECT_EQ(c->engine.scheduler.max_num_seqs, 3);
+  EXPECT_EQ(c->engine.scheduler.max_prefill_tokens_while_decoding, 48);
   auto d = ParseClusterConfig("", "empty.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->engine.scheduler.max_prefill_chunk, SchedulerConfig{}.max_prefill_chunk);
+  // Auto: a bound on a CPU (a step's time grows with its tokens), none on CUDA (as vLLM).
+  EXPECT_EQ(SchedulerConfig{}.max_prefill_tokens_while_decoding, -1);
+  EXPECT_EQ(d->engine.scheduler.max_prefill_tokens_while_decoding, kCpuPrefillTokensWhileDecoding);
+  auto gpu = ParseClusterConfig("engine: {device: cuda}", "x.yaml");
+  ASSERT_TRUE(gpu.ok());
+  EXPECT_EQ(gpu->engine.scheduler.max_prefill_tokens_while_decoding, 0);
+  auto off = ParseClusterConfig("engine: {max_prefill_tokens_while_decoding: 0}", "x.yaml");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->engine.scheduler.max_prefill_tokens_while_decoding, 0);
+  auto bad = ParseClusterConfig("engine: {max_prefill_tokens_while_decoding: -2}", "x.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("engine.max_prefill_tokens_while_decoding"),
+            std::string::npos)
+      << bad.status().message();
   EXPECT_NE(ClusterConfigHelp().find("--engine.max_prefill_chunk (int [0, 1048576], default '" +
                                      std::to_string(SchedulerConfig{}.max_prefill_chunk) + "')"),
             std::string::npos);

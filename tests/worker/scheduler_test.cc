@@ -71,11 +71,14 @@ class Harness {
     std::map<int64_t, int> preemptions_before;
     for (const auto& [id, s] : live_) preemptions_before[id] = s->num_preemptions;
     const std::set<int64_t> running_before = running_;
+    std::set<int64_t> decoding_before;
+    for (int64_t id : running_)
+      if (IsDecoding(*live_.at(id))) decoding_before.insert(id);
 
     const SchedulePlan plan = sched_.Schedule();
     rec.plan = Format(plan);
     rec.free_after_schedule = blocks_.num_free();
-    CheckPlan(plan, running_before, preemptions_before);
+    CheckPlan(plan, running_before, decoding_before, preemptions_before);
 
     std::map<int64_t, int> computed_before;
     for (const auto& e : plan.scheduled) computed_before[e.seq->id] = e.seq->num_computed;
@@ -158,14 +161,20 @@ class Harness {
   }
 
   void CheckPlan(const SchedulePlan& plan, const std::set<int64_t>& running_before,
+                 const std::set<int64_t>& decoding_before,
                  const std::map<int64_t, int>& preemptions_before) {
+    // While a sequence decodes, the step's prompt tokens stay under their own bound.
+    const int prefill_cap =
+        config_.max_prefill_tokens_while_decoding > 0 && !decoding_before.empty()
+            ? config_.max_prefill_tokens_while_decoding
+            : config_.max_num_batched_tokens;
     SCOPED_TRACE("step " + std::to_string(step_) + ": " + Format(plan));
     // Never idle while work is queued: the engine treats an empty plan as an error.
     if (plan.empty()) {
       EXPECT_TRUE(sched_.idle()) << "empty plan with work queued";
     }
 
-    int sum = 0;
+    int sum = 0, prefill_sum = 0;
     std::set<int64_t> scheduled, admitted;
     for (const auto& e : plan.scheduled) {
       ASSERT_NE(e.seq, nullptr);
@@ -185,8 +194,14 @@ class Harness {
                 blocks_.BlocksFor(s.num_computed + e.num_new_tokens));
       if (!running_before.count(s.id)) admitted.insert(s.id);
       sum += e.num_new_tokens;
+      if (decoding_before.count(s.id)) {
+        EXPECT_EQ(e.num_new_tokens, 1) << "decoding sequence " << s.id;
+      } else {
+        prefill_sum += e.num_new_tokens;
+      }
     }
     EXPECT_EQ(sum, plan.num_tokens);
+    EXPECT_LE(prefill_sum, prefill_cap) << "prompt tokens over the bound while decoding";
     EXPECT_LE(plan.num_tokens, config_.max_num_batched_tokens);
     EXPECT_LE(static_cast<int>(plan.scheduled.size()), config_.max_num_seqs);
     EXPECT_LE(sched_.num_running(), config_.max_num_seqs);
@@ -213,12 +228,15 @@ class Harness {
       EXPECT_TRUE(admitted.empty());
     }
     // Running sequences come first: every one of them is scheduled (or preempted) before any
-    // new one is admitted, and one is skipped only when the budget is spent.
+    // new one is admitted, and one is skipped only when the budget is spent (for one in its
+    // prompt, the budget or the prompt-token bound).
+    const bool prefill_spent = prefill_sum == prefill_cap;
     for (int64_t id : running_before) {
       if (scheduled.count(id) || preempted.count(id)) continue;
       EXPECT_TRUE(admitted.empty()) << "admitted a new sequence while " << id << " waits";
-      EXPECT_EQ(plan.num_tokens, config_.max_num_batched_tokens)
-          << "running sequence " << id << " skipped with budget left";
+      const bool spent = plan.num_tokens == config_.max_num_batched_tokens ||
+                         (!decoding_before.count(id) && prefill_spent);
+      EXPECT_TRUE(spent) << "running sequence " << id << " skipped with budget left";
     }
 
     // Update the model of who runs.
@@ -236,7 +254,8 @@ class Harness {
     if (!waiting.empty()) {
       for (int64_t id : admitted) EXPECT_TRUE(RunsBefore(live_.at(id), waiting.front()));
       const Sequence& head = *waiting.front();
-      const int budget_left = config_.max_num_batched_tokens - plan.num_tokens;
+      const int budget_left =
+          std::min(config_.max_num_batched_tokens - plan.num_tokens, prefill_cap - prefill_sum);
       if (preempted.empty() && budget_left > 0 && sched_.num_running() < config_.max_num_seqs) {
         int wanted = head.num_tokens();
         if (config_.max_prefill_chunk > 0 && wanted > 1)
@@ -283,11 +302,13 @@ class Harness {
   int64_t total_preemptions_ = 0;
 };
 
-SchedulerConfig Config(int max_num_seqs, int max_num_batched_tokens, int max_prefill_chunk = 0) {
+SchedulerConfig Config(int max_num_seqs, int max_num_batched_tokens, int max_prefill_chunk = 0,
+                       int max_prefill_tokens_while_decoding = 0) {
   SchedulerConfig c;
   c.max_num_seqs = max_num_seqs;
   c.max_num_batched_tokens = max_num_batched_tokens;
   c.max_prefill_chunk = max_prefill_chunk;
+  c.max_prefill_tokens_while_decoding = max_prefill_tokens_while_decoding;
   return c;
 }
 
@@ -356,6 +377,22 @@ const Scenario kScenarios[] = {
      4,
      {{0, 1, 5, 2}, {0, 2, 5, 2}, {0, 3, 5, 2}},
      {"1:5* 2:5* 3:2", "1:1* 2:1* 3:3*", "3:1*"}},
+    // While 1 decodes, the prompts of 2 and 3 share 3 tokens a step (2 first: it arrived
+    // first); when nothing decodes (step 4: 1 and 2 are done) 3's prompt is not bounded.
+    {"PromptTokensBoundedWhileDecoding",
+     Config(256, 2048, 0, 3),
+     16,
+     4,
+     {{0, 1, 2, 4}, {1, 2, 8, 1}, {1, 3, 4, 1}},
+     {"1:2*", "1:1* 2:3", "1:1* 2:3", "1:1* 2:2* 3:1", "3:3*"}},
+    // The bound covers a running sequence's later chunks and a recompute alike; decodes are
+    // never held back by it.
+    {"DecodesAreNotBoundedByThePromptBound",
+     Config(256, 2048, 0, 1),
+     16,
+     4,
+     {{0, 1, 1, 3}, {0, 2, 1, 3}, {1, 3, 3, 1}},
+     {"1:1* 2:1*", "1:1* 2:1* 3:1", "1:1* 2:1* 3:1", "3:1*"}},
     {"ChunkAndBudgetTogether",
      Config(256, 10, 6),
      16,
@@ -694,7 +731,10 @@ INSTANTIATE_TEST_SUITE_P(
                       StressCase{"HugeBudget", Config(256, 2048), 20, 4, true},
                       StressCase{"SmallEverything", Config(3, 7, 3), 36, 2, true},
                       StressCase{"BigBlocks", Config(16, 64, 8), 10, 8, true},
-                      StressCase{"RoomyCache", Config(4, 16), 400, 4, false}),
+                      StressCase{"RoomyCache", Config(4, 16), 400, 4, false},
+                      StressCase{"PrefillBoundWhileDecoding", Config(8, 64, 0, 6), 20, 4, true},
+                      StressCase{"OnePromptTokenWhileDecoding", Config(16, 64, 5, 1), 400, 4,
+                                 false}),
     [](const auto& param_info) { return param_info.param.name; });
 
 }  // namespace

@@ -22,7 +22,7 @@ void Scheduler::Add(std::unique_ptr<Sequence> seq) {
   waiting_.insert(pos, std::move(seq));
 }
 
-int Scheduler::TokensWanted(const Sequence& s, int budget) const {
+int Scheduler::TokensWanted(const Sequence& s, const StepBudget& budget) const {
   int wanted = s.num_tokens() - s.num_computed;
   // A sequence still in its prompt (or recomputing after preemption) may be chunked.
   if (config_.max_prefill_chunk > 0 && wanted > 1)
@@ -31,7 +31,13 @@ int Scheduler::TokensWanted(const Sequence& s, int budget) const {
   if (boundary > 0 && s.num_computed < boundary && s.num_computed + wanted > boundary) {
     wanted = boundary - s.num_computed;
   }
-  return std::min(wanted, budget);
+  if (!IsDecoding(s)) wanted = std::min(wanted, budget.prefill_tokens);
+  return std::min(wanted, budget.tokens);
+}
+
+void Scheduler::Spend(const Sequence& s, int tokens, StepBudget* budget) {
+  budget->tokens -= tokens;
+  if (!IsDecoding(s)) budget->prefill_tokens -= tokens;
 }
 
 // Frees the blocks of the last running sequence not in flight (the one that would run last)
@@ -52,8 +58,9 @@ bool Scheduler::PreemptLowest(const Sequence* keep, SchedulePlan* plan) {
   return !was_keep;
 }
 
-void Scheduler::ScheduleRunning(SchedulePlan* plan, int* budget, size_t max_seqs) {
-  for (size_t i = 0; i < running_.size() && *budget > 0 && plan->scheduled.size() < max_seqs;) {
+void Scheduler::ScheduleRunning(SchedulePlan* plan, StepBudget* budget, size_t max_seqs) {
+  for (size_t i = 0;
+       i < running_.size() && budget->tokens > 0 && plan->scheduled.size() < max_seqs;) {
     Sequence* s = running_[i].get();
     const int wanted = s->in_flight ? 0 : TokensWanted(*s, *budget);
     if (wanted <= 0) {
@@ -71,13 +78,15 @@ void Scheduler::ScheduleRunning(SchedulePlan* plan, int* budget, size_t max_seqs
     const bool samples = s->num_computed + wanted == s->num_tokens();
     plan->scheduled.push_back({s, wanted, samples});
     plan->num_tokens += wanted;
-    *budget -= wanted;
+    Spend(*s, wanted, budget);
     ++i;
   }
 }
 
-void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget, size_t max_seqs) {
-  while (!waiting_.empty() && *budget > 0 &&
+void Scheduler::AdmitWaiting(SchedulePlan* plan, StepBudget* budget, size_t max_seqs) {
+  // A waiting sequence is never decoding (it holds no computed tokens), so it needs prefill
+  // budget; checked before MatchCachedPrefix, which takes blocks.
+  while (!waiting_.empty() && budget->tokens > 0 && budget->prefill_tokens > 0 &&
          static_cast<int>(running_.size()) < config_.max_num_seqs &&
          plan->scheduled.size() < max_seqs) {
     Sequence* s = waiting_.front().get();
@@ -92,7 +101,7 @@ void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget, size_t max_seqs) {
     const bool samples = s->num_computed + wanted == s->num_tokens();
     plan->scheduled.push_back({s, wanted, samples});
     plan->num_tokens += wanted;
-    *budget -= wanted;
+    Spend(*s, wanted, budget);
     // Keep running_ in priority/arrival order: it decides who gets the budget first and who is
     // preempted (the last one).
     auto pos = std::find_if(running_.begin(), running_.end(),
@@ -104,7 +113,12 @@ void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget, size_t max_seqs) {
 
 void Scheduler::Schedule(SchedulePlan* plan, int max_step_seqs) {
   plan->Clear();
-  int budget = config_.max_num_batched_tokens;
+  StepBudget budget{config_.max_num_batched_tokens, config_.max_num_batched_tokens};
+  const int while_decoding = config_.max_prefill_tokens_while_decoding;
+  if (while_decoding > 0 &&
+      std::any_of(running_.begin(), running_.end(), [](const auto& s) { return IsDecoding(*s); })) {
+    budget.prefill_tokens = std::min(budget.prefill_tokens, while_decoding);
+  }
   const size_t max_seqs = max_step_seqs > 0 ? static_cast<size_t>(max_step_seqs) : SIZE_MAX;
   ScheduleRunning(plan, &budget, max_seqs);
   // Sequences preempted this step wait for a later one, so nothing thrashes within a step.

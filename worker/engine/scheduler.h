@@ -43,6 +43,12 @@ struct Sequence {
   }
 };
 
+// One token to compute and then sample, its prompt done: the step decodes it (in flight or
+// not). A prompt chunk or a recompute after preemption is prefill.
+inline bool IsDecoding(const Sequence& s) {
+  return !s.output.empty() && s.num_computed >= s.num_tokens() - 1;
+}
+
 struct ScheduledSequence {
   Sequence* seq = nullptr;
   int num_new_tokens = 0;  // computed this step, starting at seq->num_computed
@@ -93,10 +99,17 @@ class Scheduler {
   bool idle() const { return running_.empty() && waiting_.empty(); }
 
  private:
-  int TokensWanted(const Sequence& s, int budget) const;
+  // What one step may still take: tokens in all, and prompt tokens (prefill chunks and
+  // recomputes), which max_prefill_tokens_while_decoding bounds while sequences decode.
+  struct StepBudget {
+    int tokens = 0;
+    int prefill_tokens = 0;
+  };
+  int TokensWanted(const Sequence& s, const StepBudget& budget) const;
+  static void Spend(const Sequence& s, int tokens, StepBudget* budget);
   bool PreemptLowest(const Sequence* keep, SchedulePlan* plan);
-  void ScheduleRunning(SchedulePlan* plan, int* budget, size_t max_seqs);
-  void AdmitWaiting(SchedulePlan* plan, int* budget, size_t max_seqs);
+  void ScheduleRunning(SchedulePlan* plan, StepBudget* budget, size_t max_seqs);
+  void AdmitWaiting(SchedulePlan* plan, StepBudget* budget, size_t max_seqs);
   // Starts a sequence that has no blocks at the longest cached prefix of its tokens.
   void MatchCachedPrefix(Sequence* s);
   // Offers the sequence's newly computed whole blocks to the prefix cache.
