@@ -3,12 +3,14 @@
 # alternating, starts `tools/serve.sh` (as shipped: router + mpirun workers) and then
 # `llama-server -np SLOTS`, each on its own port, and runs tools/llm-bench-serve against each at
 # every concurrency in CONCURRENCY (streaming /v1/completions, random prompts of WORDS words,
-# OUT tokens each with ignore_eos, 2 warm-up requests). Prints one line per run (output tok/s,
+# OUT tokens each with ignore_eos, 2 warm-up requests; with RATE, requests arrive as a Poisson
+# process of RATE per second, at most the concurrency at once). Prints one line per run (output tok/s,
 # TTFT / ITL p50 and p99) and keeps each result JSON (vLLM's field names) in OUT_DIR. Everything
 # it starts is stopped. llama.cpp is a peer built outside this repository (never a dependency).
 #
 #   tools/bench-vs-llama-server.sh MODEL.gguf LLAMA_CPP_BIN_DIR
 #   ROUNDS=2 CONCURRENCY="1 16" NUM=64 WORDS=128 OUT=64 SLOTS=16 THREADS=2 tools/bench-vs-llama-server.sh ...
+#   RATE=0.5 CONCURRENCY=16 NUM=40 CONFIG=my-cluster.yaml tools/bench-vs-llama-server.sh ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -eq 2 ] || { sed -n 2,12p "$0" >&2; exit 2; }
@@ -24,6 +26,9 @@ WORDS=${WORDS:-128}
 OUT=${OUT:-64}
 SLOTS=${SLOTS:-16}
 THREADS=${THREADS:-$(nproc)}
+RATE=${RATE:-}
+rate_args=()
+[ -n "$RATE" ] && rate_args=(--request-rate "$RATE")
 OUT_DIR=${OUT_DIR:-$(mktemp -d /tmp/bench-vs-llama.XXXXXX)}
 mkdir -p "$OUT_DIR"
 pid=""
@@ -55,7 +60,7 @@ run_bench() {  # NAME PORT
     local n=$NUM
     [ "$c" -eq 1 ] && n=$((NUM / 4 > 4 ? NUM / 4 : 4))
     local f="$OUT_DIR/$1-c$c-round$r.json"
-    build/tools/llm-bench-serve --port "$2" --num-prompts "$n" --max-concurrency "$c" \
+    build/tools/llm-bench-serve --port "$2" --num-prompts "$n" --max-concurrency "$c" "${rate_args[@]}" \
       --random-input-len "$WORDS" --random-output-len "$OUT" --ignore-eos --num-warmups 2 \
       --seed "$r" --no-progress --result-file "$f" >"$OUT_DIR/$1-c$c-round$r.log" 2>&1 || true
     python3 - "$f" "$1" "$c" <<'EOF'
@@ -67,7 +72,7 @@ except Exception as e:  # noqa: BLE001
     sys.exit(0)
 print(f"{sys.argv[2]:>12} c={sys.argv[3]:<3} output {j['output_throughput']:7.1f} tok/s  "
       f"TTFT p50 {j['median_ttft_ms']:7.1f} p99 {j['p99_ttft_ms']:7.1f} ms  "
-      f"ITL p50 {j['median_itl_ms']:6.1f} p99 {j['p99_itl_ms']:6.1f} ms  "
+      f"ITL p50 {j['median_itl_ms']:6.1f} p90 {j['p90_itl_ms']:6.1f} p99 {j['p99_itl_ms']:6.1f} ms  "
       f"failed {j.get('failed', 0)}")
 EOF
   done
