@@ -52,11 +52,13 @@ TEST(Stories260K, GreedyIdsAndTop5MatchNumpy) {
 std::vector<std::vector<int32_t>> Generate(const ModelWeights& w,
                                            const std::vector<std::vector<int32_t>>& prompts,
                                            const std::vector<int>& lens,
-                                           const std::vector<size_t>& order, int chunk) {
+                                           const std::vector<size_t>& order, int chunk,
+                                           int prefill_bound = 0) {
   EngineConfig cfg;
   cfg.num_blocks = 512;
   cfg.block_size = 16;
   cfg.scheduler.max_prefill_chunk = chunk;
+  cfg.scheduler.max_prefill_tokens_while_decoding = prefill_bound;
   cfg.scheduler.max_num_batched_tokens = 64;
   auto engine = Engine::Create(w, cfg);
   EXPECT_TRUE(engine.ok());
@@ -104,6 +106,12 @@ TEST(Stories260K, BatchInvariantUnderChunkingAndOrder) {
     auto together = Generate(**weights, prompts, lens, order, 7);
     for (size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_EQ(together[i], alone[i]) << "prompt " << i << " trial " << trial;
+    }
+    // The 64-token budget admits the first prompts; the rest are prefilled at most 5 tokens a
+    // step (over all of them) beside the ones decoding, in pieces that cross block borders.
+    auto bounded = Generate(**weights, prompts, lens, order, 7, 5);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(bounded[i], alone[i]) << "prompt " << i << " trial " << trial << ", bound 5";
     }
   }
 }
