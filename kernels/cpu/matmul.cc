@@ -38,8 +38,21 @@ int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]) {
 
 PrefetchDistances g_prefetch = [] {
   __builtin_cpu_init();
-  if (__builtin_cpu_is("amd")) return PrefetchDistances{4096, 0};
-  return PrefetchDistances{2048, 4096};
+  PrefetchDistances d =
+      __builtin_cpu_is("amd") ? PrefetchDistances{4096, 0} : PrefetchDistances{2048, 4096};
+  // Tuning knobs for kernel_bench / llm-bench on a new machine (bytes ahead; 0 = none).
+  if (const char* e = std::getenv("LLM_PREFETCH_PACKED"))
+    d.packed_legacy = std::strtoul(e, nullptr, 10);
+  if (const char* e = std::getenv("LLM_PREFETCH_F16")) d.f16_gemv = std::strtoul(e, nullptr, 10);
+  return d;
+}();
+
+bool g_q8_0_gemv_avx2 = [] {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  if (const char* e = std::getenv("LLM_Q8_0_GEMV_AVX2")) return avx2 && std::strcmp(e, "0") != 0;
+  return avx2 && __builtin_cpu_is("amd");
 }();
 
 void PairChunksQ8K(BlockQ8_K* x, int nb) {
@@ -181,6 +194,12 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
           ks.quant->fn[static_cast<int>(base)](in, m, k, unpacked.data(), 0, n1 - n0,
                                                job.bias != nullptr ? job.bias + n0 : nullptr,
                                                job.y + n0, job.n);
+          break;
+        }
+        if (m == 1 && job.type == DType::kQ8_0Packed && g_q8_0_gemv_avx2 &&
+            ks.quant != &Avx2QuantKernels()) {
+          Avx2QuantKernels().fn[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias,
+                                                            job.y, job.n);
           break;
         }
         [[fallthrough]];

@@ -99,6 +99,12 @@ struct PrefetchDistances {
   uintptr_t f16_gemv;
 };
 extern PrefetchDistances g_prefetch;
+// The packed Q8_0 GEMV (m = 1) of an AVX-512 set runs the AVX2 set's panel (the same bits: both
+// give the scalar reference's): on AMD Zen 4 the AVX2 one streams more of the memory bandwidth
+// (TinyLlama Q8_0 decode at 2 threads, 28 Nov 2026, alternating: 23.5-27.2 tok/s against
+// 15.6-20.8; at batch 16 and in prefill AVX-512 stays ahead, 134-140 against 73-77 tok/s).
+// Chosen with g_prefetch (matmul.cc); LLM_Q8_0_GEMV_AVX2=0/1 overrides it.
+extern bool g_q8_0_gemv_avx2;
 // (static: every TU, compiled with its own ISA flags, keeps its own copy.)
 [[gnu::always_inline]] static inline void PrefetchAhead(const void* at, uintptr_t bytes,
                                                         uintptr_t ahead = kPrefetchBytes) {

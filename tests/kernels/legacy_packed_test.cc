@@ -4,6 +4,7 @@
 // on every kernel set (AVX2 and AVX-512 read it natively, scalar unpacks it) for GEMV and GEMM
 // shapes with and without a tail after the last 16-block group; the CPU backend repacks only
 // these five formats (and not when LLM_PACK_WEIGHTS=0).
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -168,35 +169,47 @@ TEST(LegacyPacked, MatmulGivesTheFormatsBitsOnEveryKernelSet) {
                           {2, 512, 7},    {5, 544, 18}, {3, 96, 4},    {17, 1024, 9},
                           {20, 2048, 13}, {4, 992, 3},  {7, 1056, 21}, {1, 2048, 64}};
   const auto isas = Isas();
-  for (DType t : kFormats) {
-    for (const Shape& s : shapes) {
-      const auto q = QuantMatrix(t, s.n, s.k, 100 + s.k + s.n);
-      const auto p = Packed(t, q, s.n, s.k);
-      auto x = RandomVec(static_cast<size_t>(s.m) * s.k, 3 + s.m);
-      if (s.m > 1) std::fill(x.begin(), x.begin() + s.k, 0.0f);  // an all-zero row
-      const auto bias = RandomVec(s.n, 9);
-      std::vector<float> ref(static_cast<size_t>(s.m) * s.n);
-      internal::MatmulWith(*isas.back(), x.data(), s.m, s.k, q.data(), t, s.n, bias.data(),
-                           ref.data());  // the scalar reference on ggml's layout
-      for (const auto* ks : isas) {
-        std::vector<float> y(ref.size(), -1.0f);
-        internal::MatmulWith(*ks, x.data(), s.m, s.k, p.data(), PackedType(t), s.n, bias.data(),
-                             y.data());
-        ASSERT_EQ(std::memcmp(ref.data(), y.data(), 4 * y.size()), 0)
-            << ks->isa << " packed " << DTypeName(t) << " differs from scalar, m " << s.m << " k "
-            << s.k << " n " << s.n;
-        // One call with other formats of the same input (q, k, v; gate, up).
-        const auto q8 = QuantMatrix(DType::kQ4_0, 5, s.k, 1);
-        std::vector<float> y2(ref.size()), other(static_cast<size_t>(s.m) * 5);
-        const MatmulJob jobs[] = {{q8.data(), DType::kQ4_0, 5, nullptr, other.data()},
-                                  {p.data(), PackedType(t), s.n, bias.data(), y2.data()}};
-        internal::MatmulSameInputWith(*ks, x.data(), s.m, s.k, jobs, 2);
-        ASSERT_EQ(std::memcmp(ref.data(), y2.data(), 4 * y2.size()), 0)
-            << ks->isa << " packed " << DTypeName(t) << " beside Q4_0 in one call, m " << s.m
-            << " k " << s.k;
+  // Both routes of the packed Q8_0 GEMV (g_q8_0_gemv_avx2: an AVX-512 set may run the AVX2
+  // panel at m = 1), the second only where the CPU has AVX2.
+  const bool has_avx2 = std::any_of(isas.begin(), isas.end(), [](const auto* ks) {
+    return std::strcmp(ks->isa, "avx2-fma") == 0;
+  });
+  const bool saved_route = internal::g_q8_0_gemv_avx2;
+  for (bool route : {false, true}) {
+    if (route && !has_avx2) continue;
+    internal::g_q8_0_gemv_avx2 = route;
+    SCOPED_TRACE(route ? "Q8_0 GEMV on the AVX2 panel" : "each set's own panels");
+    for (DType t : kFormats) {
+      for (const Shape& s : shapes) {
+        const auto q = QuantMatrix(t, s.n, s.k, 100 + s.k + s.n);
+        const auto p = Packed(t, q, s.n, s.k);
+        auto x = RandomVec(static_cast<size_t>(s.m) * s.k, 3 + s.m);
+        if (s.m > 1) std::fill(x.begin(), x.begin() + s.k, 0.0f);  // an all-zero row
+        const auto bias = RandomVec(s.n, 9);
+        std::vector<float> ref(static_cast<size_t>(s.m) * s.n);
+        internal::MatmulWith(*isas.back(), x.data(), s.m, s.k, q.data(), t, s.n, bias.data(),
+                             ref.data());  // the scalar reference on ggml's layout
+        for (const auto* ks : isas) {
+          std::vector<float> y(ref.size(), -1.0f);
+          internal::MatmulWith(*ks, x.data(), s.m, s.k, p.data(), PackedType(t), s.n, bias.data(),
+                               y.data());
+          ASSERT_EQ(std::memcmp(ref.data(), y.data(), 4 * y.size()), 0)
+              << ks->isa << " packed " << DTypeName(t) << " differs from scalar, m " << s.m << " k "
+              << s.k << " n " << s.n;
+          // One call with other formats of the same input (q, k, v; gate, up).
+          const auto q8 = QuantMatrix(DType::kQ4_0, 5, s.k, 1);
+          std::vector<float> y2(ref.size()), other(static_cast<size_t>(s.m) * 5);
+          const MatmulJob jobs[] = {{q8.data(), DType::kQ4_0, 5, nullptr, other.data()},
+                                    {p.data(), PackedType(t), s.n, bias.data(), y2.data()}};
+          internal::MatmulSameInputWith(*ks, x.data(), s.m, s.k, jobs, 2);
+          ASSERT_EQ(std::memcmp(ref.data(), y2.data(), 4 * y2.size()), 0)
+              << ks->isa << " packed " << DTypeName(t) << " beside Q4_0 in one call, m " << s.m
+              << " k " << s.k;
+        }
       }
     }
   }
+  internal::g_q8_0_gemv_avx2 = saved_route;
 }
 
 TEST(LegacyPacked, CpuBackendRepacksOnlyTheFiveFormats) {
