@@ -145,6 +145,13 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
       "max_model_len sequences of {}), from {}",
       st.blocks_total, c.engine.block_size, tokens, static_cast<double>(tokens) / max_len, max_len,
       source);
+  const SchedulerConfig& sc = c.engine.scheduler;
+  spdlog::info(
+      "scheduler: max_num_seqs {}, max_num_batched_tokens {}, max_prefill_chunk {}, "
+      "max_prefill_tokens_while_decoding {}{}",
+      sc.max_num_seqs, sc.max_num_batched_tokens, sc.max_prefill_chunk,
+      sc.max_prefill_tokens_while_decoding,
+      sc.max_prefill_tokens_while_decoding > 0 ? "" : " (no bound while decoding)");
   return engine;
 }
 
