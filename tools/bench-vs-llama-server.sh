@@ -13,7 +13,7 @@
 #   RATE=0.5 CONCURRENCY=16 NUM=40 CONFIG=my-cluster.yaml tools/bench-vs-llama-server.sh ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -eq 2 ] || { sed -n 2,12p "$0" >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n 2,14p "$0" >&2; exit 2; }
 gguf=$(realpath "$1")
 llama_bin=$(realpath "$2")
 [ -f "$gguf" ] || { echo "bench-vs-llama-server.sh: no file $gguf" >&2; exit 2; }

@@ -38,13 +38,8 @@ int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]) {
 
 PrefetchDistances g_prefetch = [] {
   __builtin_cpu_init();
-  PrefetchDistances d =
-      __builtin_cpu_is("amd") ? PrefetchDistances{4096, 0} : PrefetchDistances{2048, 4096};
-  // Tuning knobs for kernel_bench / llm-bench on a new machine (bytes ahead; 0 = none).
-  if (const char* e = std::getenv("LLM_PREFETCH_PACKED"))
-    d.packed_legacy = std::strtoul(e, nullptr, 10);
-  if (const char* e = std::getenv("LLM_PREFETCH_F16")) d.f16_gemv = std::strtoul(e, nullptr, 10);
-  return d;
+  if (__builtin_cpu_is("amd")) return PrefetchDistances{4096, 0};
+  return PrefetchDistances{2048, 4096};
 }();
 
 bool g_q8_0_gemv_avx2 = [] {
