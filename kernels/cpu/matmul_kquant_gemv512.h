@@ -1,5 +1,5 @@
-// 512-bit GEMV rows (m = 1: a decode step's matmuls) of Q4_K, Q5_K and Q6_K for the AVX-512
-// translation units, included by matmul_quant_x86.h inside their anonymous namespace.
+// 512-bit GEMV rows (m = 1: a decode step's matmuls) of the K-quants (Q2_K ... Q6_K) for the
+// AVX-512 translation units, included by matmul_quant_x86.h inside their anonymous namespace.
 //
 // Why: KMicro's 256-bit tile, run on one weight row, was bound by its shuffle unit, not by memory
 // (Q4_K: ~19 TSC cycles per 144-byte block in cache, 18-20 GB/s per core, below what one core
@@ -11,6 +11,8 @@
 //    chunk order 0 2 1 3 4 6 5 7). Q5_K's fifth bits (one 32-byte qh, bit c for chunk c) are
 //    moved to bit 4 by a shift per register half.
 //  - Q6_K: the low 4 bits of 64 consecutive elements are one 64-byte load of ql (natural order).
+//  - Q2_K / Q3_K (natural order): 64 consecutive elements take their low 2 bits from one 32-byte
+//    half of qs, broadcast to both register halves and shifted by a count per half.
 //  - The sub-block scales of two registers come from one word permutation / byte shuffle that
 //    packs both into each 16-bit word (low and high byte), split by a mask and a shift.
 //
@@ -73,6 +75,80 @@ inline __m256i K4LaneSums512(const uint8_t* qs, const uint8_t* qh, const BlockQ8
   return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
+// The int16 scales of registers 2n and 2n + 1 of a 16-group format (Q2_K, Q3_K, Q6_K), whose
+// register p holds elements 64p .. 64p + 63 (chunks 2p, 2p + 1) in natural order, so its 128-bit
+// lane g takes scale 4p + g. `scales`: the 16 int8 scales in every 128-bit lane. One byte
+// shuffle packs both registers' scales into each word (low byte: 2n, high byte: 2n + 1); the
+// shifts split and sign-extend them.
+struct ScalePair512 {
+  __m512i even, odd;
+};
+template <bool kSigned = true>
+inline ScalePair512 ScalesOfRegisters(__m512i scales, int n) {
+  // 128-bit lane g: bytes (8n + g, 8n + 4 + g) in every word.
+  const int64_t b = 8 * n;
+  const int64_t g0 = ((b + 4) << 8 | b) * 0x0001000100010001ll;
+  const int64_t g1 = ((b + 5) << 8 | (b + 1)) * 0x0001000100010001ll;
+  const int64_t g2 = ((b + 6) << 8 | (b + 2)) * 0x0001000100010001ll;
+  const int64_t g3 = ((b + 7) << 8 | (b + 3)) * 0x0001000100010001ll;
+  const __m512i pair =
+      _mm512_shuffle_epi8(scales, _mm512_set_epi64(g3, g3, g2, g2, g1, g1, g0, g0));
+  if constexpr (kSigned) {
+    return {_mm512_srai_epi16(_mm512_slli_epi16(pair, 8), 8), _mm512_srai_epi16(pair, 8)};
+  } else {  // one shift fewer on the shift ports
+    return {_mm512_and_si512(pair, _mm512_set1_epi16(0x00FF)), _mm512_srli_epi16(pair, 8)};
+  }
+}
+
+// Byte lo in every byte of the low 256-bit half, hi in the high half.
+inline __m512i HalfBytes(int lo, int hi) {
+  return _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(lo)),
+                            _mm256_set1_epi8(static_cast<char>(hi)), 1);
+}
+
+// Q2_K (kHighBit false) and Q3_K lane sums of one block (x in natural order). Register p holds
+// chunks 2p and 2p + 1, whose low 2 bits are bits 4 (p % 2) and 4 (p % 2) + 2 of the same 32-byte
+// half p / 2 of qs: that half is broadcast to both register halves and masked with 0x03 (low half)
+// and 0x0C (high half), after a shift by 4 for odd p. So the high half holds 4 u: its int32 lanes
+// sum to 4 times the canonical ones (no int16 pair saturates: 2 * 28 * 127), and an exact
+// arithmetic shift by 2 undoes it before the halves are added. This leaves two shifts on the
+// weight path per block where a shift per half and register took eight: on Zen 4 the shift and
+// shuffle ports bound these GEMVs. Q3_K's third bit: bit 2p (low half) and 2p + 1 (high half) of
+// hmask[i], added as 4 (16 in the high half) where set. scale_bytes: the 16 int8 scales (Q2_K's
+// are unsigned).
+template <bool kHighBit>
+inline __m256i K2LaneSums512(const uint8_t* qs, const uint8_t* hmask, const BlockQ8_K& x,
+                             __m128i scale_bytes) {
+  const __m512i low2 = HalfBytes(0x03, 0x0C);
+  const __m512i scales = _mm512_broadcast_i32x4(scale_bytes);
+  [[maybe_unused]] __m512i high;
+  if constexpr (kHighBit) {
+    high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)));
+  }
+  __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 2
+  for (int n = 0; n < 2; ++n) {
+    const __m512i q =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * n)));
+    __m512i u[2] = {_mm512_and_si512(q, low2), _mm512_and_si512(_mm512_srli_epi16(q, 4), low2)};
+    if constexpr (kHighBit) {
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j) {
+        const int p = 2 * n + j;
+        const __mmask64 set =
+            _mm512_test_epi8_mask(high, HalfBytes(1 << (2 * p), 1 << (2 * p + 1)));
+        u[j] = _mm512_mask_add_epi8(u[j], set, u[j], HalfBytes(0x04, 0x10));
+      }
+    }
+    const ScalePair512 sc = ScalesOfRegisters</*kSigned=*/kHighBit>(scales, n);
+    sum[0] = AddScaledDotU8S8x512(sum[0], u[0], _mm512_loadu_si512(x.qs + 128 * n), sc.even);
+    sum[1] = AddScaledDotU8S8x512(sum[1], u[1], _mm512_loadu_si512(x.qs + 128 * n + 64), sc.odd);
+  }
+  const __m512i s = _mm512_add_epi32(sum[0], sum[1]);
+  return _mm256_add_epi32(_mm512_castsi512_si256(s),
+                          _mm256_srai_epi32(_mm512_extracti64x4_epi64(s, 1), 2));
+}
+
 // Q6_K lane sums of one block (x in natural order). Register p = 2n + j holds elements
 // 128n + 64j .. + 63: low 4 bits from nibble j of ql[64n .. 64n + 63], high 2 bits from bits
 // 4j + 2t of qh[32n + i] (t = which half of the register), moved to bits 4-5.
@@ -99,18 +175,9 @@ inline __m256i Q6KLaneSums512(const BlockQ6_K& w, const BlockQ8_K& x) {
         ql, _mm512_and_si512(_mm512_sllv_epi16(qh, shl), bits45), low4, 0xEC);
     const __m512i u1 = _mm512_ternarylogic_epi32(
         _mm512_srli_epi16(ql, 4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr), bits45), low4, 0xEC);
-    // 128-bit lane g: bytes (8n + g, 8n + 4 + g) in every word.
-    const int64_t b = 8 * n;
-    const int64_t g0 = ((b + 4) << 8 | b) * 0x0001000100010001ll;
-    const int64_t g1 = ((b + 5) << 8 | (b + 1)) * 0x0001000100010001ll;
-    const int64_t g2 = ((b + 6) << 8 | (b + 2)) * 0x0001000100010001ll;
-    const int64_t g3 = ((b + 7) << 8 | (b + 3)) * 0x0001000100010001ll;
-    const __m512i idx = _mm512_set_epi64(g3, g3, g2, g2, g1, g1, g0, g0);
-    const __m512i pair = _mm512_shuffle_epi8(scales, idx);
-    const __m512i sc0 = _mm512_srai_epi16(_mm512_slli_epi16(pair, 8), 8);
-    const __m512i sc1 = _mm512_srai_epi16(pair, 8);
-    sum[0] = AddScaledDotU8S8x512(sum[0], u0, _mm512_loadu_si512(x.qs + 128 * n), sc0);
-    sum[1] = AddScaledDotU8S8x512(sum[1], u1, _mm512_loadu_si512(x.qs + 128 * n + 64), sc1);
+    const ScalePair512 sc = ScalesOfRegisters(scales, n);
+    sum[0] = AddScaledDotU8S8x512(sum[0], u0, _mm512_loadu_si512(x.qs + 128 * n), sc.even);
+    sum[1] = AddScaledDotU8S8x512(sum[1], u1, _mm512_loadu_si512(x.qs + 128 * n + 64), sc.odd);
   }
   const __m512i s = _mm512_add_epi32(sum[0], sum[1]);
   return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
@@ -134,7 +201,8 @@ template <class Block>
 
 template <class F>
 constexpr bool kHasGemv512 =
-    std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF> || std::is_same_v<F, Q6_KF>;
+    std::is_same_v<F, Q2_KF> || std::is_same_v<F, Q3_KF> || std::is_same_v<F, Q4_KF> ||
+    std::is_same_v<F, Q5_KF> || std::is_same_v<F, Q6_KF>;
 // Whether the GEMV of F wants its activations paired (PairChunksQ8K).
 template <class F>
 constexpr bool kGemv512PairsChunks = std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF>;
@@ -165,7 +233,13 @@ inline float KGemvRow512(const BlockQ8_K* x, const typename F::B* w, int nb) {
       d = hw.d;
       dmin = hw.dmin;
       mn = hw.mn;
-      lsum = Q6KLaneSums512(w[b], x[b]);
+      if constexpr (std::is_same_v<F, Q2_KF>) {
+        lsum = K2LaneSums512<false>(w[b].qs, nullptr, x[b], F::ScaleBytes(w[b]));
+      } else if constexpr (std::is_same_v<F, Q3_KF>) {
+        lsum = K2LaneSums512<true>(w[b].qs, w[b].hmask, x[b], F::ScaleBytes(w[b]));
+      } else {
+        lsum = Q6KLaneSums512(w[b], x[b]);
+      }
     }
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
     const __m256i ms = _mm256_madd_epi16(mn, bs);

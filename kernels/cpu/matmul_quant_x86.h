@@ -93,6 +93,11 @@ struct Q2_KF {
     return {_cvtsh_ss(b.d), _cvtsh_ss(b.dmin), _mm256_cvtepu8_epi16(_mm_and_si128(v, low)),
             _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), low))};
   }
+  // The 16 scales as bytes (the 512-bit GEMV row).
+  static __m128i ScaleBytes(const B& b) {
+    return _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)),
+                         _mm_set1_epi8(0x0F));
+  }
   static __m256i Chunk(const B& b, int h) {
     return Bits(Load32(b.qs + 32 * (h >> 2)), 2 * (h & 3), 3);
   }
@@ -100,9 +105,9 @@ struct Q2_KF {
 struct Q3_KF {
   using B = BlockQ3_K;
   static constexpr bool kScalePer32 = false;
-  static KHeader Header(const B& b) {
-    // The 16 6-bit scales: low 4 bits from scales[0..7] (low, then high nibbles), high 2 bits
-    // from scales[8..11] (bits 2 (g / 4) of byte 8 + g % 4).
+  // The 16 6-bit scales, biased by 32, as unsigned bytes: low 4 bits from scales[0..7] (low,
+  // then high nibbles), high 2 bits from scales[8..11] (bits 2 (g / 4) of byte 8 + g % 4).
+  static __m128i BiasedScales(const B& b) {
     uint32_t a[3];
     std::memcpy(a, b.scales, 12);
     const uint32_t m2 = 0x0f0f0f0f, m1 = 0x03030303;
@@ -112,9 +117,14 @@ struct Q3_KF {
                            ((a[1] >> 4) & m2) | (((a[2] >> 6) & m1) << 4)};
     // Built in registers: four scalar stores read back as one 128-bit load stall on
     // store-to-load forwarding once per block (as ScalesMinsK4 found).
-    const __m128i s16 = _mm_set_epi32(static_cast<int>(s[3]), static_cast<int>(s[2]),
-                                      static_cast<int>(s[1]), static_cast<int>(s[0]));
-    const __m256i sc = _mm256_sub_epi16(_mm256_cvtepu8_epi16(s16), _mm256_set1_epi16(32));
+    return _mm_set_epi32(static_cast<int>(s[3]), static_cast<int>(s[2]), static_cast<int>(s[1]),
+                         static_cast<int>(s[0]));
+  }
+  // The 16 scales as signed bytes (the 512-bit GEMV row).
+  static __m128i ScaleBytes(const B& b) { return _mm_sub_epi8(BiasedScales(b), _mm_set1_epi8(32)); }
+  static KHeader Header(const B& b) {
+    const __m256i sc =
+        _mm256_sub_epi16(_mm256_cvtepu8_epi16(BiasedScales(b)), _mm256_set1_epi16(32));
     const float d = _cvtsh_ss(b.d);
     return {d, d, sc, _mm256_slli_epi16(sc, 2)};
   }
