@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -42,12 +43,24 @@ PrefetchDistances g_prefetch = [] {
   return PrefetchDistances{2048, 4096};
 }();
 
+bool Q8_0GemvOnAvx2(const char* env, bool has_avx2, bool is_amd) {
+  if (!has_avx2) return false;
+  if (env != nullptr) {
+    if (std::strcmp(env, "0") == 0) return false;
+    if (std::strcmp(env, "1") == 0) return true;
+    std::fprintf(stderr,
+                 "LLM_Q8_0_GEMV_AVX2: expected 0 or 1, got '%.32s'; using the default (%d)\n", env,
+                 is_amd ? 1 : 0);
+  }
+  return is_amd;
+}
+
 bool g_q8_0_gemv_avx2 = [] {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
-  if (const char* e = std::getenv("LLM_Q8_0_GEMV_AVX2")) return avx2 && std::strcmp(e, "0") != 0;
-  return avx2 && __builtin_cpu_is("amd");
+  return Q8_0GemvOnAvx2(std::getenv("LLM_Q8_0_GEMV_AVX2"),
+                        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                            __builtin_cpu_supports("f16c"),
+                        __builtin_cpu_is("amd"));
 }();
 
 void PairChunksQ8K(BlockQ8_K* x, int nb) {

@@ -103,8 +103,11 @@ extern PrefetchDistances g_prefetch;
 // give the scalar reference's): on AMD Zen 4 the AVX2 one streams more of the memory bandwidth
 // (TinyLlama Q8_0 decode at 2 threads, 28 Nov 2026, alternating: 23.5-27.2 tok/s against
 // 15.6-20.8; at batch 16 and in prefill AVX-512 stays ahead, 134-140 against 73-77 tok/s).
-// Chosen with g_prefetch (matmul.cc); LLM_Q8_0_GEMV_AVX2=0/1 overrides it.
+// Chosen with g_prefetch (matmul.cc) by Q8_0GemvOnAvx2.
 extern bool g_q8_0_gemv_avx2;
+// The route: never without AVX2; else env ("0" or "1", LLM_Q8_0_GEMV_AVX2) when set, or the CPU
+// vendor (on for AMD). Any other env value is reported on stderr and the vendor's default kept.
+bool Q8_0GemvOnAvx2(const char* env, bool has_avx2, bool is_amd);
 // (static: every TU, compiled with its own ISA flags, keeps its own copy.)
 [[gnu::always_inline]] static inline void PrefetchAhead(const void* at, uintptr_t bytes,
                                                         uintptr_t ahead = kPrefetchBytes) {

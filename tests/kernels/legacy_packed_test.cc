@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -210,6 +211,23 @@ TEST(LegacyPacked, MatmulGivesTheFormatsBitsOnEveryKernelSet) {
     }
   }
   internal::g_q8_0_gemv_avx2 = saved_route;
+}
+
+// The route's override: only "0" and "1" are taken; anything else keeps the vendor's default
+// (and is reported), and without AVX2 there is no route whatever it says.
+TEST(LegacyPacked, Q8_0GemvRouteOverride) {
+  using internal::Q8_0GemvOnAvx2;
+  EXPECT_TRUE(Q8_0GemvOnAvx2(nullptr, true, true));
+  EXPECT_FALSE(Q8_0GemvOnAvx2(nullptr, true, false));
+  EXPECT_FALSE(Q8_0GemvOnAvx2("0", true, true));
+  EXPECT_TRUE(Q8_0GemvOnAvx2("1", true, false));
+  EXPECT_FALSE(Q8_0GemvOnAvx2("1", false, true));
+  for (const char* bad : {"", "false", "yes", "2", "-1", "10"}) {
+    EXPECT_TRUE(Q8_0GemvOnAvx2(bad, true, true)) << bad;
+    EXPECT_FALSE(Q8_0GemvOnAvx2(bad, true, false)) << bad;
+  }
+  const std::string huge(100000, 'x');
+  EXPECT_FALSE(Q8_0GemvOnAvx2(huge.c_str(), true, false));
 }
 
 TEST(LegacyPacked, CpuBackendRepacksOnlyTheFiveFormats) {
