@@ -149,11 +149,17 @@ void BenchGemv() {
   }
 }
 
+// Llama-3-8B's attention shape (q_heads, kv_heads, head_dim), and TinyLlama-1.1B's.
+struct AttnShape {
+  int q_heads, kv_heads, head_dim;
+};
+constexpr AttnShape kLlama8B{32, 8, 128}, kTinyLlama{32, 4, 64};
+
 // `seqs` sequences of context `ctx`, each with `q_len` new query rows.
-void BenchAttention(const char* label, int seqs, int ctx, int q_len) {
-  kn::AttentionParams p{.q_heads = 32,
-                        .kv_heads = 8,
-                        .head_dim = 128,
+void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape shape = kLlama8B) {
+  kn::AttentionParams p{.q_heads = shape.q_heads,
+                        .kv_heads = shape.kv_heads,
+                        .head_dim = shape.head_dim,
                         .block_size = 16,
                         .scale = 0.0884f,
                         .sliding_window = 0};
@@ -176,8 +182,8 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len) {
   keys *= seqs;
   const double flops = 4.0 * keys * p.q_heads * p.head_dim;
   const double kv_bytes = 2.0 * seqs * ctx * p.kv_heads * p.head_dim * 4;
-  std::printf("  %-8s seqs=%3d ctx=%5d q_len=%4d %9.3f ms %8.1f GFLOP/s", label, seqs, ctx, q_len,
-              s * 1e3, flops / s * 1e-9);
+  std::printf("  %-8s %2d/%d x %3d seqs=%3d ctx=%5d q_len=%4d %9.3f ms %8.1f GFLOP/s", label,
+              p.q_heads, p.kv_heads, p.head_dim, seqs, ctx, q_len, s * 1e3, flops / s * 1e-9);
   if (q_len == 1) std::printf(" %8.1f GB/s of K/V", kv_bytes / s * 1e-9);
   std::printf("\n");
 }
@@ -197,8 +203,10 @@ int main(int argc, char** argv) {
   }
   if (only != "attention") BenchMatmul();
   if (only == "matmul") return 0;
-  std::printf("PagedAttention q_heads=32 kv_heads=8 head_dim=128 block_size=16 threads=%d\n",
+  std::printf("PagedAttention (q_heads/kv_heads x head_dim) block_size=16 threads=%d, K/V in F32\n",
               omp_get_max_threads());
+  BenchAttention("decode", 1, 2048, 1, kTinyLlama);
+  BenchAttention("decode", 1, 4096, 1);
   BenchAttention("decode", 16, 1024, 1);
   BenchAttention("decode", 4, 4096, 1);
   BenchAttention("prefill", 1, 512, 512);

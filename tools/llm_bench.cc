@@ -36,6 +36,7 @@ struct BenchOptions {
   int threads = 0;
   int prompt_len = 128;
   int decode_tokens = 32;
+  int decode_context = 16;  // prompt tokens of each decode sequence: the attention depth
   std::vector<int> batches{1, 16};
   int kv_cache_mib = 512;
   std::string structured;  // "": none; "json_object"; else a JSON Schema file
@@ -64,7 +65,7 @@ Status RunDecode(llm::Engine& engine, int batch, const BenchOptions& o, double* 
   const int vocab = engine.model_config().vocab_size;
   for (int i = 0; i < batch; ++i) {
     llm::GenerateRequest r;
-    r.prompt = RandomPrompt(rng, 16, vocab);
+    r.prompt = RandomPrompt(rng, o.decode_context, vocab);
     r.max_tokens = o.decode_tokens + 1;
     r.ignore_eos = true;
     // Sampled when comparing with structured output (greedy random-weight output would close
@@ -133,6 +134,11 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--decode-tokens", o->decode_tokens, "tokens decoded per sequence")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--decode-context", o->decode_context,
+                 "prompt tokens of each decode sequence (prefilled, not timed): the context the "
+                 "decode steps attend over")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--batches", o->batches, "decode batch sizes")
@@ -239,9 +245,9 @@ Status Bench(const BenchOptions& o) {
     if (!grammar) {
       LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps, &per_cpu_s));
       std::printf(
-          "decode   batch %3d          : %10.1f tokens/s (%.1f GB/s of weights), %.1f tokens per "
+          "decode   batch %3d, ctx %5d: %10.1f tokens/s (%.1f GB/s of weights), %.1f tokens per "
           "CPU-second\n",
-          b, tps, streamed * tps / b / 1e9, per_cpu_s);
+          b, o.decode_context, tps, streamed * tps / b / 1e9, per_cpu_s);
       if (b == 1) decode_b1_gbs = streamed * tps / 1e9;
       continue;
     }

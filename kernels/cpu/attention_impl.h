@@ -22,6 +22,14 @@ namespace llm::kernels::internal {
 namespace {
 
 constexpr int kLanes = 16;
+// Value accumulation: kAccGroup vectors at a time, each on kAccChunk * 16 dims, so that their
+// accumulators fit the register file (32 zmm with AVX-512, 16 ymm with AVX2, 16 xmm else).
+constexpr int kAccGroup = 4;
+#if defined(__AVX512F__)
+constexpr int kAccChunk = 4;
+#else
+constexpr int kAccChunk = 1;
+#endif
 typedef float V16 __attribute__((vector_size(64)));
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V4 __attribute__((vector_size(16)));
@@ -44,8 +52,10 @@ inline void Store(float* p, V16 v) {
 
 // Dot product with a fixed summation order: four 16-lane accumulators take 64 elements at a time
 // (independent add chains), then one accumulator takes 16 at a time, the rest go to its lanes one
-// by one; the four are added pairwise and the 16 lanes reduced by halves.
-inline float Dot(const float* a, const float* b, int n) {
+// by one; the four are added pairwise (DotLanes), then the 16 lanes reduced by halves (lanes l
+// and l + 8, then l and l + 4, then l and l + 2, then 0 and 1: ReduceLanes16 does the same
+// for 16 dot products at once).
+[[gnu::always_inline]] inline V16 DotLanes(const float* a, const float* b, int n) {
   V16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
   int i = 0;
   for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
@@ -56,12 +66,36 @@ inline float Dot(const float* a, const float* b, int n) {
   }
   for (; i + kLanes <= n; i += kLanes) a0 += Load(a + i) * Load(b + i);
   for (; i < n; ++i) a0[i & (kLanes - 1)] += a[i] * b[i];
-  const V16 s16 = (a0 + a1) + (a2 + a3);
-  const V8 s8 = __builtin_shufflevector(s16, s16, 0, 1, 2, 3, 4, 5, 6, 7) +
-                __builtin_shufflevector(s16, s16, 8, 9, 10, 11, 12, 13, 14, 15);
-  const V4 s4 =
-      __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
-  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+  return (a0 + a1) + (a2 + a3);
+}
+
+// Lane j of the result = the 16 lanes of p[j] reduced by DotLanes' tree (bitwise the same as one
+// reduction at a time, in 15 adds for the 16 vectors instead of 4 each plus the moves between
+// register halves, which bounded the score loop).
+[[gnu::always_inline]] inline V16 ReduceLanes16(const V16 (&p)[kLanes]) {
+  V16 h[8], q[4], e[2];
+  for (int m = 0; m < 8; ++m) {  // lanes 0-7: vector 2m's l + (l + 8); 8-15: vector 2m + 1's
+    h[m] = __builtin_shufflevector(p[2 * m], p[2 * m + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19,
+                                   20, 21, 22, 23) +
+           __builtin_shufflevector(p[2 * m], p[2 * m + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26,
+                                   27, 28, 29, 30, 31);
+  }
+  for (int n = 0; n < 4; ++n) {  // lanes 4k..4k + 3: vector 4n + k's l + (l + 4)
+    q[n] = __builtin_shufflevector(h[2 * n], h[2 * n + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19,
+                                   24, 25, 26, 27) +
+           __builtin_shufflevector(h[2 * n], h[2 * n + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22,
+                                   23, 28, 29, 30, 31);
+  }
+  for (int k = 0; k < 2; ++k) {  // lanes 2j, 2j + 1: vector 8k + j's l + (l + 2)
+    e[k] = __builtin_shufflevector(q[2 * k], q[2 * k + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21,
+                                   24, 25, 28, 29) +
+           __builtin_shufflevector(q[2 * k], q[2 * k + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22,
+                                   23, 26, 27, 30, 31);
+  }
+  return __builtin_shufflevector(e[0], e[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
+                                 30) +
+         __builtin_shufflevector(e[0], e[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29,
+                                 31);
 }
 
 struct VecState {
@@ -101,12 +135,44 @@ inline V16 Exp(V16 x) {
   return underflow ? V16{} : r;
 }
 
+constexpr V16 kLaneIndex = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+// The 16 dot products of q with rows kv + j * stride (j < count; 0 for the others), in lanes.
+template <int kHd>
+[[gnu::always_inline]] inline V16 Scores16Hd(const float* q, const float* kv, int64_t stride,
+                                             int count, int hd) {
+  V16 part[kLanes];
+  int j = 0;
+  for (; j < count; ++j) part[j] = DotLanes(q, kv + j * stride, kHd > 0 ? kHd : hd);
+  for (; j < kLanes; ++j) part[j] = V16{};
+  return ReduceLanes16(part);
+}
+[[gnu::always_inline]] inline V16 Scores16(const float* q, const float* kv, int64_t stride,
+                                           int count, int hd) {
+  switch (hd) {  // the common head sizes get unrolled dot products
+    case 64:
+      return Scores16Hd<64>(q, kv, stride, count, hd);
+    case 128:
+      return Scores16Hd<128>(q, kv, stride, count, hd);
+    default:
+      return Scores16Hd<0>(q, kv, stride, count, hd);
+  }
+}
+
 // Online-softmax update of vector v with its scores s[lo..hi]; returns the accumulator's factor.
 inline float Rescale(TaskScratch& st, int v, int lo, int hi) {
   VecState& vs = st.v[v];
   float* s = st.s[v];
-  float bmax = -std::numeric_limits<float>::infinity();
-  for (int i = lo; i <= hi; ++i) bmax = s[i] > bmax ? s[i] : bmax;
+  // The block max in 16 lanes, then across them (a max is exact in any order).
+  const V16 ninf = V16{} - std::numeric_limits<float>::infinity();
+  V16 vmax = ninf;
+  for (int i = lo; i <= hi; i += kLanes) {
+    const VI16 valid = kLaneIndex < static_cast<float>(hi - i + 1);
+    const V16 x = Load(s + i);
+    vmax = valid && x > vmax ? x : vmax;
+  }
+  float bmax = vmax[0];
+  for (int l = 1; l < kLanes; ++l) bmax = vmax[l] > bmax ? vmax[l] : bmax;
   const float m_new = vs.m > bmax ? vs.m : bmax;
   const float factor =
       vs.m == -std::numeric_limits<float>::infinity() ? 0.0f : __builtin_expf(vs.m - m_new);
@@ -118,35 +184,47 @@ inline float Rescale(TaskScratch& st, int v, int lo, int hi) {
   return factor;
 }
 
-// acc[d] = acc[d] * factor + sum over keys i in [lo, hi] (in order) of w[i] * vrow_i[d], where
-// vrow_i = v0 + i * stride. 64 dims at a time stay in registers across the keys.
-inline void AccumulateValues(float* acc, float factor, const float* w, const float* v0,
-                             int64_t stride, int lo, int hi, int hd) {
+// For each of G vectors with the same key range [lo, hi] and kv head (q heads of one group at one
+// position): acc[g][d] = acc[g][d] * factor[g] + sum over keys i in [lo, hi] (in order) of
+// w[g][i] * vrow_i[d], where vrow_i = v0 + i * stride. Each V row is loaded once for all G, and
+// their accumulators' add chains interleave (one vector at a time, a chain of dependent adds per
+// accumulator bounded this loop).
+template <int G>
+inline void AccumulateValuesG(float* const* acc, const float* factor, const float* const* w,
+                              const float* v0, int64_t stride, int lo, int hi, int hd) {
+  constexpr int C = kAccChunk;
   int d = 0;
-  for (; d + 4 * kLanes <= hd; d += 4 * kLanes) {
-    V16 a0 = Load(acc + d) * factor, a1 = Load(acc + d + 16) * factor;
-    V16 a2 = Load(acc + d + 32) * factor, a3 = Load(acc + d + 48) * factor;
+  for (; d + C * kLanes <= hd; d += C * kLanes) {
+    V16 a[G][C];
+    for (int g = 0; g < G; ++g) {
+      for (int c = 0; c < C; ++c) a[g][c] = Load(acc[g] + d + kLanes * c) * factor[g];
+    }
     for (int i = lo; i <= hi; ++i) {
       const float* vr = v0 + i * stride + d;
-      a0 += w[i] * Load(vr);
-      a1 += w[i] * Load(vr + 16);
-      a2 += w[i] * Load(vr + 32);
-      a3 += w[i] * Load(vr + 48);
+      V16 x[C];
+      for (int c = 0; c < C; ++c) x[c] = Load(vr + kLanes * c);
+      for (int g = 0; g < G; ++g) {
+        const float wi = w[g][i];
+        for (int c = 0; c < C; ++c) a[g][c] += wi * x[c];
+      }
     }
-    Store(acc + d, a0);
-    Store(acc + d + 16, a1);
-    Store(acc + d + 32, a2);
-    Store(acc + d + 48, a3);
+    for (int g = 0; g < G; ++g) {
+      for (int c = 0; c < C; ++c) Store(acc[g] + d + kLanes * c, a[g][c]);
+    }
   }
   for (; d + kLanes <= hd; d += kLanes) {
-    V16 a = Load(acc + d) * factor;
-    for (int i = lo; i <= hi; ++i) a += w[i] * Load(v0 + i * stride + d);
-    Store(acc + d, a);
+    for (int g = 0; g < G; ++g) {
+      V16 a = Load(acc[g] + d) * factor[g];
+      for (int i = lo; i <= hi; ++i) a += w[g][i] * Load(v0 + i * stride + d);
+      Store(acc[g] + d, a);
+    }
   }
   for (; d < hd; ++d) {
-    float a = acc[d] * factor;
-    for (int i = lo; i <= hi; ++i) a += w[i] * v0[i * stride + d];
-    acc[d] = a;
+    for (int g = 0; g < G; ++g) {
+      float a = acc[g][d] * factor[g];
+      for (int i = lo; i <= hi; ++i) a += w[g][i] * v0[i * stride + d];
+      acc[g][d] = a;
+    }
   }
 }
 
@@ -182,20 +260,58 @@ void AttendBlock(const AttendTask& t, TaskScratch& st, int nv, int b) {
       hi_all = MaxI(hi_all, hi[v]);
     }
   }
-  for (int i = lo_all; i <= hi_all; ++i) {
-    const float* krow = t.k_cache + base + i * stride;
+  // Scores of 16 keys at a time (keys of [lo_all, hi_all] outside a vector's own range are
+  // computed and never read; lanes past hi_all land in the padding of s).
+  const int hd = p.head_dim;
+  const float scale = p.scale, softcap = p.softcap;
+  for (int i0 = lo_all; i0 <= hi_all; i0 += kLanes) {
+    const int count = MinI(kLanes, hi_all - i0 + 1);
+    const float* k0 = t.k_cache + base + i0 * stride;
     for (int v = 0; v < nv; ++v) {
-      if (i < lo[v] || i > hi[v]) continue;
-      float sc = Dot(st.v[v].q, krow + st.v[v].kv_off, p.head_dim) * p.scale;
-      if (p.softcap > 0.0f) sc = __builtin_tanhf(sc / p.softcap) * p.softcap;
-      st.s[v][i] = sc;
+      if (i0 + count <= lo[v] || i0 > hi[v]) continue;
+      V16 sc = Scores16(st.v[v].q, k0 + st.v[v].kv_off, stride, count, hd) * scale;
+      if (softcap > 0.0f) {
+        for (int j = 0; j < count; ++j) sc[j] = __builtin_tanhf(sc[j] / softcap) * softcap;
+      }
+      Store(st.s[v] + i0, sc);
     }
   }
+  // All softmax updates first (independent chains), then the values.
+  float factor[kAttnMaxVectors];
   for (int v = 0; v < nv; ++v) {
-    if (lo[v] > hi[v]) continue;
-    const float factor = Rescale(st, v, lo[v], hi[v]);
-    AccumulateValues(st.acc[v], factor, st.s[v], t.v_cache + base + st.v[v].kv_off, stride, lo[v],
-                     hi[v], p.head_dim);
+    if (lo[v] <= hi[v]) factor[v] = Rescale(st, v, lo[v], hi[v]);
+  }
+  for (int v = 0; v < nv;) {
+    if (lo[v] > hi[v]) {
+      ++v;
+      continue;
+    }
+    int n = 1;  // vectors v .. v + n - 1 share the key range and the kv head
+    while (n < kAccGroup && v + n < nv && lo[v + n] == lo[v] && hi[v + n] == hi[v] &&
+           st.v[v + n].kv_off == st.v[v].kv_off) {
+      ++n;
+    }
+    float* acc[kAccGroup];
+    const float* w[kAccGroup];
+    for (int g = 0; g < n; ++g) {
+      acc[g] = st.acc[v + g];
+      w[g] = st.s[v + g];
+    }
+    const float* v0 = t.v_cache + base + st.v[v].kv_off;
+    switch (n) {
+      case 4:
+        AccumulateValuesG<4>(acc, factor + v, w, v0, stride, lo[v], hi[v], p.head_dim);
+        break;
+      case 3:
+        AccumulateValuesG<3>(acc, factor + v, w, v0, stride, lo[v], hi[v], p.head_dim);
+        break;
+      case 2:
+        AccumulateValuesG<2>(acc, factor + v, w, v0, stride, lo[v], hi[v], p.head_dim);
+        break;
+      default:
+        AccumulateValuesG<1>(acc, factor + v, w, v0, stride, lo[v], hi[v], p.head_dim);
+    }
+    v += n;
   }
 }
 

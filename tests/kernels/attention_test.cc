@@ -134,6 +134,19 @@ TEST(PagedAttentionTest, MatchesReference) {
                       .scale = 0.0625f,
                       .sliding_window = 0};
   CheckCase(big, {{33, 3}, {5, 1}});
+  // Blocks of more than 16 keys (scores 16 keys at a time, two groups a block), the unrolled
+  // head sizes 64 and 128, and a size that is neither (80: dot products with a 16-lane tail).
+  for (int hd : {128, 80}) {
+    AttentionParams wide{.q_heads = 16,
+                         .kv_heads = 4,
+                         .head_dim = hd,
+                         .block_size = 32,
+                         .scale = 0.088f,
+                         .sliding_window = 0};
+    CheckCase(wide, mixed);
+    wide.sliding_window = 21;
+    CheckCase(wide, mixed);
+  }
   AttentionParams tiny{.q_heads = 3, .kv_heads = 3, .head_dim = 1, .block_size = 1, .scale = 1};
   CheckCase(tiny, {{6, 2}, {3, 3}});
 }
