@@ -1,8 +1,11 @@
 // The PagedAttention task kernel. Included only by attention_generic.cc, attention_avx2.cc and
 // attention_avx512.cc, each compiled with its own ISA flags: everything here is in an anonymous
 // namespace and calls no inline library function, so no code compiled for one ISA can be picked by
-// the linker for another TU. Vectors are GCC vector extensions (16 floats), lowered to whatever
-// registers the ISA has; no FMA, so every ISA rounds identically.
+// the linker for another TU. Vectors are GCC vector extensions of the ISA's register width (VN: 16
+// floats with AVX-512, 8 with AVX, 4 else; GCC lowers wider ones through memory and general
+// registers, which made the AVX2 kernel slower than the SSE2 one); no FMA, so every ISA rounds
+// identically: the element-wise steps give the same bits at any width, and the dot products keep
+// one 16-lane accumulation order (F16: 16 lanes as 16 / kVN registers) and one reduction tree.
 //
 // Per (row, head) query vector, the keys it may see are visited one cache block at a time, from
 // position 0 upward: scores, block max, rescale of the running sum and accumulator, then the
@@ -15,25 +18,38 @@
 
 #include "kernels/cpu/attention_kernel.h"
 
-// V16 values only pass between inlined functions of this TU: no ABI boundary to warn about.
+// Vector values only pass between inlined functions of this TU: no ABI boundary to warn about.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace llm::kernels::internal {
 namespace {
 
-constexpr int kLanes = 16;
-// Value accumulation: kAccGroup vectors at a time, each on kAccChunk * 16 dims, so that their
-// accumulators fit the register file (32 zmm with AVX-512, 16 ymm with AVX2, 16 xmm else).
-constexpr int kAccGroup = 4;
-#if defined(__AVX512F__)
-constexpr int kAccChunk = 4;
-#else
-constexpr int kAccChunk = 1;
-#endif
+constexpr int kLanes = 16;  // lanes of a dot product's accumulators (F16)
 typedef float V16 __attribute__((vector_size(64)));
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V4 __attribute__((vector_size(16)));
-typedef int32_t VI16 __attribute__((vector_size(64)));
+#if defined(__AVX512F__)
+typedef V16 VN;
+typedef int32_t VIN __attribute__((vector_size(64)));
+constexpr int kVN = 16;
+#elif defined(__AVX__)
+typedef V8 VN;
+typedef int32_t VIN __attribute__((vector_size(32)));
+constexpr int kVN = 8;
+#else
+typedef V4 VN;
+typedef int32_t VIN __attribute__((vector_size(16)));
+constexpr int kVN = 4;
+#endif
+constexpr int kParts = kLanes / kVN;  // registers of an F16
+// 16 lanes: lane l is v[l / kVN][l % kVN].
+struct F16 {
+  VN v[kParts];
+};
+// Value accumulation: kAccGroup vectors at a time, each on kAccChunk registers of dims, so that
+// their accumulators fit the register file (32 zmm with AVX-512, 16 ymm / xmm else).
+constexpr int kAccGroup = 4;
+constexpr int kAccChunk = kVN == 16 ? 4 : 2;
 
 inline int MinI(int a, int b) {
   return a < b ? a : b;
@@ -41,12 +57,12 @@ inline int MinI(int a, int b) {
 inline int MaxI(int a, int b) {
   return a > b ? a : b;
 }
-inline V16 Load(const float* p) {
-  V16 v;
+inline VN Load(const float* p) {
+  VN v;
   __builtin_memcpy(&v, p, sizeof(v));
   return v;
 }
-inline void Store(float* p, V16 v) {
+inline void Store(float* p, VN v) {
   __builtin_memcpy(p, &v, sizeof(v));
 }
 
@@ -55,30 +71,41 @@ inline void Store(float* p, V16 v) {
 // by one; the four are added pairwise (DotLanes), then the 16 lanes reduced by halves (lanes l
 // and l + 8, then l and l + 4, then l and l + 2, then 0 and 1: ReduceLanes16 does the same
 // for 16 dot products at once).
-[[gnu::always_inline]] inline V16 DotLanes(const float* a, const float* b, int n) {
-  V16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+[[gnu::always_inline]] inline F16 DotLanes(const float* a, const float* b, int n) {
+  F16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
   int i = 0;
   for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
-    a0 += Load(a + i) * Load(b + i);
-    a1 += Load(a + i + 16) * Load(b + i + 16);
-    a2 += Load(a + i + 32) * Load(b + i + 32);
-    a3 += Load(a + i + 48) * Load(b + i + 48);
+    for (int r = 0; r < kParts; ++r) {
+      const int o = i + kVN * r;
+      a0.v[r] += Load(a + o) * Load(b + o);
+      a1.v[r] += Load(a + o + 16) * Load(b + o + 16);
+      a2.v[r] += Load(a + o + 32) * Load(b + o + 32);
+      a3.v[r] += Load(a + o + 48) * Load(b + o + 48);
+    }
   }
-  for (; i + kLanes <= n; i += kLanes) a0 += Load(a + i) * Load(b + i);
-  for (; i < n; ++i) a0[i & (kLanes - 1)] += a[i] * b[i];
-  return (a0 + a1) + (a2 + a3);
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int r = 0; r < kParts; ++r) a0.v[r] += Load(a + i + kVN * r) * Load(b + i + kVN * r);
+  }
+  for (; i < n; ++i) {
+    const int l = i & (kLanes - 1);
+    a0.v[l / kVN][l % kVN] += a[i] * b[i];
+  }
+  F16 s;
+  for (int r = 0; r < kParts; ++r) s.v[r] = (a0.v[r] + a1.v[r]) + (a2.v[r] + a3.v[r]);
+  return s;
 }
 
 // Lane j of the result = the 16 lanes of p[j] reduced by DotLanes' tree (bitwise the same as one
-// reduction at a time, in 15 adds for the 16 vectors instead of 4 each plus the moves between
+// reduction at a time, in 15 adds for 16 vectors instead of 4 each plus the moves between
 // register halves, which bounded the score loop).
-[[gnu::always_inline]] inline V16 ReduceLanes16(const V16 (&p)[kLanes]) {
+[[gnu::always_inline]] inline F16 ReduceLanes16(const F16 (&p)[kLanes]) {
+#if defined(__AVX512F__)
   V16 h[8], q[4], e[2];
   for (int m = 0; m < 8; ++m) {  // lanes 0-7: vector 2m's l + (l + 8); 8-15: vector 2m + 1's
-    h[m] = __builtin_shufflevector(p[2 * m], p[2 * m + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19,
-                                   20, 21, 22, 23) +
-           __builtin_shufflevector(p[2 * m], p[2 * m + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26,
-                                   27, 28, 29, 30, 31);
+    h[m] = __builtin_shufflevector(p[2 * m].v[0], p[2 * m + 1].v[0], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
+                                   18, 19, 20, 21, 22, 23) +
+           __builtin_shufflevector(p[2 * m].v[0], p[2 * m + 1].v[0], 8, 9, 10, 11, 12, 13, 14, 15,
+                                   24, 25, 26, 27, 28, 29, 30, 31);
   }
   for (int n = 0; n < 4; ++n) {  // lanes 4k..4k + 3: vector 4n + k's l + (l + 4)
     q[n] = __builtin_shufflevector(h[2 * n], h[2 * n + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19,
@@ -92,10 +119,43 @@ inline void Store(float* p, V16 v) {
            __builtin_shufflevector(q[2 * k], q[2 * k + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22,
                                    23, 26, 27, 30, 31);
   }
-  return __builtin_shufflevector(e[0], e[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
-                                 30) +
-         __builtin_shufflevector(e[0], e[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29,
-                                 31);
+  return {{__builtin_shufflevector(e[0], e[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                   28, 30) +
+           __builtin_shufflevector(e[0], e[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
+                                   29, 31)}};
+#elif defined(__AVX__)
+  V8 q[8], e[4];
+  for (int m = 0; m < 8; ++m) {  // lanes 0-3: vector 2m's l + (l + 8) + ...(l + 4); 4-7: 2m + 1's
+    const V8 a = p[2 * m].v[0] + p[2 * m].v[1], b = p[2 * m + 1].v[0] + p[2 * m + 1].v[1];
+    q[m] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11) +
+           __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+  for (int n = 0; n < 4; ++n) {  // lanes 2k, 2k + 1: vector 4n + k's l + (l + 2)
+    e[n] = __builtin_shufflevector(q[2 * n], q[2 * n + 1], 0, 1, 4, 5, 8, 9, 12, 13) +
+           __builtin_shufflevector(q[2 * n], q[2 * n + 1], 2, 3, 6, 7, 10, 11, 14, 15);
+  }
+  F16 r;
+  for (int k = 0; k < 2; ++k) {  // lane j: vector 8k + j's 0 + 1
+    r.v[k] = __builtin_shufflevector(e[2 * k], e[2 * k + 1], 0, 2, 4, 6, 8, 10, 12, 14) +
+             __builtin_shufflevector(e[2 * k], e[2 * k + 1], 1, 3, 5, 7, 9, 11, 13, 15);
+  }
+  return r;
+#else
+  V4 s4[kLanes], e[8];
+  for (int j = 0; j < kLanes; ++j) {  // l + (l + 8), then + (l + 4)
+    s4[j] = (p[j].v[0] + p[j].v[2]) + (p[j].v[1] + p[j].v[3]);
+  }
+  for (int m = 0; m < 8; ++m) {  // lanes 0, 1: vector 2m's l + (l + 2); 2, 3: 2m + 1's
+    e[m] = __builtin_shufflevector(s4[2 * m], s4[2 * m + 1], 0, 1, 4, 5) +
+           __builtin_shufflevector(s4[2 * m], s4[2 * m + 1], 2, 3, 6, 7);
+  }
+  F16 r;
+  for (int k = 0; k < 4; ++k) {  // lane j: vector 4k + j's 0 + 1
+    r.v[k] = __builtin_shufflevector(e[2 * k], e[2 * k + 1], 0, 2, 4, 6) +
+             __builtin_shufflevector(e[2 * k], e[2 * k + 1], 1, 3, 5, 7);
+  }
+  return r;
+#endif
 }
 
 struct VecState {
@@ -113,41 +173,47 @@ struct TaskScratch {
   alignas(64) float s[kAttnMaxVectors][kAttnMaxBlockSize + kLanes];  // padded for Exp
 };
 
-// exp(x) for 16 lanes (Cephes expf: Cody-Waite reduction, degree-6 polynomial; about 1 ulp).
+// exp(x) per lane (Cephes expf: Cody-Waite reduction, degree-6 polynomial; about 1 ulp).
 // Plain multiplies and adds, so every ISA rounds the same. x < -87.3 gives 0.
-inline V16 Exp(V16 x) {
-  const V16 hi = V16{} + 88.3762626647949f, lo = V16{} - 87.3365478515625f;
+inline VN Exp(VN x) {
+  const VN hi = VN{} + 88.3762626647949f, lo = VN{} - 87.3365478515625f;
   x = x > hi ? hi : x;
-  const VI16 underflow = x < lo;
+  const VIN underflow = x < lo;
   x = x < lo ? lo : x;
-  const V16 magic = V16{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const V16 n = (x * 1.44269504088896341f + magic) - magic;
+  const VN magic = VN{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const VN n = (x * 1.44269504088896341f + magic) - magic;
   x = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  const V16 z = x * x;
-  V16 y = x * 1.9875691500E-4f + 1.3981999507E-3f;
+  const VN z = x * x;
+  VN y = x * 1.9875691500E-4f + 1.3981999507E-3f;
   y = y * x + 8.3334519073E-3f;
   y = y * x + 4.1665795894E-2f;
   y = y * x + 1.6666665459E-1f;
   y = y * x + 5.0000001201E-1f;
   y = (y * z + x) + 1.0f;
-  const VI16 bits = (__builtin_convertvector(n, VI16) + 127) << 23;
-  const V16 r = y * __builtin_bit_cast(V16, bits);
-  return underflow ? V16{} : r;
+  const VIN bits = (__builtin_convertvector(n, VIN) + 127) << 23;
+  const VN r = y * __builtin_bit_cast(VN, bits);
+  return underflow ? VN{} : r;
 }
 
-constexpr V16 kLaneIndex = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#if defined(__AVX512F__)
+constexpr VN kLaneIndex = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#elif defined(__AVX__)
+constexpr VN kLaneIndex = {0, 1, 2, 3, 4, 5, 6, 7};
+#else
+constexpr VN kLaneIndex = {0, 1, 2, 3};
+#endif
 
 // The 16 dot products of q with rows kv + j * stride (j < count; 0 for the others), in lanes.
 template <int kHd>
-[[gnu::always_inline]] inline V16 Scores16Hd(const float* q, const float* kv, int64_t stride,
+[[gnu::always_inline]] inline F16 Scores16Hd(const float* q, const float* kv, int64_t stride,
                                              int count, int hd) {
-  V16 part[kLanes];
+  F16 part[kLanes];
   int j = 0;
   for (; j < count; ++j) part[j] = DotLanes(q, kv + j * stride, kHd > 0 ? kHd : hd);
-  for (; j < kLanes; ++j) part[j] = V16{};
+  for (; j < kLanes; ++j) part[j] = F16{};
   return ReduceLanes16(part);
 }
-[[gnu::always_inline]] inline V16 Scores16(const float* q, const float* kv, int64_t stride,
+[[gnu::always_inline]] inline F16 Scores16(const float* q, const float* kv, int64_t stride,
                                            int count, int hd) {
   switch (hd) {  // the common head sizes get unrolled dot products
     case 64:
@@ -163,20 +229,19 @@ template <int kHd>
 inline float Rescale(TaskScratch& st, int v, int lo, int hi) {
   VecState& vs = st.v[v];
   float* s = st.s[v];
-  // The block max in 16 lanes, then across them (a max is exact in any order).
-  const V16 ninf = V16{} - std::numeric_limits<float>::infinity();
-  V16 vmax = ninf;
-  for (int i = lo; i <= hi; i += kLanes) {
-    const VI16 valid = kLaneIndex < static_cast<float>(hi - i + 1);
-    const V16 x = Load(s + i);
+  // The block max in kVN lanes, then across them (a max is exact in any order).
+  VN vmax = VN{} - std::numeric_limits<float>::infinity();
+  for (int i = lo; i <= hi; i += kVN) {
+    const VIN valid = kLaneIndex < static_cast<float>(hi - i + 1);
+    const VN x = Load(s + i);
     vmax = valid && x > vmax ? x : vmax;
   }
   float bmax = vmax[0];
-  for (int l = 1; l < kLanes; ++l) bmax = vmax[l] > bmax ? vmax[l] : bmax;
+  for (int l = 1; l < kVN; ++l) bmax = vmax[l] > bmax ? vmax[l] : bmax;
   const float m_new = vs.m > bmax ? vs.m : bmax;
   const float factor =
       vs.m == -std::numeric_limits<float>::infinity() ? 0.0f : __builtin_expf(vs.m - m_new);
-  for (int i = lo; i <= hi; i += kLanes) Store(s + i, Exp(Load(s + i) - m_new));  // s is padded
+  for (int i = lo; i <= hi; i += kVN) Store(s + i, Exp(Load(s + i) - m_new));  // s is padded
   float sum = 0.0f;
   for (int i = lo; i <= hi; ++i) sum += s[i];
   vs.m = m_new;
@@ -194,27 +259,27 @@ inline void AccumulateValuesG(float* const* acc, const float* factor, const floa
                               const float* v0, int64_t stride, int lo, int hi, int hd) {
   constexpr int C = kAccChunk;
   int d = 0;
-  for (; d + C * kLanes <= hd; d += C * kLanes) {
-    V16 a[G][C];
+  for (; d + C * kVN <= hd; d += C * kVN) {
+    VN a[G][C];
     for (int g = 0; g < G; ++g) {
-      for (int c = 0; c < C; ++c) a[g][c] = Load(acc[g] + d + kLanes * c) * factor[g];
+      for (int c = 0; c < C; ++c) a[g][c] = Load(acc[g] + d + kVN * c) * factor[g];
     }
     for (int i = lo; i <= hi; ++i) {
       const float* vr = v0 + i * stride + d;
-      V16 x[C];
-      for (int c = 0; c < C; ++c) x[c] = Load(vr + kLanes * c);
+      VN x[C];
+      for (int c = 0; c < C; ++c) x[c] = Load(vr + kVN * c);
       for (int g = 0; g < G; ++g) {
         const float wi = w[g][i];
         for (int c = 0; c < C; ++c) a[g][c] += wi * x[c];
       }
     }
     for (int g = 0; g < G; ++g) {
-      for (int c = 0; c < C; ++c) Store(acc[g] + d + kLanes * c, a[g][c]);
+      for (int c = 0; c < C; ++c) Store(acc[g] + d + kVN * c, a[g][c]);
     }
   }
-  for (; d + kLanes <= hd; d += kLanes) {
+  for (; d + kVN <= hd; d += kVN) {
     for (int g = 0; g < G; ++g) {
-      V16 a = Load(acc[g] + d) * factor[g];
+      VN a = Load(acc[g] + d) * factor[g];
       for (int i = lo; i <= hi; ++i) a += w[g][i] * Load(v0 + i * stride + d);
       Store(acc[g] + d, a);
     }
@@ -269,11 +334,15 @@ void AttendBlock(const AttendTask& t, TaskScratch& st, int nv, int b) {
     const float* k0 = t.k_cache + base + i0 * stride;
     for (int v = 0; v < nv; ++v) {
       if (i0 + count <= lo[v] || i0 > hi[v]) continue;
-      V16 sc = Scores16(st.v[v].q, k0 + st.v[v].kv_off, stride, count, hd) * scale;
+      F16 sc = Scores16(st.v[v].q, k0 + st.v[v].kv_off, stride, count, hd);
+      for (int r = 0; r < kParts; ++r) sc.v[r] *= scale;
       if (softcap > 0.0f) {
-        for (int j = 0; j < count; ++j) sc[j] = __builtin_tanhf(sc[j] / softcap) * softcap;
+        for (int j = 0; j < count; ++j) {
+          float& x = sc.v[j / kVN][j % kVN];
+          x = __builtin_tanhf(x / softcap) * softcap;
+        }
       }
-      Store(st.s[v] + i0, sc);
+      for (int r = 0; r < kParts; ++r) Store(st.s[v] + i0 + kVN * r, sc.v[r]);
     }
   }
   // All softmax updates first (independent chains), then the values.
