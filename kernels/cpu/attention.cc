@@ -4,6 +4,10 @@
 // and the thread count do not change any output bit.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include <omp.h>
 
@@ -31,6 +35,19 @@ int SeqOfRow(const AttentionBatch& b, int row) {
 }
 
 }  // namespace
+
+AttendFn PickAttendKernel(const AttendKernel* ks, int n, const char* want) {
+  if (want == nullptr) return ks[0].fn;
+  std::string names;
+  for (int i = 0; i < n; ++i) {
+    if (std::strcmp(ks[i].isa, want) == 0) return ks[i].fn;
+    names += std::string(names.empty() ? "" : ", ") + ks[i].isa;
+  }
+  std::fprintf(
+      stderr, "LLM_ATTENTION_ISA: '%.64s' is not available on this CPU (available: %s); using %s\n",
+      want, names.c_str(), ks[0].isa);
+  return ks[0].fn;
+}
 
 // How a batch is cut into tasks: every task has rows_per rows of one sequence (fewer at the end of
 // a sequence), kv_per kv heads and heads_per q heads of each of them.
@@ -106,8 +123,8 @@ void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
                     const AttentionBatch& batch, const AttentionParams& params, float* out) {
   static const internal::AttendFn fn = [] {
     internal::AttendKernel ks[3];
-    internal::AvailableAttendKernels(ks);
-    return ks[0].fn;
+    const int n = internal::AvailableAttendKernels(ks);
+    return internal::PickAttendKernel(ks, n, std::getenv("LLM_ATTENTION_ISA"));
   }();
   internal::PagedAttentionWith(fn, q, k_cache, v_cache, batch, params, out);
 }

@@ -46,6 +46,10 @@ AttendKernel Avx512AttendKernel();  // only when the CPU has AVX-512 F
 
 // The kernels this CPU can run, best first (at most 3); returns how many.
 int AvailableAttendKernels(AttendKernel out[3]);
+// The kernel of ks[0 .. n) named `want` (LLM_ATTENTION_ISA: avx512, avx2 or generic, for
+// benchmarks of other CPUs' paths); ks[0] when want is null, and when no kernel has that name
+// (after a message on stderr).
+AttendFn PickAttendKernel(const AttendKernel* ks, int n, const char* want);
 // PagedAttention with a given kernel (PagedAttention uses the best available one).
 void PagedAttentionWith(AttendFn fn, const float* q, const float* k_cache, const float* v_cache,
                         const AttentionBatch& batch, const AttentionParams& params, float* out);

@@ -232,5 +232,19 @@ TEST(PagedAttentionTest, DecodeBatchInvariantBitwise) {
   }
 }
 
+// LLM_ATTENTION_ISA: a kernel this CPU has is taken by name; anything else keeps the best one.
+TEST(PagedAttentionTest, KernelOverrideByName) {
+  internal::AttendKernel ks[3];
+  const int n = internal::AvailableAttendKernels(ks);
+  ASSERT_GE(n, 1);
+  EXPECT_EQ(ks[n - 1].fn, internal::PickAttendKernel(ks, n, "generic"));
+  for (int i = 0; i < n; ++i) EXPECT_EQ(ks[i].fn, internal::PickAttendKernel(ks, n, ks[i].isa));
+  EXPECT_EQ(ks[0].fn, internal::PickAttendKernel(ks, n, nullptr));
+  const std::string long_name(100000, 'a');
+  for (const char* bad : {"", "AVX2", "avx2 ", "neon", long_name.c_str()}) {
+    EXPECT_EQ(ks[0].fn, internal::PickAttendKernel(ks, n, bad)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace llm::kernels
