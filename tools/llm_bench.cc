@@ -245,9 +245,9 @@ Status Bench(const BenchOptions& o) {
     if (!grammar) {
       LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps, &per_cpu_s));
       std::printf(
-          "decode   batch %3d, ctx %5d: %10.1f tokens/s (%.1f GB/s of weights), %.1f tokens per "
-          "CPU-second\n",
-          b, o.decode_context, tps, streamed * tps / b / 1e9, per_cpu_s);
+          "decode   batch %3d          : %10.1f tokens/s (%.1f GB/s of weights), %.1f tokens per "
+          "CPU-second, context %d\n",
+          b, tps, streamed * tps / b / 1e9, per_cpu_s, o.decode_context);
       if (b == 1) decode_b1_gbs = streamed * tps / 1e9;
       continue;
     }
