@@ -74,6 +74,18 @@ inline void Store(float* p, VN v) {
 [[gnu::always_inline]] inline F16 DotLanes(const float* a, const float* b, int n) {
   F16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
   int i = 0;
+  // The first 64 products start the accumulators as they are: 0 + x is x but for x = -0, and a
+  // zero's sign cannot reach an output (a score only enters max and exp(score - max)).
+  if (n >= 4 * kLanes) {
+    for (int r = 0; r < kParts; ++r) {
+      const int o = kVN * r;
+      a0.v[r] = Load(a + o) * Load(b + o);
+      a1.v[r] = Load(a + o + 16) * Load(b + o + 16);
+      a2.v[r] = Load(a + o + 32) * Load(b + o + 32);
+      a3.v[r] = Load(a + o + 48) * Load(b + o + 48);
+    }
+    i = 4 * kLanes;
+  }
   for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
     for (int r = 0; r < kParts; ++r) {
       const int o = i + kVN * r;
@@ -208,6 +220,11 @@ template <int kHd>
 [[gnu::always_inline]] inline F16 Scores16Hd(const float* q, const float* kv, int64_t stride,
                                              int count, int hd) {
   F16 part[kLanes];
+  if (count == kLanes) {  // a full group: unrolled, so part stays in registers
+#pragma GCC unroll 16
+    for (int j = 0; j < kLanes; ++j) part[j] = DotLanes(q, kv + j * stride, kHd > 0 ? kHd : hd);
+    return ReduceLanes16(part);
+  }
   int j = 0;
   for (; j < count; ++j) part[j] = DotLanes(q, kv + j * stride, kHd > 0 ? kHd : hd);
   for (; j < kLanes; ++j) part[j] = F16{};
