@@ -219,15 +219,14 @@ constexpr VN kLaneIndex = {0, 1, 2, 3};
 template <int kHd>
 [[gnu::always_inline]] inline F16 Scores16Hd(const float* q, const float* kv, int64_t stride,
                                              int count, int hd) {
+  const int n = kHd > 0 ? kHd : hd;
   F16 part[kLanes];
   if (count == kLanes) {  // a full group: unrolled, so part stays in registers
 #pragma GCC unroll 16
-    for (int j = 0; j < kLanes; ++j) part[j] = DotLanes(q, kv + j * stride, kHd > 0 ? kHd : hd);
-    return ReduceLanes16(part);
+    for (int j = 0; j < kLanes; ++j) part[j] = DotLanes(q, kv + j * stride, n);
+  } else {
+    for (int j = 0; j < kLanes; ++j) part[j] = j < count ? DotLanes(q, kv + j * stride, n) : F16{};
   }
-  int j = 0;
-  for (; j < count; ++j) part[j] = DotLanes(q, kv + j * stride, kHd > 0 ? kHd : hd);
-  for (; j < kLanes; ++j) part[j] = F16{};
   return ReduceLanes16(part);
 }
 [[gnu::always_inline]] inline F16 Scores16(const float* q, const float* kv, int64_t stride,
