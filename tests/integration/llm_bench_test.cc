@@ -1,0 +1,68 @@
+// llm-bench (tools/) on the real stories260K model: --decode-context sets the prompt the decode
+// sequences start from (the decode line reports it, in the format tools/bench-vs-llama-cpp.sh
+// parses), and bad values are errors naming the flag or the model's context length.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/integration/router_harness.h"
+
+namespace llm::e2e {
+namespace {
+
+struct BenchRun {
+  int exit_code = -1;
+  std::string log;
+};
+
+BenchRun RunLlmBench(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {LLM_BENCH_BIN,
+                                   "--model",
+                                   SharedPath(Cluster::kModel),
+                                   "--threads",
+                                   "1",
+                                   "--prompt-len",
+                                   "8",
+                                   "--decode-tokens",
+                                   "4",
+                                   "--batches",
+                                   "1",
+                                   "--kv-cache-mib",
+                                   "16"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ChildProcess bench(args, "llm_bench");
+  BenchRun run;
+  if (!bench.WaitExit(120.0)) {
+    run.log = "did not finish in 120 s\n" + bench.Log(4000);
+    return run;
+  }
+  const int status = *bench.exit_status();
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.log = bench.Log(8000);
+  return run;
+}
+
+TEST(LlmBench, DecodeContextSetsTheDecodePrompt) {
+  LLM_E2E_REQUIRE_SHARED();
+  const BenchRun run = RunLlmBench({"--decode-context", "300"});
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  EXPECT_NE(run.log.find("decode   batch   1          : "), std::string::npos) << run.log;
+  EXPECT_NE(run.log.find("tokens per CPU-second, context 300\n"), std::string::npos) << run.log;
+}
+
+TEST(LlmBench, BadDecodeContextIsAnError) {
+  LLM_E2E_REQUIRE_SHARED();
+  for (const char* bad : {"0", "-5", "x", "99999999999"}) {
+    const BenchRun run = RunLlmBench({"--decode-context", bad});
+    EXPECT_EQ(run.exit_code, 2) << bad << "\n" << run.log;
+    EXPECT_NE(run.log.find("--decode-context"), std::string::npos) << bad << "\n" << run.log;
+  }
+  // Valid for the flag, too long for stories260K's 512-token context.
+  const BenchRun run = RunLlmBench({"--decode-context", "600"});
+  EXPECT_EQ(run.exit_code, 1) << run.log;
+  EXPECT_NE(run.log.find("maximum context length of 512"), std::string::npos) << run.log;
+}
+
+}  // namespace
+}  // namespace llm::e2e
