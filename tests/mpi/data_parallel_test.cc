@@ -165,6 +165,11 @@ class DpJob {
   int base_port() const { return base_port_; }
   ChildProcess& job() { return *job_; }
 
+  // A coordinator's port was taken by another process before its rank bound it.
+  bool BindFailed() const { return job_->Log().find("cannot listen") != std::string::npos; }
+  // The last WaitHealthy's answer.
+  bool healthy() const { return healthy_; }
+
   bool Healthy(int g) {
     // A channel whose first connection was refused backs off for a second or more: ask gRPC
     // only once the port accepts connections.
@@ -175,18 +180,21 @@ class DpJob {
     v1::HealthResponse r;
     return admin_[g]->Health(&ctx, v1::HealthRequest(), &r).ok() && r.serving();
   }
-  // Every coordinator serving, within `timeout_s`.
+  // Every coordinator serving, within `timeout_s`; false at once when the job ended or a
+  // coordinator could not bind its port (BindFailed()).
   bool WaitHealthy(double timeout_s) {
-    return WaitFor(
-               [&] {
-                 if (job_->Exited()) return true;
-                 for (int g = 0; g < dp_; ++g) {
-                   if (!Healthy(g)) return false;
-                 }
-                 return true;
-               },
-               timeout_s) &&
-           !job_->Exited();
+    bool serving = false;
+    WaitFor(
+        [&] {
+          if (job_->Exited() || BindFailed()) return true;
+          for (int g = 0; g < dp_; ++g) {
+            if (!Healthy(g)) return false;
+          }
+          return serving = true;
+        },
+        timeout_s);
+    healthy_ = serving && !job_->Exited();
+    return healthy_;
   }
 
   v1::StatsResponse Stats(int g) {
@@ -232,7 +240,24 @@ class DpJob {
   std::unique_ptr<ChildProcess> job_;
   std::vector<std::unique_ptr<v1::Admin::Stub>> admin_;
   std::vector<std::unique_ptr<v1::Generation::Stub>> generation_;
+  bool healthy_ = false;
 };
+
+// A DpJob whose coordinators all serve within `timeout_s` (check healthy() and base_port()).
+// Its ports are only known to be free when picked; the ranks bind them seconds later, and a
+// process of a test running beside this one can take one in between: the job then fails with
+// "cannot listen", and is started again on fresh ports (three tries).
+std::unique_ptr<DpJob> StartJob(const std::string& mpirun, int dp, int tp, double timeout_s,
+                                bool listed_ports = false, int pp = 1) {
+  std::unique_ptr<DpJob> job;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    job = std::make_unique<DpJob>(mpirun, dp, tp, listed_ports, pp);
+    if (job->base_port() == 0 || job->WaitHealthy(timeout_s)) break;
+    if (!job->BindFailed()) break;
+    std::printf("[ dp ] a port was taken before the job bound it: again on fresh ports\n");
+  }
+  return job;
+}
 
 struct Layout {
   int dp, tp;
@@ -257,10 +282,11 @@ TEST_P(DataParallelGolden, EveryCoordinatorGivesTheGoldenIds) {
   const int dp = layout.dp, tp = layout.tp, pp = layout.pp, ranks_per_group = pp * tp;
   const std::vector<GoldenCase> golden = ReadGolden();
   ASSERT_FALSE(golden.empty());
-  DpJob job(mpirun, dp, tp, layout.listed_ports, pp);
-  ASSERT_NE(job.base_port(), 0) << "no " << dp << " consecutive free ports";
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(job.WaitHealthy(120.0)) << job.job().Log(6000);
+  const auto started = StartJob(mpirun, dp, tp, 120.0, layout.listed_ports, pp);
+  DpJob& job = *started;
+  ASSERT_NE(job.base_port(), 0) << "no " << dp << " consecutive free ports";
+  ASSERT_TRUE(job.healthy()) << job.job().Log(6000);
   std::printf("[ dp ] healthy after %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   std::vector<std::vector<std::vector<int32_t>>> got(dp);
@@ -357,9 +383,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DataParallelGolden,
 // waits for the job's end asleep, and SIGTERM to mpirun still ends the whole job cleanly.
 TEST(DataParallelRouter, RequestsSpreadOverBothCoordinatorsAndOneGroupStopsAlone) {
   LLM_DP_REQUIRE();
-  DpJob job(mpirun, 2, 1);
+  const auto started = StartJob(mpirun, 2, 1, 120.0);
+  DpJob& job = *started;
   ASSERT_NE(job.base_port(), 0);
-  ASSERT_TRUE(job.WaitHealthy(120.0)) << job.job().Log(6000);
+  ASSERT_TRUE(job.healthy()) << job.job().Log(6000);
   const int port = FreePort();
   ChildProcess router = job.Router(port, "dp_router");
   ASSERT_TRUE(WaitFor(
@@ -440,10 +467,11 @@ TEST(DataParallelRouter, RequestsSpreadOverBothCoordinatorsAndOneGroupStopsAlone
 // engines, streamed and not; then SIGTERM to mpirun ends every rank.
 TEST(SixteenRanks, Dp2Pp2Tp4ServesTheGoldenTextThroughTheRouter) {
   LLM_DP_REQUIRE();
-  DpJob job(mpirun, 2, 4, false, 2);
-  ASSERT_NE(job.base_port(), 0);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(job.WaitHealthy(180.0)) << job.job().Log(6000);
+  const auto started = StartJob(mpirun, 2, 4, 180.0, false, 2);
+  DpJob& job = *started;
+  ASSERT_NE(job.base_port(), 0);
+  ASSERT_TRUE(job.healthy()) << job.job().Log(6000);
   std::printf("[ dp ] 16 ranks healthy after %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   const int port = FreePort();
