@@ -5,7 +5,8 @@
 #   2. configures and builds build/ with the CUDA backend (stops if nvcc is missing, if
 #      nvidia-smi lists no GPU, or if CMake did not enable CUDA),
 #   3. ctest -L gpu: every GPU test must pass; a skipped one counts as a failure here (with one
-#      GPU the two-GPU NCCL test is left out, and the summary says so),
+#      GPU the two-GPU NCCL test is left out, and the summary says so); then compute-sanitizer's
+#      memcheck over the backend's tests, where the toolkit has it,
 #   4. the cluster golden check on the GPU: router -> coordinator -> worker with engine.device
 #      cuda (LLM_TEST_DEVICE=cuda) must give stories260K's golden greedy text over HTTP,
 #   5. the benchmark on a Llama-3.1-8B-shaped model with dummy BF16 weights: llm-bench decode at
@@ -17,6 +18,8 @@
 #   SKIP_BENCH=1 tools/gpu-check.sh            # steps 1-4 only
 #   RANKS=2 tools/gpu-check.sh                 # serve the benchmark model on 2 GPUs (NCCL)
 #   NUM=128 WORDS=256 OUT=128 tools/gpu-check.sh
+#   PREBUILT=1 tools/gpu-check.sh              # build/ was built elsewhere: steps 1 and 2 skipped
+#                                              # (tools/gpu-bundle.sh check does this)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
@@ -51,39 +54,50 @@ fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 [ "$gpus" -ge 1 ] || die "nvidia-smi lists no GPU"
 pass "$gpus GPU(s): $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -1)"
-if command -v nvcc >/dev/null; then
-  nvcc=$(command -v nvcc)
-elif [ -x /usr/local/cuda/bin/nvcc ]; then
-  nvcc=/usr/local/cuda/bin/nvcc
-else
-  die "nvcc not found (install the CUDA toolkit: /usr/local/cuda/bin/nvcc)"
-fi
-pass "nvcc: $("$nvcc" --version | tail -1)"
 [ "$RANKS" -le "$gpus" ] || die "RANKS=$RANKS but only $gpus GPU(s)"
 
-# --- 1. dependencies --------------------------------------------------------------------------
-if [ "$(id -u)" -eq 0 ]; then
-  tools/install-deps.sh >"$WORK/install-deps.log" 2>&1 || die "tools/install-deps.sh failed (log: $WORK/install-deps.log)"
-elif command -v sudo >/dev/null; then
-  # shellcheck disable=SC2024  # the log is this user's file on purpose
-  sudo tools/install-deps.sh >"$WORK/install-deps.log" 2>&1 || die "sudo tools/install-deps.sh failed (log: $WORK/install-deps.log)"
+if [ -n "${PREBUILT:-}" ]; then
+  # tools/gpu-bundle.sh check: binaries built elsewhere, nothing to install or build here.
+  for b in build/tests/gpu_test build/tests/integration_test build/worker/worker build/router/router \
+    build/tools/llm-bench build/tools/llm-bench-serve build/tools/llm-admin; do
+    [ -x "$b" ] || die "PREBUILT: $b is missing"
+  done
+  command -v ctest >/dev/null || die "PREBUILT: ctest not found (CMake's; steps 3 and 4 run it)"
+  pass "prebuilt binaries in build/ (PREBUILT=1: steps 1 and 2 skipped)"
 else
-  note "not root and no sudo: dependencies not checked (tools/install-deps.sh)"
-fi
+  if command -v nvcc >/dev/null; then
+    nvcc=$(command -v nvcc)
+  elif [ -x /usr/local/cuda/bin/nvcc ]; then
+    nvcc=/usr/local/cuda/bin/nvcc
+  else
+    die "nvcc not found (install the CUDA toolkit: /usr/local/cuda/bin/nvcc)"
+  fi
+  pass "nvcc: $("$nvcc" --version | tail -1)"
 
-# --- 2. build with CUDA -----------------------------------------------------------------------
-if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLM_ENABLE_CUDA=ON \
-  -DCMAKE_CUDA_COMPILER="$nvcc" >"$WORK/configure.log" 2>&1; then
-  die "cmake configure failed (log: $WORK/configure.log)"
+  # --- 1. dependencies --------------------------------------------------------------------------
+  if [ "$(id -u)" -eq 0 ]; then
+    tools/install-deps.sh >"$WORK/install-deps.log" 2>&1 || die "tools/install-deps.sh failed (log: $WORK/install-deps.log)"
+  elif command -v sudo >/dev/null; then
+    # shellcheck disable=SC2024  # the log is this user's file on purpose
+    sudo tools/install-deps.sh >"$WORK/install-deps.log" 2>&1 || die "sudo tools/install-deps.sh failed (log: $WORK/install-deps.log)"
+  else
+    note "not root and no sudo: dependencies not checked (tools/install-deps.sh)"
+  fi
+
+  # --- 2. build with CUDA -----------------------------------------------------------------------
+  if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLM_ENABLE_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER="$nvcc" >"$WORK/configure.log" 2>&1; then
+    die "cmake configure failed (log: $WORK/configure.log)"
+  fi
+  grep -q "CUDA backend: nvcc" "$WORK/configure.log" ||
+    die "CMake did not enable the CUDA backend (log: $WORK/configure.log)"
+  grep -q "LLM_HAVE_NCCL\|NCCL" "$WORK/configure.log" && note "$(grep -m1 NCCL "$WORK/configure.log")"
+  if ! cmake --build build -j"$(nproc)" >"$WORK/build.log" 2>&1; then
+    tail -30 "$WORK/build.log" >&2
+    die "build failed (log: $WORK/build.log)"
+  fi
+  pass "build with CUDA (build/)"
 fi
-grep -q "CUDA backend: nvcc" "$WORK/configure.log" ||
-  die "CMake did not enable the CUDA backend (log: $WORK/configure.log)"
-grep -q "LLM_HAVE_NCCL\|NCCL" "$WORK/configure.log" && note "$(grep -m1 NCCL "$WORK/configure.log")"
-if ! cmake --build build -j"$(nproc)" >"$WORK/build.log" 2>&1; then
-  tail -30 "$WORK/build.log" >&2
-  die "build failed (log: $WORK/build.log)"
-fi
-pass "build with CUDA (build/)"
 
 # --- 3. ctest -L gpu (a skip is a failure) ----------------------------------------------------
 ctest_strict() {  # NAME LOG ctest-args...: passes when tests ran, all passed, none skipped
@@ -114,6 +128,21 @@ if [ "$gpus" -lt 2 ]; then
   note "one GPU: nccl_mpi.two_gpus (NCCL across 2 GPUs) not run"
 fi
 ctest_strict "ctest -L gpu" "$WORK/ctest-gpu.log" "${gpu_ctest[@]}"
+
+# compute-sanitizer's memcheck over the backend's kernels (out-of-bounds and misaligned accesses,
+# leaks), where the toolkit has it.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ -n "$sanitizer" ]; then
+  if timeout 600 "$sanitizer" --tool memcheck --leak-check full --error-exitcode 9 \
+    build/tests/gpu_test --gtest_filter='CudaBackendTest.*' >"$WORK/memcheck.log" 2>&1; then
+    pass "compute-sanitizer memcheck: CudaBackendTest.* clean"
+  else
+    grep -E '=========|FAILED' "$WORK/memcheck.log" | head -20 >&2
+    fail "compute-sanitizer memcheck: CudaBackendTest.* (log: $WORK/memcheck.log)"
+  fi
+else
+  note "compute-sanitizer not found: memcheck not run"
+fi
 
 # --- 4. the cluster golden check on the GPU ---------------------------------------------------
 ctest_strict "cluster golden (router -> coordinator -> worker, engine.device cuda)" \
