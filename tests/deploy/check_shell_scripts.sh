@@ -8,7 +8,7 @@ src=$1
 scripts=("$src/deploy/slurm/llm-serve.sbatch" "$src/deploy/docker/runtime-packages.sh"
          "$src"/tests/deploy/*.sh "$src/tools/two-hosts.sh" "$src/tests/mpi/two_hosts_serve.sh"
          "$src/tools/bench-routing.sh" "$src/tools/bench-vs-llama-cpp.sh"
-         "$src/tools/bench-vs-llama-server.sh" "$src/tools/gpu-check.sh")
+         "$src/tools/bench-vs-llama-server.sh" "$src/tools/gpu-check.sh" "$src/tools/gpu-bundle.sh")
 for s in "${scripts[@]}"; do
   bash -n "$s"
 done
