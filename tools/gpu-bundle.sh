@@ -119,6 +119,15 @@ check() {
   local cublas nccl
   cublas=$(find_lib 'libcublasLt.so.13*') || die "libcublasLt.so.13 not found (the CUDA 13 toolkit's cuBLAS)"
   nccl=$(find_lib 'libnccl.so.2*') || die "libnccl.so.2 not found (NCCL)"
+  # The host's C++ runtime when it is as new as the build host's (GCC 12: GLIBCXX_3.4.30), so
+  # that the host's own programs on this LD_LIBRARY_PATH (compute-sanitizer, curl) keep theirs.
+  local host_cxx
+  for host_cxx in /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /usr/lib64/libstdc++.so.6; do
+    if [ -f "$host_cxx" ] && grep -qa GLIBCXX_3.4.30 "$host_cxx"; then
+      rm -f "$dir/lib/libstdc++.so.6" "$dir/lib/libgcc_s.so.1"
+      break
+    fi
+  done
   mkdir -p "$dir/bin"
   ln -sf "$dir/root/usr/bin/orterun" "$dir/bin/mpirun"
   export LD_LIBRARY_PATH="$dir/lib:$cublas:$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
