@@ -236,6 +236,10 @@ const std::vector<KeySpec>& Schema() {
              "KV cache per rank in MiB; 0 = use kv_cache_memory_fraction"),
       IntKey("engine.kv_cache_blocks", LLM_FIELD(engine.kv_cache_blocks), 0, 1 << 30,
              "KV cache blocks per rank; > 0 wins over kv_cache_mib and the fraction"),
+      StringKey("engine.kv_cache_dtype", LLM_FIELD(engine.kv_cache_dtype),
+                {"auto", "float32", "float16"},
+                "element type of the KV cache; auto = float32; float16 halves its memory per "
+                "token and the bytes attention reads (engine.device cpu only)"),
       DoubleKey("engine.kv_cache_memory_fraction", LLM_FIELD(engine.kv_cache_memory_fraction), 0.01,
                 0.95, "fraction of available memory for the KV cache"),
       IntKey("engine.max_num_seqs", LLM_FIELD(engine.scheduler.max_num_seqs), 1, 65536,

@@ -67,6 +67,13 @@ struct EngineSection {
   int kv_cache_mib = 0;                    // > 0 wins over the fraction
   int kv_cache_blocks = 0;                 // > 0 wins over both sizes (tests, tuning)
   double kv_cache_memory_fraction = 0.25;  // of the memory available at start-up
+  // Element type of the KV cache, vLLM's kv_cache_dtype: "auto" (= float32), "float32", or
+  // "float16" (half the memory per token and half the bytes attention reads; each K and V value
+  // rounded to half once). kv_cache_element_type() is the DType.
+  std::string kv_cache_dtype = "auto";
+  DType kv_cache_element_type() const {
+    return kv_cache_dtype == "float16" ? DType::kF16 : DType::kF32;
+  }
   SchedulerConfig scheduler;
   // Reuse the KV blocks of prompt prefixes already computed (shared system prompts, chat
   // history, n > 1); as vLLM, on by default.

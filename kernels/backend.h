@@ -44,8 +44,11 @@ struct BackendCaps {
   int max_block_size = 0;             // KV cache block size limit (tokens)
   size_t memory_bytes = 0;            // device memory; 0 for host memory (ask the OS)
   bool host_memory = false;           // buffers are plain host memory the CPU may read
+  // Element types of the KV cache ReshapeAndCache writes and PagedAttention reads.
+  std::vector<DType> kv_cache_dtypes = {DType::kF32};
 
   bool SupportsWeightFormat(DType f) const;
+  bool SupportsKvCacheDtype(DType t) const;
 };
 
 class Backend;
@@ -111,6 +114,9 @@ struct AttentionParams {
   float scale = 1.0f;      // applied to q·k
   int sliding_window = 0;  // > 0: query at p sees keys at p - window < j <= p (Mistral, Qwen2)
   float softcap = 0.0f;    // > 0: scores become tanh(s / softcap) * softcap (Gemma 2)
+  // Element type of the K and V caches: kF32, or kF16 (half the memory and the bandwidth; each
+  // value rounded to nearest once, when written).
+  DType kv_dtype = DType::kF32;
 };
 
 class Backend {
@@ -181,14 +187,16 @@ class Backend {
   virtual void GatherRows(const float* src, const int32_t* rows, int count, int cols,
                           float* dst) = 0;
   // Writes each new token's K and V into the paged cache [num_blocks, block_size, kv_heads,
-  // head_dim] at slot_mapping[t] (block = slot / block_size); a negative slot is skipped.
+  // head_dim] of `cache_dtype` elements (one of caps().kv_cache_dtypes; kF16: rounded to
+  // nearest even) at slot_mapping[t] (block = slot / block_size); a negative slot is skipped.
   virtual void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads,
                                int head_dim, const int32_t* slot_mapping, int block_size,
-                               float* k_cache, float* v_cache) = 0;
+                               void* k_cache, void* v_cache, DType cache_dtype) = 0;
   // out[t, h] = softmax_j(scale * q[t, h] · K[j, h / group]) · V[j, h / group] over the keys the
   // query may see. Batch invariant: a row's output does not depend on the rest of the batch,
   // on how its sequence's queries were chunked, or on the thread count.
-  virtual void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
+  // The caches hold params.kv_dtype elements.
+  virtual void PagedAttention(const float* q, const void* k_cache, const void* v_cache,
                               const AttentionBatch& batch, const AttentionParams& params,
                               float* out) = 0;
 

@@ -87,6 +87,10 @@ void GatherRows(const float* src, const int32_t* rows, int count, int cols, floa
 // (block = slot / block_size, offset = slot % block_size); a negative slot is skipped (padding).
 void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads, int head_dim,
                      const int32_t* slot_mapping, int block_size, float* k_cache, float* v_cache);
+// The same into a cache of IEEE half floats, each value rounded to nearest even (F32ToF16).
+void ReshapeAndCacheF16(const float* k, const float* v, int tokens, int kv_heads, int head_dim,
+                        const int32_t* slot_mapping, int block_size, uint16_t* k_cache,
+                        uint16_t* v_cache);
 
 // The CPU kernels' limits (kernels/backend.h reports them as capabilities).
 constexpr int kMaxHeadDim = 512;
@@ -100,7 +104,10 @@ constexpr int kMaxBlockSize = 256;
 // out directly. Uses about 100 KB of stack per thread (no heap).
 // Batch invariant: a query row's output is bitwise the same whatever else is in the batch, how
 // its sequence's queries were chunked, and the thread count (keys are visited in a fixed order).
-void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
+// The caches hold params.kv_dtype elements: float, or IEEE half (uint16_t). Half values are
+// widened exactly, so a half cache gives bitwise the output of a float cache holding the same
+// (rounded) values. A half cache takes a per-thread buffer of one block's K and V rows.
+void PagedAttention(const float* q, const void* k_cache, const void* v_cache,
                     const AttentionBatch& batch, const AttentionParams& params, float* out);
 
 // out[i] = silu(gate[i]) * up[i] for i < count (gate and up computed by separate matmuls).

@@ -155,18 +155,25 @@ struct AttnShape {
 };
 constexpr AttnShape kLlama8B{32, 8, 128}, kTinyLlama{32, 4, 64};
 
-// `seqs` sequences of context `ctx`, each with `q_len` new query rows.
-void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape shape = kLlama8B) {
+// `seqs` sequences of context `ctx`, each with `q_len` new query rows; K/V in `kv` (F32 or F16).
+void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape shape = kLlama8B,
+                    llm::DType kv = llm::DType::kF32) {
   kn::AttentionParams p{.q_heads = shape.q_heads,
                         .kv_heads = shape.kv_heads,
                         .head_dim = shape.head_dim,
                         .block_size = 16,
                         .scale = 0.0884f,
-                        .sliding_window = 0};
+                        .sliding_window = 0,
+                        .kv_dtype = kv};
   const int blocks_per_seq = (ctx + p.block_size - 1) / p.block_size;
   const int num_blocks = seqs * blocks_per_seq;
   const size_t cache = static_cast<size_t>(num_blocks) * p.block_size * p.kv_heads * p.head_dim;
-  std::vector<float> kc(cache, 0.01f), vc(cache, 0.02f);
+  const bool half = kv == llm::DType::kF16;
+  std::vector<float> kc(half ? 0 : cache, 0.01f), vc(half ? 0 : cache, 0.02f);
+  std::vector<uint16_t> kh(half ? cache : 0, llm::F32ToF16(0.01f));
+  std::vector<uint16_t> vh(half ? cache : 0, llm::F32ToF16(0.02f));
+  const void* k_cache = half ? static_cast<const void*>(kh.data()) : kc.data();
+  const void* v_cache = half ? static_cast<const void*>(vh.data()) : vc.data();
   std::vector<int32_t> tables(num_blocks), qs(seqs + 1), ctx_len(seqs, ctx);
   std::iota(tables.begin(), tables.end(), 0);
   std::shuffle(tables.begin(), tables.end(), std::mt19937(2));
@@ -175,15 +182,16 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape s
   std::vector<float> q(rows * p.q_heads * p.head_dim, 0.1f), out(q.size());
   kn::AttentionBatch b{seqs, qs.data(), ctx_len.data(), tables.data(), blocks_per_seq};
   const double s =
-      TimeIt([&] { kn::PagedAttention(q.data(), kc.data(), vc.data(), b, p, out.data()); });
-  // Keys each query row sees (causal), times 2 (K and V) * kv_heads * head_dim * 4 bytes.
+      TimeIt([&] { kn::PagedAttention(q.data(), k_cache, v_cache, b, p, out.data()); });
+  // Keys each query row sees (causal), times 2 (K and V) * kv_heads * head_dim * element bytes.
   double keys = 0;
   for (int j = 0; j < q_len; ++j) keys += ctx - q_len + j + 1;
   keys *= seqs;
   const double flops = 4.0 * keys * p.q_heads * p.head_dim;
-  const double kv_bytes = 2.0 * seqs * ctx * p.kv_heads * p.head_dim * 4;
-  std::printf("  %-8s %2d/%d x %3d seqs=%3d ctx=%5d q_len=%4d %9.3f ms %8.1f GFLOP/s", label,
-              p.q_heads, p.kv_heads, p.head_dim, seqs, ctx, q_len, s * 1e3, flops / s * 1e-9);
+  const double kv_bytes = 2.0 * seqs * ctx * p.kv_heads * p.head_dim * (half ? 2 : 4);
+  std::printf("  %-8s %-3s %2d/%d x %3d seqs=%3d ctx=%5d q_len=%4d %9.3f ms %8.1f GFLOP/s", label,
+              half ? "F16" : "F32", p.q_heads, p.kv_heads, p.head_dim, seqs, ctx, q_len, s * 1e3,
+              flops / s * 1e-9);
   if (q_len == 1) std::printf(" %8.1f GB/s of K/V", kv_bytes / s * 1e-9);
   std::printf("\n");
 }
@@ -203,13 +211,17 @@ int main(int argc, char** argv) {
   }
   if (only != "attention") BenchMatmul();
   if (only == "matmul") return 0;
-  std::printf("PagedAttention (q_heads/kv_heads x head_dim) block_size=16 threads=%d, K/V in F32\n",
-              omp_get_max_threads());
-  BenchAttention("decode", 1, 2048, 1, kTinyLlama);
-  BenchAttention("decode", 1, 4096, 1);
-  BenchAttention("decode", 16, 1024, 1);
-  BenchAttention("decode", 4, 4096, 1);
-  BenchAttention("prefill", 1, 512, 512);
-  BenchAttention("chunk", 2, 2048, 256);
+  std::printf(
+      "PagedAttention (q_heads/kv_heads x head_dim) block_size=16 threads=%d, K/V in F32 "
+      "or F16 (engine.kv_cache_dtype)\n",
+      omp_get_max_threads());
+  for (llm::DType kv : {llm::DType::kF32, llm::DType::kF16}) {
+    BenchAttention("decode", 1, 2048, 1, kTinyLlama, kv);
+    BenchAttention("decode", 1, 4096, 1, kLlama8B, kv);
+    BenchAttention("decode", 16, 1024, 1, kLlama8B, kv);
+    BenchAttention("decode", 4, 4096, 1, kLlama8B, kv);
+    BenchAttention("prefill", 1, 512, 512, kLlama8B, kv);
+    BenchAttention("chunk", 2, 2048, 256, kLlama8B, kv);
+  }
   return 0;
 }

@@ -39,8 +39,9 @@ struct BenchOptions {
   int decode_context = 16;  // prompt tokens of each decode sequence: the attention depth
   std::vector<int> batches{1, 16};
   int kv_cache_mib = 512;
-  std::string structured;  // "": none; "json_object"; else a JSON Schema file
-  std::string tokenizer;   // for the token masks; "": the model's
+  std::string kv_cache_dtype = "auto";  // engine.kv_cache_dtype
+  std::string structured;               // "": none; "json_object"; else a JSON Schema file
+  std::string tokenizer;                // for the token masks; "": the model's
   std::string device = "cpu";
 };
 
@@ -148,6 +149,11 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
   app.add_option("--kv-cache-mib", o->kv_cache_mib, "KV cache size")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
+  app.add_option("--kv-cache-dtype", o->kv_cache_dtype,
+                 "KV cache element type (engine.kv_cache_dtype): auto (= float32), float32 or "
+                 "float16")
+      ->check(CLI::IsMember({"auto", "float32", "float16"}))
+      ->capture_default_str();
   app.add_option("--structured", o->structured,
                  "also decode with structured output: json_object or a JSON Schema file");
   app.add_option("--tokenizer", o->tokenizer,
@@ -215,6 +221,7 @@ Status Bench(const BenchOptions& o) {
   LLM_RETURN_IF_ERROR(llm::PlaceWeightsFor(device, *weights, *backend));
   llm::EngineConfig cfg;
   cfg.kv_cache_bytes = static_cast<size_t>(o.kv_cache_mib) << 20;
+  cfg.kv_cache_dtype = o.kv_cache_dtype;
   cfg.scheduler.max_num_batched_tokens = std::max(2048, o.prompt_len);
   LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, cfg, nullptr, *backend));
   const auto& mc = weights->config;
@@ -225,11 +232,11 @@ Status Bench(const BenchOptions& o) {
       (weights->lm_head.data != emb.data ? llm::RowBytes(emb.format, emb.cols) * emb.rows : 0.0);
   std::printf(
       "model %s (%s, %d layers, hidden %d), weights %.1f MiB %s (mlp %s), %.1f MiB read per "
-      "decode step, %d threads, device %s\n",
+      "decode step, %d threads, device %s, KV cache %s\n",
       o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
       weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
       llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads(),
-      o.device.c_str());
+      o.device.c_str(), cfg.kv_cache_element_type() == llm::DType::kF16 ? "float16" : "float32");
   double tps = 0, decode_b1_gbs = 0;
   LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));
   std::printf("prefill  %5d tokens         : %10.1f tokens/s\n", o.prompt_len, tps);

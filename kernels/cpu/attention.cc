@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <omp.h>
 
@@ -21,7 +22,9 @@ int AvailableAttendKernels(AttendKernel out[3]) {
   __builtin_cpu_init();
   int n = 0;
   if (__builtin_cpu_supports("avx512f")) out[n++] = Avx512AttendKernel();
-  if (__builtin_cpu_supports("avx2")) out[n++] = Avx2AttendKernel();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+    out[n++] = Avx2AttendKernel();
+  }
   out[n++] = GenericAttendKernel();
   return n;
 }
@@ -74,14 +77,20 @@ Split ChooseSplit(const AttentionBatch& batch, const AttentionParams& p, int row
          static_cast<int64_t>(rows) * ((p.kv_heads + sp.kv_per - 1) / sp.kv_per) < want_tasks) {
     sp.kv_per = (sp.kv_per + 1) / 2;
   }
+  // A half cache's task widens a block of its kv heads into a per-thread buffer: keep that
+  // within 1 MiB (nothing changes an output but the buffer's size).
+  while (p.kv_dtype == DType::kF16 && sp.kv_per > 1 && WidenedFloats(p, sp.kv_per) > (1 << 18)) {
+    sp.kv_per = (sp.kv_per + 1) / 2;
+  }
   sp.kv_tiles = (p.kv_heads + sp.kv_per - 1) / sp.kv_per;
   sp.rows_per = std::max(1, kAttnMaxVectors / (sp.heads_per * sp.kv_per));
   return sp;
 }
 
-void PagedAttentionWith(AttendFn fn, const float* q, const float* k_cache, const float* v_cache,
+void PagedAttentionWith(AttendFn fn, const float* q, const void* k_cache, const void* v_cache,
                         const AttentionBatch& batch, const AttentionParams& p, float* out) {
-  if (batch.num_seqs <= 0 || p.head_dim > kAttnMaxHeadDim || p.block_size > kAttnMaxBlockSize) {
+  if (batch.num_seqs <= 0 || p.head_dim > kAttnMaxHeadDim || p.block_size > kAttnMaxBlockSize ||
+      (p.kv_dtype != DType::kF32 && p.kv_dtype != DType::kF16)) {
     return;
   }
   const int row0 = batch.query_start[0];
@@ -116,13 +125,19 @@ void PagedAttentionWith(AttendFn fn, const float* q, const float* k_cache, const
     t.k_cache = k_cache;
     t.v_cache = v_cache;
     t.params = &p;
+    if (p.kv_dtype == DType::kF16) {
+      thread_local std::vector<float> widened;
+      const size_t need = static_cast<size_t>(WidenedFloats(p, t.nkv));
+      if (widened.size() < need) widened.resize(need);
+      t.widened = widened.data();
+    }
     fn(t);
   }
 }
 
 }  // namespace internal
 
-void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
+void PagedAttention(const float* q, const void* k_cache, const void* v_cache,
                     const AttentionBatch& batch, const AttentionParams& params, float* out) {
   static const internal::AttendFn fn = [] {
     internal::AttendKernel ks[3];

@@ -1,4 +1,5 @@
-// PagedAttention task kernel compiled with -mavx2 (no FMA: same rounding as every other ISA).
+// PagedAttention task kernel compiled with -mavx2 -mf16c (no FMA: the rounding of every other
+// ISA).
 #include "kernels/cpu/attention_impl.h"
 
 namespace llm::kernels::internal {

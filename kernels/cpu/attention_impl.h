@@ -11,7 +11,14 @@
 // position 0 upward: scores, block max, rescale of the running sum and accumulator, then the
 // block's weighted values, all in key order. The result depends only on the query, its position
 // and the cache, never on the other vectors of the task.
+//
+// A half (F16) cache's rows are widened to float (exactly) into the task's buffer, block by
+// block, and then read as a float cache's would be: the same arithmetic on the same values.
 #pragma once
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include <cstdint>
 #include <limits>
@@ -57,6 +64,38 @@ inline int MinI(int a, int b) {
 inline int MaxI(int a, int b) {
   return a > b ? a : b;
 }
+// The float of IEEE half h (exact; what F16C's conversion gives).
+inline float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t em = h & 0x7fffu;
+  uint32_t bits;
+  if (em >= 0x7c00u) {  // infinity, NaN (quieted, as F16C)
+    bits = 0x7f800000u | (em - 0x7c00u) << 13 | (em > 0x7c00u ? 0x400000u : 0u);
+  } else if (em >= 0x0400u) {  // normal
+    bits = (em << 13) + ((127u - 15u) << 23);
+  } else {  // zero or subnormal: em * 2^-24, exact in float
+    bits = __builtin_bit_cast(uint32_t, static_cast<float>(em) * 5.9604644775390625e-8f);
+  }
+  return __builtin_bit_cast(float, sign | bits);
+}
+
+// dst[i] = the float of half src[i], for i < n.
+inline void WidenHalves(const uint16_t* src, float* dst, int n) {
+  int i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+  }
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
+}
+
 inline VN Load(const float* p) {
   VN v;
   __builtin_memcpy(&v, p, sizeof(v));
@@ -312,13 +351,14 @@ inline void AccumulateValuesG(float* const* acc, const float* factor, const floa
 // Asks for the task's K and V rows of logical block b (its kv heads are contiguous in a row).
 inline void PrefetchBlock(const AttendTask& t, int b) {
   const AttentionParams& p = *t.params;
-  const int64_t stride = static_cast<int64_t>(p.kv_heads) * p.head_dim;
+  const int64_t elem = p.kv_dtype == DType::kF16 ? 2 : 4;
+  const int64_t stride = static_cast<int64_t>(p.kv_heads) * p.head_dim * elem;
   const int64_t base = static_cast<int64_t>(t.table[b]) * p.block_size * stride +
-                       static_cast<int64_t>(t.kv0) * p.head_dim;
-  const int bytes = t.nkv * p.head_dim * 4;
+                       static_cast<int64_t>(t.kv0) * p.head_dim * elem;
+  const int bytes = static_cast<int>(t.nkv * p.head_dim * elem);
   for (int i = 0; i < p.block_size; ++i) {
-    const char* k = reinterpret_cast<const char*>(t.k_cache + base + i * stride);
-    const char* v = reinterpret_cast<const char*>(t.v_cache + base + i * stride);
+    const char* k = static_cast<const char*>(t.k_cache) + base + i * stride;
+    const char* v = static_cast<const char*>(t.v_cache) + base + i * stride;
     for (int off = 0; off < bytes; off += 64) {
       __builtin_prefetch(k + off, 0, 3);
       __builtin_prefetch(v + off, 0, 3);
@@ -341,16 +381,41 @@ void AttendBlock(const AttendTask& t, TaskScratch& st, int nv, int b) {
       hi_all = MaxI(hi_all, hi[v]);
     }
   }
+  if (hi_all < lo_all) return;
+  const int hd = p.head_dim;
+  // The block's K and V rows as floats: row i of key i at kb + i * kst, a vector's kv head at
+  // + kv_off - shift (a half cache's rows [lo_all, hi_all] widened into t.widened first).
+  const float* kb;
+  const float* vb;
+  int64_t kst, shift;
+  if (p.kv_dtype == DType::kF16) {
+    kst = static_cast<int64_t>(t.nkv) * hd;
+    shift = static_cast<int64_t>(t.kv0) * hd;
+    const uint16_t* k16 = static_cast<const uint16_t*>(t.k_cache) + base + shift;
+    const uint16_t* v16 = static_cast<const uint16_t*>(t.v_cache) + base + shift;
+    float* kw = t.widened;
+    float* vw = t.widened + p.block_size * kst;
+    for (int i = lo_all; i <= hi_all; ++i) {
+      WidenHalves(k16 + i * stride, kw + i * kst, static_cast<int>(kst));
+      WidenHalves(v16 + i * stride, vw + i * kst, static_cast<int>(kst));
+    }
+    kb = kw;
+    vb = vw;
+  } else {
+    kb = static_cast<const float*>(t.k_cache) + base;
+    vb = static_cast<const float*>(t.v_cache) + base;
+    kst = stride;
+    shift = 0;
+  }
   // Scores of 16 keys at a time (keys of [lo_all, hi_all] outside a vector's own range are
   // computed and never read; lanes past hi_all land in the padding of s).
-  const int hd = p.head_dim;
   const float scale = p.scale, softcap = p.softcap;
   for (int i0 = lo_all; i0 <= hi_all; i0 += kLanes) {
     const int count = MinI(kLanes, hi_all - i0 + 1);
-    const float* k0 = t.k_cache + base + i0 * stride;
+    const float* k0 = kb + i0 * kst;
     for (int v = 0; v < nv; ++v) {
       if (i0 + count <= lo[v] || i0 > hi[v]) continue;
-      F16 sc = Scores16(st.v[v].q, k0 + st.v[v].kv_off, stride, count, hd);
+      F16 sc = Scores16(st.v[v].q, k0 + (st.v[v].kv_off - shift), kst, count, hd);
       for (int r = 0; r < kParts; ++r) sc.v[r] *= scale;
       if (softcap > 0.0f) {
         for (int j = 0; j < count; ++j) {
@@ -382,19 +447,19 @@ void AttendBlock(const AttendTask& t, TaskScratch& st, int nv, int b) {
       acc[g] = st.acc[v + g];
       w[g] = st.s[v + g];
     }
-    const float* v0 = t.v_cache + base + st.v[v].kv_off;
+    const float* v0 = vb + (st.v[v].kv_off - shift);
     switch (n) {
       case 4:
-        AccumulateValuesG<4>(acc, factor + v, w, v0, stride, lo[v], hi[v], p.head_dim);
+        AccumulateValuesG<4>(acc, factor + v, w, v0, kst, lo[v], hi[v], p.head_dim);
         break;
       case 3:
-        AccumulateValuesG<3>(acc, factor + v, w, v0, stride, lo[v], hi[v], p.head_dim);
+        AccumulateValuesG<3>(acc, factor + v, w, v0, kst, lo[v], hi[v], p.head_dim);
         break;
       case 2:
-        AccumulateValuesG<2>(acc, factor + v, w, v0, stride, lo[v], hi[v], p.head_dim);
+        AccumulateValuesG<2>(acc, factor + v, w, v0, kst, lo[v], hi[v], p.head_dim);
         break;
       default:
-        AccumulateValuesG<1>(acc, factor + v, w, v0, stride, lo[v], hi[v], p.head_dim);
+        AccumulateValuesG<1>(acc, factor + v, w, v0, kst, lo[v], hi[v], p.head_dim);
     }
     v += n;
   }
@@ -426,7 +491,9 @@ void AttendImpl(const AttendTask& t) {
     vs.kv_off = static_cast<int64_t>(t.kv0 + (v % (t.nkv * t.heads)) / t.heads) * hd;
     for (int d = 0; d < hd; ++d) st.acc[v][d] = 0.0f;
   }
-  const int b_first = st.v[0].first / p.block_size;
+  // Vector 0 is row 0's (position pos0): the first key any vector sees.
+  const int b_first =
+      (p.sliding_window > 0 ? MaxI(0, t.pos0 - p.sliding_window + 1) : 0) / p.block_size;
   const int b_last = (t.pos0 + t.rows - 1) / p.block_size;
   PrefetchBlock(t, b_first);
   for (int b = b_first; b <= b_last; ++b) {

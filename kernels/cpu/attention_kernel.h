@@ -28,10 +28,18 @@ struct AttendTask {
   int heads;
   int pos0;  // position of the first row; row r sits at pos0 + r
   const int32_t* table;
-  const float* k_cache;
-  const float* v_cache;
+  const void* k_cache;  // params->kv_dtype elements: float or IEEE half (uint16_t)
+  const void* v_cache;
   const AttentionParams* params;
+  // Half caches: room for one block's K rows, then its V rows, of the task's kv heads
+  // (2 * block_size * nkv * head_dim floats), widened there before use.
+  float* widened;
 };
+
+// Floats of AttendTask::widened a task of `nkv` kv heads needs.
+inline int64_t WidenedFloats(const AttentionParams& p, int nkv) {
+  return 2 * static_cast<int64_t>(p.block_size) * nkv * p.head_dim;
+}
 
 using AttendFn = void (*)(const AttendTask& task);
 
@@ -51,7 +59,7 @@ int AvailableAttendKernels(AttendKernel out[3]);
 // (after a message on stderr).
 AttendFn PickAttendKernel(const AttendKernel* ks, int n, const char* want);
 // PagedAttention with a given kernel (PagedAttention uses the best available one).
-void PagedAttentionWith(AttendFn fn, const float* q, const float* k_cache, const float* v_cache,
+void PagedAttentionWith(AttendFn fn, const float* q, const void* k_cache, const void* v_cache,
                         const AttentionBatch& batch, const AttentionParams& params, float* out);
 
 }  // namespace llm::kernels::internal

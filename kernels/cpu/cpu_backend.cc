@@ -16,6 +16,10 @@ bool BackendCaps::SupportsWeightFormat(DType f) const {
   return false;
 }
 
+bool BackendCaps::SupportsKvCacheDtype(DType t) const {
+  return std::find(kv_cache_dtypes.begin(), kv_cache_dtypes.end(), t) != kv_cache_dtypes.end();
+}
+
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
     Release();
@@ -52,6 +56,7 @@ class CpuBackendImpl final : public Backend {
     caps_.max_block_size = kMaxBlockSize;
     caps_.memory_bytes = 0;
     caps_.host_memory = true;
+    caps_.kv_cache_dtypes = {DType::kF32, DType::kF16};
   }
 
   const BackendCaps& caps() const override { return caps_; }
@@ -144,12 +149,17 @@ class CpuBackendImpl final : public Backend {
     kernels::GatherRows(src, rows, count, cols, dst);
   }
   void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads, int head_dim,
-                       const int32_t* slot_mapping, int block_size, float* k_cache,
-                       float* v_cache) override {
-    kernels::ReshapeAndCache(k, v, tokens, kv_heads, head_dim, slot_mapping, block_size, k_cache,
-                             v_cache);
+                       const int32_t* slot_mapping, int block_size, void* k_cache, void* v_cache,
+                       DType cache_dtype) override {
+    if (cache_dtype == DType::kF16) {
+      kernels::ReshapeAndCacheF16(k, v, tokens, kv_heads, head_dim, slot_mapping, block_size,
+                                  static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache));
+    } else {
+      kernels::ReshapeAndCache(k, v, tokens, kv_heads, head_dim, slot_mapping, block_size,
+                               static_cast<float*>(k_cache), static_cast<float*>(v_cache));
+    }
   }
-  void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
+  void PagedAttention(const float* q, const void* k_cache, const void* v_cache,
                       const AttentionBatch& batch, const AttentionParams& params,
                       float* out) override {
     kernels::PagedAttention(q, k_cache, v_cache, batch, params, out);

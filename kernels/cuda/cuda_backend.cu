@@ -175,16 +175,26 @@ class CudaBackendImpl final : public Backend {
     cuda::LaunchGatherRows(stream_, src, rows, count, cols, dst);
     CheckLaunch("GatherRows");
   }
+  // The KV cache holds float32 (caps_.kv_cache_dtypes); a half cache is refused at allocation
+  // (RankExecutor::AllocateCache), and here as well.
   void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads, int head_dim,
-                       const int32_t* slot_mapping, int block_size, float* k_cache,
-                       float* v_cache) override {
+                       const int32_t* slot_mapping, int block_size, void* k_cache, void* v_cache,
+                       DType cache_dtype) override {
+    if (cache_dtype != DType::kF32) {
+      return Fail(
+          Unimplemented(caps_.name + " ReshapeAndCache: a KV cache of " + DTypeName(cache_dtype)));
+    }
     cuda::LaunchReshapeAndCache(stream_, k, v, tokens, kv_heads, head_dim, slot_mapping, block_size,
-                                k_cache, v_cache);
+                                static_cast<float*>(k_cache), static_cast<float*>(v_cache));
     CheckLaunch("ReshapeAndCache");
   }
-  void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
+  void PagedAttention(const float* q, const void* k_cache, const void* v_cache,
                       const AttentionBatch& batch, const AttentionParams& params,
                       float* out) override {
+    if (params.kv_dtype != DType::kF32) {
+      return Fail(Unimplemented(caps_.name + " PagedAttention: a KV cache of " +
+                                DTypeName(params.kv_dtype)));
+    }
     const int max_context = batch.max_blocks_per_seq * params.block_size;
     const int partitions =
         cuda::ChoosePartitions(batch.num_tokens, params.q_heads, params.head_dim, max_context,
@@ -202,7 +212,8 @@ class CudaBackendImpl final : public Backend {
       if (!b.ok()) return Fail(b.status());
       attention_ws_ = std::move(*b);
     }
-    cuda::LaunchPagedAttention(stream_, q, k_cache, v_cache, batch, params, partitions,
+    cuda::LaunchPagedAttention(stream_, q, static_cast<const float*>(k_cache),
+                               static_cast<const float*>(v_cache), batch, params, partitions,
                                kPartitionTokens, attention_ws_.as<float>(), out);
     CheckLaunch("PagedAttention");
   }

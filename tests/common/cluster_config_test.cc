@@ -96,6 +96,25 @@ TEST(ClusterConfig, DeviceKeys) {
   ExpectError("", "engine.device", {{"engine.device", "tpu"}});
 }
 
+// engine.kv_cache_dtype: vLLM's name; auto (the default) and float32 keep float, float16 halves.
+TEST(ClusterConfig, KvCacheDtype) {
+  auto d = ParseClusterConfig("", "x.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->engine.kv_cache_dtype, "auto");
+  EXPECT_EQ(d->engine.kv_cache_element_type(), DType::kF32);
+  auto c = ParseClusterConfig("engine: {kv_cache_dtype: float16}", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->engine.kv_cache_element_type(), DType::kF16);
+  c = ParseClusterConfig("engine: {kv_cache_dtype: float16}", "x.yaml",
+                         {{"engine.kv_cache_dtype", "float32"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->engine.kv_cache_element_type(), DType::kF32);
+  for (const char* bad : {"fp8", "half", "Float16", "float16 ", "bfloat16", ""}) {
+    ExpectError("", "engine.kv_cache_dtype", {{"engine.kv_cache_dtype", bad}});
+  }
+  ExpectError("engine: {kv_cache_dtype: [float16]}", "engine.kv_cache_dtype");
+}
+
 TEST(ClusterConfig, ModelQuantization) {
   auto c =
       ParseClusterConfig("model: {quantization: q8_0}", "x.yaml", {{"model.quantization", "q4_k"}});

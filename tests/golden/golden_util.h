@@ -56,11 +56,12 @@ inline std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
 // decode one token per step. Blocks are laid out in reverse order to exercise block tables.
 class SequenceRunner {
  public:
-  SequenceRunner(RankExecutor& exec, int max_tokens, int block_size = 4)
+  SequenceRunner(RankExecutor& exec, int max_tokens, int block_size = 4,
+                 DType kv_dtype = DType::kF32)
       : exec_(exec),
         block_size_(block_size),
         num_blocks_((max_tokens + block_size - 1) / block_size) {
-    const Status s = exec_.AllocateCache(num_blocks_, block_size);
+    const Status s = exec_.AllocateCache(num_blocks_, block_size, kv_dtype);
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
 

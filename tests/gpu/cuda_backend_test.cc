@@ -230,7 +230,8 @@ TEST_F(CudaBackendTest, RopeEmbeddingAndCacheWrite) {
                        kw.data(), vw.data());
   float* dk = Up(std::vector<float>(cache, 0.0f));
   float* dv = Up(std::vector<float>(cache, 0.0f));
-  gpu_->ReshapeAndCache(Up(k), Up(v), tokens, kv_heads, head_dim, Up(slots), block_size, dk, dv);
+  gpu_->ReshapeAndCache(Up(k), Up(v), tokens, kv_heads, head_dim, Up(slots), block_size, dk, dv,
+                        DType::kF32);
   ExpectNear(Down(dk, cache), kw, 0.0f, "ReshapeAndCache K");
   ExpectNear(Down(dv, cache), vw, 0.0f, "ReshapeAndCache V");
 }

@@ -323,5 +323,49 @@ TEST_F(RouterE2E, KeepAliveServesSeveralRequestsOnOneConnection) {
   }
 }
 
+// engine.kv_cache_dtype float16 through the real worker and router: the golden prompts still
+// give the NumPy reference's greedy text, the worker's start-up line says the cache is float16,
+// and every block is free afterwards. A value outside auto|float32|float16 stops the worker at
+// start-up with a message naming the key.
+TEST(RouterE2EHalfKvCache, GoldenTextAndTheCacheTypeInTheLog) {
+  const std::string golden_path = SharedPath("golden/stories260K_greedy.jsonl");
+  std::ifstream golden(golden_path);
+  if (!golden || !std::filesystem::exists(SharedPath(Cluster::kModel))) {
+    GTEST_SKIP() << "missing " << golden_path << " or " << SharedPath(Cluster::kModel);
+  }
+  Cluster cluster({"--engine.kv_cache_dtype", "float16"});
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  int cases = 0;
+  for (std::string line; std::getline(golden, line);) {
+    const json g = json::parse(line);
+    const json body = {{"model", "stories260K"},
+                       {"prompt", g["prompt_token_ids"]},
+                       {"max_tokens", g["greedy_token_ids"].size()},
+                       {"temperature", 0},
+                       {"ignore_eos", true}};
+    const HttpResult r = Post(cluster.port(), "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.Json()["choices"][0]["text"], g["greedy_text"]) << g["prompt"];
+    ++cases;
+  }
+  EXPECT_GE(cases, 1);
+  EXPECT_TRUE(cluster.WaitAllBlocksFree(10.0));
+  // The harness's 8 MiB hold twice the blocks of a float cache: a block of 16 tokens is
+  // 2 (K, V) x 2 bytes x 16 x 4 kv heads x 8 dims x 5 layers = 10240 bytes, 819 of them
+  // (409 in float32).
+  EXPECT_EQ(cluster.Stats().kv_blocks_total(), 819);
+  EXPECT_NE(cluster.worker().Log().find("max_model_len sequences of 512), float16"),
+            std::string::npos)
+      << cluster.Logs();
+
+  ChildProcess bad(
+      {LLM_WORKER_BIN, "--model.path", SharedPath(Cluster::kModel), "--coordinator.port",
+       std::to_string(FreePort()), "--engine.kv_cache_dtype", "fp8"},
+      "e2e_bad_kv_dtype");
+  ASSERT_TRUE(bad.WaitExit(30.0));
+  EXPECT_NE(bad.exit_status(), std::optional<int>(0));
+  EXPECT_NE(bad.Log().find("engine.kv_cache_dtype"), std::string::npos) << bad.Log();
+}
+
 }  // namespace
 }  // namespace llm::e2e

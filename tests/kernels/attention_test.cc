@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/dtype.h"
 #include "kernels/cpu/attention_kernel.h"
 #include "kernels/cpu_ops.h"
 #include "kernels/reference_ops.h"
@@ -226,6 +227,92 @@ TEST(PagedAttentionTest, DecodeBatchInvariantBitwise) {
         auto alone = f.Run({batch[s]}, {s}, qs, false);
         omp_set_num_threads(threads);
         ASSERT_EQ(0, std::memcmp(alone.data(), all.data() + s * row, sizeof(float) * row)) << s;
+      }
+    }
+    omp_set_num_threads(saved);
+  }
+}
+
+// A half cache (engine.kv_cache_dtype float16) gives bitwise the output of a float cache holding
+// its values (each K and V rounded to half), with every ISA's kernel and any thread count: the
+// halves are widened exactly, then read as floats. Shapes cover the widening's vector tails
+// (rows of 36 and 80 halves), blocks of 1 to 32 keys, MQA, a window, soft-capping, and values
+// at the edges of half (subnormals, signed zeros, 65504, rounding to infinity).
+TEST(PagedAttentionTest, HalfCacheIsTheFloatCacheOfItsRoundedValues) {
+  struct Case {
+    AttentionParams p;
+    std::vector<Seq> seqs;
+  };
+  const std::vector<Seq> mixed = {{1, 1}, {37, 37}, {50, 1}, {20, 9}, {64, 16}, {17, 1}};
+  std::vector<Case> cases = {
+      {{.q_heads = 8, .kv_heads = 2, .head_dim = 64, .block_size = 16, .scale = 0.125f}, mixed},
+      {{.q_heads = 6, .kv_heads = 1, .head_dim = 36, .block_size = 4, .scale = 0.2f}, mixed},
+      {{.q_heads = 16,
+        .kv_heads = 4,
+        .head_dim = 80,
+        .block_size = 32,
+        .scale = 0.088f,
+        .sliding_window = 21},
+       mixed},
+      {{.q_heads = 8,
+        .kv_heads = 4,
+        .head_dim = 128,
+        .block_size = 16,
+        .scale = 0.5f,
+        .softcap = 2.0f},
+       {{40, 1}, {9, 1}, {33, 1}}},
+      {{.q_heads = 3, .kv_heads = 3, .head_dim = 2, .block_size = 1, .scale = 1}, {{6, 2}, {3, 3}}},
+  };
+  internal::AttendKernel ks[3];
+  const int n = internal::AvailableAttendKernels(ks);
+  const int saved = omp_get_max_threads();
+  for (Case& c : cases) {
+    AttentionParams p = c.p;
+    SCOPED_TRACE("hd=" + std::to_string(p.head_dim) + " bs=" + std::to_string(p.block_size));
+    int max_ctx = 0, rows = 0;
+    for (const Seq& s : c.seqs) {
+      max_ctx = std::max(max_ctx, s.context_len);
+      rows += s.q_len;
+    }
+    Fixture f(p, static_cast<int>(c.seqs.size()), max_ctx, 41);
+    // Scaled so that some values round to half's subnormals, to zero, and past its range.
+    const float edge[] = {0.0f, -0.0f, 3e-8f, -6e-6f, 65504.0f, -70000.0f, 1e-5f};
+    for (size_t i = 0; i < f.k_cache.size(); i += 97) f.k_cache[i] = edge[(i / 97) % 7] * 1e-4f;
+    for (size_t i = 0; i < f.v_cache.size(); i += 89) f.v_cache[i] = edge[(i / 89) % 7];
+    std::vector<uint16_t> kh(f.k_cache.size()), vh(f.v_cache.size());
+    for (size_t i = 0; i < kh.size(); ++i) {
+      kh[i] = F32ToF16(f.k_cache[i]);
+      f.k_cache[i] = F16ToF32(kh[i]);
+    }
+    for (size_t i = 0; i < vh.size(); ++i) {
+      vh[i] = F32ToF16(f.v_cache[i]);
+      f.v_cache[i] = F16ToF32(vh[i]);
+    }
+    std::vector<int> idx(c.seqs.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    auto q = RandomVec(static_cast<size_t>(rows) * p.q_heads * p.head_dim, 42, -2.0f, 2.0f);
+    const auto want = f.Run(c.seqs, idx, q, false);  // the float cache of the rounded values
+    std::vector<int32_t> qs{0}, ctx, bt;
+    for (size_t s = 0; s < c.seqs.size(); ++s) {
+      qs.push_back(qs.back() + c.seqs[s].q_len);
+      ctx.push_back(c.seqs[s].context_len);
+      bt.insert(bt.end(), f.tables.begin() + idx[s] * f.max_blocks,
+                f.tables.begin() + (idx[s] + 1) * f.max_blocks);
+    }
+    AttentionBatch b{static_cast<int>(c.seqs.size()), qs.data(), ctx.data(), bt.data(),
+                     f.max_blocks};
+    AttentionParams ph = p;
+    ph.kv_dtype = DType::kF16;
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      std::vector<float> got(q.size(), -7.0f);
+      PagedAttention(q.data(), kh.data(), vh.data(), b, ph, got.data());
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * got.size())) << threads;
+      for (int i = 0; i < n; ++i) {
+        std::fill(got.begin(), got.end(), -7.0f);
+        internal::PagedAttentionWith(ks[i].fn, q.data(), kh.data(), vh.data(), b, ph, got.data());
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * got.size()))
+            << ks[i].isa << " threads " << threads;
       }
     }
     omp_set_num_threads(saved);

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/dtype.h"
 #include "kernels/cpu_ops.h"
 #include "kernels/reference_ops.h"
 
@@ -194,6 +195,39 @@ TEST(ReshapeAndCacheTest, ScattersAndSkipsNegativeSlots) {
   EXPECT_EQ(0, std::memcmp(vc.data() + 7 * row, v.data() + 3 * row, sizeof(float) * row));
   int untouched = 0;
   for (float f : kc) untouched += f == 3.0f;
+  EXPECT_EQ(untouched, (blocks * block_size - 3) * row);
+}
+
+// A half cache (engine.kv_cache_dtype float16): the same slots, each value rounded to nearest
+// even (F32ToF16), out-of-range values to infinity; a negative slot writes nothing.
+TEST(ReshapeAndCacheTest, HalfCacheHoldsTheRoundedValues) {
+  const int tokens = 4, kv_heads = 2, head_dim = 8, block_size = 4, blocks = 3;
+  const int row = kv_heads * head_dim;
+  auto k = RandomVec(tokens * row, 17);
+  auto v = RandomVec(tokens * row, 18);
+  k[3] = 70000.0f;            // past half's range
+  v[5] = 1e-6f;               // a half subnormal
+  k[0] = 1.0f + 1.0f / 2048;  // a tie between two halves: rounds to the even one, 1.0
+  const int32_t slots[tokens] = {9, -1, 0, 7};
+  const uint16_t fill = 0x4200;  // 3.0
+  std::vector<uint16_t> kc(blocks * block_size * row, fill), vc = kc;
+  ReshapeAndCacheF16(k.data(), v.data(), tokens, kv_heads, head_dim, slots, block_size, kc.data(),
+                     vc.data());
+  std::vector<uint16_t> kw(blocks * block_size * row, fill), vw = kw;
+  for (int t = 0; t < tokens; ++t) {
+    if (slots[t] < 0) continue;
+    for (int i = 0; i < row; ++i) {
+      kw[slots[t] * row + i] = F32ToF16(k[t * row + i]);
+      vw[slots[t] * row + i] = F32ToF16(v[t * row + i]);
+    }
+  }
+  EXPECT_EQ(kc, kw);
+  EXPECT_EQ(vc, vw);
+  EXPECT_EQ(kc[9 * row + 3], 0x7c00);                             // +infinity
+  EXPECT_EQ(kc[9 * row], 0x3c00);                                 // 1.0
+  EXPECT_EQ(F16ToF32(vc[9 * row + 5]), 1.0132789611816406e-06f);  // nearest subnormal
+  int untouched = 0;
+  for (uint16_t h : kc) untouched += h == fill;
   EXPECT_EQ(untouched, (blocks * block_size - 3) * row);
 }
 

@@ -137,17 +137,17 @@ class CheckedBackend final : public kernels::Backend {
     cpu().GatherRows(src, rows, count, cols, dst);
   }
   void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads, int head_dim,
-                       const int32_t* slot_mapping, int block_size, float* k_cache,
-                       float* v_cache) override {
+                       const int32_t* slot_mapping, int block_size, void* k_cache, void* v_cache,
+                       DType cache_dtype) override {
     for (const void* p : {static_cast<const void*>(k), static_cast<const void*>(v),
                           static_cast<const void*>(slot_mapping), static_cast<const void*>(k_cache),
                           static_cast<const void*>(v_cache)}) {
       Check(p, "ReshapeAndCache");
     }
     cpu().ReshapeAndCache(k, v, tokens, kv_heads, head_dim, slot_mapping, block_size, k_cache,
-                          v_cache);
+                          v_cache, cache_dtype);
   }
-  void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
+  void PagedAttention(const float* q, const void* k_cache, const void* v_cache,
                       const kernels::AttentionBatch& batch, const kernels::AttentionParams& params,
                       float* out) override {
     for (const void* p :
@@ -267,6 +267,21 @@ TEST(BackendSeamErrors, UnplacedWeightsLimitsAndFormatsAreClearErrors) {
   EXPECT_NE(engine.status().message().find("engine.block_size"), std::string::npos)
       << engine.status().ToString();
   EXPECT_NE(engine.status().message().find("checked"), std::string::npos);
+
+  // engine.kv_cache_dtype float16 on a backend whose cache holds float32 only (CUDA's today):
+  // refused at allocation, naming the key and what the backend has; float32 still works.
+  backend.mutable_caps().max_block_size = 16;
+  backend.mutable_caps().kv_cache_dtypes = {DType::kF32};
+  cfg.kv_cache_dtype = "float16";
+  auto half_kv = Engine::Create(**w, cfg, nullptr, backend);
+  ASSERT_FALSE(half_kv.ok());
+  EXPECT_EQ(half_kv.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(half_kv.status().message().find("engine.kv_cache_dtype"), std::string::npos)
+      << half_kv.status().ToString();
+  EXPECT_NE(half_kv.status().message().find("only F32"), std::string::npos)
+      << half_kv.status().ToString();
+  cfg.kv_cache_dtype = "float32";
+  EXPECT_TRUE(Engine::Create(**w, cfg, nullptr, backend).ok());
 
   backend.mutable_caps().max_head_dim = (*w)->config.head_dim - 2;
   auto exec = RankExecutor::Create(**w, backend);

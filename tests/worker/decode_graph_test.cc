@@ -157,14 +157,14 @@ class RecordingBackend final : public kernels::Backend {
     Run([=] { cpu().GatherRows(src, rows, count, cols, dst); });
   }
   void ReshapeAndCache(const float* k, const float* v, int tokens, int kv_heads, int head_dim,
-                       const int32_t* slot_mapping, int block_size, float* k_cache,
-                       float* v_cache) override {
+                       const int32_t* slot_mapping, int block_size, void* k_cache, void* v_cache,
+                       DType cache_dtype) override {
     Run([=] {
       cpu().ReshapeAndCache(k, v, tokens, kv_heads, head_dim, slot_mapping, block_size, k_cache,
-                            v_cache);
+                            v_cache, cache_dtype);
     });
   }
-  void PagedAttention(const float* q, const float* k_cache, const float* v_cache,
+  void PagedAttention(const float* q, const void* k_cache, const void* v_cache,
                       const kernels::AttentionBatch& batch, const kernels::AttentionParams& params,
                       float* out) override {
     // The batch's index arrays are device memory: a graph reads their values at replay.

@@ -152,7 +152,8 @@ StatusOr<int> ProfileKvBlocks(const ModelWeights& weights, kernels::Backend& bac
                            ? RankExecutor::Create(weights, backend, tp, pipeline)
                            : RankExecutor::Create(weights, backend, tp));
   const int block_size = engine.block_size;
-  LLM_RETURN_IF_ERROR(executor->AllocateCache(1, block_size));  // read, never written
+  const DType kv_dtype = engine.kv_cache_element_type();
+  LLM_RETURN_IF_ERROR(executor->AllocateCache(1, block_size, kv_dtype));  // read, never written
   BuildProfilingBatch(engine.scheduler.max_num_batched_tokens, engine.scheduler.max_num_seqs,
                       max_model_len, block_size, &executor->batch());
   const auto t0 = std::chrono::steady_clock::now();
@@ -165,7 +166,7 @@ StatusOr<int> ProfileKvBlocks(const ModelWeights& weights, kernels::Backend& bac
   LLM_RETURN_IF_ERROR(backend.Synchronize());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   LLM_ASSIGN_OR_RETURN(const kernels::DeviceMemoryInfo mem, memory_info());
-  const size_t block_bytes = executor->BlockBytes(block_size);
+  const size_t block_bytes = executor->BlockBytes(block_size, kv_dtype);
   StatusOr<int> blocks =
       KvBlocksFromDeviceMemory(mem.free_bytes, mem.total_bytes, engine.gpu_memory_utilization,
                                block_bytes, BlocksForOneSequence(max_model_len, block_size));

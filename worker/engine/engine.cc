@@ -46,7 +46,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
   LLM_RETURN_IF_ERROR(executor->CheckBlockSize(config.block_size));
   // Each rank holds its share of the KV heads and its stage's layers; every rank allocates the
   // same block count, so the budget is that of the stage with the most layers.
-  size_t block_bytes = executor->BlockBytes(config.block_size);
+  const DType kv_dtype = config.kv_cache_element_type();
+  size_t block_bytes = executor->BlockBytes(config.block_size, kv_dtype);
   if (pp.num_stages > 1) {
     LLM_ASSIGN_OR_RETURN(
         const std::vector<LayerRange> ranges,
@@ -63,7 +64,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
   }
   // Block ids travel as int32 (block tables, the step plan).
   const int num_blocks = static_cast<int>(std::min<size_t>(blocks, 1u << 30));
-  LLM_RETURN_IF_ERROR(executor->AllocateCache(num_blocks, config.block_size));
+  LLM_RETURN_IF_ERROR(executor->AllocateCache(num_blocks, config.block_size, kv_dtype));
   // Decode graphs cover block tables as wide as the longest sequence served; the followers
   // record the same sizes (the start message carries them).
   const int max_len =

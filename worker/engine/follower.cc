@@ -82,7 +82,9 @@ Status Start(const StepPlan& plan, const EngineConfig& config, FollowerState* st
                               std::to_string(config.block_size));
   }
   if (plan.num_blocks <= 0) return DataLoss("start message with no KV blocks");
-  LLM_RETURN_IF_ERROR(st->executor->AllocateCache(plan.num_blocks, plan.block_size));
+  // engine.kv_cache_dtype: every rank parses the same flags (mpirun gives them all one argv).
+  LLM_RETURN_IF_ERROR(st->executor->AllocateCache(plan.num_blocks, plan.block_size,
+                                                  config.kv_cache_element_type()));
   // Rank 0 records decode graphs of these sizes: every rank must run the same padded steps,
   // or their collectives would not match.
   if (!st->executor->EnableGraphs(plan.graph_max_batch, plan.graph_max_blocks) &&

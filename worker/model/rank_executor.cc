@@ -12,8 +12,8 @@ StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(const ModelWeights&
   return std::unique_ptr<RankExecutor>(new RankExecutor(std::move(model)));
 }
 
-size_t RankExecutor::BlockBytes(int block_size) const {
-  return model_->CacheShape(1, block_size).block_bytes();
+size_t RankExecutor::BlockBytes(int block_size, DType kv_dtype) const {
+  return model_->CacheShape(1, block_size, kv_dtype).block_bytes();
 }
 
 Status RankExecutor::CheckBlockSize(int block_size) const {
@@ -25,12 +25,12 @@ Status RankExecutor::CheckBlockSize(int block_size) const {
   return Status::Ok();
 }
 
-Status RankExecutor::AllocateCache(int num_blocks, int block_size) {
+Status RankExecutor::AllocateCache(int num_blocks, int block_size, DType kv_dtype) {
   LLM_RETURN_IF_ERROR(CheckBlockSize(block_size));
   if (num_blocks <= 0) return InvalidArgument("a KV cache needs at least one block");
   cache_.reset();  // a restarted engine: free the old cache first
-  LLM_ASSIGN_OR_RETURN(
-      cache_, KvCache::Create(model_->CacheShape(num_blocks, block_size), model_->backend()));
+  LLM_ASSIGN_OR_RETURN(cache_, KvCache::Create(model_->CacheShape(num_blocks, block_size, kv_dtype),
+                                               model_->backend()));
   return Status::Ok();
 }
 

@@ -29,13 +29,14 @@ class RankExecutor {
   const ModelConfig& config() const { return model_->config(); }
   const kernels::BackendCaps& caps() const { return model_->backend().caps(); }
   // Bytes one KV block of `block_size` tokens takes on this rank (its KV heads and its
-  // pipeline stage's layers only).
-  size_t BlockBytes(int block_size) const;
+  // pipeline stage's layers only), in a cache of `kv_dtype` elements.
+  size_t BlockBytes(int block_size, DType kv_dtype = DType::kF32) const;
   // InvalidArgument naming engine.block_size when the backend cannot use it.
   Status CheckBlockSize(int block_size) const;
-  // (Re)allocates the KV cache: the old one is freed first. ResourceExhausted when the memory
-  // is not there.
-  Status AllocateCache(int num_blocks, int block_size);
+  // (Re)allocates the KV cache (`kv_dtype` elements: engine.kv_cache_dtype): the old one is
+  // freed first. ResourceExhausted when the memory is not there; InvalidArgument naming
+  // engine.kv_cache_dtype when the backend has no cache of that type.
+  Status AllocateCache(int num_blocks, int block_size, DType kv_dtype = DType::kF32);
   bool has_cache() const { return cache_ != nullptr; }
   const KvCacheShape& cache_shape() const { return cache_->shape(); }
 

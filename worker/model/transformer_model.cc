@@ -99,9 +99,9 @@ TransformerModel::TransformerModel(const ModelWeights& weights, kernels::Backend
       inter_(std::max({weights.shard.intermediate.size(), weights.shard.moe_intermediate.size(),
                        weights.shard.shared_intermediate.size()})) {}
 
-KvCacheShape TransformerModel::CacheShape(int num_blocks, int block_size) const {
+KvCacheShape TransformerModel::CacheShape(int num_blocks, int block_size, DType kv_dtype) const {
   return KvCacheShape{w_.pipeline.layers.size(), num_blocks, block_size, kv_heads_,
-                      w_.config.head_dim};
+                      w_.config.head_dim,        kv_dtype};
 }
 
 Status TransformerModel::Reserve(const ForwardBatch& batch) {
@@ -405,7 +405,7 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
   const KvCacheShape& cs = cache.shape();
   const int cl = layer - w_.pipeline.layers.begin;  // this stage's cache holds its layers only
   backend_.ReshapeAndCache(k, v, t, kv_heads_, c.head_dim, db.slot_mapping, cs.block_size,
-                           cache.k(cl), cache.v(cl));
+                           cache.k(cl), cache.v(cl), cs.dtype);
   kernels::AttentionBatch ab;
   ab.num_seqs = batch.num_seqs();
   ab.query_start = db.query_start;
@@ -422,6 +422,7 @@ void TransformerModel::Attention(int layer, const ForwardBatch& batch, const Dev
                         c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : c.head_dim));
   ap.softcap = static_cast<float>(c.attn_logit_softcap);
   ap.sliding_window = c.layer_sliding_window[layer];
+  ap.kv_dtype = cs.dtype;
   backend_.PagedAttention(q, cache.k(cl), cache.v(cl), ab, ap, attn_.as<float>());
 }
 

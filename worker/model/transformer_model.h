@@ -43,7 +43,7 @@ class TransformerModel {
   const ModelConfig& config() const { return w_.config; }
   kernels::Backend& backend() const { return backend_; }
   // Shape of a KV cache this model can use: this rank's KV heads and this stage's layers only.
-  KvCacheShape CacheShape(int num_blocks, int block_size) const;
+  KvCacheShape CacheShape(int num_blocks, int block_size, DType kv_dtype = DType::kF32) const;
 
   // Runs the batch, writes its K/V into `cache` and returns logits for batch.logit_rows as
   // [logit_rows.size(), vocab] in host memory (valid until the next call; with several ranks,
