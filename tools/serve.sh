@@ -94,7 +94,10 @@ stop_now() {
   wait 2>/dev/null
   exit 1
 }
+# $1: the script's exit status (0 after Ctrl-C/SIGTERM: a requested stop; the failing status when
+# the script ends on an error, e.g. a worker that could not start).
 stop() {
+  local status=${1:-0}
   trap - EXIT
   trap stop_now INT TERM
   set +e
@@ -111,9 +114,10 @@ stop() {
   [ -n "${router_pid:-}" ] && wait "$router_pid" 2>/dev/null
   kill -TERM "$worker_pid" 2>/dev/null
   wait 2>/dev/null
-  exit 0
+  exit "$status"
 }
-trap stop EXIT INT TERM
+trap 'stop $?' EXIT
+trap 'stop 0' INT TERM
 
 for c in "${coordinators[@]}"; do
   for _ in $(seq 1 600); do  # model loading: up to 5 minutes

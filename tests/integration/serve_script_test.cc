@@ -69,11 +69,34 @@ TEST(ServeScript, DefaultModelServesRealStories) {
         return at != std::string::npos && m.compare(m.find('}', at) + 1, 3, " 0\n") != 0;
       },
       10.0));
-  serve.Stop(SIGTERM, 60.0);
+  const int status = serve.Stop(SIGTERM, 60.0);
   client.join();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << serve.Log(4000);
   EXPECT_EQ(in_flight.status, 200) << in_flight.body << serve.Log(4000);
   EXPECT_EQ(in_flight.Json()["usage"]["completion_tokens"], 2 * 16 * 450) << in_flight.body;
   EXPECT_TRUE(WaitFor([&] { return Http(port, "GET", "/health", "", 0.5).status == 0; }, 10.0));
+}
+
+// A worker that cannot start (here a bad engine.kv_cache_dtype through its environment
+// variable) ends serve.sh with a non-zero status and the worker's message naming the key:
+// scripts and service managers see the failure.
+TEST(ServeScript, WorkerThatCannotStartFailsTheScript) {
+  const std::filesystem::path built = std::filesystem::path(LLM_SOURCE_DIR) / "build/worker/worker";
+  if (!std::filesystem::exists(built) ||
+      !std::filesystem::equivalent(built, std::filesystem::path(LLM_WORKER_BIN))) {
+    GTEST_SKIP() << "tools/serve.sh starts build/ of the source tree, and this build is "
+                 << LLM_WORKER_BIN;
+  }
+  ChildProcess serve(
+      {"/bin/bash", std::string(LLM_SOURCE_DIR) + "/tools/serve.sh"}, "serve_bad",
+      {"PORT=" + std::to_string(FreePort()), "COORD_PORT=" + std::to_string(FreePort()),
+       "LLM_ENGINE_KV_CACHE_DTYPE=fp8", "MODEL", "RANKS", "DP", "TP", "PP", "CONFIG", "API_KEY",
+       "LOAD_FORMAT", "HOSTFILE"});
+  ASSERT_TRUE(serve.WaitExit(60.0)) << serve.Log(4000);
+  const std::optional<int> status = serve.exit_status();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0) << *status << serve.Log(4000);
+  EXPECT_NE(serve.Log().find("engine.kv_cache_dtype"), std::string::npos) << serve.Log(4000);
 }
 
 // DP=2 starts two engines in one mpirun job (coordinators on COORD_PORT and COORD_PORT + 1) and
