@@ -74,6 +74,10 @@ struct EngineSection {
   DType kv_cache_element_type() const {
     return kv_cache_dtype == "float16" ? DType::kF16 : DType::kF32;
   }
+  // "float32" or "float16": what auto resolves to, for logs.
+  const char* kv_cache_dtype_name() const {
+    return kv_cache_element_type() == DType::kF16 ? "float16" : "float32";
+  }
   SchedulerConfig scheduler;
   // Reuse the KV blocks of prompt prefixes already computed (shared system prompts, chat
   // history, n > 1); as vLLM, on by default.

@@ -236,7 +236,7 @@ Status Bench(const BenchOptions& o) {
       o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
       weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
       llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads(),
-      o.device.c_str(), cfg.kv_cache_element_type() == llm::DType::kF16 ? "float16" : "float32");
+      o.device.c_str(), cfg.kv_cache_dtype_name());
   double tps = 0, decode_b1_gbs = 0;
   LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));
   std::printf("prefill  %5d tokens         : %10.1f tokens/s\n", o.prompt_len, tps);

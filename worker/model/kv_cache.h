@@ -24,7 +24,7 @@ struct KvCacheShape {
   size_t elements_per_block() const {
     return static_cast<size_t>(block_size) * kv_heads * head_dim;
   }
-  size_t element_bytes() const { return dtype == DType::kF16 ? 2 : sizeof(float); }
+  size_t element_bytes() const { return DTypeSize(dtype); }
   // Bytes of one block's K and V over all layers.
   size_t block_bytes() const { return 2 * element_bytes() * elements_per_block() * num_layers; }
   // Bytes for K and V of all layers.
