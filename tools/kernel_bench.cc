@@ -149,11 +149,12 @@ void BenchGemv() {
   }
 }
 
-// Llama-3-8B's attention shape (q_heads, kv_heads, head_dim), and TinyLlama-1.1B's.
+// Llama-3-8B's attention shape (q_heads, kv_heads, head_dim), TinyLlama-1.1B's, and Gemma-2B's
+// (multi-query: one kv head).
 struct AttnShape {
   int q_heads, kv_heads, head_dim;
 };
-constexpr AttnShape kLlama8B{32, 8, 128}, kTinyLlama{32, 4, 64};
+constexpr AttnShape kLlama8B{32, 8, 128}, kTinyLlama{32, 4, 64}, kGemma2B{8, 1, 256};
 
 // `seqs` sequences of context `ctx`, each with `q_len` new query rows; K/V in `kv` (F32 or F16).
 void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape shape = kLlama8B,
@@ -220,6 +221,7 @@ int main(int argc, char** argv) {
     BenchAttention("decode", 1, 4096, 1, kLlama8B, kv);
     BenchAttention("decode", 16, 1024, 1, kLlama8B, kv);
     BenchAttention("decode", 4, 4096, 1, kLlama8B, kv);
+    BenchAttention("decode", 1, 4096, 1, kGemma2B, kv);
     BenchAttention("prefill", 1, 512, 512, kLlama8B, kv);
     BenchAttention("chunk", 2, 2048, 256, kLlama8B, kv);
   }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <omp.h>
@@ -59,11 +60,13 @@ struct Split {
 };
 
 // Decode rows share nothing with each other, so a task takes several kv heads (a cache row's heads
-// are contiguous: whole blocks stream from memory) as long as every thread gets a task. (Four
-// tasks a thread, the rule before, cut one sequence's task to one kv head: its rows are
-// kv_heads * head_dim floats apart, 4 KiB for Llama-3-8B, and a stride of a page defeats the
-// hardware prefetcher: one sequence at 4096 keys took 3.0-5.5 ms a layer against 2.2-2.7 now,
-// 2 threads.) Prefill rows of one sequence share every K/V block, so a task takes several rows.
+// are contiguous: whole blocks stream from memory) as long as every thread gets a task, a decode
+// row counting one task per segment of its keys (AttendBySegments). (Four tasks a thread, the
+// rule before, cut one sequence's task to one kv head: its rows are kv_heads * head_dim floats
+// apart, 4 KiB for Llama-3-8B, and a stride of a page defeats the hardware prefetcher: one
+// sequence at 4096 keys took 3.0-5.5 ms a layer against 2.2-2.7 with two tasks of four kv heads,
+// and 2.1-2.5 with one task of eight cut into 16 segments, 2 threads.) Prefill rows of one
+// sequence share every K/V block, so a task takes several rows.
 Split ChooseSplit(const AttentionBatch& batch, const AttentionParams& p, int rows) {
   Split sp{};
   const int group = p.q_heads / p.kv_heads;
@@ -73,9 +76,16 @@ Split ChooseSplit(const AttentionBatch& batch, const AttentionParams& p, int row
   const bool decode_heavy = rows < 2 * batch.num_seqs;
   if (!decode_heavy) sp.kv_per = 1;
   const int64_t want_tasks = omp_get_max_threads();
-  while (sp.kv_per > 1 &&
-         static_cast<int64_t>(rows) * ((p.kv_heads + sp.kv_per - 1) / sp.kv_per) < want_tasks) {
-    sp.kv_per = (sp.kv_per + 1) / 2;
+  if (sp.kv_per > 1 &&
+      static_cast<int64_t>(rows) * ((p.kv_heads + sp.kv_per - 1) / sp.kv_per) < want_tasks) {
+    int64_t units = 0;  // rows, a decode row counting its segments
+    for (int s = 0; s < batch.num_seqs; ++s) {
+      const int q_len = batch.query_start[s + 1] - batch.query_start[s];
+      units += q_len == 1 ? SegmentCount(batch.context_len[s] - 1, p.block_size) : q_len;
+    }
+    while (sp.kv_per > 1 && units * ((p.kv_heads + sp.kv_per - 1) / sp.kv_per) < want_tasks) {
+      sp.kv_per = (sp.kv_per + 1) / 2;
+    }
   }
   // A half cache's task widens a block of its kv heads into a per-thread buffer: keep that
   // within 1 MiB (nothing changes an output but the buffer's size).
@@ -87,6 +97,123 @@ Split ChooseSplit(const AttentionBatch& batch, const AttentionParams& p, int row
   return sp;
 }
 
+namespace {
+
+// Everything a task is cut from.
+struct TaskSource {
+  const float* q;
+  const void* k_cache;
+  const void* v_cache;
+  const AttentionBatch* batch;
+  const AttentionParams* p;
+  float* out;
+  Split sp;
+  int per_row;  // tasks per row: kv tiles x head tiles
+};
+
+// The task of flat row r (the first of its tile of rows) and index `rem` within the row.
+AttendTask MakeTask(const TaskSource& src, int r, int s, int rem) {
+  const AttentionBatch& batch = *src.batch;
+  const AttentionParams& p = *src.p;
+  const Split& sp = src.sp;
+  const int64_t row_size = static_cast<int64_t>(p.q_heads) * p.head_dim;
+  const int in_seq = r - batch.query_start[s];
+  const int q_len = batch.query_start[s + 1] - batch.query_start[s];
+  AttendTask t{};
+  t.q = src.q + r * row_size;
+  t.out = src.out + r * row_size;
+  t.row_size = row_size;
+  t.rows = std::min(sp.rows_per, q_len - in_seq);
+  t.kv0 = (rem / sp.head_tiles) * sp.kv_per;
+  t.nkv = std::min(sp.kv_per, p.kv_heads - t.kv0);
+  t.h_off = (rem % sp.head_tiles) * sp.heads_per;
+  t.heads = std::min(sp.heads_per, p.q_heads / p.kv_heads - t.h_off);
+  t.pos0 = batch.context_len[s] - q_len + in_seq;
+  t.table = batch.block_tables + static_cast<int64_t>(s) * batch.max_blocks_per_seq;
+  t.k_cache = src.k_cache;
+  t.v_cache = src.v_cache;
+  t.params = &p;
+  t.mode = AttendMode::kWhole;
+  return t;
+}
+
+// Runs task t (kWhole or kSegments) on this thread, with this thread's buffer for a half cache.
+void RunTask(AttendFn fn, AttendTask& t) {
+  if (t.params->kv_dtype == DType::kF16) {
+    thread_local std::vector<float> widened;
+    const size_t need = static_cast<size_t>(WidenedFloats(*t.params, t.nkv));
+    if (widened.size() < need) widened.resize(need);
+    t.widened = widened.data();
+  }
+  fn(t);
+}
+
+// When the tasks are fewer than the threads (one sequence decoding, or few kv heads: MQA), the
+// keys of each one-row task are cut into its segments, one job each, spread over the threads;
+// then each task folds its segments' states. Returns false (nothing done) when the tasks busy
+// every thread already or no task has two segments.
+bool AttendBySegments(AttendFn fn, const TaskSource& src) {
+  const AttentionBatch& batch = *src.batch;
+  const int threads = omp_get_max_threads();
+  if (threads < 2) return false;
+  int64_t active = 0;  // tasks of the plain split
+  for (int s = 0; s < batch.num_seqs && active < threads; ++s) {
+    const int q_len = batch.query_start[s + 1] - batch.query_start[s];
+    active += static_cast<int64_t>((q_len + src.sp.rows_per - 1) / src.sp.rows_per) * src.per_row;
+  }
+  if (active >= threads) return false;
+  struct Job {
+    int task, seg;  // seg < 0: the whole task
+  };
+  std::vector<AttendTask> tasks;
+  std::vector<Job> jobs;
+  std::vector<std::pair<int, int64_t>> split;  // tasks cut into segments, their states' offsets
+  int64_t partial_floats = 0;
+  const int64_t state = StateFloats(*src.p);
+  for (int s = 0; s < batch.num_seqs; ++s) {
+    for (int r = batch.query_start[s]; r < batch.query_start[s + 1]; r += src.sp.rows_per) {
+      for (int rem = 0; rem < src.per_row; ++rem) {
+        AttendTask t = MakeTask(src, r, s, rem);
+        const int segments = t.rows == 1 ? SegmentCount(t.pos0, src.p->block_size) : 1;
+        const int i = static_cast<int>(tasks.size());
+        if (segments < 2) {
+          jobs.push_back({i, -1});
+        } else {
+          split.emplace_back(i, partial_floats);
+          partial_floats += segments * static_cast<int64_t>(t.nkv) * t.heads * state;
+          for (int j = 0; j < segments; ++j) jobs.push_back({i, j});
+        }
+        tasks.push_back(t);
+      }
+    }
+  }
+  if (split.empty()) return false;
+  thread_local std::vector<float> partials;  // the calling thread's, reused across calls
+  if (partials.size() < static_cast<size_t>(partial_floats)) partials.resize(partial_floats);
+  for (const auto& [i, offset] : split) tasks[i].partial = partials.data() + offset;
+  const int64_t njobs = static_cast<int64_t>(jobs.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t j = 0; j < njobs; ++j) {
+    AttendTask t = tasks[jobs[j].task];
+    if (jobs[j].seg >= 0) {
+      t.mode = AttendMode::kSegments;
+      t.seg_lo = jobs[j].seg;
+      t.seg_hi = jobs[j].seg + 1;
+    }
+    RunTask(fn, t);
+  }
+  const int nsplit = static_cast<int>(split.size());
+#pragma omp parallel for schedule(static) if (nsplit > 1)
+  for (int i = 0; i < nsplit; ++i) {
+    AttendTask t = tasks[split[i].first];
+    t.mode = AttendMode::kFinish;
+    fn(t);
+  }
+  return true;
+}
+
+}  // namespace
+
 void PagedAttentionWith(AttendFn fn, const float* q, const void* k_cache, const void* v_cache,
                         const AttentionBatch& batch, const AttentionParams& p, float* out) {
   if (batch.num_seqs <= 0 || p.head_dim > kAttnMaxHeadDim || p.block_size > kAttnMaxBlockSize ||
@@ -95,43 +222,21 @@ void PagedAttentionWith(AttendFn fn, const float* q, const void* k_cache, const 
   }
   const int row0 = batch.query_start[0];
   const int rows = batch.query_start[batch.num_seqs] - row0;
-  const int group = p.q_heads / p.kv_heads;
-  const Split sp = ChooseSplit(batch, p, rows);
-  const int64_t row_size = static_cast<int64_t>(p.q_heads) * p.head_dim;
-  const int per_row = sp.kv_tiles * sp.head_tiles;
+  TaskSource src{q, k_cache, v_cache, &batch, &p, out, ChooseSplit(batch, p, rows), 0};
+  src.per_row = src.sp.kv_tiles * src.sp.head_tiles;
+  if (AttendBySegments(fn, src)) return;
   // One task index per (row, kv tile, head tile), kv tile varying fastest so that threads work on
   // the same sequence's cache blocks at the same time. Only the first row of each tile of
   // rows_per rows of a sequence does work (a tile never spans two sequences).
+  const int per_row = src.per_row;
   const int64_t tasks = static_cast<int64_t>(rows) * per_row;
 #pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
   for (int64_t task = 0; task < tasks; ++task) {
     const int r = row0 + static_cast<int>(task / per_row);
     const int s = SeqOfRow(batch, r);
-    const int in_seq = r - batch.query_start[s];
-    if (in_seq % sp.rows_per != 0) continue;
-    const int q_len = batch.query_start[s + 1] - batch.query_start[s];
-    const int rem = static_cast<int>(task % per_row);
-    AttendTask t{};
-    t.q = q + r * row_size;
-    t.out = out + r * row_size;
-    t.row_size = row_size;
-    t.rows = std::min(sp.rows_per, q_len - in_seq);
-    t.kv0 = (rem / sp.head_tiles) * sp.kv_per;
-    t.nkv = std::min(sp.kv_per, p.kv_heads - t.kv0);
-    t.h_off = (rem % sp.head_tiles) * sp.heads_per;
-    t.heads = std::min(sp.heads_per, group - t.h_off);
-    t.pos0 = batch.context_len[s] - q_len + in_seq;
-    t.table = batch.block_tables + static_cast<int64_t>(s) * batch.max_blocks_per_seq;
-    t.k_cache = k_cache;
-    t.v_cache = v_cache;
-    t.params = &p;
-    if (p.kv_dtype == DType::kF16) {
-      thread_local std::vector<float> widened;
-      const size_t need = static_cast<size_t>(WidenedFloats(p, t.nkv));
-      if (widened.size() < need) widened.resize(need);
-      t.widened = widened.data();
-    }
-    fn(t);
+    if ((r - batch.query_start[s]) % src.sp.rows_per != 0) continue;
+    AttendTask t = MakeTask(src, r, s, static_cast<int>(task % per_row));
+    RunTask(fn, t);
   }
 }
 

@@ -9,8 +9,10 @@
 //
 // Per (row, head) query vector, the keys it may see are visited one cache block at a time, from
 // position 0 upward: scores, block max, rescale of the running sum and accumulator, then the
-// block's weighted values, all in key order. The result depends only on the query, its position
-// and the cache, never on the other vectors of the task.
+// block's weighted values, all in key order. At each segment's end (attention_kernel.h) that
+// state is folded into the running one and starts afresh. The result depends only on the query,
+// its position and the cache, never on the other vectors of the task, nor on whether the
+// segments were computed by this task or by several (kSegments, then kFinish: the same folds).
 //
 // A half (F16) cache's rows are widened to float (exactly) into the task's buffer, block by
 // block, and then read as a float cache's would be: the same arithmetic on the same values.
@@ -220,7 +222,10 @@ struct VecState {
 
 struct TaskScratch {
   VecState v[kAttnMaxVectors];
+  float run_m[kAttnMaxVectors];  // the folded state of the segments before the current one
+  float run_l[kAttnMaxVectors];
   alignas(64) float acc[kAttnMaxVectors][kAttnMaxHeadDim];
+  alignas(64) float run[kAttnMaxVectors][kAttnMaxHeadDim];
   alignas(64) float s[kAttnMaxVectors][kAttnMaxBlockSize + kLanes];  // padded for Exp
 };
 
@@ -475,36 +480,116 @@ inline int64_t HeadOffset(const AttendTask& t, int v, int* row) {
   return *row * t.row_size + static_cast<int64_t>(h) * p.head_dim;
 }
 
+// Vector v's segment state afresh: no keys yet.
+inline void ResetVector(TaskScratch& st, int v, int hd) {
+  st.v[v].m = -std::numeric_limits<float>::infinity();
+  st.v[v].l = 0.0f;
+  for (int d = 0; d < hd; ++d) st.acc[v][d] = 0.0f;
+}
+
+// Folds a segment's state (max m, sum l, weighted values acc) into vector v's running state:
+// both rescaled to the larger max, then added. A segment without keys (m = -inf) changes nothing;
+// into a running state without keys the segment's is copied. Element-wise steps and libm exp:
+// the same bits with every ISA.
+inline void Fold(TaskScratch& st, int v, float m, float l, const float* acc, int hd) {
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  if (m == kNone) return;
+  float* run = st.run[v];
+  if (st.run_m[v] == kNone) {
+    st.run_m[v] = m;
+    st.run_l[v] = l;
+    for (int d = 0; d < hd; ++d) run[d] = acc[d];
+    return;
+  }
+  const float mx = st.run_m[v] > m ? st.run_m[v] : m;
+  const float f_run = __builtin_expf(st.run_m[v] - mx), f_seg = __builtin_expf(m - mx);
+  st.run_m[v] = mx;
+  st.run_l[v] = st.run_l[v] * f_run + l * f_seg;
+  int d = 0;
+  for (; d + kVN <= hd; d += kVN) Store(run + d, Load(run + d) * f_run + Load(acc + d) * f_seg);
+  for (; d < hd; ++d) run[d] = run[d] * f_run + acc[d] * f_seg;
+}
+
+// Keys of logical blocks [b_lo, b_hi], asking for each next block up to b_stop (the caller asked
+// for b_lo).
+inline void AttendBlocks(const AttendTask& t, TaskScratch& st, int nv, int b_lo, int b_hi,
+                         int b_stop) {
+  for (int b = b_lo; b <= b_hi; ++b) {
+    if (b < b_stop) PrefetchBlock(t, b + 1);
+    AttendBlock(t, st, nv, b);
+  }
+}
+
 void AttendImpl(const AttendTask& t) {
   const AttentionParams& p = *t.params;
   const int hd = p.head_dim;
   const int nv = t.rows * t.nkv * t.heads;
+  const int64_t state = StateFloats(p);
   TaskScratch st;
+  int seg_blocks[kAttnMaxVectors];
   for (int v = 0; v < nv; ++v) {
     int r = 0;
     VecState& vs = st.v[v];
     vs.q = t.q + HeadOffset(t, v, &r);
-    vs.m = -std::numeric_limits<float>::infinity();
-    vs.l = 0.0f;
     vs.pos = t.pos0 + r;
     vs.first = p.sliding_window > 0 ? MaxI(0, vs.pos - p.sliding_window + 1) : 0;
     vs.kv_off = static_cast<int64_t>(t.kv0 + (v % (t.nkv * t.heads)) / t.heads) * hd;
-    for (int d = 0; d < hd; ++d) st.acc[v][d] = 0.0f;
+    ResetVector(st, v, hd);
+    st.run_m[v] = -std::numeric_limits<float>::infinity();
+    st.run_l[v] = 0.0f;
+    for (int d = 0; d < hd; ++d) st.run[v][d] = 0.0f;
+    seg_blocks[v] = SegmentBlocks(vs.pos, p.block_size);
   }
   // Vector 0 is row 0's (position pos0): the first key any vector sees.
   const int b_first =
       (p.sliding_window > 0 ? MaxI(0, t.pos0 - p.sliding_window + 1) : 0) / p.block_size;
   const int b_last = (t.pos0 + t.rows - 1) / p.block_size;
-  PrefetchBlock(t, b_first);
-  for (int b = b_first; b <= b_last; ++b) {
-    if (b < b_last) PrefetchBlock(t, b + 1);
-    AttendBlock(t, st, nv, b);
+  if (t.mode == AttendMode::kSegments) {  // one row: every vector has the same segments
+    const int sb = seg_blocks[0];
+    for (int j = t.seg_lo; j < t.seg_hi; ++j) {
+      for (int v = 0; v < nv; ++v) ResetVector(st, v, hd);
+      const int b_lo = MaxI(b_first, j * sb), b_hi = MinI(b_last, (j + 1) * sb - 1);
+      if (b_lo <= b_hi) PrefetchBlock(t, b_lo);
+      AttendBlocks(t, st, nv, b_lo, b_hi, b_hi);
+      for (int v = 0; v < nv; ++v) {
+        float* out = t.partial + (static_cast<int64_t>(j) * nv + v) * state;
+        out[0] = st.v[v].m;
+        out[1] = st.v[v].l;
+        for (int d = 0; d < hd; ++d) out[2 + d] = st.acc[v][d];
+      }
+    }
+    return;
+  }
+  if (t.mode == AttendMode::kFinish) {  // one row: the states of segments 0 .. last, in order
+    const int segments = SegmentCount(t.pos0, p.block_size);
+    for (int j = 0; j < segments; ++j) {
+      for (int v = 0; v < nv; ++v) {
+        const float* in = t.partial + (static_cast<int64_t>(j) * nv + v) * state;
+        Fold(st, v, in[0], in[1], in + 2, hd);
+      }
+    }
+  } else {
+    PrefetchBlock(t, b_first);
+    int b_lo = b_first;  // blocks [b_lo, b) are attended, not yet folded
+    for (int b = b_first + 1; b <= b_last + 1; ++b) {
+      bool ends = b > b_last;
+      for (int v = 0; v < nv && !ends; ++v) ends = b % seg_blocks[v] == 0;
+      if (!ends) continue;
+      AttendBlocks(t, st, nv, b_lo, b - 1, b_last);
+      b_lo = b;
+      for (int v = 0; v < nv; ++v) {
+        if (b > b_last || b % seg_blocks[v] == 0) {
+          Fold(st, v, st.v[v].m, st.v[v].l, st.acc[v], hd);
+          ResetVector(st, v, hd);
+        }
+      }
+    }
   }
   for (int v = 0; v < nv; ++v) {
     int r = 0;
     float* o = t.out + HeadOffset(t, v, &r);
-    const float inv = st.v[v].l > 0 ? 1.0f / st.v[v].l : 0.0f;
-    for (int d = 0; d < hd; ++d) o[d] = st.acc[v][d] * inv;
+    const float inv = st.run_l[v] > 0 ? 1.0f / st.run_l[v] : 0.0f;
+    for (int d = 0; d < hd; ++d) o[d] = st.run[v][d] * inv;
   }
 }
 

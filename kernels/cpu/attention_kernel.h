@@ -14,6 +14,33 @@ constexpr int kAttnMaxHeadDim = kMaxHeadDim;
 constexpr int kAttnMaxBlockSize = kMaxBlockSize;
 constexpr int kAttnMaxVectors = 32;  // (query row, q head) pairs per task; they share K/V loads
 
+// A query's keys are taken in segments of whole cache blocks at fixed positions: each segment's
+// softmax state (max, sum, weighted values) starts afresh, and the states are folded from the
+// first segment to the last. The segments depend only on the query's position and the block
+// size, so a decode row whose kv heads are too few to busy every thread can have its segments
+// computed by different threads and folded after, with the bits of a row computed whole.
+// Segments have at least kAttnSegmentKeys keys, and a query at most kAttnMaxSegments of them.
+constexpr int kAttnSegmentKeys = 256;
+constexpr int kAttnMaxSegments = 64;
+
+// Cache blocks per segment for a query at position `pos`. (static: the ISA-flagged units compile
+// it too, and the linker must not pick their copy for this one.)
+static inline int SegmentBlocks(int pos, int block_size) {
+  const int min_blocks = kAttnSegmentKeys > block_size ? kAttnSegmentKeys / block_size : 1;
+  const int need = (pos / block_size + kAttnMaxSegments) / kAttnMaxSegments;  // ceil(blocks / max)
+  return need > min_blocks ? need : min_blocks;
+}
+
+// Segments of a query at position `pos`: those of blocks 0 .. its own.
+static inline int SegmentCount(int pos, int block_size) {
+  return (pos / block_size) / SegmentBlocks(pos, block_size) + 1;
+}
+
+// What a task computes: its vectors' outputs (kWhole); or, for a task of one row, the states of
+// segments [seg_lo, seg_hi) only, stored to `partial` (kSegments); or the outputs from the states
+// of every segment in `partial` (kFinish).
+enum class AttendMode { kWhole, kSegments, kFinish };
+
 // Query rows [0, rows) of one sequence (consecutive positions), kv heads [kv0, kv0 + nkv), and of
 // each kv head's group of q heads the `heads` heads from h_off on:
 // rows * nkv * heads <= kAttnMaxVectors.
@@ -34,7 +61,16 @@ struct AttendTask {
   // Half caches: room for one block's K rows, then its V rows, of the task's kv heads
   // (2 * block_size * nkv * head_dim floats), widened there before use.
   float* widened;
+  AttendMode mode;
+  int seg_lo, seg_hi;  // kSegments
+  // kSegments / kFinish: segment j's state of vector v at (j * vectors + v) * StateFloats(p).
+  float* partial;
 };
+
+// Floats of one vector's segment state: max, sum, then head_dim weighted-value sums.
+static inline int64_t StateFloats(const AttentionParams& p) {
+  return 2 + static_cast<int64_t>(p.head_dim);
+}
 
 // Floats of AttendTask::widened a task of `nkv` kv heads needs.
 inline int64_t WidenedFloats(const AttentionParams& p, int nkv) {

@@ -233,6 +233,70 @@ TEST(PagedAttentionTest, DecodeBatchInvariantBitwise) {
   }
 }
 
+// Keys beyond kAttnSegmentKeys are taken in segments whose states are folded; a decode row with
+// fewer tasks than threads has its segments computed by several threads. Its output must be
+// bitwise that of the row computed whole (1 thread), of the same row at the end of a prefill
+// chunk, and of every ISA's kernel; and match the float64 reference. Cases: MQA and GQA, a chunk
+// whose rows straddle a segment boundary, a window that skips whole segments, and a context past
+// kAttnMaxSegments * kAttnSegmentKeys, where segments grow with the position.
+TEST(PagedAttentionTest, SegmentsSplitAcrossThreadsBitwise) {
+  struct Case {
+    AttentionParams p;
+    int ctx;
+  };
+  const std::vector<Case> cases = {
+      {{.q_heads = 8, .kv_heads = 1, .head_dim = 64, .block_size = 16, .scale = 0.125f}, 700},
+      {{.q_heads = 8, .kv_heads = 2, .head_dim = 48, .block_size = 4, .scale = 0.15f}, 1030},
+      {{.q_heads = 4,
+        .kv_heads = 1,
+        .head_dim = 40,
+        .block_size = 8,
+        .scale = 0.2f,
+        .sliding_window = 300},
+       1500},
+      {{.q_heads = 2, .kv_heads = 1, .head_dim = 16, .block_size = 16, .scale = 0.3f}, 17000},
+  };
+  static_assert(internal::kAttnSegmentKeys == 256 &&
+                internal::kAttnMaxSegments * internal::kAttnSegmentKeys < 17000);
+  internal::AttendKernel ks[3];
+  const int n = internal::AvailableAttendKernels(ks);
+  const int saved = omp_get_max_threads();
+  for (const Case& c : cases) {
+    const AttentionParams& p = c.p;
+    SCOPED_TRACE("kv=" + std::to_string(p.kv_heads) + " ctx=" + std::to_string(c.ctx));
+    Fixture f(p, 1, c.ctx, 51);
+    const size_t row = static_cast<size_t>(p.q_heads) * p.head_dim;
+    const int chunk = 12;  // a prefill chunk ending with the decode row's position
+    auto q_chunk = RandomVec(chunk * row, 52, -2.0f, 2.0f);
+    const std::vector<float> q_last(q_chunk.end() - row, q_chunk.end());
+    omp_set_num_threads(1);
+    const auto whole = f.Run({{c.ctx, 1}}, {0}, q_last, false);
+    const auto want = f.Run({{c.ctx, 1}}, {0}, q_last, true);
+    for (size_t i = 0; i < row; ++i) ASSERT_NEAR(whole[i], want[i], 2e-5) << i;
+    for (int threads : {1, 2, 4}) {
+      omp_set_num_threads(threads);
+      const auto in_chunk = f.Run({{c.ctx, chunk}}, {0}, q_chunk, false);
+      ASSERT_EQ(0,
+                std::memcmp(whole.data(), in_chunk.data() + (chunk - 1) * row, sizeof(float) * row))
+          << threads;
+      for (int i = 0; i < n; ++i) {
+        const auto split = f.Run({{c.ctx, 1}}, {0}, q_last, false, ks[i].fn);
+        ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), sizeof(float) * row))
+            << ks[i].isa << " threads " << threads;
+      }
+    }
+    // Rows 248..259 of a chunk straddle the boundary at 256 (rows of one task with different
+    // segments so far); row 9 (position 257) against the same row decoded with 4 threads.
+    omp_set_num_threads(1);
+    const auto straddle = f.Run({{260, chunk}}, {0}, q_chunk, false);
+    omp_set_num_threads(4);
+    const std::vector<float> q9(q_chunk.begin() + 9 * row, q_chunk.begin() + 10 * row);
+    const auto decode9 = f.Run({{258, 1}}, {0}, q9, false);
+    ASSERT_EQ(0, std::memcmp(straddle.data() + 9 * row, decode9.data(), sizeof(float) * row));
+  }
+  omp_set_num_threads(saved);
+}
+
 // A half cache (engine.kv_cache_dtype float16) gives bitwise the output of a float cache holding
 // its values (each K and V rounded to half), with every ISA's kernel and any thread count: the
 // halves are widened exactly, then read as floats. Shapes cover the widening's vector tails
@@ -262,6 +326,8 @@ TEST(PagedAttentionTest, HalfCacheIsTheFloatCacheOfItsRoundedValues) {
         .softcap = 2.0f},
        {{40, 1}, {9, 1}, {33, 1}}},
       {{.q_heads = 3, .kv_heads = 3, .head_dim = 2, .block_size = 1, .scale = 1}, {{6, 2}, {3, 3}}},
+      // One decode row of three segments: with more threads than tasks, they are split.
+      {{.q_heads = 4, .kv_heads = 1, .head_dim = 36, .block_size = 16, .scale = 0.2f}, {{700, 1}}},
   };
   internal::AttendKernel ks[3];
   const int n = internal::AvailableAttendKernels(ks);
@@ -303,7 +369,7 @@ TEST(PagedAttentionTest, HalfCacheIsTheFloatCacheOfItsRoundedValues) {
                      f.max_blocks};
     AttentionParams ph = p;
     ph.kv_dtype = DType::kF16;
-    for (int threads : {1, 2}) {
+    for (int threads : {1, 2, 4}) {
       omp_set_num_threads(threads);
       std::vector<float> got(q.size(), -7.0f);
       PagedAttention(q.data(), kh.data(), vh.data(), b, ph, got.data());
