@@ -20,11 +20,7 @@ std::vector<std::pair<std::string, std::string>> Completions(int port) {
   std::ifstream golden(SharedPath(kGolden));
   for (std::string line; std::getline(golden, line);) {
     const json g = json::parse(line);
-    const json body = {{"model", "stories260K"},
-                       {"prompt", g["prompt_token_ids"]},
-                       {"max_tokens", g["greedy_token_ids"].size()},
-                       {"temperature", 0},
-                       {"ignore_eos", true}};
+    const json body = GoldenRequest(g);
     const HttpResult r = Post(port, "/v1/completions", body);
     EXPECT_EQ(r.status, 200) << r.body;
     if (r.status != 200) break;

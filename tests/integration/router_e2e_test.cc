@@ -338,11 +338,7 @@ TEST(RouterE2EHalfKvCache, GoldenTextAndTheCacheTypeInTheLog) {
   int cases = 0;
   for (std::string line; std::getline(golden, line);) {
     const json g = json::parse(line);
-    const json body = {{"model", "stories260K"},
-                       {"prompt", g["prompt_token_ids"]},
-                       {"max_tokens", g["greedy_token_ids"].size()},
-                       {"temperature", 0},
-                       {"ignore_eos", true}};
+    const json body = GoldenRequest(g);
     const HttpResult r = Post(cluster.port(), "/v1/completions", body);
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.Json()["choices"][0]["text"], g["greedy_text"]) << g["prompt"];

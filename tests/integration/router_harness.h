@@ -195,6 +195,17 @@ inline HttpResult Post(int port, const std::string& target, const json& body) {
 }
 
 // A streamed request: every data payload (without the trailing [DONE]) parsed as JSON.
+// The body of a greedy /v1/completions request for golden stories260K case g (a line of
+// ../shared/golden/stories260K_greedy.jsonl): its prompt ids and as many tokens as the
+// reference generated, EOS ignored.
+inline json GoldenRequest(const json& g) {
+  return {{"model", "stories260K"},
+          {"prompt", g["prompt_token_ids"]},
+          {"max_tokens", g["greedy_token_ids"].size()},
+          {"temperature", 0},
+          {"ignore_eos", true}};
+}
+
 struct StreamResult {
   HttpResult http;
   std::vector<json> events;

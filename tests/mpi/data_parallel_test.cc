@@ -485,12 +485,8 @@ TEST(SixteenRanks, Dp2Pp2Tp4ServesTheGoldenTextThroughTheRouter) {
     if (line.empty()) continue;
     const json g = json::parse(line);
     for (bool stream : {false, true}) {
-      const json body = {{"model", "stories260K"},
-                         {"prompt", g["prompt_token_ids"]},
-                         {"max_tokens", g["greedy_token_ids"].size()},
-                         {"temperature", 0},
-                         {"ignore_eos", true},
-                         {"stream", stream}};
+      json body = GoldenRequest(g);
+      body["stream"] = stream;
       std::string text;
       if (stream) {
         const StreamResult s = PostStream(port, "/v1/completions", body);
