@@ -156,9 +156,10 @@ struct AttnShape {
 };
 constexpr AttnShape kLlama8B{32, 8, 128}, kTinyLlama{32, 4, 64}, kGemma2B{8, 1, 256};
 
-// `seqs` sequences of context `ctx`, each with `q_len` new query rows; K/V in `kv` (F32 or F16).
+// `seqs` sequences of context `ctx` (the first of `first_ctx` when > 0), each with `q_len` new
+// query rows; K/V in `kv` (F32 or F16).
 void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape shape = kLlama8B,
-                    llm::DType kv = llm::DType::kF32) {
+                    llm::DType kv = llm::DType::kF32, int first_ctx = 0) {
   kn::AttentionParams p{.q_heads = shape.q_heads,
                         .kv_heads = shape.kv_heads,
                         .head_dim = shape.head_dim,
@@ -166,7 +167,8 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape s
                         .scale = 0.0884f,
                         .sliding_window = 0,
                         .kv_dtype = kv};
-  const int blocks_per_seq = (ctx + p.block_size - 1) / p.block_size;
+  const int max_ctx = first_ctx > ctx ? first_ctx : ctx;
+  const int blocks_per_seq = (max_ctx + p.block_size - 1) / p.block_size;
   const int num_blocks = seqs * blocks_per_seq;
   const size_t cache = static_cast<size_t>(num_blocks) * p.block_size * p.kv_heads * p.head_dim;
   const bool half = kv == llm::DType::kF16;
@@ -176,6 +178,7 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape s
   const void* k_cache = half ? static_cast<const void*>(kh.data()) : kc.data();
   const void* v_cache = half ? static_cast<const void*>(vh.data()) : vc.data();
   std::vector<int32_t> tables(num_blocks), qs(seqs + 1), ctx_len(seqs, ctx);
+  if (first_ctx > 0) ctx_len[0] = first_ctx;
   std::iota(tables.begin(), tables.end(), 0);
   std::shuffle(tables.begin(), tables.end(), std::mt19937(2));
   for (int s = 0; s <= seqs; ++s) qs[s] = s * q_len;
@@ -185,14 +188,16 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape s
   const double s =
       TimeIt([&] { kn::PagedAttention(q.data(), k_cache, v_cache, b, p, out.data()); });
   // Keys each query row sees (causal), times 2 (K and V) * kv_heads * head_dim * element bytes.
-  double keys = 0;
-  for (int j = 0; j < q_len; ++j) keys += ctx - q_len + j + 1;
-  keys *= seqs;
+  double keys = 0, cached = 0;
+  for (int c : ctx_len) {
+    for (int j = 0; j < q_len; ++j) keys += c - q_len + j + 1;
+    cached += c;
+  }
   const double flops = 4.0 * keys * p.q_heads * p.head_dim;
-  const double kv_bytes = 2.0 * seqs * ctx * p.kv_heads * p.head_dim * (half ? 2 : 4);
+  const double kv_bytes = 2.0 * cached * p.kv_heads * p.head_dim * (half ? 2 : 4);
   std::printf("  %-8s %-3s %2d/%d x %3d seqs=%3d ctx=%5d q_len=%4d %9.3f ms %8.1f GFLOP/s", label,
-              half ? "F16" : "F32", p.q_heads, p.kv_heads, p.head_dim, seqs, ctx, q_len, s * 1e3,
-              flops / s * 1e-9);
+              half ? "F16" : "F32", p.q_heads, p.kv_heads, p.head_dim, seqs, max_ctx, q_len,
+              s * 1e3, flops / s * 1e-9);
   if (q_len == 1) std::printf(" %8.1f GB/s of K/V", kv_bytes / s * 1e-9);
   std::printf("\n");
 }
@@ -222,6 +227,7 @@ int main(int argc, char** argv) {
     BenchAttention("decode", 16, 1024, 1, kLlama8B, kv);
     BenchAttention("decode", 4, 4096, 1, kLlama8B, kv);
     BenchAttention("decode", 1, 4096, 1, kGemma2B, kv);
+    BenchAttention("mixed", 4, 128, 1, kLlama8B, kv, 4096);  // one at 4096, three at 128
     BenchAttention("prefill", 1, 512, 512, kLlama8B, kv);
     BenchAttention("chunk", 2, 2048, 256, kLlama8B, kv);
   }

@@ -148,47 +148,74 @@ void RunTask(AttendFn fn, AttendTask& t) {
   fn(t);
 }
 
-// When the tasks are fewer than the threads (one sequence decoding, or few kv heads: MQA), the
-// keys of each one-row task are cut into its segments, one job each, spread over the threads;
-// then each task folds its segments' states. Returns false (nothing done) when the tasks busy
-// every thread already or no task has two segments.
+// Keys each of a task's vectors sees, summed: its share of the work.
+int64_t TaskWork(const AttendTask& t) {
+  const int window = t.params->sliding_window;
+  int64_t keys = 0;
+  for (int r = 0; r < t.rows; ++r) {
+    const int seen = t.pos0 + r + 1;
+    keys += window > 0 && window < seen ? window : seen;
+  }
+  return keys * t.nkv * t.heads;
+}
+
+// A one-row task with more than its fair share of the step's work (one sequence decoding, few kv
+// heads as in MQA, or one long context among short ones) would keep one thread busy while the
+// others wait: its keys are cut into its segments, one job each, spread over the threads with the
+// other tasks; then each such task folds its segments' states. Returns false (nothing done) when
+// no task is cut.
 bool AttendBySegments(AttendFn fn, const TaskSource& src) {
   const AttentionBatch& batch = *src.batch;
   const int threads = omp_get_max_threads();
   if (threads < 2) return false;
-  int64_t active = 0;  // tasks of the plain split
-  for (int s = 0; s < batch.num_seqs && active < threads; ++s) {
-    const int q_len = batch.query_start[s + 1] - batch.query_start[s];
-    active += static_cast<int64_t>((q_len + src.sp.rows_per - 1) / src.sp.rows_per) * src.per_row;
+  bool long_row = false;  // only a context past one segment can be cut
+  for (int s = 0; s < batch.num_seqs && !long_row; ++s) {
+    long_row = batch.context_len[s] > kAttnSegmentKeys;
   }
-  if (active >= threads) return false;
+  if (!long_row) return false;
   struct Job {
     int task, seg;  // seg < 0: the whole task
   };
-  std::vector<AttendTask> tasks;
-  std::vector<Job> jobs;
-  std::vector<std::pair<int, int64_t>> split;  // tasks cut into segments, their states' offsets
-  int64_t partial_floats = 0;
-  const int64_t state = StateFloats(*src.p);
+  // The calling thread's, reused across calls; the team reads them through these references (a
+  // thread_local named inside the parallel region would be each thread's own).
+  thread_local std::vector<AttendTask> tasks_of_caller;
+  thread_local std::vector<int64_t> work_of_caller;
+  thread_local std::vector<Job> jobs_of_caller;
+  thread_local std::vector<std::pair<int, int64_t>> split_of_caller;
+  std::vector<AttendTask>& tasks = tasks_of_caller;
+  std::vector<int64_t>& work = work_of_caller;
+  std::vector<Job>& jobs = jobs_of_caller;
+  std::vector<std::pair<int, int64_t>>& split = split_of_caller;  // cut tasks, states' offsets
+  tasks.clear();
+  work.clear();
+  jobs.clear();
+  split.clear();
+  int64_t total = 0;
   for (int s = 0; s < batch.num_seqs; ++s) {
     for (int r = batch.query_start[s]; r < batch.query_start[s + 1]; r += src.sp.rows_per) {
       for (int rem = 0; rem < src.per_row; ++rem) {
-        AttendTask t = MakeTask(src, r, s, rem);
-        const int segments = t.rows == 1 ? SegmentCount(t.pos0, src.p->block_size) : 1;
-        const int i = static_cast<int>(tasks.size());
-        if (segments < 2) {
-          jobs.push_back({i, -1});
-        } else {
-          split.emplace_back(i, partial_floats);
-          partial_floats += segments * static_cast<int64_t>(t.nkv) * t.heads * state;
-          for (int j = 0; j < segments; ++j) jobs.push_back({i, j});
-        }
-        tasks.push_back(t);
+        tasks.push_back(MakeTask(src, r, s, rem));
+        work.push_back(TaskWork(tasks.back()));
+        total += work.back();
       }
     }
   }
+  int64_t partial_floats = 0;
+  const int64_t state = StateFloats(*src.p);
+  for (int i = 0; i < static_cast<int>(tasks.size()); ++i) {
+    const AttendTask& t = tasks[i];
+    const int segments = t.rows == 1 ? SegmentCount(t.pos0, src.p->block_size) : 1;
+    if (segments < 2 || work[i] * threads <= total) {
+      jobs.push_back({i, -1});
+      continue;
+    }
+    split.emplace_back(i, partial_floats);
+    partial_floats += segments * static_cast<int64_t>(t.nkv) * t.heads * state;
+    for (int j = 0; j < segments; ++j) jobs.push_back({i, j});
+  }
   if (split.empty()) return false;
-  thread_local std::vector<float> partials;  // the calling thread's, reused across calls
+  thread_local std::vector<float> partials_of_caller;
+  std::vector<float>& partials = partials_of_caller;
   if (partials.size() < static_cast<size_t>(partial_floats)) partials.resize(partial_floats);
   for (const auto& [i, offset] : split) tasks[i].partial = partials.data() + offset;
   const int64_t njobs = static_cast<int64_t>(jobs.size());

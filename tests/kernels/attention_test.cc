@@ -238,7 +238,8 @@ TEST(PagedAttentionTest, DecodeBatchInvariantBitwise) {
 // bitwise that of the row computed whole (1 thread), of the same row at the end of a prefill
 // chunk, and of every ISA's kernel; and match the float64 reference. Cases: MQA and GQA, a chunk
 // whose rows straddle a segment boundary, a window that skips whole segments, and a context past
-// kAttnMaxSegments * kAttnSegmentKeys, where segments grow with the position.
+// kAttnMaxSegments * kAttnSegmentKeys, where segments grow with the position; and the long row
+// in a batch of short ones, where only it is cut.
 TEST(PagedAttentionTest, SegmentsSplitAcrossThreadsBitwise) {
   struct Case {
     AttentionParams p;
@@ -264,7 +265,7 @@ TEST(PagedAttentionTest, SegmentsSplitAcrossThreadsBitwise) {
   for (const Case& c : cases) {
     const AttentionParams& p = c.p;
     SCOPED_TRACE("kv=" + std::to_string(p.kv_heads) + " ctx=" + std::to_string(c.ctx));
-    Fixture f(p, 1, c.ctx, 51);
+    Fixture f(p, 3, c.ctx, 51);
     const size_t row = static_cast<size_t>(p.q_heads) * p.head_dim;
     const int chunk = 12;  // a prefill chunk ending with the decode row's position
     auto q_chunk = RandomVec(chunk * row, 52, -2.0f, 2.0f);
@@ -284,6 +285,22 @@ TEST(PagedAttentionTest, SegmentsSplitAcrossThreadsBitwise) {
         ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), sizeof(float) * row))
             << ks[i].isa << " threads " << threads;
       }
+    }
+    // In a batch beside short sequences (a decode row, a chunk of 5), the long row has more
+    // than its share of the work and is cut; every row keeps its bits from alone.
+    const std::vector<Seq> mixed = {{40, 1}, {c.ctx, 1}, {30, 5}};
+    auto q_short = RandomVec(6 * row, 53, -2.0f, 2.0f);
+    std::vector<float> q_mixed(q_short.begin(), q_short.begin() + row);
+    q_mixed.insert(q_mixed.end(), q_last.begin(), q_last.end());
+    q_mixed.insert(q_mixed.end(), q_short.begin() + row, q_short.end());
+    omp_set_num_threads(1);
+    const auto mixed_alone = f.Run(mixed, {1, 0, 2}, q_mixed, false);
+    ASSERT_EQ(0, std::memcmp(whole.data(), mixed_alone.data() + row, sizeof(float) * row));
+    for (int threads : {2, 4}) {
+      omp_set_num_threads(threads);
+      const auto got = f.Run(mixed, {1, 0, 2}, q_mixed, false);
+      ASSERT_EQ(0, std::memcmp(mixed_alone.data(), got.data(), sizeof(float) * got.size()))
+          << threads;
     }
     // Rows 248..259 of a chunk straddle the boundary at 256 (rows of one task with different
     // segments so far); row 9 (position 257) against the same row decoded with 4 threads.
