@@ -1,7 +1,8 @@
 // PagedAttention: splits the batch into tasks of (query rows of one sequence) x (q heads of one
 // kv head), runs them on OpenMP threads with the best task kernel for this CPU. A query's result
 // never depends on the other rows of a task or of the batch (see attention_impl.h), so the split
-// and the thread count do not change any output bit.
+// and the thread count do not change any output bit; nor does cutting a long decode row's keys
+// into segments computed by several threads (AttendBySegments).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>

@@ -17,8 +17,9 @@ constexpr int kAttnMaxVectors = 32;  // (query row, q head) pairs per task; they
 // A query's keys are taken in segments of whole cache blocks at fixed positions: each segment's
 // softmax state (max, sum, weighted values) starts afresh, and the states are folded from the
 // first segment to the last. The segments depend only on the query's position and the block
-// size, so a decode row whose kv heads are too few to busy every thread can have its segments
-// computed by different threads and folded after, with the bits of a row computed whole.
+// size, so a decode row with more than its thread's share of a step's attention (one sequence,
+// few kv heads, or a long context among short ones) can have its segments computed by different
+// threads and folded after, with the bits of a row computed whole.
 // Segments have at least kAttnSegmentKeys keys, and a query at most kAttnMaxSegments of them.
 constexpr int kAttnSegmentKeys = 256;
 constexpr int kAttnMaxSegments = 64;
