@@ -2,7 +2,7 @@
 // kv head), runs them on OpenMP threads with the best task kernel for this CPU. A query's result
 // never depends on the other rows of a task or of the batch (see attention_impl.h), so the split
 // and the thread count do not change any output bit; nor does cutting a long decode row's keys
-// into segments computed by several threads (AttendBySegments).
+// into segments computed by several threads (RunTasks).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -31,16 +31,6 @@ int AvailableAttendKernels(AttendKernel out[3]) {
   return n;
 }
 
-namespace {
-
-// Sequence that owns flat query row `row` (query_start is nondecreasing).
-int SeqOfRow(const AttentionBatch& b, int row) {
-  const int32_t* end = b.query_start + b.num_seqs + 1;
-  return static_cast<int>(std::upper_bound(b.query_start, end, row) - b.query_start) - 1;
-}
-
-}  // namespace
-
 AttendFn PickAttendKernel(const AttendKernel* ks, int n, const char* want) {
   if (want == nullptr) return ks[0].fn;
   std::string names;
@@ -62,7 +52,7 @@ struct Split {
 
 // Decode rows share nothing with each other, so a task takes several kv heads (a cache row's heads
 // are contiguous: whole blocks stream from memory) as long as every thread gets a task, a decode
-// row counting one task per segment of its keys (AttendBySegments). (Four tasks a thread, the
+// row counting one task per segment of its keys (RunTasks). (Four tasks a thread, the
 // rule before, cut one sequence's task to one kv head: its rows are kv_heads * head_dim floats
 // apart, 4 KiB for Llama-3-8B, and a stride of a page defeats the hardware prefetcher: one
 // sequence at 4096 keys took 3.0-5.5 ms a layer against 2.2-2.7 with two tasks of four kv heads,
@@ -160,20 +150,21 @@ int64_t TaskWork(const AttendTask& t) {
   return keys * t.nkv * t.heads;
 }
 
-// A one-row task with more than its fair share of the step's work (one sequence decoding, few kv
-// heads as in MQA, or one long context among short ones) would keep one thread busy while the
-// others wait: its keys are cut into its segments, one job each, spread over the threads with the
-// other tasks; then each such task folds its segments' states. Returns false (nothing done) when
-// no task is cut.
-bool AttendBySegments(AttendFn fn, const TaskSource& src) {
+// Runs every task of the batch: (row tile, kv tile, head tile) in order, kv tile varying fastest
+// so that threads work on the same sequence's cache blocks at the same time. A one-row task with
+// more than its fair share of the step's work (one sequence decoding, few kv heads as in MQA, or
+// one long context among short ones) would keep one thread busy while the others wait: its keys
+// are cut into its segments, one job each, spread over the threads with the other tasks; then
+// each such task folds its segments' states.
+void RunTasks(AttendFn fn, const TaskSource& src) {
   const AttentionBatch& batch = *src.batch;
   const int threads = omp_get_max_threads();
-  if (threads < 2) return false;
-  bool long_row = false;  // only a context past one segment can be cut
-  for (int s = 0; s < batch.num_seqs && !long_row; ++s) {
+  bool may_cut = threads > 1;  // only a context past one segment can be cut
+  bool long_row = false;
+  for (int s = 0; s < batch.num_seqs && may_cut && !long_row; ++s) {
     long_row = batch.context_len[s] > kAttnSegmentKeys;
   }
-  if (!long_row) return false;
+  may_cut = may_cut && long_row;
   struct Job {
     int task, seg;  // seg < 0: the whole task
   };
@@ -196,8 +187,10 @@ bool AttendBySegments(AttendFn fn, const TaskSource& src) {
     for (int r = batch.query_start[s]; r < batch.query_start[s + 1]; r += src.sp.rows_per) {
       for (int rem = 0; rem < src.per_row; ++rem) {
         tasks.push_back(MakeTask(src, r, s, rem));
-        work.push_back(TaskWork(tasks.back()));
-        total += work.back();
+        if (may_cut) {
+          work.push_back(TaskWork(tasks.back()));
+          total += work.back();
+        }
       }
     }
   }
@@ -205,7 +198,7 @@ bool AttendBySegments(AttendFn fn, const TaskSource& src) {
   const int64_t state = StateFloats(*src.p);
   for (int i = 0; i < static_cast<int>(tasks.size()); ++i) {
     const AttendTask& t = tasks[i];
-    const int segments = t.rows == 1 ? SegmentCount(t.pos0, src.p->block_size) : 1;
+    const int segments = may_cut && t.rows == 1 ? SegmentCount(t.pos0, src.p->block_size) : 1;
     if (segments < 2 || work[i] * threads <= total) {
       jobs.push_back({i, -1});
       continue;
@@ -214,13 +207,12 @@ bool AttendBySegments(AttendFn fn, const TaskSource& src) {
     partial_floats += segments * static_cast<int64_t>(t.nkv) * t.heads * state;
     for (int j = 0; j < segments; ++j) jobs.push_back({i, j});
   }
-  if (split.empty()) return false;
   thread_local std::vector<float> partials_of_caller;
   std::vector<float>& partials = partials_of_caller;
   if (partials.size() < static_cast<size_t>(partial_floats)) partials.resize(partial_floats);
   for (const auto& [i, offset] : split) tasks[i].partial = partials.data() + offset;
   const int64_t njobs = static_cast<int64_t>(jobs.size());
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (njobs > 1)
   for (int64_t j = 0; j < njobs; ++j) {
     AttendTask t = tasks[jobs[j].task];
     if (jobs[j].seg >= 0) {
@@ -237,7 +229,6 @@ bool AttendBySegments(AttendFn fn, const TaskSource& src) {
     t.mode = AttendMode::kFinish;
     fn(t);
   }
-  return true;
 }
 
 }  // namespace
@@ -252,20 +243,7 @@ void PagedAttentionWith(AttendFn fn, const float* q, const void* k_cache, const 
   const int rows = batch.query_start[batch.num_seqs] - row0;
   TaskSource src{q, k_cache, v_cache, &batch, &p, out, ChooseSplit(batch, p, rows), 0};
   src.per_row = src.sp.kv_tiles * src.sp.head_tiles;
-  if (AttendBySegments(fn, src)) return;
-  // One task index per (row, kv tile, head tile), kv tile varying fastest so that threads work on
-  // the same sequence's cache blocks at the same time. Only the first row of each tile of
-  // rows_per rows of a sequence does work (a tile never spans two sequences).
-  const int per_row = src.per_row;
-  const int64_t tasks = static_cast<int64_t>(rows) * per_row;
-#pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int r = row0 + static_cast<int>(task / per_row);
-    const int s = SeqOfRow(batch, r);
-    if ((r - batch.query_start[s]) % src.sp.rows_per != 0) continue;
-    AttendTask t = MakeTask(src, r, s, static_cast<int>(task % per_row));
-    RunTask(fn, t);
-  }
+  RunTasks(fn, src);
 }
 
 }  // namespace internal
