@@ -42,6 +42,8 @@ const char* DTypeName(DType t) {
       return "Q5_1 (packed)";
     case DType::kQ8_0Packed:
       return "Q8_0 (packed)";
+    case DType::kF16Packed:
+      return "F16 (packed)";
   }
   return "?";
 }

@@ -35,9 +35,12 @@ enum class DType : uint8_t {
   kQ5_0Packed,
   kQ5_1Packed,
   kQ8_0Packed,
+  // Not a file format either: F16 rows interleaved in groups of 4 by the CPU backend for its
+  // AVX2 kernel (kernels/cpu/f16_packed.h), 2 bytes per weight as F16.
+  kF16Packed,
 };
 constexpr int kNumDTypes = 13;         // the formats a file or config can name (kF32 .. kQ6_K)
-constexpr int kNumMatmulFormats = 18;  // and the backend layouts (kQ4_0Packed .. kQ8_0Packed)
+constexpr int kNumMatmulFormats = 19;  // and the backend layouts (kQ4_0Packed .. kF16Packed)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -49,7 +52,7 @@ inline size_t DTypeSize(DType t) {
   return t == DType::kF32 ? 4 : 2;
 }
 constexpr bool IsBlockFormat(DType t) {
-  return t >= DType::kQ8_0;
+  return t >= DType::kQ8_0 && t <= DType::kQ8_0Packed;
 }
 // The K-quants: super-blocks of 256 whose matmul runs on Q8_K activations.
 constexpr bool IsKQuant(DType t) {
@@ -61,8 +64,8 @@ constexpr int BlockSize(DType t) {
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
-  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,   34,  18, 20, 22, 24, 84,
-                                                110, 144, 176, 210, 18, 20, 22, 24, 34};
+  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,   34, 18, 20, 22, 24, 84, 110,
+                                                144, 176, 210, 18, 20, 22, 24, 34, 2};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/f16_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/panel_schedule.h"
@@ -85,6 +86,7 @@ bool NativePacked(const MatmulKernels& ks, DType t) {
 // Weight rows per parallel work item. Small enough to load-balance n = 2048 over 16 threads,
 // large enough that a panel is many cache lines of weights.
 constexpr int kPanelRows = 16;
+static_assert(kPanelRows % kF16PackRows == 0, "a panel starts a kF16Packed group");
 
 namespace {
 
@@ -186,6 +188,20 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
         break;
       case DType::kBF16:
         ks.bf16(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        break;
+      case DType::kF16Packed:
+        if (ks.f16_packed != nullptr) {
+          ks.f16_packed(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        } else {  // no packed panel in this set: its F16 panel on the rows unpacked
+          static thread_local std::vector<uint16_t> unpacked;
+          if (unpacked.size() < static_cast<size_t>(k) * kPanelRows) {
+            unpacked.resize(static_cast<size_t>(k) * kPanelRows);
+          }
+          UnpackF16Rows(static_cast<const uint16_t*>(job.w) + static_cast<int64_t>(n0) * k, n1 - n0,
+                        k, unpacked.data());
+          ks.f16(x, m, k, unpacked.data(), 0, n1 - n0,
+                 job.bias != nullptr ? job.bias + n0 : nullptr, job.y + n0, job.n);
+        }
         break;
       case DType::kQ4_0Packed:
       case DType::kQ4_1Packed:
@@ -299,19 +315,25 @@ void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int co
 
 DType MatmulPackedFormat(DType t) {
   const char* off = std::getenv("LLM_PACK_WEIGHTS");
-  const bool allowed = !(off != nullptr && std::strcmp(off, "0") == 0);
+  if (off != nullptr && std::strcmp(off, "0") == 0) return t;
+  if (t == DType::kF16) return Kernels().f16_packed != nullptr ? DType::kF16Packed : t;
   const DType p = internal::PackedLayoutOf(t);
-  return p != t && allowed && internal::NativePacked(Kernels(), t) ? p : t;
+  return p != t && internal::NativePacked(Kernels(), t) ? p : t;
 }
 
 void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
   const size_t row = RowBytes(t, cols);
-  constexpr int64_t kRowsPerItem = 64;
+  constexpr int64_t kRowsPerItem = 64;  // a multiple of kF16PackRows: items are whole groups
 #pragma omp parallel for schedule(static)
   for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerItem) {
-    internal::PackLegacyRows(t, static_cast<const uint8_t*>(src) + r0 * row,
-                             std::min(kRowsPerItem, rows - r0), cols,
-                             static_cast<uint8_t*>(dst) + r0 * row);
+    const int64_t count = std::min(kRowsPerItem, rows - r0);
+    if (t == DType::kF16) {
+      internal::PackF16Rows(static_cast<const uint16_t*>(src) + r0 * cols, count, cols,
+                            static_cast<uint16_t*>(dst) + r0 * cols);
+    } else {
+      internal::PackLegacyRows(t, static_cast<const uint8_t*>(src) + r0 * row, count, cols,
+                               static_cast<uint8_t*>(dst) + r0 * row);
+    }
   }
 }
 

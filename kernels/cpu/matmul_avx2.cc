@@ -1,12 +1,14 @@
 // AVX2 + FMA + F16C Matmul micro-kernel (compiled with -mavx2 -mfma -mf16c).
 // One ymm accumulator (8 lanes) per output element; 16-bit weights are widened to f32 in
-// registers. The k tail is copied into zero-padded stack chunks. (The block formats, Q8_0
-// among them, are in matmul_quant_avx2.cc.)
+// registers. The k tail is copied into zero-padded stack chunks. F16 weights may also come in
+// groups of 4 interleaved rows (kF16Packed, f16_packed.h), with the same bits. (The block formats,
+// Q8_0 among them, are in matmul_quant_avx2.cc.)
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/f16_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 
 namespace llm::kernels::internal {
@@ -40,6 +42,23 @@ inline float ReduceAdd(__m256 v) {
   return _mm_cvtss_f32(s1);
 }
 
+// Where a tile's weight rows are: row j's 8 weights from p (p + 8 <= k) and its k % 8 tail.
+template <class W>
+struct RowMajorRows {  // the file's layout: row j at w + j * ld
+  const W* w;
+  int64_t ld;
+  int k8;
+  const W* Chunk(int j, int p) const { return w + j * ld + p; }
+  const W* Tail(int j) const { return w + j * ld + k8; }
+};
+struct F16PackedRows {  // rows of one group of r rows of kF16Packed (f16_packed.h)
+  const uint16_t* group;
+  int r;
+  int k;
+  const uint16_t* Chunk(int j, int p) const { return group + F16PackedChunk(r, j, p); }
+  const uint16_t* Tail(int j) const { return group + F16PackedTail(r, j, k); }
+};
+
 template <class Loader>
 struct Avx2Micro {
   using W = typename Loader::W;
@@ -49,6 +68,13 @@ struct Avx2Micro {
   template <int MR, int NR>
   static void Tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int k, const float* bias,
                    float* y, int64_t ldy) {
+    TileOn<MR, NR>(x, ldx, RowMajorRows<W>{w, ldw, k - k % 8}, k, bias, y, ldy);
+  }
+
+  // The same operations for every layout of the weight rows (Rows: RowMajorRows, F16PackedRows).
+  template <int MR, int NR, class Rows>
+  static void TileOn(const float* x, int64_t ldx, const Rows& w, int k, const float* bias, float* y,
+                     int64_t ldy) {
     __m256 acc[MR][NR];
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -56,7 +82,7 @@ struct Avx2Micro {
     int p = 0;
     for (; p + 8 <= k; p += 8) {
       __m256 wv[NR];
-      for (int j = 0; j < NR; ++j) wv[j] = Loader::Load(w + j * ldw + p);
+      for (int j = 0; j < NR; ++j) wv[j] = Loader::Load(w.Chunk(j, p));
       for (int i = 0; i < MR; ++i) {
         const __m256 xv = _mm256_loadu_ps(x + i * ldx + p);
         for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
@@ -67,7 +93,7 @@ struct Avx2Micro {
       __m256 wv[NR];
       for (int j = 0; j < NR; ++j) {
         W buf[8] = {};
-        std::memcpy(buf, w + j * ldw + p, sizeof(W) * rest);
+        std::memcpy(buf, w.Tail(j), sizeof(W) * rest);
         wv[j] = Loader::Load(buf);
       }
       for (int i = 0; i < MR; ++i) {
@@ -86,12 +112,57 @@ struct Avx2Micro {
   }
 };
 
+using F16Micro = Avx2Micro<F16Load>;
+
+template <int MR>
+void F16PackedTile(int nr, const float* x, int64_t ldx, const F16PackedRows& w, int k,
+                   const float* bias, float* y, int64_t ldy) {
+  switch (nr) {
+    case 1:
+      return F16Micro::TileOn<MR, 1>(x, ldx, w, k, bias, y, ldy);
+    case 2:
+      return F16Micro::TileOn<MR, 2>(x, ldx, w, k, bias, y, ldy);
+    case 3:
+      return F16Micro::TileOn<MR, 3>(x, ldx, w, k, bias, y, ldy);
+    default:
+      return F16Micro::TileOn<MR, 4>(x, ldx, w, k, bias, y, ldy);
+  }
+}
+
+// The kF16Packed panel: each group of 4 rows is one tile's columns, so a GEMV (m = 1) reads one
+// sequential stream into four chains. n0 is a multiple of 4 (panels are kPanelRows rows).
+void F16PackedPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                    float* y, int ldy) {
+  static_assert(F16Micro::kNR == kF16PackRows, "a group is one tile wide");
+  const auto* w = static_cast<const uint16_t*>(wv);
+  for (int c0 = 0; c0 < m; c0 += kRowChunk) {
+    const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
+    for (int g = n0; g < n1; g += kF16PackRows) {
+      const int r = n1 - g < kF16PackRows ? n1 - g : kF16PackRows;
+      const F16PackedRows rows{w + static_cast<int64_t>(g) * k, r, k};
+      for (int i = c0; i < c1; i += F16Micro::kMR) {
+        const float* xi = x + static_cast<int64_t>(i) * k;
+        float* yi = y + static_cast<int64_t>(i) * ldy + g;
+        const float* bg = bias != nullptr ? bias + g : nullptr;
+        if (c1 - i >= 2) {
+          F16PackedTile<2>(r, xi, k, rows, k, bg, yi, ldy);
+        } else {
+          F16PackedTile<1>(r, xi, k, rows, k, bg, yi, ldy);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const MatmulKernels& Avx2MatmulKernels() {
-  static const MatmulKernels kKernels = {"avx2-fma", MatmulPanel<Avx2Micro<F32Load>>,
+  static const MatmulKernels kKernels = {"avx2-fma",
+                                         MatmulPanel<Avx2Micro<F32Load>>,
                                          MatmulPanel<Avx2Micro<F16Load>>,
-                                         MatmulPanel<Avx2Micro<Bf16Load>>, &Avx2QuantKernels()};
+                                         MatmulPanel<Avx2Micro<Bf16Load>>,
+                                         &Avx2QuantKernels(),
+                                         F16PackedPanel};
   return kKernels;
 }
 

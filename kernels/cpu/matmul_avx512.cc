@@ -107,9 +107,12 @@ struct Avx512Micro {
 }  // namespace
 
 const MatmulKernels& Avx512MatmulKernels() {
-  static const MatmulKernels kKernels = {"avx512", MatmulPanel<Avx512Micro<F32Load>>,
+  static const MatmulKernels kKernels = {"avx512",
+                                         MatmulPanel<Avx512Micro<F32Load>>,
                                          MatmulPanel<Avx512Micro<F16Load>>,
-                                         MatmulPanel<Avx512Micro<Bf16Load>>, &Avx512QuantKernels()};
+                                         MatmulPanel<Avx512Micro<Bf16Load>>,
+                                         &Avx512QuantKernels(),
+                                         nullptr};
   return kKernels;
 }
 

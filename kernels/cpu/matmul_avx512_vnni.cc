@@ -30,9 +30,12 @@ using K = qx::KMicro<F, 4, 2>;
 
 const MatmulKernels& Avx512VnniMatmulKernels() {
   static const QuantMatmulKernels kQuant = MakeQuantKernels<K, PackedLegacy>();
-  static const MatmulKernels kKernels = {"avx512-vnni", Avx512MatmulKernels().f32,
-                                         Avx512MatmulKernels().f16, Avx512MatmulKernels().bf16,
-                                         &kQuant};
+  static const MatmulKernels kKernels = {"avx512-vnni",
+                                         Avx512MatmulKernels().f32,
+                                         Avx512MatmulKernels().f16,
+                                         Avx512MatmulKernels().bf16,
+                                         &kQuant,
+                                         nullptr};
   return kKernels;
 }
 

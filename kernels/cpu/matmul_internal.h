@@ -54,6 +54,9 @@ struct MatmulKernels {
   MatmulPanelFn f16;
   MatmulPanelFn bf16;
   const QuantMatmulKernels* quant;
+  // F16 rows in groups of 4 (kF16Packed, f16_packed.h), or null where the set has no such panel
+  // (matmul.cc then unpacks a panel's rows for its f16 one).
+  MatmulPanelFn f16_packed;
 };
 
 const MatmulKernels& ScalarMatmulKernels();

@@ -73,9 +73,12 @@ struct ScalarMicro {
 }  // namespace
 
 const MatmulKernels& ScalarMatmulKernels() {
-  static const MatmulKernels kKernels = {"scalar", MatmulPanel<ScalarMicro<float>>,
+  static const MatmulKernels kKernels = {"scalar",
+                                         MatmulPanel<ScalarMicro<float>>,
                                          MatmulPanel<ScalarMicro<F16>>,
-                                         MatmulPanel<ScalarMicro<Bf16>>, &ScalarQuantKernels()};
+                                         MatmulPanel<ScalarMicro<Bf16>>,
+                                         &ScalarQuantKernels(),
+                                         nullptr};
   return kKernels;
 }
 

@@ -5,7 +5,10 @@
 // 1e-3; the README observed 1.4e-6 for a NumPy emulation), and against the F32 reference its
 // top-1 ids must agree wherever llama.cpp's do; the distance figures are printed.
 #include <cmath>
+#include <cstring>
 
+#include "kernels/backend.h"
+#include "kernels/cpu_ops.h"
 #include "tests/golden/golden_util.h"
 #include "worker/model/model_weights.h"
 
@@ -19,12 +22,20 @@ struct ModelRun {
   std::vector<std::vector<int32_t>> greedy;
 };
 
-// Every prompt of the llama reference through the model at `rel`.
-ModelRun RunLlama(const std::string& rel, const json& ref) {
+// Every prompt of the llama reference through the model at `rel`; `placed`: with its weights in
+// the CPU backend's own layouts (PlaceWeights), as the worker runs them.
+ModelRun RunLlama(const std::string& rel, const json& ref, bool placed = false) {
   ModelRun out;
   auto weights = LoadModelWeights(SharedPath("golden/families/llama/" + rel), LoadFormat::kGguf);
   EXPECT_TRUE(weights.ok()) << weights.status().ToString();
   if (!weights.ok()) return out;
+  if (placed) {
+    const Status s = PlaceWeights(**weights, kernels::CpuBackend());
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ((*weights)->layers[0].q.format, kernels::MatmulPackedFormat(DType::kF16));
+    EXPECT_EQ((*weights)->lm_head.format, kernels::MatmulPackedFormat(DType::kF16));
+    EXPECT_EQ((*weights)->embed.format, DType::kF16);  // Embedding reads it as stored
+  }
   auto exec = RankExecutor::Create(**weights);
   EXPECT_TRUE(exec.ok()) << exec.status().ToString();
   if (!exec.ok()) return out;
@@ -97,6 +108,39 @@ TEST(LlamaGguf, F16MatchesTheF32Reference) {
     max_diff = std::max(max_diff, MaxDiff(p, run.prompt_logits[i], 512));
   }
   std::printf("[ llama-f16.gguf ] max |logit - F32 numpy reference| = %.3g\n", max_diff);
+  EXPECT_LE(max_diff, 0.1);
+}
+
+// The same file on the AVX2 kernel set with its F16 rows packed in groups of 4 (kF16Packed,
+// kernels/cpu/f16_packed.h): the bits of the unpacked rows on that set, so the same references.
+TEST(LlamaGguf, F16PackedForTheAvx2SetGivesTheBitsOfF16) {
+  LLM_REQUIRE_SHARED("golden/families/llama/reference.json");
+  LLM_REQUIRE_SHARED("golden/families/llama/llama-f16.gguf");
+  if (!kernels::SelectMatmulIsa("avx2-fma").ok()) {
+    GTEST_SKIP() << "this CPU has no AVX2 + FMA + F16C kernel set";
+  }
+  struct Restore {
+    ~Restore() { (void)kernels::SelectMatmulIsa("auto"); }
+  } restore;
+  ASSERT_EQ(kernels::MatmulPackedFormat(DType::kF16), DType::kF16Packed);
+  const json ref = ReadJson(SharedPath("golden/families/llama/reference.json"));
+  const ModelRun plain = RunLlama("llama-f16.gguf", ref);
+  const ModelRun packed = RunLlama("llama-f16.gguf", ref, true);
+  ASSERT_EQ(packed.greedy.size(), ref["prompts"].size());
+  ASSERT_EQ(plain.prompt_logits.size(), packed.prompt_logits.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < packed.greedy.size(); ++i) {
+    const json& p = ref["prompts"][i];
+    EXPECT_EQ(packed.greedy[i],
+              p["llamacpp_quantized"]["F16"]["greedy_ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(packed.greedy[i], plain.greedy[i]);
+    ASSERT_EQ(packed.prompt_logits[i].size(), plain.prompt_logits[i].size());
+    EXPECT_EQ(std::memcmp(packed.prompt_logits[i].data(), plain.prompt_logits[i].data(),
+                          4 * plain.prompt_logits[i].size()),
+              0)
+        << "prompt " << i;
+    max_diff = std::max(max_diff, MaxDiff(p, packed.prompt_logits[i], 512));
+  }
   EXPECT_LE(max_diff, 0.1);
 }
 

@@ -715,6 +715,11 @@ Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
     for (std::vector<uint8_t>& owned : w.owned8) {
       if (owned.data() == before.data && owned.size() == bytes) std::vector<uint8_t>().swap(owned);
     }
+    for (std::vector<uint16_t>& owned : w.owned16) {  // F16 (kF16Packed)
+      if (owned.data() == before.data && 2 * owned.size() == bytes) {
+        std::vector<uint16_t>().swap(owned);
+      }
+    }
   });
   return status;
 }
