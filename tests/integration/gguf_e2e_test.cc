@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/tokenizer.h"
+#include "tests/integration/proc_stats.h"  // FindOnPath
 #include "tests/integration/router_harness.h"
 
 namespace llm::e2e {
@@ -82,6 +83,51 @@ TEST_F(GgufE2E, GreedyCompletionsAreLlamaCppsIds) {
     ASSERT_EQ(c.status, 200) << c.body;
     EXPECT_EQ(c.Json()["usage"]["prompt_tokens"], p["ids"].size());
   }
+}
+
+// The F16 file served by two tensor-parallel ranks (mpirun -np 2) on the AVX2 kernel set
+// (engine.matmul_isa avx2-fma): each rank repacks its F16 shards in groups of 4 rows
+// (kernels/cpu/f16_packed.h; the row-parallel o/down shards are owned column slices), and the
+// greedy completions are still llama.cpp's ids on the same file.
+TEST(GgufF16E2E, RowsPackedForAvx2OnTwoRanksGiveLlamaCppsIds) {
+  constexpr const char* kF16 = "golden/families/llama/llama-f16.gguf";
+  if (!std::filesystem::exists(SharedPath(kF16)) ||
+      !std::filesystem::exists(SharedPath(kReference))) {
+    GTEST_SKIP() << "missing shared test data: " << SharedPath(kF16);
+  }
+  const std::string mpirun = FindOnPath("mpirun");
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun is not on the PATH (Debian package openmpi-bin)";
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+      !__builtin_cpu_supports("f16c")) {
+    GTEST_SKIP() << "this CPU has no AVX2 + FMA + F16C kernel set";
+  }
+  Cluster cluster({"--model.path", SharedPath(kF16), "--engine.tensor_parallel_size", "2",
+                   "--engine.matmul_isa", "avx2-fma"},
+                  {"--model.path", SharedPath(kF16)},
+                  {mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"});
+  ASSERT_TRUE(cluster.ok()) << cluster.Logs();
+  std::ifstream in(SharedPath(kReference));
+  const json ref = json::parse(in);
+  auto tokenizer = Tokenizer::FromDir(SharedPath(kF16));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  for (const json& p : ref["prompts"]) {
+    const auto want = p["llamacpp_quantized"]["F16"]["greedy_ids"].get<std::vector<int32_t>>();
+    const json body = {{"model", "llama-f16"},
+                       {"prompt", p["text"]},
+                       {"max_tokens", want.size()},
+                       {"temperature", 0},
+                       {"ignore_eos", true}};
+    const HttpResult r = Post(cluster.port(), "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto all = p["ids"].get<std::vector<int32_t>>();
+    const std::string prompt_text = (*tokenizer)->Decode(all, true);
+    all.insert(all.end(), want.begin(), want.end());
+    EXPECT_EQ(r.Json()["choices"][0]["text"],
+              (*tokenizer)->Decode(all, true).substr(prompt_text.size()))
+        << p["name"];
+  }
+  EXPECT_NE(cluster.Logs().find("matmul weights repacked for the cpu backend"), std::string::npos)
+      << cluster.Logs();
 }
 
 }  // namespace
