@@ -44,6 +44,8 @@ const char* DTypeName(DType t) {
       return "Q8_0 (packed)";
     case DType::kF16Packed:
       return "F16 (packed)";
+    case DType::kBF16Packed:
+      return "BF16 (packed)";
   }
   return "?";
 }

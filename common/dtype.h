@@ -35,12 +35,13 @@ enum class DType : uint8_t {
   kQ5_0Packed,
   kQ5_1Packed,
   kQ8_0Packed,
-  // Not a file format either: F16 rows interleaved in groups of 4 by the CPU backend for its
-  // AVX2 kernel (kernels/cpu/f16_packed.h), 2 bytes per weight as F16.
+  // Not file formats either: F16 / BF16 rows interleaved in groups of 4 by the CPU backend for
+  // its AVX2 kernels (kernels/cpu/f16_packed.h), 2 bytes per weight as F16 / BF16.
   kF16Packed,
+  kBF16Packed,
 };
 constexpr int kNumDTypes = 13;         // the formats a file or config can name (kF32 .. kQ6_K)
-constexpr int kNumMatmulFormats = 19;  // and the backend layouts (kQ4_0Packed .. kF16Packed)
+constexpr int kNumMatmulFormats = 20;  // and the backend layouts (kQ4_0Packed .. kBF16Packed)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -65,7 +66,7 @@ constexpr int BlockSize(DType t) {
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
   constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,   34, 18, 20, 22, 24, 84, 110,
-                                                144, 176, 210, 18, 20, 22, 24, 34, 2};
+                                                144, 176, 210, 18, 20, 22, 24, 34, 2,  2};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).

@@ -94,11 +94,11 @@ void BenchGemv() {
   std::normal_distribution<float> d(0.0f, 0.05f);
   std::vector<float> x(k), y(8192);
   for (float& v : x) v = d(rng) * 20;
-  const DType types[] = {DType::kF16,        DType::kF16Packed,  DType::kQ8_0,
-                         DType::kQ4_0,       DType::kQ4_0Packed, DType::kQ4_1Packed,
-                         DType::kQ8_0Packed, DType::kQ5_0Packed, DType::kQ5_1Packed,
-                         DType::kQ4_K,       DType::kQ5_K,       DType::kQ6_K,
-                         DType::kQ3_K,       DType::kQ2_K};
+  const DType types[] = {
+      DType::kF16,        DType::kF16Packed,  DType::kBF16,       DType::kBF16Packed,
+      DType::kQ8_0,       DType::kQ4_0,       DType::kQ4_0Packed, DType::kQ4_1Packed,
+      DType::kQ8_0Packed, DType::kQ5_0Packed, DType::kQ5_1Packed, DType::kQ4_K,
+      DType::kQ5_K,       DType::kQ6_K,       DType::kQ3_K,       DType::kQ2_K};
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);
   std::printf(
@@ -112,7 +112,8 @@ void BenchGemv() {
     const int copies = static_cast<int>(std::max<size_t>(2, (256u << 20) / (row * big_n) + 1));
     std::vector<std::vector<uint8_t>> mats(copies, std::vector<uint8_t>(row * big_n));
     for (int c = 0; c < copies; ++c) {
-      if (t == DType::kF16 || t == DType::kF16Packed) {  // random halves: any layout of them
+      if (llm::DTypeSize(t) == 2 && !llm::IsBlockFormat(t)) {  // 16-bit: random halves
+        // (F16 bits read as BF16 are finite numbers too; any layout of them)
         auto* h = reinterpret_cast<uint16_t*>(mats[c].data());
         for (size_t i = 0; i < mats[c].size() / 2; ++i) h[i] = llm::F32ToF16(d(rng));
       } else if (const DType file = kn::internal::FileFormatOf(t); file != t) {
@@ -128,7 +129,10 @@ void BenchGemv() {
     }
     for (int i = 0; i < num_isas; ++i) {
       const auto& ks = *isas[i];
-      if (t == DType::kF16Packed && ks.f16_packed == nullptr) continue;  // only unpacked there
+      if ((t == DType::kF16Packed && ks.f16_packed == nullptr) ||
+          (t == DType::kBF16Packed && ks.bf16_packed == nullptr)) {
+        continue;  // only unpacked there
+      }
       const int small_n = 2048;
       const double cache_s = TimeIt(
           [&] {

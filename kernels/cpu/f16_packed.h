@@ -1,5 +1,6 @@
-// F16 weight rows interleaved in groups of 4 (DType::kF16Packed), made once at load by the CPU
-// backend (Backend::PrepareMatmulWeight) for the AVX2 kernel set.
+// F16 and BF16 weight rows interleaved in groups of 4 (DType::kF16Packed, kBF16Packed), made
+// once at load by the CPU backend (Backend::PrepareMatmulWeight) for the AVX2 kernel set. The
+// layout is the same for both (16-bit weights, moved as they are); F16 is said below.
 //
 // Why: that set computes each output with one 8-lane FMA chain (batch invariance, see
 // matmul_internal.h). A GEMV on one row at a time is bound by the chain's latency (~29 GB/s at
@@ -34,8 +35,8 @@ static inline int64_t F16PackedTail(int r, int i, int k) {
   return static_cast<int64_t>(k8) * r + static_cast<int64_t>(i) * (k - k8);
 }
 
-// Packs `rows` F16 rows of `cols` weights (row-major) into the layout above; Unpack is its
-// inverse. src and dst must not overlap.
+// Packs `rows` F16 (or BF16) rows of `cols` weights (row-major) into the layout above; Unpack is
+// its inverse. src and dst must not overlap.
 void PackF16Rows(const uint16_t* src, int64_t rows, int cols, uint16_t* dst);
 void UnpackF16Rows(const uint16_t* src, int64_t rows, int cols, uint16_t* dst);
 

@@ -190,19 +190,23 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
         ks.bf16(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
       case DType::kF16Packed:
-        if (ks.f16_packed != nullptr) {
-          ks.f16_packed(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
-        } else {  // no packed panel in this set: its F16 panel on the rows unpacked
-          static thread_local std::vector<uint16_t> unpacked;
-          if (unpacked.size() < static_cast<size_t>(k) * kPanelRows) {
-            unpacked.resize(static_cast<size_t>(k) * kPanelRows);
-          }
-          UnpackF16Rows(static_cast<const uint16_t*>(job.w) + static_cast<int64_t>(n0) * k, n1 - n0,
-                        k, unpacked.data());
-          ks.f16(x, m, k, unpacked.data(), 0, n1 - n0,
-                 job.bias != nullptr ? job.bias + n0 : nullptr, job.y + n0, job.n);
+      case DType::kBF16Packed: {
+        const bool f16 = job.type == DType::kF16Packed;
+        if (MatmulPanelFn packed = f16 ? ks.f16_packed : ks.bf16_packed; packed != nullptr) {
+          packed(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+          break;
         }
+        // no packed panel in this set: its F16 / BF16 panel on the rows unpacked
+        static thread_local std::vector<uint16_t> unpacked;
+        if (unpacked.size() < static_cast<size_t>(k) * kPanelRows) {
+          unpacked.resize(static_cast<size_t>(k) * kPanelRows);
+        }
+        UnpackF16Rows(static_cast<const uint16_t*>(job.w) + static_cast<int64_t>(n0) * k, n1 - n0,
+                      k, unpacked.data());
+        (f16 ? ks.f16 : ks.bf16)(x, m, k, unpacked.data(), 0, n1 - n0,
+                                 job.bias != nullptr ? job.bias + n0 : nullptr, job.y + n0, job.n);
         break;
+      }
       case DType::kQ4_0Packed:
       case DType::kQ4_1Packed:
       case DType::kQ5_0Packed:
@@ -317,6 +321,7 @@ DType MatmulPackedFormat(DType t) {
   const char* off = std::getenv("LLM_PACK_WEIGHTS");
   if (off != nullptr && std::strcmp(off, "0") == 0) return t;
   if (t == DType::kF16) return Kernels().f16_packed != nullptr ? DType::kF16Packed : t;
+  if (t == DType::kBF16) return Kernels().bf16_packed != nullptr ? DType::kBF16Packed : t;
   const DType p = internal::PackedLayoutOf(t);
   return p != t && internal::NativePacked(Kernels(), t) ? p : t;
 }
@@ -327,7 +332,7 @@ void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
 #pragma omp parallel for schedule(static)
   for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerItem) {
     const int64_t count = std::min(kRowsPerItem, rows - r0);
-    if (t == DType::kF16) {
+    if (t == DType::kF16 || t == DType::kBF16) {
       internal::PackF16Rows(static_cast<const uint16_t*>(src) + r0 * cols, count, cols,
                             static_cast<uint16_t*>(dst) + r0 * cols);
     } else {

@@ -1,7 +1,8 @@
 // AVX2 + FMA + F16C Matmul micro-kernel (compiled with -mavx2 -mfma -mf16c).
 // One ymm accumulator (8 lanes) per output element; 16-bit weights are widened to f32 in
-// registers. The k tail is copied into zero-padded stack chunks. F16 weights may also come in
-// groups of 4 interleaved rows (kF16Packed, f16_packed.h), with the same bits. (The block formats,
+// registers. The k tail is copied into zero-padded stack chunks. F16 and BF16 weights may also
+// come in groups of 4 interleaved rows (kF16Packed, kBF16Packed: f16_packed.h), with the same
+// bits. (The block formats,
 // Q8_0 among them, are in matmul_quant_avx2.cc.)
 #include <immintrin.h>
 
@@ -51,7 +52,7 @@ struct RowMajorRows {  // the file's layout: row j at w + j * ld
   const W* Chunk(int j, int p) const { return w + j * ld + p; }
   const W* Tail(int j) const { return w + j * ld + k8; }
 };
-struct F16PackedRows {  // rows of one group of r rows of kF16Packed (f16_packed.h)
+struct PackedRows16 {  // rows of one group of r rows of kF16Packed / kBF16Packed (f16_packed.h)
   const uint16_t* group;
   int r;
   int k;
@@ -71,7 +72,7 @@ struct Avx2Micro {
     TileOn<MR, NR>(x, ldx, RowMajorRows<W>{w, ldw, k - k % 8}, k, bias, y, ldy);
   }
 
-  // The same operations for every layout of the weight rows (Rows: RowMajorRows, F16PackedRows).
+  // The same operations for every layout of the weight rows (Rows: RowMajorRows, PackedRows16).
   template <int MR, int NR, class Rows>
   static void TileOn(const float* x, int64_t ldx, const Rows& w, int k, const float* bias, float* y,
                      int64_t ldy) {
@@ -112,42 +113,44 @@ struct Avx2Micro {
   }
 };
 
-using F16Micro = Avx2Micro<F16Load>;
-
-template <int MR>
-void F16PackedTile(int nr, const float* x, int64_t ldx, const F16PackedRows& w, int k,
-                   const float* bias, float* y, int64_t ldy) {
+template <class Loader, int MR>
+void PackedTile(int nr, const float* x, int64_t ldx, const PackedRows16& w, int k,
+                const float* bias, float* y, int64_t ldy) {
+  using Micro = Avx2Micro<Loader>;
   switch (nr) {
     case 1:
-      return F16Micro::TileOn<MR, 1>(x, ldx, w, k, bias, y, ldy);
+      return Micro::template TileOn<MR, 1>(x, ldx, w, k, bias, y, ldy);
     case 2:
-      return F16Micro::TileOn<MR, 2>(x, ldx, w, k, bias, y, ldy);
+      return Micro::template TileOn<MR, 2>(x, ldx, w, k, bias, y, ldy);
     case 3:
-      return F16Micro::TileOn<MR, 3>(x, ldx, w, k, bias, y, ldy);
+      return Micro::template TileOn<MR, 3>(x, ldx, w, k, bias, y, ldy);
     default:
-      return F16Micro::TileOn<MR, 4>(x, ldx, w, k, bias, y, ldy);
+      return Micro::template TileOn<MR, 4>(x, ldx, w, k, bias, y, ldy);
   }
 }
 
-// The kF16Packed panel: each group of 4 rows is one tile's columns, so a GEMV (m = 1) reads one
-// sequential stream into four chains. n0 is a multiple of 4 (panels are kPanelRows rows).
-void F16PackedPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
-                    float* y, int ldy) {
-  static_assert(F16Micro::kNR == kF16PackRows, "a group is one tile wide");
+// The kF16Packed / kBF16Packed panel: each group of 4 rows is one tile's columns, so a GEMV
+// (m = 1) reads one sequential stream into four chains. n0 is a multiple of 4 (panels are
+// kPanelRows rows).
+template <class Loader>
+void PackedPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                 float* y, int ldy) {
+  using Micro = Avx2Micro<Loader>;
+  static_assert(Micro::kNR == kF16PackRows, "a group is one tile wide");
   const auto* w = static_cast<const uint16_t*>(wv);
   for (int c0 = 0; c0 < m; c0 += kRowChunk) {
     const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
     for (int g = n0; g < n1; g += kF16PackRows) {
       const int r = n1 - g < kF16PackRows ? n1 - g : kF16PackRows;
-      const F16PackedRows rows{w + static_cast<int64_t>(g) * k, r, k};
-      for (int i = c0; i < c1; i += F16Micro::kMR) {
+      const PackedRows16 rows{w + static_cast<int64_t>(g) * k, r, k};
+      for (int i = c0; i < c1; i += Micro::kMR) {
         const float* xi = x + static_cast<int64_t>(i) * k;
         float* yi = y + static_cast<int64_t>(i) * ldy + g;
         const float* bg = bias != nullptr ? bias + g : nullptr;
         if (c1 - i >= 2) {
-          F16PackedTile<2>(r, xi, k, rows, k, bg, yi, ldy);
+          PackedTile<Loader, 2>(r, xi, k, rows, k, bg, yi, ldy);
         } else {
-          F16PackedTile<1>(r, xi, k, rows, k, bg, yi, ldy);
+          PackedTile<Loader, 1>(r, xi, k, rows, k, bg, yi, ldy);
         }
       }
     }
@@ -162,7 +165,8 @@ const MatmulKernels& Avx2MatmulKernels() {
                                          MatmulPanel<Avx2Micro<F16Load>>,
                                          MatmulPanel<Avx2Micro<Bf16Load>>,
                                          &Avx2QuantKernels(),
-                                         F16PackedPanel};
+                                         PackedPanel<F16Load>,
+                                         PackedPanel<Bf16Load>};
   return kKernels;
 }
 

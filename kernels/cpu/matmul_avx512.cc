@@ -112,6 +112,7 @@ const MatmulKernels& Avx512MatmulKernels() {
                                          MatmulPanel<Avx512Micro<F16Load>>,
                                          MatmulPanel<Avx512Micro<Bf16Load>>,
                                          &Avx512QuantKernels(),
+                                         nullptr,
                                          nullptr};
   return kKernels;
 }

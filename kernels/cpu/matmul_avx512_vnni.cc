@@ -35,6 +35,7 @@ const MatmulKernels& Avx512VnniMatmulKernels() {
                                          Avx512MatmulKernels().f16,
                                          Avx512MatmulKernels().bf16,
                                          &kQuant,
+                                         nullptr,
                                          nullptr};
   return kKernels;
 }

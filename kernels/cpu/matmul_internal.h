@@ -54,9 +54,10 @@ struct MatmulKernels {
   MatmulPanelFn f16;
   MatmulPanelFn bf16;
   const QuantMatmulKernels* quant;
-  // F16 rows in groups of 4 (kF16Packed, f16_packed.h), or null where the set has no such panel
-  // (matmul.cc then unpacks a panel's rows for its f16 one).
+  // F16 / BF16 rows in groups of 4 (kF16Packed / kBF16Packed, f16_packed.h), or null where the
+  // set has no such panels (matmul.cc then unpacks a panel's rows for its f16 / bf16 one).
   MatmulPanelFn f16_packed;
+  MatmulPanelFn bf16_packed;
 };
 
 const MatmulKernels& ScalarMatmulKernels();

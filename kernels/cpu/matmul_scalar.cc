@@ -78,6 +78,7 @@ const MatmulKernels& ScalarMatmulKernels() {
                                          MatmulPanel<ScalarMicro<F16>>,
                                          MatmulPanel<ScalarMicro<Bf16>>,
                                          &ScalarQuantKernels(),
+                                         nullptr,
                                          nullptr};
   return kKernels;
 }

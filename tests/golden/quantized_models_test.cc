@@ -290,6 +290,30 @@ TEST(InSituQuantization, LmHeadFollowsLlamaQuantize) {
   EXPECT_EQ((*tied)->lm_head.data, (*tied)->embed.data);  // tied: the embedding table, as stored
 }
 
+// Two loads of one model, one with its weights placed (PlaceWeights: the CPU backend's packed
+// layouts), give the same logits bit for bit at every position of a prefill and of decode steps.
+void ExpectSameLogits(ModelWeights& plain, ModelWeights& packed) {
+  const std::vector<std::vector<int32_t>> seqs = {{1, 5, 9, 2, 33, 600, 7, 7, 12, 90, 4, 3}, {8}};
+  const auto want = TeacherForced(plain, seqs), got = TeacherForced(packed, seqs);
+  ASSERT_EQ(want.size(), seqs.size());
+  ASSERT_EQ(got.size(), seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    ASSERT_EQ(want[i].size(), got[i].size());
+    EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), 4 * want[i].size()), 0) << "seq " << i;
+  }
+  // Decode steps (m = 1 per step: the GEMV path) after a prefill.
+  auto e1 = RankExecutor::Create(plain), e2 = RankExecutor::Create(packed);
+  ASSERT_TRUE(e1.ok() && e2.ok());
+  SequenceRunner r1(**e1, 16, 16), r2(**e2, 16, 16);
+  r1.Feed({1, 5, 9}, false);
+  r2.Feed({1, 5, 9}, false);
+  for (int32_t id : {4, 77, 300, 2}) {
+    const auto a = r1.Feed({id}, false), b = r2.Feed({id}, false);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << "decode of " << id;
+  }
+}
+
 // The CPU backend's packed 32-block formats (PlaceWeights repacks every Q4_0 ... Q5_1 matmul
 // weight) through the whole model: demo-llama (hidden 512: one 16-block group per q/k/v/o/gate/up
 // row; down_proj rows of 1376 = 2 groups and a tail of 11 blocks) in Q4_0 and in Q5_1 gives, at
@@ -315,26 +339,32 @@ TEST(InSituQuantization, PackedLayoutsGiveTheBitsOfTheirFormatsThroughTheModel) 
     EXPECT_EQ((*plain)->layers[0].q.format, format);
     EXPECT_EQ((*packed)->lm_head.format, DType::kQ6_K);
     EXPECT_EQ((*packed)->embed.format, (*plain)->embed.format);
-    const std::vector<std::vector<int32_t>> seqs = {{1, 5, 9, 2, 33, 600, 7, 7, 12, 90, 4, 3}, {8}};
-    const auto want = TeacherForced(**plain, seqs), got = TeacherForced(**packed, seqs);
-    ASSERT_EQ(want.size(), seqs.size());
-    ASSERT_EQ(got.size(), seqs.size());
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      ASSERT_EQ(want[i].size(), got[i].size());
-      EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), 4 * want[i].size()), 0) << "seq " << i;
-    }
-    // Decode steps (m = 1 per step: the GEMV path) after a prefill.
-    auto e1 = RankExecutor::Create(**plain), e2 = RankExecutor::Create(**packed);
-    ASSERT_TRUE(e1.ok() && e2.ok());
-    SequenceRunner r1(**e1, 16, 16), r2(**e2, 16, 16);
-    r1.Feed({1, 5, 9}, false);
-    r2.Feed({1, 5, 9}, false);
-    for (int32_t id : {4, 77, 300, 2}) {
-      const auto a = r1.Feed({id}, false), b = r2.Feed({id}, false);
-      ASSERT_EQ(a.size(), b.size());
-      EXPECT_EQ(std::memcmp(a.data(), b.data(), 4 * a.size()), 0) << "decode of " << id;
-    }
+    ExpectSameLogits(**plain, **packed);
   }
+}
+
+// demo-llama's own BF16 weights on the AVX2 kernel set, whose PlaceWeights interleaves the BF16
+// matmul rows in groups of 4 (kBF16Packed, kernels/cpu/f16_packed.h; hidden 512, intermediate
+// 1376, vocabulary 658: the lm_head's last group has 2 rows), give the logits of the same rows
+// unpacked on that set, bit for bit, in prefill and decode.
+TEST(InSituQuantization, Bf16RowsPackedForAvx2GiveTheBitsOfBf16ThroughTheModel) {
+  if (!kernels::SelectMatmulIsa("avx2-fma").ok()) {
+    GTEST_SKIP() << "this CPU has no AVX2 + FMA + F16C kernel set";
+  }
+  struct Restore {
+    ~Restore() { (void)kernels::SelectMatmulIsa("auto"); }
+  } restore;
+  const std::string demo = std::string(LLM_SOURCE_DIR) + "/deploy/models/demo-llama";
+  auto plain = LoadModelWeights(demo, LoadFormat::kDummy, 7);
+  auto packed = LoadModelWeights(demo, LoadFormat::kDummy, 7);
+  ASSERT_TRUE(plain.ok() && packed.ok());
+  ASSERT_EQ((*plain)->layers[0].q.format, DType::kBF16);
+  ASSERT_TRUE(PlaceWeights(**packed, kernels::CpuBackend()).ok());
+  EXPECT_EQ((*packed)->layers[0].q.format, DType::kBF16Packed);
+  EXPECT_EQ((*packed)->layers[1].down.format, DType::kBF16Packed);
+  EXPECT_EQ((*packed)->lm_head.format, DType::kBF16Packed);
+  EXPECT_EQ((*packed)->embed.format, DType::kBF16);
+  ExpectSameLogits(**plain, **packed);
 }
 
 // stories260K (real TinyStories weights) with model.quantization: (a) its greedy ids equal those

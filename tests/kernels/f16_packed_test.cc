@@ -1,10 +1,11 @@
-// F16 rows interleaved in groups of 4 (kernels/cpu/f16_packed.h, DType::kF16Packed): packing puts
+// F16 / BF16 rows interleaved in groups of 4 (kernels/cpu/f16_packed.h, DType::kF16Packed,
+// kBF16Packed): packing puts
 // every weight where the layout says and is undone by unpacking, for row counts with and without
 // a partial last group and column counts with and without a tail after the last 8-weight chunk;
-// a matmul on the packed rows gives bitwise the F16 result of the same kernel set (the AVX2 set
-// reads them natively, the others unpack per panel) for GEMV and GEMM shapes, close to a float64
-// reference; the CPU backend packs F16 matmul weights when the AVX2 set is in use, and not when
-// LLM_PACK_WEIGHTS=0 or on a set without the packed panel.
+// a matmul on the packed rows gives bitwise the F16 / BF16 result of the same kernel set (the AVX2
+// set reads them natively, the others unpack per panel) for GEMV and GEMM shapes, close to a
+// float64 reference; the CPU backend packs F16 and BF16 matmul weights when the AVX2 set is in
+// use, and not when LLM_PACK_WEIGHTS=0 or on a set without the packed panels.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -23,11 +24,18 @@
 namespace llm::kernels {
 namespace {
 
-std::vector<uint16_t> RandomF16(size_t n, uint32_t seed) {
+constexpr DType kTypes[2][2] = {{DType::kF16, DType::kF16Packed},
+                                {DType::kBF16, DType::kBF16Packed}};
+
+std::vector<uint16_t> Random16(DType t, size_t n, uint32_t seed) {
   const auto f = testing::RandomFloats(n, seed, -0.1f, 0.1f);
   std::vector<uint16_t> h(n);
-  for (size_t i = 0; i < n; ++i) h[i] = F32ToF16(f[i]);
+  for (size_t i = 0; i < n; ++i) h[i] = t == DType::kF16 ? F32ToF16(f[i]) : F32ToBf16(f[i]);
   return h;
+}
+
+float Widen(DType t, uint16_t h) {
+  return t == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
 }
 
 std::vector<uint16_t> Pack(const std::vector<uint16_t>& w, int n, int k) {
@@ -75,33 +83,34 @@ std::vector<const internal::MatmulKernels*> Isas() {
   return {avail, avail + n};
 }
 
-TEST(F16Packed, MatmulGivesTheBitsOfF16OnEveryKernelSet) {
+TEST(F16Packed, MatmulGivesTheBitsOfF16AndBf16OnEveryKernelSet) {
   bool native = false;
-  for (const int k : {8, 13, 64, 67, 264}) {
-    for (const int n : {1, 4, 7, 16, 18, 33, 70}) {
-      const auto w = RandomF16(static_cast<size_t>(n) * k, 11 + n + k);
-      const auto p = Pack(w, n, k);
-      const auto bias = testing::RandomFloats(n, 5);
-      for (const int m : {1, 2, 3, 17}) {
-        const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 3 + m);
-        for (const auto* ks : Isas()) {
-          SCOPED_TRACE(std::string(ks->isa) + " m=" + std::to_string(m) +
-                       " n=" + std::to_string(n) + " k=" + std::to_string(k));
-          native = native || ks->f16_packed != nullptr;
-          for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
-            std::vector<float> want(static_cast<size_t>(m) * n), got(want.size(), -1.0f);
-            internal::MatmulWith(*ks, x.data(), m, k, w.data(), DType::kF16, n, b, want.data());
-            internal::MatmulWith(*ks, x.data(), m, k, p.data(), DType::kF16Packed, n, b,
-                                 got.data());
-            ASSERT_EQ(std::memcmp(want.data(), got.data(), 4 * want.size()), 0);
-            for (int i = 0; i < m; ++i) {
-              for (int j = 0; j < n; ++j) {
-                double ref = b != nullptr ? b[j] : 0.0;
-                for (int c = 0; c < k; ++c) {
-                  ref += static_cast<double>(x[static_cast<size_t>(i) * k + c]) *
-                         F16ToF32(w[static_cast<size_t>(j) * k + c]);
+  for (const auto [type, packed_type] : kTypes) {
+    for (const int k : {8, 13, 64, 67, 264}) {
+      for (const int n : {1, 4, 7, 16, 18, 33, 70}) {
+        const auto w = Random16(type, static_cast<size_t>(n) * k, 11 + n + k);
+        const auto p = Pack(w, n, k);
+        const auto bias = testing::RandomFloats(n, 5);
+        for (const int m : {1, 2, 3, 17}) {
+          const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 3 + m);
+          for (const auto* ks : Isas()) {
+            SCOPED_TRACE(std::string(DTypeName(type)) + " " + ks->isa + " m=" + std::to_string(m) +
+                         " n=" + std::to_string(n) + " k=" + std::to_string(k));
+            native = native || ks->f16_packed != nullptr;
+            for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+              std::vector<float> want(static_cast<size_t>(m) * n), got(want.size(), -1.0f);
+              internal::MatmulWith(*ks, x.data(), m, k, w.data(), type, n, b, want.data());
+              internal::MatmulWith(*ks, x.data(), m, k, p.data(), packed_type, n, b, got.data());
+              ASSERT_EQ(std::memcmp(want.data(), got.data(), 4 * want.size()), 0);
+              for (int i = 0; i < m; ++i) {
+                for (int j = 0; j < n; ++j) {
+                  double ref = b != nullptr ? b[j] : 0.0;
+                  for (int c = 0; c < k; ++c) {
+                    ref += static_cast<double>(x[static_cast<size_t>(i) * k + c]) *
+                           Widen(type, w[static_cast<size_t>(j) * k + c]);
+                  }
+                  ASSERT_NEAR(got[static_cast<size_t>(i) * n + j], ref, 1e-5) << i << "," << j;
                 }
-                ASSERT_NEAR(got[static_cast<size_t>(i) * n + j], ref, 1e-5) << i << "," << j;
               }
             }
           }
@@ -109,46 +118,52 @@ TEST(F16Packed, MatmulGivesTheBitsOfF16OnEveryKernelSet) {
       }
     }
   }
-  if (!native) GTEST_SKIP() << "no kernel set here reads kF16Packed natively (it needs AVX2)";
+  if (!native) GTEST_SKIP() << "no kernel set here reads the packed rows natively (needs AVX2)";
 }
 
-TEST(F16Packed, CpuBackendPacksF16WhenTheAvx2SetIsInUse) {
+TEST(F16Packed, CpuBackendPacksF16AndBf16WhenTheAvx2SetIsInUse) {
   Backend& cpu = CpuBackend();
   const int n = 37, k = 520, m = 3;
-  const auto w = RandomF16(static_cast<size_t>(n) * k, 9);
   const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 4);
   if (!SelectMatmulIsa("avx2-fma").ok()) {
     ASSERT_TRUE(SelectMatmulIsa("auto").ok());
     GTEST_SKIP() << "this CPU has no AVX2 + FMA + F16C kernel set";
   }
-  std::vector<float> want(static_cast<size_t>(m) * n), got(want.size());
-  Weight plain{w.data(), DType::kF16, n, k};
-  cpu.Matmul(x.data(), m, plain, nullptr, want.data());
-  Weight packed{w.data(), DType::kF16, n, k};
-  auto buf = cpu.PrepareMatmulWeight(packed);
-  ASSERT_TRUE(buf.ok()) << buf.status().ToString();
-  ASSERT_NE(buf->data(), nullptr);
-  EXPECT_EQ(packed.format, DType::kF16Packed);
-  EXPECT_EQ(packed.data, buf->data());
-  EXPECT_EQ(std::memcmp(packed.data, Pack(w, n, k).data(), 2 * w.size()), 0);
-  cpu.Matmul(x.data(), m, packed, nullptr, got.data());
-  EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0);
+  struct Restore {
+    ~Restore() { (void)SelectMatmulIsa("auto"); }
+  } restore;
+  for (const auto [type, packed_type] : kTypes) {
+    SCOPED_TRACE(DTypeName(type));
+    ASSERT_TRUE(SelectMatmulIsa("avx2-fma").ok());
+    const auto w = Random16(type, static_cast<size_t>(n) * k, 9);
+    std::vector<float> want(static_cast<size_t>(m) * n), got(want.size());
+    Weight plain{w.data(), type, n, k};
+    cpu.Matmul(x.data(), m, plain, nullptr, want.data());
+    Weight packed{w.data(), type, n, k};
+    auto buf = cpu.PrepareMatmulWeight(packed);
+    ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+    ASSERT_NE(buf->data(), nullptr);
+    EXPECT_EQ(packed.format, packed_type);
+    EXPECT_EQ(packed.data, buf->data());
+    EXPECT_EQ(std::memcmp(packed.data, Pack(w, n, k).data(), 2 * w.size()), 0);
+    cpu.Matmul(x.data(), m, packed, nullptr, got.data());
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0);
 
-  ::setenv("LLM_PACK_WEIGHTS", "0", 1);
-  Weight off{w.data(), DType::kF16, n, k};
-  auto kept = cpu.PrepareMatmulWeight(off);
-  ::unsetenv("LLM_PACK_WEIGHTS");
-  ASSERT_TRUE(kept.ok());
-  EXPECT_EQ(kept->data(), nullptr);
-  EXPECT_EQ(off.format, DType::kF16);
+    ::setenv("LLM_PACK_WEIGHTS", "0", 1);
+    Weight off{w.data(), type, n, k};
+    auto kept = cpu.PrepareMatmulWeight(off);
+    ::unsetenv("LLM_PACK_WEIGHTS");
+    ASSERT_TRUE(kept.ok());
+    EXPECT_EQ(kept->data(), nullptr);
+    EXPECT_EQ(off.format, type);
 
-  ASSERT_TRUE(SelectMatmulIsa("scalar").ok());  // a set without the packed panel
-  Weight scalar{w.data(), DType::kF16, n, k};
-  auto none = cpu.PrepareMatmulWeight(scalar);
-  ASSERT_TRUE(SelectMatmulIsa("auto").ok());
-  ASSERT_TRUE(none.ok());
-  EXPECT_EQ(none->data(), nullptr);
-  EXPECT_EQ(scalar.format, DType::kF16);
+    ASSERT_TRUE(SelectMatmulIsa("scalar").ok());  // a set without the packed panels
+    Weight scalar{w.data(), type, n, k};
+    auto none = cpu.PrepareMatmulWeight(scalar);
+    ASSERT_TRUE(none.ok());
+    EXPECT_EQ(none->data(), nullptr);
+    EXPECT_EQ(scalar.format, type);
+  }
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // on the packed rows gives bitwise the format's result (the scalar reference on ggml's layout)
 // on every kernel set (AVX2 and AVX-512 read it natively, scalar unpacks it) for GEMV and GEMM
 // shapes with and without a tail after the last 16-block group; the CPU backend repacks these
-// five formats (and not when LLM_PACK_WEIGHTS=0) and leaves BF16 and the K-quants as they are.
+// five formats (and not when LLM_PACK_WEIGHTS=0) and leaves the K-quants as they are.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -260,7 +260,7 @@ TEST(LegacyPacked, CpuBackendRepacksOnlyTheFiveFormats) {
     EXPECT_EQ(kept->data(), nullptr);
     EXPECT_EQ(off.format, t);
   }
-  for (DType t : {DType::kBF16, DType::kQ4_K, DType::kQ6_K}) {  // F16: f16_packed_test.cc
+  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {  // F16, BF16: f16_packed_test.cc
     const std::vector<uint8_t> bytes(RowBytes(t, 512) * 4);
     Weight other{bytes.data(), t, 4, 512};
     auto none = cpu.PrepareMatmulWeight(other);

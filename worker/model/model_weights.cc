@@ -715,7 +715,7 @@ Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
     for (std::vector<uint8_t>& owned : w.owned8) {
       if (owned.data() == before.data && owned.size() == bytes) std::vector<uint8_t>().swap(owned);
     }
-    for (std::vector<uint16_t>& owned : w.owned16) {  // F16 (kF16Packed)
+    for (std::vector<uint16_t>& owned : w.owned16) {  // F16 / BF16 (kF16Packed, kBF16Packed)
       if (owned.data() == before.data && 2 * owned.size() == bytes) {
         std::vector<uint16_t>().swap(owned);
       }
