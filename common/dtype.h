@@ -36,7 +36,7 @@ enum class DType : uint8_t {
   kQ5_1Packed,
   kQ8_0Packed,
   // Not file formats either: F16 / BF16 rows interleaved in groups of 4 by the CPU backend for
-  // its AVX2 kernels (kernels/cpu/f16_packed.h), 2 bytes per weight as F16 / BF16.
+  // its SIMD kernels (kernels/cpu/f16_packed.h), 2 bytes per weight as F16 / BF16.
   kF16Packed,
   kBF16Packed,
 };

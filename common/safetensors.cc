@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -147,12 +148,23 @@ StatusOr<TensorView> SafetensorsFile::Get(const std::string& name) const {
 }
 
 void SafetensorsFile::Release(const TensorView& view) const {
+  ReleaseRange(view.data, view.nbytes);
+}
+
+bool SafetensorsFile::ReleaseRange(const void* data, size_t bytes) const {
+  const auto* p = static_cast<const char*>(data);
+  const auto* base = static_cast<const char*>(map_);
+  if (map_ == nullptr || p < base || bytes > map_size_ ||
+      p - base > static_cast<ptrdiff_t>(map_size_ - bytes)) {
+    return false;
+  }
   const long page = ::sysconf(_SC_PAGESIZE);
-  auto begin = reinterpret_cast<uintptr_t>(view.data);
-  auto end = begin + view.nbytes;
-  begin = (begin + page - 1) / page * page;  // only whole pages inside the tensor
+  auto begin = reinterpret_cast<uintptr_t>(p);
+  auto end = begin + bytes;
+  begin = (begin + page - 1) / page * page;  // only whole pages inside the range
   end = end / page * page;
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  return true;
 }
 
 StatusOr<std::unique_ptr<ModelWeightFiles>> ModelWeightFiles::Open(const std::string& dir) {
@@ -219,6 +231,13 @@ StatusOr<TensorView> ModelWeightFiles::Get(const std::string& name) const {
 void ModelWeightFiles::Release(const TensorView& view) const {
   auto it = where_.find(view.name);
   if (it != where_.end()) it->second->Release(view);
+}
+
+bool ModelWeightFiles::ReleaseRange(const void* data, size_t bytes) const {
+  for (const auto& f : files_) {
+    if (f->ReleaseRange(data, bytes)) return true;
+  }
+  return false;
 }
 
 }  // namespace llm

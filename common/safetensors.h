@@ -42,6 +42,9 @@ class SafetensorsFile {
   StatusOr<TensorView> Get(const std::string& name) const;
   // Tells the kernel the pages of this tensor may be dropped from memory (after a copy).
   void Release(const TensorView& view) const;
+  // The same for any byte range; false (and nothing done) unless it lies inside this file's
+  // mapping.
+  bool ReleaseRange(const void* data, size_t bytes) const;
 
  private:
   struct Entry {
@@ -70,6 +73,9 @@ class ModelWeightFiles {
   bool Has(const std::string& name) const { return where_.count(name) != 0; }
   StatusOr<TensorView> Get(const std::string& name) const;
   void Release(const TensorView& view) const;
+  // Releases the pages of a byte range inside one of the files (a tensor's rows, after a copy
+  // of them was made); false if the range is in none of them.
+  bool ReleaseRange(const void* data, size_t bytes) const;
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

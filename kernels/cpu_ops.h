@@ -44,8 +44,8 @@ constexpr int kMaxSameInputJobs = 4;
 void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int count);
 
 // The layout the matmul kernels in use read `t` fastest in: DType::kQ4_0Packed ... kQ8_0Packed
-// for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 on the AVX2 and AVX-512 sets, kF16Packed / kBF16Packed for F16 /
-// BF16 on the AVX2 set (unless LLM_PACK_WEIGHTS=0), else `t` itself.
+// for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and kF16Packed / kBF16Packed for F16 / BF16 on the AVX2 and
+// AVX-512 sets (unless LLM_PACK_WEIGHTS=0), else `t` itself.
 // Matmul accepts the packed layouts on every kernel set (a set without a packed panel unpacks
 // them per panel).
 DType MatmulPackedFormat(DType t);

@@ -1,13 +1,15 @@
 // F16 and BF16 weight rows interleaved in groups of 4 (DType::kF16Packed, kBF16Packed), made
-// once at load by the CPU backend (Backend::PrepareMatmulWeight) for the AVX2 kernel set. The
-// layout is the same for both (16-bit weights, moved as they are); F16 is said below.
+// once at load by the CPU backend (Backend::PrepareMatmulWeight) for the AVX2 and AVX-512 kernel
+// sets. The layout is the same for both formats (16-bit weights, moved as they are); F16 is said
+// below.
 //
-// Why: that set computes each output with one 8-lane FMA chain (batch invariance, see
-// matmul_internal.h). A GEMV on one row at a time is bound by the chain's latency (~29 GB/s at
-// 2 threads in cache: about DRAM speed, with nothing to spare), and four rows at once from the
-// plain layout are four streams 4 KiB apart, which read DRAM slower than one. Interleaved, the
-// 8-weight chunks of four rows are one 64-byte line: one sequential stream feeds four
-// independent chains, and every output keeps its own chain, so the bits are those of F16.
+// Why: those sets compute each output with one FMA chain (8 lanes on AVX2, 16 on AVX-512; batch
+// invariance, see matmul_internal.h). A GEMV on one row at a time is bound by the chain's latency
+// (AVX2: ~29 GB/s at 2 threads in cache, about DRAM speed, with nothing to spare; AVX-512 ~60),
+// and four rows at once from the plain layout are four streams 4 KiB apart, which read DRAM
+// slower than one. Interleaved, the 8-weight chunks of four rows are one 64-byte line: one
+// sequential stream feeds four independent chains (AVX-512 joins two chunks of a row into its
+// 16 lanes), and every output keeps its own chain, so the bits are those of F16.
 //
 // Rows come in groups of 4 (the last group has the r = rows % 4 left, if any); group g starts
 // where row 4g would (element 4g * cols). With k8 = cols rounded down to a multiple of 8 and

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/f16_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 
 namespace llm::kernels::internal {
@@ -113,50 +112,6 @@ struct Avx2Micro {
   }
 };
 
-template <class Loader, int MR>
-void PackedTile(int nr, const float* x, int64_t ldx, const PackedRows16& w, int k,
-                const float* bias, float* y, int64_t ldy) {
-  using Micro = Avx2Micro<Loader>;
-  switch (nr) {
-    case 1:
-      return Micro::template TileOn<MR, 1>(x, ldx, w, k, bias, y, ldy);
-    case 2:
-      return Micro::template TileOn<MR, 2>(x, ldx, w, k, bias, y, ldy);
-    case 3:
-      return Micro::template TileOn<MR, 3>(x, ldx, w, k, bias, y, ldy);
-    default:
-      return Micro::template TileOn<MR, 4>(x, ldx, w, k, bias, y, ldy);
-  }
-}
-
-// The kF16Packed / kBF16Packed panel: each group of 4 rows is one tile's columns, so a GEMV
-// (m = 1) reads one sequential stream into four chains. n0 is a multiple of 4 (panels are
-// kPanelRows rows).
-template <class Loader>
-void PackedPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
-                 float* y, int ldy) {
-  using Micro = Avx2Micro<Loader>;
-  static_assert(Micro::kNR == kF16PackRows, "a group is one tile wide");
-  const auto* w = static_cast<const uint16_t*>(wv);
-  for (int c0 = 0; c0 < m; c0 += kRowChunk) {
-    const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
-    for (int g = n0; g < n1; g += kF16PackRows) {
-      const int r = n1 - g < kF16PackRows ? n1 - g : kF16PackRows;
-      const PackedRows16 rows{w + static_cast<int64_t>(g) * k, r, k};
-      for (int i = c0; i < c1; i += Micro::kMR) {
-        const float* xi = x + static_cast<int64_t>(i) * k;
-        float* yi = y + static_cast<int64_t>(i) * ldy + g;
-        const float* bg = bias != nullptr ? bias + g : nullptr;
-        if (c1 - i >= 2) {
-          PackedTile<Loader, 2>(r, xi, k, rows, k, bg, yi, ldy);
-        } else {
-          PackedTile<Loader, 1>(r, xi, k, rows, k, bg, yi, ldy);
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
 
 const MatmulKernels& Avx2MatmulKernels() {
@@ -165,8 +120,8 @@ const MatmulKernels& Avx2MatmulKernels() {
                                          MatmulPanel<Avx2Micro<F16Load>>,
                                          MatmulPanel<Avx2Micro<Bf16Load>>,
                                          &Avx2QuantKernels(),
-                                         PackedPanel<F16Load>,
-                                         PackedPanel<Bf16Load>};
+                                         PackedRowsPanel<Avx2Micro<F16Load>, PackedRows16>,
+                                         PackedRowsPanel<Avx2Micro<Bf16Load>, PackedRows16>};
   return kKernels;
 }
 

@@ -1,6 +1,8 @@
 // AVX-512 Matmul micro-kernel (compiled with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c).
 // One zmm accumulator (16 lanes) per output element; 16-bit weights are widened to f32 in
-// registers (exact), so every path accumulates x * w in f32 with FMA. (The block formats, Q8_0
+// registers (exact), so every path accumulates x * w in f32 with FMA. F16 and BF16 weights may
+// also come in groups of 4 interleaved rows (kF16Packed, kBF16Packed: f16_packed.h), with the
+// same bits. (The block formats, Q8_0
 // among them, are in matmul_quant_avx512.cc.)
 // GCC 12 warns inside its own AVX-512 intrinsics (the `__Y = __Y` of _mm512_undefined_*, GCC bug
 // 105593, fixed in GCC 13); nothing in this file reads an uninitialised value.
@@ -24,6 +26,7 @@ struct F32Load {
 
 struct F16Load {
   using W = uint16_t;
+  static __m512 Widen(__m256i h) { return _mm512_cvtph_ps(h); }
   static __m512 Load(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
@@ -56,6 +59,52 @@ inline float ReduceAdd(__m512 v) {
   return _mm_cvtss_f32(s1);
 }
 
+// Where a tile's weight rows are, as 16 widened lanes of row j from weight p (p + 16 <= k) or
+// the rest of the row from p (zero past k).
+template <class Loader>
+struct RowMajorRows {  // the file's layout: row j at w + j * ld
+  using W = typename Loader::W;
+  const W* w;
+  int64_t ld;
+  __m512 Load(int j, int p) const { return Loader::Load(w + j * ld + p); }
+  __m512 LoadTail(int j, int p, __mmask16 m) const { return Loader::LoadTail(w + j * ld + p, m); }
+  // A GEMV row's software prefetch (g_prefetch.f16_gemv): one line per 2 steps.
+  void Prefetch(int nr, int p) const {
+    if (g_prefetch.f16_gemv != 0 && (p & 31) == 0) {
+      for (int j = 0; j < nr; ++j) {
+        __builtin_prefetch(reinterpret_cast<const char*>(w + j * ld + p) + g_prefetch.f16_gemv, 0,
+                           3);
+      }
+    }
+  }
+};
+
+// One group of r rows of kF16Packed / kBF16Packed (f16_packed.h): 16 weights of a row are two
+// of its 8-weight chunks.
+template <class Loader>
+struct PackedRows16 {
+  const uint16_t* group;
+  int r;
+  int k;
+  __m512 Load(int j, int p) const {
+    const __m128i lo =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(group + F16PackedChunk(r, j, p)));
+    const __m128i hi =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(group + F16PackedChunk(r, j, p + 8)));
+    return Loader::Widen(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  }
+  __m512 LoadTail(int j, int p, __mmask16) const {  // the last k - p < 16 weights, zero after
+    uint16_t buf[16] = {};
+    const int k8 = k - k % kF16PackChunk;
+    for (int q = p; q < k; ++q) {
+      buf[q - p] = q < k8 ? group[F16PackedChunk(r, j, q - q % kF16PackChunk) + q % kF16PackChunk]
+                          : group[F16PackedTail(r, j, k) + (q - k8)];
+    }
+    return Loader::Load(buf);
+  }
+  void Prefetch(int, int) const {}  // one stream: the hardware prefetcher follows it
+};
+
 template <class Loader>
 struct Avx512Micro {
   using W = typename Loader::W;
@@ -65,6 +114,13 @@ struct Avx512Micro {
   template <int MR, int NR>
   static void Tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int k, const float* bias,
                    float* y, int64_t ldy) {
+    TileOn<MR, NR>(x, ldx, RowMajorRows<Loader>{w, ldw}, k, bias, y, ldy);
+  }
+
+  // The same operations for every layout of the weight rows (RowMajorRows, PackedRows16).
+  template <int MR, int NR, class Rows>
+  static void TileOn(const float* x, int64_t ldx, const Rows& w, int k, const float* bias, float* y,
+                     int64_t ldy) {
     __m512 acc[MR][NR];
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -72,15 +128,8 @@ struct Avx512Micro {
     int p = 0;
     for (; p + 16 <= k; p += 16) {
       __m512 wv[NR];
-      if constexpr (MR == 1 && sizeof(W) == 2) {  // a GEMV row: one line per 2 steps
-        if (g_prefetch.f16_gemv != 0 && (p & 31) == 0) {
-          for (int j = 0; j < NR; ++j) {
-            __builtin_prefetch(reinterpret_cast<const char*>(w + j * ldw + p) + g_prefetch.f16_gemv,
-                               0, 3);
-          }
-        }
-      }
-      for (int j = 0; j < NR; ++j) wv[j] = Loader::Load(w + j * ldw + p);
+      if constexpr (MR == 1 && sizeof(W) == 2) w.Prefetch(NR, p);
+      for (int j = 0; j < NR; ++j) wv[j] = w.Load(j, p);
       for (int i = 0; i < MR; ++i) {
         const __m512 xv = _mm512_loadu_ps(x + i * ldx + p);
         for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
@@ -89,7 +138,7 @@ struct Avx512Micro {
     if (p < k) {  // zero-filled tail: lanes past k add 0 * 0
       const __mmask16 mask = static_cast<__mmask16>((1u << (k - p)) - 1);
       __m512 wv[NR];
-      for (int j = 0; j < NR; ++j) wv[j] = Loader::LoadTail(w + j * ldw + p, mask);
+      for (int j = 0; j < NR; ++j) wv[j] = w.LoadTail(j, p, mask);
       for (int i = 0; i < MR; ++i) {
         const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * ldx + p);
         for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
@@ -107,13 +156,14 @@ struct Avx512Micro {
 }  // namespace
 
 const MatmulKernels& Avx512MatmulKernels() {
-  static const MatmulKernels kKernels = {"avx512",
-                                         MatmulPanel<Avx512Micro<F32Load>>,
-                                         MatmulPanel<Avx512Micro<F16Load>>,
-                                         MatmulPanel<Avx512Micro<Bf16Load>>,
-                                         &Avx512QuantKernels(),
-                                         nullptr,
-                                         nullptr};
+  static const MatmulKernels kKernels = {
+      "avx512",
+      MatmulPanel<Avx512Micro<F32Load>>,
+      MatmulPanel<Avx512Micro<F16Load>>,
+      MatmulPanel<Avx512Micro<Bf16Load>>,
+      &Avx512QuantKernels(),
+      PackedRowsPanel<Avx512Micro<F16Load>, PackedRows16<F16Load>>,
+      PackedRowsPanel<Avx512Micro<Bf16Load>, PackedRows16<Bf16Load>>};
   return kKernels;
 }
 

@@ -35,8 +35,8 @@ const MatmulKernels& Avx512VnniMatmulKernels() {
                                          Avx512MatmulKernels().f16,
                                          Avx512MatmulKernels().bf16,
                                          &kQuant,
-                                         nullptr,
-                                         nullptr};
+                                         Avx512MatmulKernels().f16_packed,
+                                         Avx512MatmulKernels().bf16_packed};
   return kKernels;
 }
 

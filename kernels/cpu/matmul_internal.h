@@ -12,8 +12,9 @@
 
 #include <cstdint>
 
-#include "common/dtype.h"      // DType and constants only; no inline function of it is called here
-#include "kernels/cpu/q8_0.h"  // BlockQ8_0
+#include "common/dtype.h"  // DType and constants only; no inline function of it is called here
+#include "kernels/cpu/f16_packed.h"    // kF16PackRows
+#include "kernels/cpu/q8_0.h"          // BlockQ8_0
 #include "kernels/cpu/quant_blocks.h"  // BlockQ8_K
 
 namespace llm::kernels {
@@ -168,6 +169,45 @@ void MatmulPanel(const float* x, int m, int k, const void* wv, int n0, int n1, c
         kTileFns<Micro>[mr - 1][nr - 1](
             x + static_cast<int64_t>(i) * k, k, w + static_cast<int64_t>(j) * k, k, k,
             bias != nullptr ? bias + j : nullptr, y + static_cast<int64_t>(i) * ldy + j, ldy);
+      }
+    }
+  }
+}
+
+// Dispatches a tile of mr x nr (mr <= MR, nr <= NR) of a group of packed 16-bit rows to
+// Micro::TileOn<mr, nr>.
+template <class Micro, int MR, int NR, class Rows>
+void PackedRowsTile(int mr, int nr, const float* x, int64_t ldx, const Rows& w, int k,
+                    const float* bias, float* y, int64_t ldy) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return PackedRowsTile<Micro, MR - 1, NR>(mr, nr, x, ldx, w, k, bias, y, ldy);
+  }
+  if constexpr (NR > 1) {
+    if (nr < NR) return PackedRowsTile<Micro, MR, NR - 1>(mr, nr, x, ldx, w, k, bias, y, ldy);
+  }
+  Micro::template TileOn<MR, NR>(x, ldx, w, k, bias, y, ldy);
+}
+
+// The panel of F16 / BF16 rows packed in groups of 4 (kF16Packed, kBF16Packed: f16_packed.h):
+// each group is one tile's columns, so a GEMV (m = 1) reads one sequential stream into four
+// chains; every element keeps the operations of the unpacked tiles (Micro::TileOn on the
+// micro-kernel's view Rows{group, r, k} of a group of r rows). n0 is a multiple of 4 (panels
+// are whole groups).
+template <class Micro, class Rows>
+void PackedRowsPanel(const float* x, int m, int k, const void* wv, int n0, int n1,
+                     const float* bias, float* y, int ldy) {
+  static_assert(Micro::kNR == kF16PackRows, "a group is one tile wide");
+  const auto* w = static_cast<const uint16_t*>(wv);
+  for (int c0 = 0; c0 < m; c0 += kRowChunk) {
+    const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
+    for (int g = n0; g < n1; g += kF16PackRows) {
+      const int r = n1 - g < kF16PackRows ? n1 - g : kF16PackRows;
+      const Rows rows{w + static_cast<int64_t>(g) * k, r, k};
+      for (int i = c0; i < c1; i += Micro::kMR) {
+        const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
+        PackedRowsTile<Micro, Micro::kMR, Micro::kNR>(mr, r, x + static_cast<int64_t>(i) * k, k,
+                                                      rows, k, bias != nullptr ? bias + g : nullptr,
+                                                      y + static_cast<int64_t>(i) * ldy + g, ldy);
       }
     }
   }

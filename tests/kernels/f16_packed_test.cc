@@ -3,9 +3,9 @@
 // every weight where the layout says and is undone by unpacking, for row counts with and without
 // a partial last group and column counts with and without a tail after the last 8-weight chunk;
 // a matmul on the packed rows gives bitwise the F16 / BF16 result of the same kernel set (the AVX2
-// set reads them natively, the others unpack per panel) for GEMV and GEMM shapes, close to a
-// float64 reference; the CPU backend packs F16 and BF16 matmul weights when the AVX2 set is in
-// use, and not when LLM_PACK_WEIGHTS=0 or on a set without the packed panels.
+// and AVX-512 sets read them natively, the scalar one unpacks per panel) for GEMV and GEMM
+// shapes, close to a float64 reference; the CPU backend packs F16 and BF16 matmul weights when
+// the AVX2 or AVX-512 set is in use, and not when LLM_PACK_WEIGHTS=0 or on the scalar set.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -118,52 +118,54 @@ TEST(F16Packed, MatmulGivesTheBitsOfF16AndBf16OnEveryKernelSet) {
       }
     }
   }
-  if (!native) GTEST_SKIP() << "no kernel set here reads the packed rows natively (needs AVX2)";
+  if (!native) GTEST_SKIP() << "no kernel set here reads the packed rows natively (AVX2 does)";
 }
 
-TEST(F16Packed, CpuBackendPacksF16AndBf16WhenTheAvx2SetIsInUse) {
+TEST(F16Packed, CpuBackendPacksF16AndBf16OnTheSimdSets) {
   Backend& cpu = CpuBackend();
   const int n = 37, k = 520, m = 3;
   const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 4);
-  if (!SelectMatmulIsa("avx2-fma").ok()) {
-    ASSERT_TRUE(SelectMatmulIsa("auto").ok());
-    GTEST_SKIP() << "this CPU has no AVX2 + FMA + F16C kernel set";
-  }
   struct Restore {
     ~Restore() { (void)SelectMatmulIsa("auto"); }
   } restore;
-  for (const auto [type, packed_type] : kTypes) {
-    SCOPED_TRACE(DTypeName(type));
-    ASSERT_TRUE(SelectMatmulIsa("avx2-fma").ok());
-    const auto w = Random16(type, static_cast<size_t>(n) * k, 9);
-    std::vector<float> want(static_cast<size_t>(m) * n), got(want.size());
-    Weight plain{w.data(), type, n, k};
-    cpu.Matmul(x.data(), m, plain, nullptr, want.data());
-    Weight packed{w.data(), type, n, k};
-    auto buf = cpu.PrepareMatmulWeight(packed);
-    ASSERT_TRUE(buf.ok()) << buf.status().ToString();
-    ASSERT_NE(buf->data(), nullptr);
-    EXPECT_EQ(packed.format, packed_type);
-    EXPECT_EQ(packed.data, buf->data());
-    EXPECT_EQ(std::memcmp(packed.data, Pack(w, n, k).data(), 2 * w.size()), 0);
-    cpu.Matmul(x.data(), m, packed, nullptr, got.data());
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0);
+  int sets = 0;
+  for (const char* isa : {"avx2-fma", "avx512"}) {
+    if (!SelectMatmulIsa(isa).ok()) continue;  // this CPU lacks it
+    ++sets;
+    for (const auto [type, packed_type] : kTypes) {
+      SCOPED_TRACE(std::string(isa) + " " + DTypeName(type));
+      ASSERT_TRUE(SelectMatmulIsa(isa).ok());
+      const auto w = Random16(type, static_cast<size_t>(n) * k, 9);
+      std::vector<float> want(static_cast<size_t>(m) * n), got(want.size());
+      Weight plain{w.data(), type, n, k};
+      cpu.Matmul(x.data(), m, plain, nullptr, want.data());
+      Weight packed{w.data(), type, n, k};
+      auto buf = cpu.PrepareMatmulWeight(packed);
+      ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+      ASSERT_NE(buf->data(), nullptr);
+      EXPECT_EQ(packed.format, packed_type);
+      EXPECT_EQ(packed.data, buf->data());
+      EXPECT_EQ(std::memcmp(packed.data, Pack(w, n, k).data(), 2 * w.size()), 0);
+      cpu.Matmul(x.data(), m, packed, nullptr, got.data());
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0);
 
-    ::setenv("LLM_PACK_WEIGHTS", "0", 1);
-    Weight off{w.data(), type, n, k};
-    auto kept = cpu.PrepareMatmulWeight(off);
-    ::unsetenv("LLM_PACK_WEIGHTS");
-    ASSERT_TRUE(kept.ok());
-    EXPECT_EQ(kept->data(), nullptr);
-    EXPECT_EQ(off.format, type);
+      ::setenv("LLM_PACK_WEIGHTS", "0", 1);
+      Weight off{w.data(), type, n, k};
+      auto kept = cpu.PrepareMatmulWeight(off);
+      ::unsetenv("LLM_PACK_WEIGHTS");
+      ASSERT_TRUE(kept.ok());
+      EXPECT_EQ(kept->data(), nullptr);
+      EXPECT_EQ(off.format, type);
 
-    ASSERT_TRUE(SelectMatmulIsa("scalar").ok());  // a set without the packed panels
-    Weight scalar{w.data(), type, n, k};
-    auto none = cpu.PrepareMatmulWeight(scalar);
-    ASSERT_TRUE(none.ok());
-    EXPECT_EQ(none->data(), nullptr);
-    EXPECT_EQ(scalar.format, type);
+      ASSERT_TRUE(SelectMatmulIsa("scalar").ok());  // a set without the packed panels
+      Weight scalar{w.data(), type, n, k};
+      auto none = cpu.PrepareMatmulWeight(scalar);
+      ASSERT_TRUE(none.ok());
+      EXPECT_EQ(none->data(), nullptr);
+      EXPECT_EQ(scalar.format, type);
+    }
   }
+  if (sets == 0) GTEST_SKIP() << "this CPU has neither the AVX2 nor the AVX-512 kernel set";
 }
 
 }  // namespace

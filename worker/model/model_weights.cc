@@ -697,7 +697,7 @@ namespace {
 
 // The backend's own layouts of the matmul weights (Backend::PrepareMatmulWeight) on a backend of
 // host memory; the embedding table, which Embedding reads, keeps its layout. A source the backend
-// copied is given back: its pages of a mapped GGUF file, or the owned copy it was.
+// copied is given back: its pages of a mapped GGUF or safetensors file, or the owned copy it was.
 Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
   Status status = Status::Ok();
   w.ForEachWeight([&](const std::string& name, Weight& t) {
@@ -712,6 +712,7 @@ Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
     w.placed.push_back(std::move(*buf));
     const size_t bytes = RowBytes(before.format, before.cols) * static_cast<size_t>(before.rows);
     if (w.gguf != nullptr) w.gguf->ReleasePages(before.data, bytes);
+    if (w.files != nullptr) w.files->ReleaseRange(before.data, bytes);  // F16 / BF16 folders
     for (std::vector<uint8_t>& owned : w.owned8) {
       if (owned.data() == before.data && owned.size() == bytes) std::vector<uint8_t>().swap(owned);
     }
