@@ -14,6 +14,29 @@ namespace {
 constexpr const char* kGguf = "golden/families/llama/llama-q8_0.gguf";
 constexpr const char* kReference = "golden/families/llama/reference.json";
 
+// POSTs a greedy completion of `p` (a reference prompt) to `model` and checks its text is that of
+// llama.cpp's ids on the file in `format` (the reference's llamacpp_quantized key).
+void ExpectLlamaCppsCompletion(int port, const std::string& model, const Tokenizer& tokenizer,
+                               const json& p, const char* format) {
+  const auto want = p["llamacpp_quantized"][format]["greedy_ids"].get<std::vector<int32_t>>();
+  const json body = {{"model", model},
+                     {"prompt", p["text"]},
+                     {"max_tokens", want.size()},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  const HttpResult r = Post(port, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  // The completion's text: what the ids add to the prompt's text (a SentencePiece tokenizer
+  // strips the leading space only at the start of a sequence).
+  auto all = p["ids"].get<std::vector<int32_t>>();
+  const std::string prompt_text = tokenizer.Decode(all, true);
+  all.insert(all.end(), want.begin(), want.end());
+  EXPECT_EQ(r.Json()["choices"][0]["text"], tokenizer.Decode(all, true).substr(prompt_text.size()))
+      << p["name"];
+  EXPECT_EQ(r.Json()["usage"]["prompt_tokens"], p["ids"].size());
+  EXPECT_EQ(r.Json()["usage"]["completion_tokens"], want.size());
+}
+
 class GgufE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -57,24 +80,7 @@ TEST_F(GgufE2E, GreedyCompletionsAreLlamaCppsIds) {
   auto tokenizer = Tokenizer::FromDir(SharedPath(kGguf));
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   for (const json& p : ref["prompts"]) {
-    const auto want = p["llamacpp_quantized"]["Q8_0"]["greedy_ids"].get<std::vector<int32_t>>();
-    const json body = {{"model", "llama-q8_0"},
-                       {"prompt", p["text"]},
-                       {"max_tokens", want.size()},
-                       {"temperature", 0},
-                       {"ignore_eos", true}};
-    const HttpResult r = Post(port(), "/v1/completions", body);
-    ASSERT_EQ(r.status, 200) << r.body;
-    // The completion's text: what the ids add to the prompt's text (a SentencePiece tokenizer
-    // strips the leading space only at the start of a sequence).
-    auto all = p["ids"].get<std::vector<int32_t>>();
-    const std::string prompt_text = (*tokenizer)->Decode(all, true);
-    all.insert(all.end(), want.begin(), want.end());
-    EXPECT_EQ(r.Json()["choices"][0]["text"],
-              (*tokenizer)->Decode(all, true).substr(prompt_text.size()))
-        << p["name"];
-    EXPECT_EQ(r.Json()["usage"]["prompt_tokens"], p["ids"].size());
-    EXPECT_EQ(r.Json()["usage"]["completion_tokens"], want.size());
+    ExpectLlamaCppsCompletion(port(), "llama-q8_0", **tokenizer, p, "Q8_0");
     const json chat = {{"model", "llama-q8_0"},
                        {"messages", {{{"role", "user"}, {"content", p["text"]}}}},
                        {"max_tokens", 4},
@@ -111,20 +117,7 @@ TEST(GgufF16E2E, RowsPackedForAvx2OnTwoRanksGiveLlamaCppsIds) {
   auto tokenizer = Tokenizer::FromDir(SharedPath(kF16));
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   for (const json& p : ref["prompts"]) {
-    const auto want = p["llamacpp_quantized"]["F16"]["greedy_ids"].get<std::vector<int32_t>>();
-    const json body = {{"model", "llama-f16"},
-                       {"prompt", p["text"]},
-                       {"max_tokens", want.size()},
-                       {"temperature", 0},
-                       {"ignore_eos", true}};
-    const HttpResult r = Post(cluster.port(), "/v1/completions", body);
-    ASSERT_EQ(r.status, 200) << r.body;
-    auto all = p["ids"].get<std::vector<int32_t>>();
-    const std::string prompt_text = (*tokenizer)->Decode(all, true);
-    all.insert(all.end(), want.begin(), want.end());
-    EXPECT_EQ(r.Json()["choices"][0]["text"],
-              (*tokenizer)->Decode(all, true).substr(prompt_text.size()))
-        << p["name"];
+    ExpectLlamaCppsCompletion(cluster.port(), "llama-f16", **tokenizer, p, "F16");
   }
   EXPECT_NE(cluster.Logs().find("matmul weights repacked for the cpu backend"), std::string::npos)
       << cluster.Logs();
