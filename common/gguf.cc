@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <limits>
 
+#include "common/mapped_pages.h"
+
 namespace llm {
 
 namespace {
@@ -373,17 +375,7 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
 }
 
 void GgufFile::ReleasePages(const void* data, size_t bytes) const {
-  const auto* p = static_cast<const uint8_t*>(data);
-  if (map_ == nullptr || p < base_ || bytes > size_ ||
-      p - base_ > static_cast<ptrdiff_t>(size_ - bytes)) {
-    return;
-  }
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  auto begin = reinterpret_cast<uintptr_t>(p);
-  auto end = begin + bytes;
-  begin = (begin + page - 1) / page * page;  // only whole pages inside the range
-  end = end / page * page;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  ReleaseMappedPages(map_ != nullptr ? base_ : nullptr, size_, data, bytes);
 }
 
 StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromMemory(const void* data, size_t size,

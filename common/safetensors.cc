@@ -5,12 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "common/mapped_pages.h"
 
 namespace llm {
 
@@ -152,19 +153,7 @@ void SafetensorsFile::Release(const TensorView& view) const {
 }
 
 bool SafetensorsFile::ReleaseRange(const void* data, size_t bytes) const {
-  const auto* p = static_cast<const char*>(data);
-  const auto* base = static_cast<const char*>(map_);
-  if (map_ == nullptr || p < base || bytes > map_size_ ||
-      p - base > static_cast<ptrdiff_t>(map_size_ - bytes)) {
-    return false;
-  }
-  const long page = ::sysconf(_SC_PAGESIZE);
-  auto begin = reinterpret_cast<uintptr_t>(p);
-  auto end = begin + bytes;
-  begin = (begin + page - 1) / page * page;  // only whole pages inside the range
-  end = end / page * page;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-  return true;
+  return ReleaseMappedPages(map_, map_size_, data, bytes);
 }
 
 StatusOr<std::unique_ptr<ModelWeightFiles>> ModelWeightFiles::Open(const std::string& dir) {

@@ -2,8 +2,7 @@
 // One ymm accumulator (8 lanes) per output element; 16-bit weights are widened to f32 in
 // registers. The k tail is copied into zero-padded stack chunks. F16 and BF16 weights may also
 // come in groups of 4 interleaved rows (kF16Packed, kBF16Packed: f16_packed.h), with the same
-// bits. (The block formats,
-// Q8_0 among them, are in matmul_quant_avx2.cc.)
+// bits. (The block formats, Q8_0 among them, are in matmul_quant_avx2.cc.)
 #include <immintrin.h>
 
 #include <cstdint>

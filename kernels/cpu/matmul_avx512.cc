@@ -2,8 +2,7 @@
 // One zmm accumulator (16 lanes) per output element; 16-bit weights are widened to f32 in
 // registers (exact), so every path accumulates x * w in f32 with FMA. F16 and BF16 weights may
 // also come in groups of 4 interleaved rows (kF16Packed, kBF16Packed: f16_packed.h), with the
-// same bits. (The block formats, Q8_0
-// among them, are in matmul_quant_avx512.cc.)
+// same bits. (The block formats, Q8_0 among them, are in matmul_quant_avx512.cc.)
 // GCC 12 warns inside its own AVX-512 intrinsics (the `__Y = __Y` of _mm512_undefined_*, GCC bug
 // 105593, fixed in GCC 13); nothing in this file reads an uninitialised value.
 #pragma GCC diagnostic ignored "-Wuninitialized"
