@@ -88,7 +88,7 @@ void BenchMatmul() {
 // over matrices of 2048 x 5632 totalling >= 256 MB, far above any L3). The DRAM figure at the
 // machine's read bandwidth means the kernel keeps up with memory; the cache figure is its compute
 // ceiling.
-void BenchGemv() {
+void BenchGemv(const std::vector<std::string>& only_types) {
   const int k = 2048;
   std::mt19937 rng(3);
   std::normal_distribution<float> d(0.0f, 0.05f);
@@ -107,6 +107,10 @@ void BenchGemv() {
       k, omp_get_max_threads());
   std::printf("  %-13s %-12s %10s %10s\n", "dtype", "isa", "cache", "DRAM");
   for (DType t : types) {
+    if (!only_types.empty() &&
+        std::find(only_types.begin(), only_types.end(), llm::DTypeName(t)) == only_types.end()) {
+      continue;
+    }
     const size_t row = llm::RowBytes(t, k);
     const int big_n = 5632;
     const int copies = static_cast<int>(std::max<size_t>(2, (256u << 20) / (row * big_n) + 1));
@@ -211,13 +215,16 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape s
 
 int main(int argc, char** argv) {
   std::string only;
+  std::vector<std::string> gemv_types;
   CLI::App app("CPU kernel throughput (matmul per weight format and ISA, paged attention).",
                "kernel_bench");
   app.add_option("only", only, "run just this part")
       ->check(CLI::IsMember({"matmul", "gemv", "attention"}));
+  app.add_option("--dtype", gemv_types,
+                 "gemv: only these weight formats, as printed (e.g. Q2_K, \"F16 (packed)\")");
   if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
   if (only == "gemv") {
-    BenchGemv();
+    BenchGemv(gemv_types);
     return 0;
   }
   if (only != "attention") BenchMatmul();
