@@ -238,8 +238,9 @@ const std::vector<KeySpec>& Schema() {
              "KV cache blocks per rank; > 0 wins over kv_cache_mib and the fraction"),
       StringKey("engine.kv_cache_dtype", LLM_FIELD(engine.kv_cache_dtype),
                 {"auto", "float32", "float16"},
-                "element type of the KV cache; auto = float32; float16 halves its memory per "
-                "token and the bytes attention reads (engine.device cpu only)"),
+                "element type of the KV cache; auto = float16 for a 16-bit or quantized model, "
+                "float32 for a float32 one; float16 halves its memory per token and the bytes "
+                "attention reads (engine.device cpu only)"),
       DoubleKey("engine.kv_cache_memory_fraction", LLM_FIELD(engine.kv_cache_memory_fraction), 0.01,
                 0.95, "fraction of available memory for the KV cache"),
       IntKey("engine.max_num_seqs", LLM_FIELD(engine.scheduler.max_num_seqs), 1, 65536,

@@ -67,16 +67,14 @@ struct EngineSection {
   int kv_cache_mib = 0;                    // > 0 wins over the fraction
   int kv_cache_blocks = 0;                 // > 0 wins over both sizes (tests, tuning)
   double kv_cache_memory_fraction = 0.25;  // of the memory available at start-up
-  // Element type of the KV cache, vLLM's kv_cache_dtype: "auto" (= float32), "float32", or
-  // "float16" (half the memory per token and half the bytes attention reads; each K and V value
-  // rounded to half once). kv_cache_element_type() is the DType.
+  // Element type of the KV cache, vLLM's kv_cache_dtype: "auto" (float16 for a model stored in
+  // 16 bits or quantized, float32 for a float32 one: ResolveKvCacheDtype in
+  // worker/engine/device_setup.h), "float32", or "float16" (half the memory per token and half the
+  // bytes attention reads; each K and V value rounded to half once). kv_cache_element_type() is
+  // the DType of an explicit value (float32 for auto).
   std::string kv_cache_dtype = "auto";
   DType kv_cache_element_type() const {
     return kv_cache_dtype == "float16" ? DType::kF16 : DType::kF32;
-  }
-  // "float32" or "float16": what auto resolves to, for logs.
-  const char* kv_cache_dtype_name() const {
-    return kv_cache_element_type() == DType::kF16 ? "float16" : "float32";
   }
   SchedulerConfig scheduler;
   // Reuse the KV blocks of prompt prefixes already computed (shared system prompts, chat

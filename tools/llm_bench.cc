@@ -150,8 +150,8 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
   app.add_option("--kv-cache-dtype", o->kv_cache_dtype,
-                 "KV cache element type (engine.kv_cache_dtype): auto (= float32), float32 or "
-                 "float16")
+                 "KV cache element type (engine.kv_cache_dtype): auto (float16 for a 16-bit or "
+                 "quantized model, float32 for a float32 one), float32 or float16")
       ->check(CLI::IsMember({"auto", "float32", "float16"}))
       ->capture_default_str();
   app.add_option("--structured", o->structured,
@@ -236,7 +236,7 @@ Status Bench(const BenchOptions& o) {
       o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
       weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
       llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads(),
-      o.device.c_str(), cfg.kv_cache_dtype_name());
+      o.device.c_str(), llm::KvCacheDtypeLogName(cfg, engine->kv_cache_dtype()).c_str());
   double tps = 0, decode_b1_gbs = 0;
   LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));
   std::printf("prefill  %5d tokens         : %10.1f tokens/s\n", o.prompt_len, tps);
@@ -276,8 +276,9 @@ Status Bench(const BenchOptions& o) {
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  const double kv_mib = static_cast<double>(engine->stats().blocks_total) * 2 * 4 * cfg.block_size *
-                        mc.kv_dim() * mc.num_layers / 1048576.0;
+  const double kv_mib = static_cast<double>(engine->stats().blocks_total) * 2 *
+                        llm::DTypeSize(engine->kv_cache_dtype()) * cfg.block_size * mc.kv_dim() *
+                        mc.num_layers / 1048576.0;
   const double budget = (weights->matrix_bytes / 1048576.0 + kv_mib) * 1.10;
   std::printf("peak RSS %.1f MiB; weights + KV cache (%.1f MiB) + 10%% = %.1f MiB\n",
               ru.ru_maxrss / 1024.0, kv_mib, budget);

@@ -96,7 +96,9 @@ TEST(ClusterConfig, DeviceKeys) {
   ExpectError("", "engine.device", {{"engine.device", "tpu"}});
 }
 
-// engine.kv_cache_dtype: vLLM's name; auto (the default) and float32 keep float, float16 halves.
+// engine.kv_cache_dtype: vLLM's name; float32 keeps float, float16 halves; auto (the default)
+// is resolved against the model at start-up (tests/worker/kv_cache_dtype_test.cc), so its
+// explicit mapping here is float32.
 TEST(ClusterConfig, KvCacheDtype) {
   auto d = ParseClusterConfig("", "x.yaml");
   ASSERT_TRUE(d.ok()) << d.status().ToString();

@@ -284,7 +284,7 @@ w('cluster_config', 'small', "model: {path: /m, load_format: dummy}\nengine: {bl
 
 
 # (g) step plans: 2 bytes (mirror's num_blocks, block_size), then u16-length-prefixed messages
-VERSION = 4  # kStepPlanVersion (worker/engine/step_plan.h)
+VERSION = 5  # kStepPlanVersion (worker/engine/step_plan.h)
 
 
 def ints(v):
@@ -312,8 +312,9 @@ def stream(nb, bs, msgs):
     return bytes([nb, bs]) + b''.join(struct.pack('<H', len(m)) + m for m in msgs)
 
 
-# start: num_blocks 16, block_size 4, decode graphs of up to 8 sequences and 4 table columns
-start = struct.pack('<BBiiii', VERSION, 1, 16, 4, 8, 4)
+# start: num_blocks 16, block_size 4, decode graphs of up to 8 sequences and 4 table columns, a
+# float16 KV cache (DType::kF16 = 1)
+start = struct.pack('<BBiiiiB', VERSION, 1, 16, 4, 8, 4, 1)
 w('step_plan', 'prefill_decode', stream(15, 3, [
     start, step(1, new=[(7, [1, 2, 3, 4, 5])], blocks=[(7, 0, [0, 1])], sched=[(7, 0, 5, 1)]),
     step(2, sampled=[(7, 9)], sched=[(7, 5, 1, 1)]),

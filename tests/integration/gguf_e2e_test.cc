@@ -41,8 +41,11 @@ class GgufE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!std::filesystem::exists(SharedPath(kGguf))) return;
+    // A float32 KV cache, as llama.cpp's reference runs had (auto would give this quantized
+    // model a half cache).
     cluster_ =
-        new Cluster({"--model.path", SharedPath(kGguf)}, {"--model.path", SharedPath(kGguf)});
+        new Cluster({"--model.path", SharedPath(kGguf), "--engine.kv_cache_dtype", "float32"},
+                    {"--model.path", SharedPath(kGguf)});
   }
   static void TearDownTestSuite() {
     delete cluster_;
@@ -107,8 +110,8 @@ TEST(GgufF16E2E, RowsPackedForAvx2OnTwoRanksGiveLlamaCppsIds) {
       !__builtin_cpu_supports("f16c")) {
     GTEST_SKIP() << "this CPU has no AVX2 + FMA + F16C kernel set";
   }
-  Cluster cluster({"--model.path", SharedPath(kF16), "--engine.tensor_parallel_size", "2",
-                   "--engine.matmul_isa", "avx2-fma"},
+  Cluster cluster({"--model.path", SharedPath(kF16), "--engine.kv_cache_dtype", "float32",
+                   "--engine.tensor_parallel_size", "2", "--engine.matmul_isa", "avx2-fma"},
                   {"--model.path", SharedPath(kF16)},
                   {mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"});
   ASSERT_TRUE(cluster.ok()) << cluster.Logs();

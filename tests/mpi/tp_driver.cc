@@ -1,11 +1,16 @@
 // Test driver for tensor and pipeline parallelism: every rank loads its shard of a model
 // (--pp N: N pipeline stages of world/N tensor-parallel ranks each); rank 0 runs the
 // engine on the requests of a JSON file (continuous batching, chunked prefill) and prints one
-// JSON line {"world_size", "outputs": [[ids...], ...], "blocks_free", "blocks_total", "hosts"}; the
-// other ranks follow. Started by tests/mpi/tp_golden_test.cc under mpirun.
+// JSON line {"world_size", "outputs": [[ids...], ...], "blocks_free", "blocks_total",
+// "kv_cache_dtype", "hosts"}; the other ranks follow. Started by tests/mpi/tp_golden_test.cc
+// under mpirun.
 //
 //   tp_driver --model DIR --requests FILE [--num-blocks N] [--idle-ms N] [--pid-dir DIR]
 //             [--abort N] [--dummy] [--logprobs N] [--pp N] [--pp-partition A,B,..] [--sample]
+//             [--kv-cache-dtype float32|float16|auto]
+//
+// The KV cache is float32 unless --kv-cache-dtype says otherwise: the references the tests
+// compare with were computed with float K and V.
 //
 // requests FILE: {"requests": [{"prompt": [ids], "max_tokens": n}, ...]}. --abort N aborts
 // every N-th request (1-based) after its first token and reports its output as [].
@@ -46,6 +51,7 @@ struct Options {
   int prefill_chunk = 7;  // small chunks and budgets exercise chunked prefill in the tests
   int batched_tokens = 64;
   std::vector<int> partition;
+  std::string kv_cache_dtype = "float32";
 };
 
 void AddFlags(CLI::App& app, Options* o) {
@@ -64,6 +70,8 @@ void AddFlags(CLI::App& app, Options* o) {
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--logprobs", o->logprobs, "top logprobs per token")->check(CLI::Range(-1, 20));
   app.add_flag("--dummy", o->dummy, "random weights");
+  app.add_option("--kv-cache-dtype", o->kv_cache_dtype, "engine.kv_cache_dtype")
+      ->check(CLI::IsMember({"auto", "float32", "float16"}));
   app.add_option("--pp", o->pp, "pipeline stages")->check(CLI::Range(1, 64));
   app.add_option("--pp-partition", o->partition, "layers per stage")->delimiter(',');
   app.add_option("--pp-in-flight", o->pp_in_flight, "steps in flight (0: one per stage)")
@@ -81,6 +89,7 @@ llm::EngineConfig Config(const Options& o) {
   cfg.scheduler.max_prefill_chunk = o.prefill_chunk;
   cfg.scheduler.max_num_batched_tokens = o.batched_tokens;
   cfg.pipeline_steps_in_flight = o.pp_in_flight;
+  cfg.kv_cache_dtype = o.kv_cache_dtype;
   return cfg;
 }
 
@@ -150,10 +159,13 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o, const std::vector<st
     }
   }
   const llm::EngineStats s = engine.stats();
-  nlohmann::json out = {
-      {"world_size", o.world_size},   {"outputs", outputs},
-      {"blocks_free", s.blocks_free}, {"blocks_total", s.blocks_total},
-      {"preemptions", s.preemptions}, {"prefix_cache_hit_tokens", s.prefix_cache_hit_tokens}};
+  nlohmann::json out = {{"world_size", o.world_size},
+                        {"outputs", outputs},
+                        {"blocks_free", s.blocks_free},
+                        {"blocks_total", s.blocks_total},
+                        {"preemptions", s.preemptions},
+                        {"prefix_cache_hit_tokens", s.prefix_cache_hit_tokens},
+                        {"kv_cache_dtype", llm::DTypeName(engine.kv_cache_dtype())}};
   if (o.logprobs > 0) out["logprobs"] = logprobs;
   out["hosts"] = hosts;  // each rank's host name
   // For benchmarks (tools/), never asserted on: generated tokens and the wall time of the run.

@@ -84,19 +84,24 @@ class TpTest : public ::testing::Test {
            " 2>" + (dir_ / "stderr.txt").string();
   }
 
+  std::string stdout_;  // of the last Run
+
   std::string Stderr() const {
     std::ifstream in(dir_ / "stderr.txt");
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  // Runs the driver; returns its exit status and the last JSON line it printed.
+  // Runs the driver; returns its exit status and the last JSON line it printed (all it printed,
+  // the ranks' logs too, in stdout_).
   int Run(const std::string& cmd, json* result) {
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return -1;
     char buf[1 << 16];
     std::string last;
+    stdout_.clear();
     while (std::fgets(buf, sizeof(buf), p)) {
       if (buf[0] == '{') last = buf;
+      if (stdout_.size() < (1u << 20)) stdout_ += buf;
     }
     const int status = pclose(p);
     if (!last.empty() && result) *result = json::parse(last, nullptr, false);
@@ -531,6 +536,44 @@ TEST_F(TpTest, UnevenShardsAndBiasesGiveTheIdsOfOneRank) {
       EXPECT_EQ(result["outputs"], one["outputs"]) << head << ": np=" << np << " ids differ";
       ExpectCloseLogprobs(result["logprobs"], one["logprobs"], head + " np=" + std::to_string(np));
     }
+  }
+}
+
+// engine.kv_cache_dtype auto on a float16 model: rank 0 resolves it to a half cache and the
+// start message carries that to the other ranks (a follower once kept a float32 cache whatever
+// rank 0 chose): rank 1 says so, and 2 ranks give 1 rank's ids and logprobs.
+TEST_F(TpTest, AutoKvCacheDtypeIsRank0sOnEveryRank) {
+  LLM_REQUIRE_MPIRUN();
+  const fs::path model = dir_ / "model";
+  fs::create_directories(model);
+  std::ofstream(model / "config.json")
+      << R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 4,
+      "vocab_size": 256, "max_position_embeddings": 128, "rms_norm_eps": 1e-5,
+      "torch_dtype": "float16", "bos_token_id": 1, "eos_token_id": 2})";
+  std::vector<Request> reqs;
+  for (int i = 0; i < 3; ++i) {
+    Request r{{1}, std::vector<int32_t>(12)};
+    for (int j = 0; j < 20 + 7 * i; ++j) r.prompt.push_back(3 + (j * 29 + i * 13) % 250);
+    reqs.push_back(r);
+  }
+  const std::string args =
+      "--dummy --logprobs 20 --model " + model.string() + " --requests " + WriteRequests(reqs);
+  json one;
+  for (int np : {1, 2}) {
+    json result;
+    ASSERT_EQ(Run(Command(mpirun, np, args + " --kv-cache-dtype auto"), &result), 0)
+        << "np=" << np << Stderr();
+    ASSERT_TRUE(result.is_object()) << Stderr();
+    EXPECT_EQ(result["kv_cache_dtype"], "F16") << "np=" << np;
+    if (np == 1) {
+      one = result;
+      continue;
+    }
+    EXPECT_NE(stdout_.find("rank 1: KV cache of 256 blocks of 16 tokens in F16"), std::string::npos)
+        << stdout_;
+    EXPECT_EQ(result["outputs"], one["outputs"]) << "np=" << np << " ids differ";
+    ExpectCloseLogprobs(result["logprobs"], one["logprobs"], "np=" + std::to_string(np));
   }
 }
 

@@ -118,12 +118,21 @@ TEST(StepPlanWire, RoundTripsEveryField) {
   start.block_size = 16;
   start.graph_max_batch = 64;
   start.graph_max_blocks = 512;
+  start.kv_dtype = DType::kF16;
   SerializeStepPlan(start, &bytes);
   ASSERT_TRUE(ParseStepPlan(bytes, &got).ok());
   EXPECT_EQ(got.kind, StepMessageKind::kStart);
   EXPECT_EQ(got.num_blocks, 123);
   EXPECT_EQ(got.graph_max_batch, 64);
   EXPECT_EQ(got.graph_max_blocks, 512);
+  EXPECT_EQ(got.kv_dtype, DType::kF16);
+  // The KV cache's element type is float32 or float16; any other byte is a bad message.
+  SerializeStepPlan(start, &bytes);
+  ASSERT_EQ(bytes.back(), static_cast<uint8_t>(DType::kF16));
+  for (DType other : {DType::kBF16, DType::kQ8_0, static_cast<DType>(200)}) {
+    bytes.back() = static_cast<uint8_t>(other);
+    EXPECT_EQ(ParseStepPlan(bytes, &got).code(), StatusCode::kDataLoss) << static_cast<int>(other);
+  }
   // Graph sizes are bounded: a follower never records thousands of graphs on a bad message.
   for (auto [batch, blocks] :
        {std::pair{kMaxGraphBatch + 1, 4}, std::pair{-1, 4}, std::pair{8, -1}}) {

@@ -144,7 +144,7 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
       "KV cache: {} blocks of {} tokens = {} tokens at most in flight ({:.1f} "
       "max_model_len sequences of {}), {}, from {}",
       st.blocks_total, c.engine.block_size, tokens, static_cast<double>(tokens) / max_len, max_len,
-      c.engine.kv_cache_dtype_name(), source);
+      KvCacheDtypeLogName(c.engine, (*engine)->kv_cache_dtype()), source);
   const SchedulerConfig& sc = c.engine.scheduler;
   spdlog::info(
       "scheduler: max_num_seqs {}, max_num_batched_tokens {}, max_prefill_chunk {}, "

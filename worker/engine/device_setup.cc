@@ -144,6 +144,22 @@ void BuildProfilingBatch(int max_tokens, int max_seqs, int max_model_len, int bl
   b->block_tables.assign(static_cast<size_t>(seqs) * b->max_blocks_per_seq, 0);
 }
 
+DType ResolveKvCacheDtype(const EngineSection& engine, const ModelWeights& weights,
+                          const kernels::BackendCaps& caps) {
+  if (engine.kv_cache_dtype != "auto") return engine.kv_cache_element_type();
+  if (!caps.SupportsKvCacheDtype(DType::kF16)) return DType::kF32;
+  bool below_32_bits = false;
+  weights.ForEachWeight([&](const std::string&, const Weight& w) {
+    below_32_bits = below_32_bits || (!w.empty() && w.format != DType::kF32);
+  });
+  return below_32_bits ? DType::kF16 : DType::kF32;
+}
+
+std::string KvCacheDtypeLogName(const EngineSection& engine, DType resolved) {
+  return std::string(resolved == DType::kF16 ? "float16" : "float32") +
+         (engine.kv_cache_dtype == "auto" ? " (auto)" : "");
+}
+
 StatusOr<int> ProfileKvBlocks(const ModelWeights& weights, kernels::Backend& backend,
                               Communicator* tp, Communicator* pipeline, const EngineSection& engine,
                               int max_model_len, const MemoryInfoFn& memory_info) {
@@ -152,7 +168,7 @@ StatusOr<int> ProfileKvBlocks(const ModelWeights& weights, kernels::Backend& bac
                            ? RankExecutor::Create(weights, backend, tp, pipeline)
                            : RankExecutor::Create(weights, backend, tp));
   const int block_size = engine.block_size;
-  const DType kv_dtype = engine.kv_cache_element_type();
+  const DType kv_dtype = ResolveKvCacheDtype(engine, weights, backend.caps());
   LLM_RETURN_IF_ERROR(executor->AllocateCache(1, block_size, kv_dtype));  // read, never written
   BuildProfilingBatch(engine.scheduler.max_num_batched_tokens, engine.scheduler.max_num_seqs,
                       max_model_len, block_size, &executor->batch());

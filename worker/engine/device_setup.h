@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 #include "common/config_sections.h"
 #include "common/status.h"
@@ -22,6 +23,19 @@ namespace llm {
 // "engine.device 'cuda': " and give the reason (a build without CUDA, no CUDA device visible, a
 // bad local-rank variable, the device's own error). Logs the device chosen.
 StatusOr<kernels::Backend*> EngineBackend(const EngineSection& engine);
+
+// The element type of the KV cache (engine.kv_cache_dtype) for these weights on this backend:
+// float16 or float32 as configured (a backend without that cache type refuses it in
+// AllocateCache, naming the key). "auto" follows the model, as vLLM's auto (the model's dtype)
+// and llama.cpp's F16 cache do: float16 where the backend keeps a half cache and some tensor is
+// stored in fewer than 32 bits (F16, BF16 or a block format), float32 for a float32 model.
+// Rank 0 decides; the start message carries its choice to the other ranks.
+DType ResolveKvCacheDtype(const EngineSection& engine, const ModelWeights& weights,
+                          const kernels::BackendCaps& caps);
+
+// "float16" or "float32", plus " (auto)" when engine.kv_cache_dtype left the choice to
+// ResolveKvCacheDtype: for logs and reports.
+std::string KvCacheDtypeLogName(const EngineSection& engine, DType resolved);
 
 // PlaceWeights on a backend whose memory is not host memory (a no-op otherwise), with the
 // megabytes and the time logged; errors name engine.device.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "worker/engine/device_setup.h"
+
 namespace llm {
 
 const char* FinishReasonName(FinishReason r) {
@@ -46,7 +48,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
   LLM_RETURN_IF_ERROR(executor->CheckBlockSize(config.block_size));
   // Each rank holds its share of the KV heads and its stage's layers; every rank allocates the
   // same block count, so the budget is that of the stage with the most layers.
-  const DType kv_dtype = config.kv_cache_element_type();
+  const DType kv_dtype = ResolveKvCacheDtype(config, weights, backend.caps());
   size_t block_bytes = executor->BlockBytes(config.block_size, kv_dtype);
   if (pp.num_stages > 1) {
     LLM_ASSIGN_OR_RETURN(
@@ -73,6 +75,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
   const int graph_max_batch = std::min(config.cuda_graph_max_batch, kMaxGraphBatch);
   const bool graphs = executor->EnableGraphs(graph_max_batch, graph_blocks);
   std::unique_ptr<Engine> engine(new Engine(std::move(executor), config, num_blocks, comm));
+  engine->kv_dtype_ = kv_dtype;
   if (pp.num_stages > 1) {
     engine->sample_rank_ = (pp.num_stages - 1) * weights.tp.size;
     engine->steps_in_flight_ =
@@ -85,6 +88,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
     start.block_size = config.block_size;
     start.graph_max_batch = graphs ? graph_max_batch : 0;
     start.graph_max_blocks = graph_blocks;
+    start.kv_dtype = kv_dtype;
     std::vector<uint8_t> bytes;
     SerializeStepPlan(start, &bytes);
     engine->comm_->Broadcast(bytes, 0);

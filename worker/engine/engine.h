@@ -136,6 +136,8 @@ class Engine {
   EngineStats stats() const;
   const ModelConfig& model_config() const { return executor_->config(); }
   int max_model_len() const { return max_model_len_; }
+  // The KV cache's element type (engine.kv_cache_dtype, "auto" resolved: ResolveKvCacheDtype).
+  DType kv_cache_dtype() const { return kv_dtype_; }
   // Sends the followers a Shutdown message (once); later Steps fail. No-op with one rank.
   void StopFollowers();
   // The token bytes structured output masks with (from the model's tokenizer). Without it,
@@ -182,6 +184,7 @@ class Engine {
 
   EngineConfig config_;
   int max_model_len_;
+  DType kv_dtype_ = DType::kF32;
   std::unique_ptr<Communicator> local_comm_;  // when none is given
   Communicator* comm_;
   bool tp_;               // more than one rank: followers mirror every step

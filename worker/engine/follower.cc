@@ -82,9 +82,8 @@ Status Start(const StepPlan& plan, const EngineConfig& config, FollowerState* st
                               std::to_string(config.block_size));
   }
   if (plan.num_blocks <= 0) return DataLoss("start message with no KV blocks");
-  // engine.kv_cache_dtype: every rank parses the same flags (mpirun gives them all one argv).
-  LLM_RETURN_IF_ERROR(st->executor->AllocateCache(plan.num_blocks, plan.block_size,
-                                                  config.kv_cache_element_type()));
+  // engine.kv_cache_dtype as rank 0 resolved it ("auto" follows rank 0's weights).
+  LLM_RETURN_IF_ERROR(st->executor->AllocateCache(plan.num_blocks, plan.block_size, plan.kv_dtype));
   // Rank 0 records decode graphs of these sizes: every rank must run the same padded steps,
   // or their collectives would not match.
   if (!st->executor->EnableGraphs(plan.graph_max_batch, plan.graph_max_blocks) &&
@@ -146,6 +145,8 @@ Status RunFollower(const ModelWeights& weights, const EngineConfig& config, Comm
         return Status::Ok();
       case StepMessageKind::kStart:
         LLM_RETURN_IF_ERROR(Start(plan, config, &st));
+        spdlog::info("rank {}: KV cache of {} blocks of {} tokens in {}", comm.rank(),
+                     plan.num_blocks, plan.block_size, DTypeName(plan.kv_dtype));
         break;
       case StepMessageKind::kStep:
         LLM_RETURN_IF_ERROR(RunStep(plan, comm, &st));

@@ -117,6 +117,7 @@ Status Desync(const std::string& what, int64_t id) {
 void StepPlan::Clear() {
   kind = StepMessageKind::kStep;
   num_blocks = block_size = graph_max_batch = graph_max_blocks = 0;
+  kv_dtype = DType::kF32;
   step = 0;
   new_sequences.clear();
   sampled.clear();
@@ -136,6 +137,7 @@ void SerializeStepPlan(const StepPlan& p, std::vector<uint8_t>* out) {
     w.Put(p.block_size);
     w.Put(p.graph_max_batch);
     w.Put(p.graph_max_blocks);
+    w.Put(static_cast<uint8_t>(p.kv_dtype));
   }
   if (p.kind != StepMessageKind::kStep) return;
   w.Put(p.step);
@@ -191,11 +193,15 @@ Status ParseStepPlan(const std::vector<uint8_t>& bytes, StepPlan* plan) {
   }
   bool ok = true;
   switch (static_cast<StepMessageKind>(kind)) {
-    case StepMessageKind::kStart:
+    case StepMessageKind::kStart: {
+      uint8_t kv = 0;
       ok = r.Get(&plan->num_blocks) && r.Get(&plan->block_size) && r.Get(&plan->graph_max_batch) &&
-           r.Get(&plan->graph_max_blocks) && plan->graph_max_batch >= 0 &&
-           plan->graph_max_batch <= kMaxGraphBatch && plan->graph_max_blocks >= 0;
+           r.Get(&plan->graph_max_blocks) && r.Get(&kv) && plan->graph_max_batch >= 0 &&
+           plan->graph_max_batch <= kMaxGraphBatch && plan->graph_max_blocks >= 0 &&
+           (kv == static_cast<uint8_t>(DType::kF32) || kv == static_cast<uint8_t>(DType::kF16));
+      plan->kv_dtype = static_cast<DType>(kv);
       break;
+    }
     case StepMessageKind::kStep:
       ok = ParseStepBody(r, plan);
       break;

@@ -23,8 +23,9 @@
 namespace llm {
 
 // 2: PlanScheduled.start (prefix caching); 3: sampling parameters and grammar masks (the last
-// pipeline stage samples); 4: decode graph sizes in the start message.
-constexpr uint8_t kStepPlanVersion = 4;
+// pipeline stage samples); 4: decode graph sizes in the start message; 5: the KV cache's element
+// type in the start message.
+constexpr uint8_t kStepPlanVersion = 5;
 // The largest decode graph batch a start message may carry (engine.cuda_graph_max_batch).
 constexpr int32_t kMaxGraphBatch = kMaxCudaGraphBatch;
 
@@ -71,6 +72,8 @@ struct StepPlan {
   // Decode graphs every rank records alike (TransformerModel::EnableGraphs); 0: none.
   int32_t graph_max_batch = 0;
   int32_t graph_max_blocks = 0;
+  // The KV cache's element type rank 0 resolved (engine.kv_cache_dtype): kF32 or kF16.
+  DType kv_dtype = DType::kF32;
   // kStep, applied in this order
   uint64_t step = 0;  // counts kStep messages from 1; a gap means a lost message
   std::vector<PlanNewSequence> new_sequences;
