@@ -145,6 +145,18 @@ std::string RouterMetrics::Render(const std::vector<UpstreamStats>& upstreams, i
         Sample(&out, g.name, model + ",upstream=\"" + Escape(u.address) + "\"", g.get(u.stats));
     }
   }
+  // vLLM's cache_config_info: the cache's shape as labels, value 1.
+  Header(&out, "llmserve:cache_config_info", "gauge",
+         "KV cache configuration of each engine (block_size, cache_dtype, num_blocks).");
+  for (const auto& u : upstreams) {
+    if (!u.ok) continue;
+    Sample(&out, "llmserve:cache_config_info",
+           model + ",upstream=\"" + Escape(u.address) + "\",block_size=\"" +
+               std::to_string(u.stats.kv_block_size()) + "\",cache_dtype=\"" +
+               Escape(u.stats.kv_cache_dtype()) + "\",num_blocks=\"" +
+               std::to_string(u.stats.kv_blocks_total()) + "\"",
+           1);
+  }
   Header(&out, "llmserve:upstream_up", "gauge", "1 when the coordinator answered Admin.Stats.");
   for (const auto& u : upstreams) {
     Sample(&out, "llmserve:upstream_up", model + ",upstream=\"" + Escape(u.address) + "\"",

@@ -108,7 +108,8 @@ void PrintText(const pb::StatsResponse& s) {
           {"waiting sequences", n(s.waiting_sequences())},
           {"KV cache", n(used) + " / " + n(s.kv_blocks_total()) + " blocks used (" +
                            llm::admin::Percent(used, s.kv_blocks_total()) + "), " +
-                           n(s.kv_block_size()) + " tokens per block"},
+                           n(s.kv_block_size()) + " tokens per block" +
+                           (s.kv_cache_dtype().empty() ? "" : ", " + s.kv_cache_dtype())},
           {"requests", n(s.requests_total())},
           {"aborted", n(s.aborted_total())},
           {"refused (queue full)", n(s.rejected_queue_full_total())},

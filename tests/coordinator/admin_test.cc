@@ -244,7 +244,8 @@ TEST(CoordinatorAdmin, LlmAdminPrintsText) {
   EXPECT_TRUE(has(stats, R"(^model: +stories260K$)")) << stats;
   EXPECT_TRUE(has(stats, R"(^uptime: +([0-9]+h[0-9]{2}m[0-9]{2}s|[0-9]+m[0-9]{2}s|[0-9]+s)$)"))
       << stats;
-  EXPECT_TRUE(has(stats, R"(^KV cache: +0 / [0-9]+ blocks used \(0\.0%\), 16 tokens per block$)"))
+  EXPECT_TRUE(
+      has(stats, R"(^KV cache: +0 / [0-9]+ blocks used \(0\.0%\), 16 tokens per block, float32$)"))
       << stats;
   EXPECT_TRUE(has(stats, R"(^draining: +no$)")) << stats;
   EXPECT_TRUE(has(stats, R"(^rank +host +status +last seen$)")) << stats;

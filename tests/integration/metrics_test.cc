@@ -53,6 +53,14 @@ TEST(Metrics, CountersAndHistogramsFollowTheTraffic) {
   EXPECT_EQ(before["llmserve:generation_tokens_total" + m], 0);
   EXPECT_EQ(before["llmserve:upstream_up" + up], 1);
   EXPECT_EQ(before["llmserve:num_requests_running" + up], 0);
+  // vLLM's cache_config_info: stories260K is a float32 model, so auto keeps a float32 cache.
+  const std::string cache_info =
+      "llmserve:cache_config_info{model_name=\"stories260K\",upstream=\"" + cluster.upstream() +
+      "\",block_size=\"16\",cache_dtype=\"float32\"";
+  const auto info = before.lower_bound(cache_info);
+  ASSERT_NE(info, before.end());
+  EXPECT_EQ(info->first.rfind(cache_info, 0), 0u) << info->first;
+  EXPECT_EQ(info->second, 1);
 
   for (int i = 0; i < 2; ++i) {
     const HttpResult r = Post(cluster.port(), "/v1/completions",

@@ -350,6 +350,14 @@ TEST(RouterE2EHalfKvCache, GoldenTextAndTheCacheTypeInTheLog) {
   // 2 (K, V) x 2 bytes x 16 x 4 kv heads x 8 dims x 5 layers = 10240 bytes, 819 of them
   // (409 in float32).
   EXPECT_EQ(cluster.Stats().kv_blocks_total(), 819);
+  EXPECT_EQ(cluster.Stats().kv_cache_dtype(), "float16");
+  // vLLM's cache_config_info gauge, with the cache's shape as labels.
+  const HttpResult metrics = Http(cluster.port(), "GET", "/metrics", "", 10.0);
+  EXPECT_NE(metrics.body.find("llmserve:cache_config_info{model_name=\"stories260K\",upstream=\"" +
+                              cluster.upstream() +
+                              "\",block_size=\"16\",cache_dtype=\"float16\",num_blocks=\"819\"} 1"),
+            std::string::npos)
+      << metrics.body;
   EXPECT_NE(cluster.worker().Log().find("max_model_len sequences of 512), float16"),
             std::string::npos)
       << cluster.Logs();

@@ -9,6 +9,7 @@ namespace llm {
 EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, int block_size, QueueLimits limits)
     : engine_(std::move(engine)), limits_(limits) {
   counters_.block_size = block_size;
+  counters_.kv_cache_dtype = engine_->kv_cache_dtype();
   Publish();
 }
 

@@ -41,11 +41,12 @@ class RequestSink {
 struct EngineLoopStats {
   EngineStats engine;
   int block_size = 0;
-  int64_t requests_total = 0;       // admitted by Engine::Add
-  int64_t prompt_tokens_total = 0;  // prompt tokens of admitted requests
-  int64_t aborts_total = 0;         // requests cancelled by their caller
-  int64_t rejected_queue_full = 0;  // refused: the waiting queue was full
-  int64_t queue_timeouts = 0;       // failed: waited longer than the queue timeout
+  DType kv_cache_dtype = DType::kF32;  // Engine::kv_cache_dtype
+  int64_t requests_total = 0;          // admitted by Engine::Add
+  int64_t prompt_tokens_total = 0;     // prompt tokens of admitted requests
+  int64_t aborts_total = 0;            // requests cancelled by their caller
+  int64_t rejected_queue_full = 0;     // refused: the waiting queue was full
+  int64_t queue_timeouts = 0;          // failed: waited longer than the queue timeout
 };
 
 // Bounds on the waiting queue: beyond them a request fails with ResourceExhausted (the router
