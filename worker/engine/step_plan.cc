@@ -199,7 +199,7 @@ Status ParseStepPlan(const std::vector<uint8_t>& bytes, StepPlan* plan) {
            r.Get(&plan->graph_max_blocks) && r.Get(&kv) && plan->graph_max_batch >= 0 &&
            plan->graph_max_batch <= kMaxGraphBatch && plan->graph_max_blocks >= 0 &&
            (kv == static_cast<uint8_t>(DType::kF32) || kv == static_cast<uint8_t>(DType::kF16));
-      plan->kv_dtype = static_cast<DType>(kv);
+      if (ok) plan->kv_dtype = static_cast<DType>(kv);
       break;
     }
     case StepMessageKind::kStep:
