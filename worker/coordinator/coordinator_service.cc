@@ -19,6 +19,7 @@
 #include "common/regex_grammar.h"
 #include "proto/llm.grpc.pb.h"
 #include "proto/llm.pb.h"
+#include "worker/engine/device_setup.h"
 
 namespace llm {
 
@@ -415,7 +416,7 @@ struct CoordinatorServer::Impl {
       out->set_world_size(impl_->info.world_size);
       out->set_draining(impl_->draining.load());
       out->set_kv_block_size(s.block_size);
-      out->set_kv_cache_dtype(s.kv_cache_dtype == DType::kF16 ? "float16" : "float32");
+      out->set_kv_cache_dtype(KvCacheDtypeName(s.kv_cache_dtype));
       out->set_requests_total(s.requests_total);
       out->set_aborted_total(s.aborts_total);
       out->set_prefill_tokens_computed_total(s.engine.prompt_tokens_computed);

@@ -155,8 +155,12 @@ DType ResolveKvCacheDtype(const EngineSection& engine, const ModelWeights& weigh
   return below_32_bits ? DType::kF16 : DType::kF32;
 }
 
+const char* KvCacheDtypeName(DType resolved) {
+  return resolved == DType::kF16 ? "float16" : "float32";
+}
+
 std::string KvCacheDtypeLogName(const EngineSection& engine, DType resolved) {
-  return std::string(resolved == DType::kF16 ? "float16" : "float32") +
+  return std::string(KvCacheDtypeName(resolved)) +
          (engine.kv_cache_dtype == "auto" ? " (auto)" : "");
 }
 

@@ -33,8 +33,10 @@ StatusOr<kernels::Backend*> EngineBackend(const EngineSection& engine);
 DType ResolveKvCacheDtype(const EngineSection& engine, const ModelWeights& weights,
                           const kernels::BackendCaps& caps);
 
-// "float16" or "float32", plus " (auto)" when engine.kv_cache_dtype left the choice to
-// ResolveKvCacheDtype: for logs and reports.
+// engine.kv_cache_dtype's name of a resolved type: "float16" or "float32" (Admin.Stats).
+const char* KvCacheDtypeName(DType resolved);
+// The same plus " (auto)" when engine.kv_cache_dtype left the choice to ResolveKvCacheDtype:
+// for logs and reports.
 std::string KvCacheDtypeLogName(const EngineSection& engine, DType resolved);
 
 // PlaceWeights on a backend whose memory is not host memory (a no-op otherwise), with the
