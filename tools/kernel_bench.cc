@@ -88,7 +88,8 @@ void BenchMatmul() {
 // over matrices of 2048 x 5632 totalling >= 256 MB, far above any L3). The DRAM figure at the
 // machine's read bandwidth means the kernel keeps up with memory; the cache figure is its compute
 // ceiling.
-void BenchGemv(const std::vector<std::string>& only_types) {
+// Returns false (with a message) when only_types names a format it does not run.
+bool BenchGemv(const std::vector<std::string>& only_types) {
   const int k = 2048;
   std::mt19937 rng(3);
   std::normal_distribution<float> d(0.0f, 0.05f);
@@ -99,6 +100,16 @@ void BenchGemv(const std::vector<std::string>& only_types) {
       DType::kQ8_0,       DType::kQ4_0,       DType::kQ4_0Packed, DType::kQ4_1Packed,
       DType::kQ8_0Packed, DType::kQ5_0Packed, DType::kQ5_1Packed, DType::kQ4_K,
       DType::kQ5_K,       DType::kQ6_K,       DType::kQ3_K,       DType::kQ2_K};
+  for (const std::string& name : only_types) {
+    if (std::none_of(std::begin(types), std::end(types),
+                     [&](DType t) { return name == llm::DTypeName(t); })) {
+      std::string known;
+      for (DType t : types) known += std::string(known.empty() ? "" : ", ") + llm::DTypeName(t);
+      std::fprintf(stderr, "kernel_bench gemv: --dtype '%s' is none of: %s\n", name.c_str(),
+                   known.c_str());
+      return false;
+    }
+  }
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);
   std::printf(
@@ -156,6 +167,7 @@ void BenchGemv(const std::vector<std::string>& only_types) {
                   row * small_n / cache_s * 1e-9, row * big_n / dram_s * 1e-9);
     }
   }
+  return true;
 }
 
 // Llama-3-8B's attention shape (q_heads, kv_heads, head_dim), TinyLlama-1.1B's, and Gemma-2B's
@@ -224,8 +236,7 @@ int main(int argc, char** argv) {
                  "gemv: only these weight formats, as printed (e.g. Q2_K, \"F16 (packed)\")");
   if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
   if (only == "gemv") {
-    BenchGemv(gemv_types);
-    return 0;
+    return BenchGemv(gemv_types) ? 0 : 2;
   }
   if (only != "attention") BenchMatmul();
   if (only == "matmul") return 0;
