@@ -13,9 +13,12 @@
 //  - Q6_K: the low 4 bits of 64 consecutive elements are one 64-byte load of ql (natural order).
 //  - Q2_K / Q3_K (natural order): 64 consecutive elements take their low 2 bits from one 32-byte
 //    half of qs, broadcast to both register halves and shifted by a count per half.
-//  - The sub-block scales of Q4_K / Q5_K (two registers) come from one word permutation that packs
-//    both into each 16-bit word (low and high byte), split by a mask and a shift; those of the
-//    16-group formats from one word permutation per register (ScalesOfRegisters).
+//  - With VNNI (AddScaledDotPair512) two registers' 4-byte dot products (vpdpbusd) share one
+//    vpdpwssd by their scales, packed as the low and high words of each int32 lane; the scale
+//    word pairs take one permutation per two registers. Without VNNI, the sub-block scales of
+//    Q4_K / Q5_K (two registers) come from one word permutation that packs both into each 16-bit
+//    word (low and high byte), split by a mask and a shift; those of the 16-group formats from
+//    one word permutation per register (ScalesOfRegisters).
 //
 // Same integers and same float operations as KMicro (quant_blocks.h): int32 lane q of a 512-bit
 // sum holds canonical lane q % 8 of one chunk (q < 8) or another (q >= 8), so adding the halves
@@ -27,18 +30,40 @@
 
 namespace qx {
 
+#if defined(__AVX512VNNI__)
+// acc + the scaled 4-byte dot products of two registers, u0 · x0 and u1 · x1, whose int32 lane
+// sums D (vpdpbusd) fit in 16 bits (|D| < 2^15: 4 products of u <= 63 and |x| <= 128): the two
+// D of a lane are packed as its low and high word, times the word pair (scale of u0's D, scale
+// of u1's D) in `scale_pairs`: one vpdpwssd for both. Against maddubs + vpdpwssd per register:
+// 3 integer multiplies for two registers, not 4, and a scale per word where the other way needs
+// a register of scales each. Integer sums are exact, so every int32 lane (and so every lane sum
+// of a block) is the same integer as the canonical order's.
+inline __m512i AddScaledDotPair512(__m512i acc, __m512i u0, __m512i x0, __m512i u1, __m512i x1,
+                                   __m512i scale_pairs) {
+  const __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u0, x0);
+  const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, x1);
+  const __m512i packed = _mm512_mask_blend_epi16(0xAAAAAAAA, d0, _mm512_slli_epi32(d1, 16));
+  return _mm512_dpwssd_epi32(acc, packed, scale_pairs);
+}
+#endif
+
 // Q4_K (kFifthBit false) and Q5_K lane sums of one block: x with its chunks paired
 // (PairChunksQ8K, matmul_internal.h); sm = ScalesMinsK4 (bytes 0..7 the scales, so 16-bit word
 // k = sc[2k] | sc[2k + 1] << 8); qh: Q5_K's fifth bits (bit c of qh[i] for element 32c + i).
 template <bool kFifthBit>
 inline __m256i K4LaneSums512(const uint8_t* qs, const uint8_t* qh, const BlockQ8_K& x, __m128i sm) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i low_byte = _mm512_set1_epi16(0x00FF);
-  const __m512i sm512 = _mm512_castsi128_si512(sm);
   [[maybe_unused]] __m512i high;
   if constexpr (kFifthBit) {
     high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
   }
+#if defined(__AVX512VNNI__)
+  // Word k = sc[k] (k < 8), so dword j = (sc[2j], sc[2j + 1]).
+  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
+#else
+  const __m512i low_byte = _mm512_set1_epi16(0x00FF);
+  const __m512i sm512 = _mm512_castsi128_si512(sm);
+#endif
   __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 2
   for (int r = 0; r < 2; ++r) {
@@ -63,6 +88,13 @@ inline __m256i K4LaneSums512(const uint8_t* qs, const uint8_t* qh, const BlockQ8
       u_lo = _mm512_ternarylogic_epi32(u_lo, h_lo, bit4, 0xF8);  // u | (h & 0x10)
       u_hi = _mm512_ternarylogic_epi32(u_hi, h_hi, bit4, 0xF8);
     }
+#if defined(__AVX512VNNI__)
+    // Half h: chunks 4r + 2h (u_lo) and 4r + 2h + 1 (u_hi), scales dword 2r + h of sc16.
+    const __m512i sc = _mm512_permutexvar_epi32(
+        _mm512_inserti64x4(_mm512_set1_epi32(2 * r), _mm256_set1_epi32(2 * r + 1), 1), sc16);
+    sum[0] = AddScaledDotPair512(sum[0], u_lo, _mm512_loadu_si512(x.qs + 128 * r), u_hi,
+                                 _mm512_loadu_si512(x.qs + 128 * r + 64), sc);
+#else
     // Words 0..15 = word 2r of sm (sc[4r] | sc[4r + 1] << 8), words 16..31 = word 2r + 1.
     const int64_t w0 = 2 * r * 0x0001000100010001ll, w1 = w0 + 0x0001000100010001ll;
     const __m512i pair =
@@ -71,6 +103,7 @@ inline __m256i K4LaneSums512(const uint8_t* qs, const uint8_t* qh, const BlockQ8
     const __m512i sc_hi = _mm512_srli_epi16(pair, 8);        // sc[4r + 1] | sc[4r + 3]
     sum[0] = AddScaledDotU8S8x512(sum[0], u_lo, _mm512_loadu_si512(x.qs + 128 * r), sc_lo);
     sum[1] = AddScaledDotU8S8x512(sum[1], u_hi, _mm512_loadu_si512(x.qs + 128 * r + 64), sc_hi);
+#endif
   }
   const __m512i s = _mm512_add_epi32(sum[0], sum[1]);
   return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
@@ -94,6 +127,21 @@ inline ScalePair512 ScalesOfRegisters(__m512i words, int n) {
   return {_mm512_permutexvar_epi16(index(2 * n), words),
           _mm512_permutexvar_epi16(index(2 * n + 1), words)};
 }
+
+#if defined(__AVX512VNNI__)
+// For AddScaledDotPair512 on registers 2n and 2n + 1 (ScalesOfRegisters' layout): lane g's word
+// pair (scale 8n + g, scale 8n + 4 + g) in every int32 lane of 128-bit lane g. One word
+// permutation for two registers.
+inline __m512i ScalePairsOfRegisters(__m512i words, int n) {
+  auto pair = [n](int g) {
+    const int64_t d = (8 * n + g) | (8 * n + 4 + g) << 16;
+    return d | d << 32;
+  };
+  return _mm512_permutexvar_epi16(
+      _mm512_set_epi64(pair(3), pair(3), pair(2), pair(2), pair(1), pair(1), pair(0), pair(0)),
+      words);
+}
+#endif
 
 // Byte lo in every byte of the low 256-bit half, hi in the high half.
 inline __m512i HalfBytes(int lo, int hi) {
@@ -136,9 +184,15 @@ inline __m256i K2LaneSums512(const uint8_t* qs, const uint8_t* hmask, const Bloc
         u[j] = _mm512_mask_add_epi8(u[j], set, u[j], HalfBytes(0x04, 0x10));
       }
     }
+#if defined(__AVX512VNNI__)
+    sum[0] = AddScaledDotPair512(sum[0], u[0], _mm512_loadu_si512(x.qs + 128 * n), u[1],
+                                 _mm512_loadu_si512(x.qs + 128 * n + 64),
+                                 ScalePairsOfRegisters(scales, n));
+#else
     const ScalePair512 sc = ScalesOfRegisters(scales, n);
     sum[0] = AddScaledDotU8S8x512(sum[0], u[0], _mm512_loadu_si512(x.qs + 128 * n), sc.even);
     sum[1] = AddScaledDotU8S8x512(sum[1], u[1], _mm512_loadu_si512(x.qs + 128 * n + 64), sc.odd);
+#endif
   }
   const __m512i s = _mm512_add_epi32(sum[0], sum[1]);
   return _mm256_add_epi32(_mm512_castsi512_si256(s),
@@ -170,9 +224,15 @@ inline __m256i Q6KLaneSums512(const BlockQ6_K& w, const BlockQ8_K& x) {
         ql, _mm512_and_si512(_mm512_sllv_epi16(qh, shl), bits45), low4, 0xEC);
     const __m512i u1 = _mm512_ternarylogic_epi32(
         _mm512_srli_epi16(ql, 4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr), bits45), low4, 0xEC);
+#if defined(__AVX512VNNI__)
+    sum[0] = AddScaledDotPair512(sum[0], u0, _mm512_loadu_si512(x.qs + 128 * n), u1,
+                                 _mm512_loadu_si512(x.qs + 128 * n + 64),
+                                 ScalePairsOfRegisters(scales, n));
+#else
     const ScalePair512 sc = ScalesOfRegisters(scales, n);
     sum[0] = AddScaledDotU8S8x512(sum[0], u0, _mm512_loadu_si512(x.qs + 128 * n), sc.even);
     sum[1] = AddScaledDotU8S8x512(sum[1], u1, _mm512_loadu_si512(x.qs + 128 * n + 64), sc.odd);
+#endif
   }
   const __m512i s = _mm512_add_epi32(sum[0], sum[1]);
   return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
@@ -217,7 +277,7 @@ inline float KGemvRow512(const BlockQ8_K* x, const typename F::B* w, int nb) {
       const __m128i head = LoadHead16(&w[b]);
       dd = _mm_cvtph_ps(head);
       const __m128i sm = ScalesMinsK4(head);
-      mn = Repeat8(_mm_srli_si128(sm, 8));
+      mn = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));  // Repeat8 of bytes 8..15
       if constexpr (std::is_same_v<F, Q5_KF>) {
         lsum = K4LaneSums512<true>(w[b].qs, w[b].qh, x[b], sm);
       } else {
