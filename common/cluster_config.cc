@@ -259,8 +259,12 @@ const std::vector<KeySpec>& Schema() {
       IntKey("engine.threads_per_rank", LLM_FIELD(engine.threads_per_rank), 0, 4096,
              "compute threads per rank; 0 = cores / local ranks"),
       StringKey("engine.matmul_isa", LLM_FIELD(engine.matmul_isa),
-                {"auto", "avx512", "avx2-fma", "scalar"},
+                {"auto", "avx512-vnni", "avx512", "avx2-fma", "scalar"},
                 "SIMD path of the CPU matmul; auto = the best this CPU has (or LLM_MATMUL_ISA)"),
+      StringKey("engine.huge_pages", LLM_FIELD(engine.huge_pages), {"auto", "off"},
+                "engine.device cpu: auto = weights (copied out of the model file), KV cache and "
+                "workspace in transparent huge pages where the kernel's THP mode allows; off = "
+                "weights read in place from the file mapping, small pages"),
       StringKey("engine.device", LLM_FIELD(engine.device), {"cpu", "cuda"},
                 "where the forward pass runs; cuda = one GPU per rank (the local rank's)"),
       DoubleKey("engine.gpu_memory_utilization", LLM_FIELD(engine.gpu_memory_utilization), 0.0, 1.0,

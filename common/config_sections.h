@@ -82,6 +82,10 @@ struct EngineSection {
   bool enable_prefix_caching = true;
   int threads_per_rank = 0;         // 0: the cores of the rank's affinity mask
   std::string matmul_isa = "auto";  // SIMD path of the CPU matmul
+  // engine.device cpu: "auto" keeps the weights (copied out of the model file's mapping), the KV
+  // cache and the workspace in transparent huge pages where the kernel allows them
+  // (kernels::SetCpuHugePages); "off" reads the weights in place from the file mapping.
+  std::string huge_pages = "auto";
   // Where the forward pass runs: "cpu" or "cuda" (one GPU per rank, picked by the local rank).
   std::string device = "cpu";
   // engine.device cuda: fraction of the GPU's total memory this rank may use (weights,

@@ -157,8 +157,9 @@ class Backend {
                     const RopeLayout& layout, const float* inv_freq) = 0;
   // Once at load, before the weight's first use: a backend may give a matmul weight a layout of
   // its own that its Matmul reads faster (the CPU backend repacks Q4_0 ... Q5_1 for its SIMD
-  // kernels, kernels/cpu/legacy_packed.h). Then it returns the Buffer holding that copy, with
-  // w.data and w.format pointing at it (w.format a backend layout such as DType::kQ4_0Packed,
+  // kernels, kernels/cpu/legacy_packed.h), or a copy in memory it reads faster (the CPU
+  // backend's huge pages). Then it returns the Buffer holding that copy, with w.data and
+  // w.format pointing at it (w.format the same, or a backend layout such as DType::kQ4_0Packed,
   // which only Matmul and MatmulSameInput may be given); else an empty Buffer and `w` unchanged.
   // Bitwise the same results either way.
   virtual StatusOr<Buffer> PrepareMatmulWeight(Weight& w) {
@@ -222,5 +223,14 @@ class Backend {
 // The CPU backend (host memory, synchronous stream, SIMD kernels of kernels/cpu_ops.h). One
 // process-wide instance: it holds no state besides its capabilities.
 Backend& CpuBackend();
+
+// engine.huge_pages: whether the CPU backend keeps its buffers of 2 MiB or more (the KV cache,
+// the workspace, repacked weights) in transparent huge pages, and copies into them the matmul
+// weights it would otherwise read in place from a model file's mapping (kernels/cpu/
+// huge_pages.h says why). On by default; it takes effect only where the kernel's THP mode is
+// "always" or "madvise". Set it before the weights are placed and buffers allocated.
+void SetCpuHugePages(bool on);
+// Whether the CPU backend uses huge pages: SetCpuHugePages' choice and the kernel's THP mode.
+bool CpuHugePages();
 
 }  // namespace llm::kernels

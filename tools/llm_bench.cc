@@ -21,6 +21,8 @@
 #include "common/cli.h"
 #include "common/json_schema_grammar.h"
 #include "common/tokenizer.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/huge_pages.h"
 #include "worker/engine/device_setup.h"
 #include "worker/engine/engine.h"
 
@@ -43,6 +45,7 @@ struct BenchOptions {
   std::string structured;               // "": none; "json_object"; else a JSON Schema file
   std::string tokenizer;                // for the token masks; "": the model's
   std::string device = "cpu";
+  std::string huge_pages = "auto";  // engine.huge_pages
   // Rounds of (read-loop bandwidth, batch-1 decode) taken in turn after the main runs: the
   // machine's bandwidth moves from minute to minute, so the share is measured on neighbours.
   int share_rounds = 0;
@@ -162,6 +165,12 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
                  "quantized model, float32 for a float32 one), float32 or float16")
       ->check(CLI::IsMember({"auto", "float32", "float16"}))
       ->capture_default_str();
+  app.add_option("--huge-pages", o->huge_pages,
+                 "engine.huge_pages: auto = weights (copied out of the file), KV cache and read "
+                 "loop in transparent huge pages where the kernel allows; off = weights read in "
+                 "place from the file mapping, small pages")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
   app.add_option("--structured", o->structured,
                  "also decode with structured output: json_object or a JSON Schema file");
   app.add_option("--tokenizer", o->tokenizer,
@@ -191,9 +200,22 @@ llm::StatusOr<std::shared_ptr<const llm::Grammar>> LoadGrammar(const std::string
 // The machine's read bandwidth with the compute threads: best of 3 passes of every thread
 // summing its share of a 1 GiB buffer (8-byte words, which the compiler vectorizes), so decode's
 // "GB/s of weights" can be read against what the memory gives on this machine now.
+// In huge pages where the CPU backend uses them (as the weights are then), else in small pages:
+// the read loop measures the best the machine streams, not a TLB-bound figure.
 double ReadBandwidthGBs() {
   const size_t words = (size_t{1} << 30) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(words, 1);
+  std::vector<uint64_t> small;
+  size_t mapped = 0;
+  uint64_t* buf = nullptr;
+  if (llm::kernels::CpuHugePages()) {
+    buf = static_cast<uint64_t*>(
+        llm::kernels::AllocateHugePageAligned(words * sizeof(uint64_t), &mapped));
+  }
+  if (buf == nullptr) {
+    small.resize(words);
+    buf = small.data();
+  }
+  std::fill(buf, buf + words, uint64_t{1});
   double best = 0;
   uint64_t sink = 0;
   for (int pass = 0; pass < 3; ++pass) {
@@ -206,6 +228,7 @@ double ReadBandwidthGBs() {
     best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s / 1e9);
   }
   if (sink == 0) std::printf("(empty buffer)\n");  // keeps the sums from being optimized away
+  if (small.empty()) llm::kernels::FreeHugePageAligned(buf, mapped);
   return best;
 }
 
@@ -223,6 +246,7 @@ Status Bench(const BenchOptions& o) {
   }
   llm::EngineSection device;
   device.device = o.device;
+  device.huge_pages = o.huge_pages;
   // The device first: a missing GPU is reported before the weights load.
   LLM_ASSIGN_OR_RETURN(llm::kernels::Backend * backend, llm::EngineBackend(device));
   LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format, 0, {}, quant));
@@ -240,11 +264,12 @@ Status Bench(const BenchOptions& o) {
       (weights->lm_head.data != emb.data ? llm::RowBytes(emb.format, emb.cols) * emb.rows : 0.0);
   std::printf(
       "model %s (%s, %d layers, hidden %d), weights %.1f MiB %s (mlp %s), %.1f MiB read per "
-      "decode step, %d threads, device %s, KV cache %s\n",
+      "decode step, %d threads, device %s, KV cache %s, %.1f MiB in huge pages\n",
       o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
       weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
       llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads(),
-      o.device.c_str(), llm::KvCacheDtypeLogName(cfg, engine->kv_cache_dtype()).c_str());
+      o.device.c_str(), llm::KvCacheDtypeLogName(cfg, engine->kv_cache_dtype()).c_str(),
+      llm::kernels::AnonHugePageBytes() / 1048576.0);
   double tps = 0, decode_b1_gbs = 0;
   LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));
   std::printf("prefill  %5d tokens         : %10.1f tokens/s\n", o.prompt_len, tps);

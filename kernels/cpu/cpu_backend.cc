@@ -1,10 +1,14 @@
 // The CPU backend: host memory, a synchronous stream, and the kernels of kernels/cpu_ops.h.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu_ops.h"
 
 namespace llm::kernels {
@@ -45,6 +49,28 @@ namespace {
 // Buffers are aligned for the widest SIMD loads (and cache lines).
 constexpr size_t kAlignment = 64;
 
+std::atomic<bool> g_huge_pages_wanted{true};
+
+bool ThpUsable() {
+  static const bool usable = [] {
+    const std::string mode = TransparentHugePageMode();
+    return mode == "always" || mode == "madvise";
+  }();
+  return usable;
+}
+
+}  // namespace
+
+void SetCpuHugePages(bool on) {
+  g_huge_pages_wanted.store(on, std::memory_order_relaxed);
+}
+
+bool CpuHugePages() {
+  return g_huge_pages_wanted.load(std::memory_order_relaxed) && ThpUsable();
+}
+
+namespace {
+
 class CpuBackendImpl final : public Backend {
  public:
   CpuBackendImpl() {
@@ -66,7 +92,17 @@ class CpuBackendImpl final : public Backend {
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     if (rounded < bytes)
       return ResourceExhausted("allocation of " + std::to_string(bytes) + " bytes");
-    void* p = std::aligned_alloc(kAlignment, rounded);
+    void* p = nullptr;
+    if (bytes >= kHugePageBytes && CpuHugePages()) {
+      size_t mapped = 0;
+      p = AllocateHugePageAligned(bytes, &mapped);
+      if (p != nullptr) {
+        std::lock_guard<std::mutex> lock(mapped_mu_);
+        mapped_[p] = mapped;
+      }
+    } else {
+      p = std::aligned_alloc(kAlignment, rounded);
+    }
     if (!p) {
       return ResourceExhausted("cpu backend: cannot allocate " + std::to_string(bytes >> 20) +
                                " MiB of host memory");
@@ -104,8 +140,17 @@ class CpuBackendImpl final : public Backend {
   }
   StatusOr<Buffer> PrepareMatmulWeight(Weight& w) override {
     const DType packed = MatmulPackedFormat(w.format);
-    if (packed == w.format || w.empty()) return Buffer();
+    if (w.empty()) return Buffer();
     const size_t bytes = RowBytes(w.format, w.cols) * static_cast<size_t>(w.rows);
+    if (packed == w.format) {
+      // No layout of our own: read in place, or copied into huge pages (see SetCpuHugePages).
+      if (bytes < kHugePageBytes || !CpuHugePages()) return Buffer();
+      auto buf = Allocate(bytes);
+      if (!buf.ok()) return buf.status();
+      std::memcpy(buf->data(), w.data, bytes);
+      w.data = buf->data();
+      return buf;
+    }
     auto buf = Allocate(bytes);
     if (!buf.ok()) return buf.status();
     PackRows(w.format, w.data, w.rows, w.cols, buf->data());
@@ -166,10 +211,23 @@ class CpuBackendImpl final : public Backend {
   }
 
  protected:
-  void Free(void* data) override { std::free(data); }
+  void Free(void* data) override {
+    {
+      std::lock_guard<std::mutex> lock(mapped_mu_);
+      if (auto it = mapped_.find(data); it != mapped_.end()) {
+        FreeHugePageAligned(data, it->second);
+        mapped_.erase(it);
+        return;
+      }
+    }
+    std::free(data);
+  }
 
  private:
   BackendCaps caps_;
+  // The huge-page buffers and their mapped lengths (the others are aligned_alloc's).
+  std::mutex mapped_mu_;
+  std::unordered_map<void*, size_t> mapped_;
 };
 
 }  // namespace

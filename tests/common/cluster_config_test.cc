@@ -117,6 +117,26 @@ TEST(ClusterConfig, KvCacheDtype) {
   ExpectError("engine: {kv_cache_dtype: [float16]}", "engine.kv_cache_dtype");
 }
 
+// engine.huge_pages: auto (the default) or off; engine.matmul_isa takes every path's name.
+TEST(ClusterConfig, HugePagesAndMatmulIsa) {
+  auto d = ParseClusterConfig("", "x.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->engine.huge_pages, "auto");
+  auto c = ParseClusterConfig("engine: {huge_pages: off}", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->engine.huge_pages, "off");
+  for (const char* bad : {"on", "true", "madvise", "", "[off]"}) {
+    ExpectError("", "engine.huge_pages", {{"engine.huge_pages", bad}});
+  }
+  ExpectError("engine: {huge_pages: [auto]}", "engine.huge_pages");
+  for (const char* isa : {"auto", "avx512-vnni", "avx512", "avx2-fma", "scalar"}) {
+    auto i = ParseClusterConfig("", "x.yaml", {{"engine.matmul_isa", isa}});
+    ASSERT_TRUE(i.ok()) << isa << ": " << i.status().ToString();
+    EXPECT_EQ(i->engine.matmul_isa, isa);
+  }
+  ExpectError("", "engine.matmul_isa", {{"engine.matmul_isa", "avx512vnni"}});
+}
+
 TEST(ClusterConfig, ModelQuantization) {
   auto c =
       ParseClusterConfig("model: {quantization: q8_0}", "x.yaml", {{"model.quantization", "q4_k"}});

@@ -9,11 +9,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <set>
 
 #include "common/gguf.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu_ops.h"
 #include "tests/common/gguf_writer.h"
 #include "tests/golden/golden_util.h"
@@ -365,6 +367,57 @@ TEST(InSituQuantization, Bf16RowsPackedForAvx2GiveTheBitsOfBf16ThroughTheModel) 
   EXPECT_EQ((*packed)->lm_head.format, DType::kBF16Packed);
   EXPECT_EQ((*packed)->embed.format, DType::kBF16);
   ExpectSameLogits(**plain, **packed);
+}
+
+// engine.huge_pages (kernels::SetCpuHugePages, kernels/cpu/huge_pages.h): PlaceWeights copies
+// the matmul weights of 2 MiB or more that the CPU backend would read in place (here F32, from
+// the loader's own vectors; GGUF and safetensors ones from the file mapping) into memory on a
+// 2 MiB boundary, lets the loader's copy go, and the logits are the bits of the unplaced model.
+TEST(InSituQuantization, WeightsCopiedIntoHugePagesGiveTheSameLogits) {
+  const std::string thp = kernels::TransparentHugePageMode();
+  if (thp != "always" && thp != "madvise") {
+    GTEST_SKIP() << "transparent huge pages are '" << thp << "' here: no copy is made";
+  }
+  const fs::path dir = fs::temp_directory_path() / ("huge_pages_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      fs::remove_all(dir);
+      kernels::SetCpuHugePages(true);
+    }
+  } cleanup{dir};
+  {  // a float32 llama whose matrices are 4-11 MiB (demo-llama's are under 2 MiB)
+    std::ofstream cfg(dir / "config.json");
+    cfg << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024,
+      "intermediate_size": 2816, "num_hidden_layers": 2, "num_attention_heads": 16,
+      "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 658, "rms_norm_eps": 1e-05,
+      "max_position_embeddings": 256, "rope_theta": 10000.0, "hidden_act": "silu",
+      "tie_word_embeddings": false, "torch_dtype": "float32"})";
+  }
+  auto plain = LoadModelWeights(dir.string(), LoadFormat::kDummy, 7);
+  auto placed = LoadModelWeights(dir.string(), LoadFormat::kDummy, 7);
+  ASSERT_TRUE(plain.ok() && placed.ok()) << plain.status().ToString();
+  ASSERT_EQ((*placed)->layers[0].q.format, DType::kF32);
+  auto owned_bytes = [](const ModelWeights& w) {
+    size_t n = 0;
+    for (const auto& v : w.owned32) n += 4 * v.size();
+    return n;
+  };
+  const size_t before = owned_bytes(**placed);
+  const void* embed = (*placed)->embed.data;
+  kernels::SetCpuHugePages(true);
+  ASSERT_TRUE(PlaceWeights(**placed, kernels::CpuBackend()).ok());
+  const ModelWeights& p = **placed;
+  for (const Weight* w : {&p.layers[0].q, &p.layers[0].gate, &p.layers[1].down, &p.lm_head}) {
+    EXPECT_EQ(w->format, DType::kF32);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w->data) % kernels::kHugePageBytes, 0u);
+  }
+  EXPECT_EQ(p.embed.data, embed);  // looked up by row, not streamed: read where it is
+  // Every matrix moved (4 + 1 + 1 + 4 + 11 * 3 MiB per layer, the 2.6 MiB lm_head): the
+  // loader's copies went with them.
+  EXPECT_LT(owned_bytes(p), before - (size_t{90} << 20)) << before;
+  ExpectSameLogits(**plain, **placed);
 }
 
 // stories260K (real TinyStories weights) with model.quantization: (a) its greedy ids equal those

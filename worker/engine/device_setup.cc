@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu_ops.h"
 
 namespace llm {
@@ -29,7 +30,10 @@ std::string MiB(double bytes) {
 }  // namespace
 
 StatusOr<kernels::Backend*> EngineBackend(const EngineSection& engine) {
-  if (engine.device == "cpu") return &kernels::CpuBackend();
+  if (engine.device == "cpu") {
+    kernels::SetCpuHugePages(engine.huge_pages != "off");
+    return &kernels::CpuBackend();
+  }
   if (engine.device != "cuda") {
     return InvalidArgument("engine.device '" + engine.device + "': must be cpu or cuda");
   }
@@ -78,8 +82,16 @@ Status PlaceWeightsFor(const EngineSection& engine, ModelWeights& weights,
     spdlog::info("weights placed on the {} backend: {} in {:.2f} s", backend.caps().name,
                  MiB(static_cast<double>(bytes)), secs);
   } else if (bytes > 0) {
-    spdlog::info("matmul weights repacked for the {} backend: {} in {:.2f} s", backend.caps().name,
-                 MiB(static_cast<double>(bytes)), secs);
+    // AnonHugePages: what the kernel backed with huge pages, which may be less than was advised
+    // (its free memory is fragmented) or nothing (THP off, engine.huge_pages off).
+    spdlog::info(
+        "matmul weights repacked or copied for the {} backend: {} in {:.2f} s; {} of the "
+        "process in huge pages (engine.huge_pages {})",
+        backend.caps().name, MiB(static_cast<double>(bytes)), secs,
+        MiB(static_cast<double>(kernels::AnonHugePageBytes())),
+        kernels::CpuHugePages()      ? "auto"
+        : engine.huge_pages == "off" ? "off"
+                                     : "auto, THP off");
   }
   return Status::Ok();
 }

@@ -18,7 +18,8 @@
 
 namespace llm {
 
-// The backend of engine.device: the CPU backend for "cpu"; for "cuda" the CUDA backend on the
+// The backend of engine.device: the CPU backend for "cpu" (with engine.huge_pages applied:
+// kernels::SetCpuHugePages); for "cuda" the CUDA backend on the
 // GPU of this process's local rank (DeviceForLocalRank(CudaDeviceCount())). Errors start with
 // "engine.device 'cuda': " and give the reason (a build without CUDA, no CUDA device visible, a
 // bad local-rank variable, the device's own error). Logs the device chosen.

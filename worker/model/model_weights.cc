@@ -721,6 +721,10 @@ Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
         std::vector<uint16_t>().swap(owned);
       }
     }
+    for (std::vector<float>& owned : w.owned32) {  // F32, copied into huge pages
+      if (owned.data() == before.data && 4 * owned.size() == bytes)
+        std::vector<float>().swap(owned);
+    }
   });
   return status;
 }
