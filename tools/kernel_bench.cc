@@ -12,11 +12,13 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "common/cli.h"
 #include "common/dtype.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/q8_0.h"
@@ -125,7 +127,18 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
     const size_t row = llm::RowBytes(t, k);
     const int big_n = 5632;
     const int copies = static_cast<int>(std::max<size_t>(2, (256u << 20) / (row * big_n) + 1));
-    std::vector<std::vector<uint8_t>> mats(copies, std::vector<uint8_t>(row * big_n));
+    // From the CPU backend, as the engine's weights: in huge pages where it uses them.
+    std::vector<kn::Buffer> bufs;
+    std::vector<std::span<uint8_t>> mats;
+    for (int c = 0; c < copies; ++c) {
+      auto b = kn::CpuBackend().Allocate(row * big_n);
+      if (!b.ok()) {
+        std::fprintf(stderr, "kernel_bench gemv: %s\n", b.status().ToString().c_str());
+        return false;
+      }
+      mats.emplace_back(static_cast<uint8_t*>(b->data()), row * big_n);
+      bufs.push_back(std::move(*b));
+    }
     for (int c = 0; c < copies; ++c) {
       if (llm::DTypeSize(t) == 2 && !llm::IsBlockFormat(t)) {  // 16-bit: random halves
         // (F16 bits read as BF16 are finite numbers too; any layout of them)
