@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu_ops.h"
 
 namespace llm {
@@ -182,6 +184,20 @@ TEST(EngineBackend, CpuIsTheCpuBackend) {
   b = EngineBackend(e);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("engine.device"), std::string::npos);
+}
+
+// engine.huge_pages reaches the CPU backend when it is chosen (the coordinator, every follower,
+// llm-bench and llm-generate get their backend here).
+TEST(EngineBackend, CpuTakesEngineHugePages) {
+  const std::string thp = kernels::TransparentHugePageMode();
+  const bool usable = thp == "always" || thp == "madvise";
+  EngineSection e;
+  e.huge_pages = "off";
+  ASSERT_TRUE(EngineBackend(e).ok());
+  EXPECT_FALSE(kernels::CpuHugePages());
+  e.huge_pages = "auto";
+  ASSERT_TRUE(EngineBackend(e).ok());
+  EXPECT_EQ(kernels::CpuHugePages(), usable) << "THP mode '" << thp << "'";
 }
 
 TEST(EngineBackend, CudaWithoutAGpuSaysWhy) {
