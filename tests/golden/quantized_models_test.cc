@@ -387,14 +387,17 @@ TEST(InSituQuantization, WeightsCopiedIntoHugePagesGiveTheSameLogits) {
       kernels::SetCpuHugePages(true);
     }
   } cleanup{dir};
-  {  // a float32 llama whose matrices are 4-11 MiB (demo-llama's are under 2 MiB)
+  // A float32 llama whose matrices are 2.6-11 MiB (demo-llama's are under 2 MiB).
+  auto write_config = [&](bool tied) {
     std::ofstream cfg(dir / "config.json");
     cfg << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024,
       "intermediate_size": 2816, "num_hidden_layers": 2, "num_attention_heads": 16,
       "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 658, "rms_norm_eps": 1e-05,
       "max_position_embeddings": 256, "rope_theta": 10000.0, "hidden_act": "silu",
-      "tie_word_embeddings": false, "torch_dtype": "float32"})";
-  }
+      "tie_word_embeddings": )"
+        << (tied ? "true" : "false") << R"(, "torch_dtype": "float32"})";
+  };
+  write_config(false);
   auto plain = LoadModelWeights(dir.string(), LoadFormat::kDummy, 7);
   auto placed = LoadModelWeights(dir.string(), LoadFormat::kDummy, 7);
   ASSERT_TRUE(plain.ok() && placed.ok()) << plain.status().ToString();
@@ -418,6 +421,19 @@ TEST(InSituQuantization, WeightsCopiedIntoHugePagesGiveTheSameLogits) {
   // loader's copies went with them.
   EXPECT_LT(owned_bytes(p), before - (size_t{90} << 20)) << before;
   ExpectSameLogits(**plain, **placed);
+
+  // Tied: the table is the lm_head too, streamed every step, so it is copied as it is (the
+  // embedding lookup reads the same layout), and lm_head stays the same view.
+  write_config(true);
+  auto tied_plain = LoadModelWeights(dir.string(), LoadFormat::kDummy, 7);
+  auto tied = LoadModelWeights(dir.string(), LoadFormat::kDummy, 7);
+  ASSERT_TRUE(tied_plain.ok() && tied.ok()) << tied.status().ToString();
+  ASSERT_EQ((*tied)->lm_head.data, (*tied)->embed.data);
+  ASSERT_TRUE(PlaceWeights(**tied, kernels::CpuBackend()).ok());
+  EXPECT_EQ((*tied)->lm_head.data, (*tied)->embed.data);
+  EXPECT_EQ((*tied)->embed.format, DType::kF32);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*tied)->embed.data) % kernels::kHugePageBytes, 0u);
+  ExpectSameLogits(**tied_plain, **tied);
 }
 
 // stories260K (real TinyStories weights) with model.quantization: (a) its greedy ids equal those

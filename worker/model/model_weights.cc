@@ -1,5 +1,6 @@
 #include "worker/model/model_weights.h"
 
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu_ops.h"
 #include "worker/model/weight_source.h"
 
@@ -700,10 +701,26 @@ namespace {
 // copied is given back: its pages of a mapped GGUF or safetensors file, or the owned copy it was.
 Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
   Status status = Status::Ok();
+  const bool tied = w.lm_head.data == w.embed.data;
   w.ForEachWeight([&](const std::string& name, Weight& t) {
-    if (!status.ok() || name == "embed_tokens" || t.rows <= 1) return;
+    if (!status.ok() || t.rows <= 1) return;
     const Weight before = t;
-    auto buf = backend.PrepareMatmulWeight(t);
+    StatusOr<kernels::Buffer> buf = kernels::Buffer();
+    if (name != "embed_tokens") {
+      buf = backend.PrepareMatmulWeight(t);
+    } else if (tied && kernels::CpuHugePages() &&
+               RowBytes(t.format, t.cols) * static_cast<size_t>(t.rows) >=
+                   kernels::kHugePageBytes) {
+      // A tied table is also the lm_head, streamed whole every step: copied as it is (Embedding
+      // reads its layout) into the backend's huge pages. An untied one is only looked up by row.
+      const size_t bytes = RowBytes(t.format, t.cols) * static_cast<size_t>(t.rows);
+      buf = backend.Allocate(bytes);
+      if (buf.ok()) {
+        backend.CopyToDevice(buf->data(), t.data, bytes);
+        t.data = buf->data();
+        w.lm_head = t;
+      }
+    }
     if (!buf.ok()) {
       status = buf.status().WithContext("preparing weight '" + name + "'");
       return;
