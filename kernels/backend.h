@@ -221,7 +221,8 @@ class Backend {
 };
 
 // The CPU backend (host memory, synchronous stream, SIMD kernels of kernels/cpu_ops.h). One
-// process-wide instance: it holds no state besides its capabilities.
+// process-wide instance: it holds no state besides its capabilities and the lengths of its
+// huge-page buffers (SetCpuHugePages).
 Backend& CpuBackend();
 
 // engine.huge_pages: whether the CPU backend keeps its buffers of 2 MiB or more (the KV cache,

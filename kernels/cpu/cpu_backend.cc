@@ -51,6 +51,17 @@ constexpr size_t kAlignment = 64;
 
 std::atomic<bool> g_huge_pages_wanted{true};
 
+// The huge-page buffers and their mapped lengths (the others are aligned_alloc's). Never
+// destroyed: a Buffer in some static object may be released after the backend's own statics.
+struct HugeBuffers {
+  std::mutex mu;
+  std::unordered_map<void*, size_t> mapped;
+};
+HugeBuffers& Huge() {
+  static auto* h = new HugeBuffers;
+  return *h;
+}
+
 bool ThpUsable() {
   static const bool usable = [] {
     const std::string mode = TransparentHugePageMode();
@@ -97,8 +108,8 @@ class CpuBackendImpl final : public Backend {
       size_t mapped = 0;
       p = AllocateHugePageAligned(bytes, &mapped);
       if (p != nullptr) {
-        std::lock_guard<std::mutex> lock(mapped_mu_);
-        mapped_[p] = mapped;
+        std::lock_guard<std::mutex> lock(Huge().mu);
+        Huge().mapped[p] = mapped;
       }
     } else {
       p = std::aligned_alloc(kAlignment, rounded);
@@ -213,10 +224,11 @@ class CpuBackendImpl final : public Backend {
  protected:
   void Free(void* data) override {
     {
-      std::lock_guard<std::mutex> lock(mapped_mu_);
-      if (auto it = mapped_.find(data); it != mapped_.end()) {
+      HugeBuffers& h = Huge();
+      std::lock_guard<std::mutex> lock(h.mu);
+      if (auto it = h.mapped.find(data); it != h.mapped.end()) {
         FreeHugePageAligned(data, it->second);
-        mapped_.erase(it);
+        h.mapped.erase(it);
         return;
       }
     }
@@ -225,9 +237,6 @@ class CpuBackendImpl final : public Backend {
 
  private:
   BackendCaps caps_;
-  // The huge-page buffers and their mapped lengths (the others are aligned_alloc's).
-  std::mutex mapped_mu_;
-  std::unordered_map<void*, size_t> mapped_;
 };
 
 }  // namespace

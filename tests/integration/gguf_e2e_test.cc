@@ -122,7 +122,8 @@ TEST(GgufF16E2E, RowsPackedForAvx2OnTwoRanksGiveLlamaCppsIds) {
   for (const json& p : ref["prompts"]) {
     ExpectLlamaCppsCompletion(cluster.port(), "llama-f16", **tokenizer, p, "F16");
   }
-  EXPECT_NE(cluster.Logs().find("matmul weights repacked or copied for the cpu backend"), std::string::npos)
+  EXPECT_NE(cluster.Logs().find("matmul weights repacked or copied for the cpu backend"),
+            std::string::npos)
       << cluster.Logs();
 }
 
