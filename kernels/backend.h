@@ -161,9 +161,11 @@ class Backend {
   // backend's huge pages). Then it returns the Buffer holding that copy, with w.data and
   // w.format pointing at it (w.format the same, or a backend layout such as DType::kQ4_0Packed,
   // which only Matmul and MatmulSameInput may be given); else an empty Buffer and `w` unchanged.
-  // Bitwise the same results either way.
-  virtual StatusOr<Buffer> PrepareMatmulWeight(Weight& w) {
+  // Bitwise the same results either way. keep_layout: w is also read by other ops (a tied
+  // embedding table, which Embedding reads), so only a copy in the same layout is allowed.
+  virtual StatusOr<Buffer> PrepareMatmulWeight(Weight& w, bool keep_layout = false) {
     (void)w;
+    (void)keep_layout;
     return Buffer();
   }
   // out[i] = silu(gate[i]) * up[i].

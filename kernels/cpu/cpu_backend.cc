@@ -149,8 +149,8 @@ class CpuBackendImpl final : public Backend {
       }
     }
   }
-  StatusOr<Buffer> PrepareMatmulWeight(Weight& w) override {
-    const DType packed = MatmulPackedFormat(w.format);
+  StatusOr<Buffer> PrepareMatmulWeight(Weight& w, bool keep_layout) override {
+    const DType packed = keep_layout ? w.format : MatmulPackedFormat(w.format);
     if (w.empty()) return Buffer();
     const size_t bytes = RowBytes(w.format, w.cols) * static_cast<size_t>(w.rows);
     if (packed == w.format) {

@@ -152,6 +152,20 @@ TEST(HugePages, CpuBackendCopiesLargeInPlaceWeights) {
   EXPECT_EQ(none->data(), nullptr);
   EXPECT_EQ(small.data, q.data());
 
+  // keep_layout (a tied embedding table, which Embedding reads too): an F16 table is copied as
+  // F16, never repacked into the backend's row groups.
+  std::vector<uint16_t> table(static_cast<size_t>(n) * k, 0x3c00);  // 8 MiB of F16 ones
+  Weight tied{table.data(), DType::kF16, n, k};
+  auto same = cpu.PrepareMatmulWeight(tied, /*keep_layout=*/true);
+  ASSERT_TRUE(same.ok());
+  ASSERT_NE(same->data(), nullptr);
+  EXPECT_EQ(tied.format, DType::kF16);
+  EXPECT_EQ(std::memcmp(tied.data, table.data(), 2 * table.size()), 0);
+  Weight matmul_only{table.data(), DType::kF16, n, k};
+  auto repacked = cpu.PrepareMatmulWeight(matmul_only);
+  ASSERT_TRUE(repacked.ok());
+  EXPECT_EQ(matmul_only.format, MatmulPackedFormat(DType::kF16));
+
   SetCpuHugePages(false);
   Weight off = original;
   auto kept = cpu.PrepareMatmulWeight(off);

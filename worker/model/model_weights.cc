@@ -1,6 +1,5 @@
 #include "worker/model/model_weights.h"
 
-#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu_ops.h"
 #include "worker/model/weight_source.h"
 
@@ -697,35 +696,27 @@ Status CheckWeightFormats(const ModelWeights& w, const kernels::BackendCaps& cap
 namespace {
 
 // The backend's own layouts of the matmul weights (Backend::PrepareMatmulWeight) on a backend of
-// host memory; the embedding table, which Embedding reads, keeps its layout. A source the backend
-// copied is given back: its pages of a mapped GGUF or safetensors file, or the owned copy it was.
+// host memory, or its copies of them (the CPU backend's huge pages); the embedding table, which
+// Embedding reads, keeps its layout. A source the backend copied is given back: its pages of a
+// mapped GGUF or safetensors file, or the owned copy it was.
 Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
   Status status = Status::Ok();
   const bool tied = w.lm_head.data == w.embed.data;
   w.ForEachWeight([&](const std::string& name, Weight& t) {
     if (!status.ok() || t.rows <= 1) return;
     const Weight before = t;
-    StatusOr<kernels::Buffer> buf = kernels::Buffer();
-    if (name != "embed_tokens") {
-      buf = backend.PrepareMatmulWeight(t);
-    } else if (tied && kernels::CpuHugePages() &&
-               RowBytes(t.format, t.cols) * static_cast<size_t>(t.rows) >=
-                   kernels::kHugePageBytes) {
-      // A tied table is also the lm_head, streamed whole every step: copied as it is (Embedding
-      // reads its layout) into the backend's huge pages. An untied one is only looked up by row.
-      const size_t bytes = RowBytes(t.format, t.cols) * static_cast<size_t>(t.rows);
-      buf = backend.Allocate(bytes);
-      if (buf.ok()) {
-        backend.CopyToDevice(buf->data(), t.data, bytes);
-        t.data = buf->data();
-        w.lm_head = t;
-      }
-    }
+    // The embedding table keeps its layout (Embedding reads it) and is prepared only when tied:
+    // then it is also the lm_head, streamed whole every step (the CPU backend copies it into
+    // huge pages); an untied one is only looked up by row.
+    const bool embed = name == "embed_tokens";
+    if (embed && !tied) return;
+    StatusOr<kernels::Buffer> buf = backend.PrepareMatmulWeight(t, /*keep_layout=*/embed);
     if (!buf.ok()) {
       status = buf.status().WithContext("preparing weight '" + name + "'");
       return;
     }
     if (buf->data() == nullptr) return;
+    if (embed) w.lm_head = t;  // the same view, moved
     w.placed.push_back(std::move(*buf));
     const size_t bytes = RowBytes(before.format, before.cols) * static_cast<size_t>(before.rows);
     if (w.gguf != nullptr) w.gguf->ReleasePages(before.data, bytes);
