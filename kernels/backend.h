@@ -158,15 +158,34 @@ class Backend {
   // Once at load, before the weight's first use: a backend may give a matmul weight a layout of
   // its own that its Matmul reads faster (the CPU backend repacks Q4_0 ... Q5_1 for its SIMD
   // kernels, kernels/cpu/legacy_packed.h), or a copy in memory it reads faster (the CPU
-  // backend's huge pages). Then it returns the Buffer holding that copy, with w.data and
-  // w.format pointing at it (w.format the same, or a backend layout such as DType::kQ4_0Packed,
-  // which only Matmul and MatmulSameInput may be given); else an empty Buffer and `w` unchanged.
-  // Bitwise the same results either way. keep_layout: w is also read by other ops (a tied
+  // backend's huge pages). PreparedWeightBytes says how many bytes that layout or copy takes (0:
+  // w is read where it is); PrepareMatmulWeightInto writes it to `dst` (that many bytes, 64-byte
+  // aligned, in memory of this backend) and points w.data and w.format at it (w.format the same,
+  // or a backend layout such as DType::kQ4_0Packed, which only Matmul and MatmulSameInput may be
+  // given). Bitwise the same results either way. keep_layout: w is also read by other ops (a tied
   // embedding table, which Embedding reads), so only a copy in the same layout is allowed.
-  virtual StatusOr<Buffer> PrepareMatmulWeight(Weight& w, bool keep_layout = false) {
+  // pooled: the copy shares one allocation with the model's other weights (PrepareMatmulWeights
+  // in worker/model), so copying a small weight pays off too (the CPU backend's huge pages).
+  virtual size_t PreparedWeightBytes(const Weight& w, bool keep_layout, bool pooled) const {
     (void)w;
     (void)keep_layout;
-    return Buffer();
+    (void)pooled;
+    return 0;
+  }
+  virtual void PrepareMatmulWeightInto(Weight& w, bool keep_layout, void* dst) {
+    (void)w;
+    (void)keep_layout;
+    (void)dst;
+  }
+  // One weight on its own: the Buffer holding its layout or copy (w pointing at it), or an empty
+  // Buffer and `w` unchanged.
+  StatusOr<Buffer> PrepareMatmulWeight(Weight& w, bool keep_layout = false) {
+    const size_t bytes = PreparedWeightBytes(w, keep_layout, /*pooled=*/false);
+    if (bytes == 0) return Buffer();
+    StatusOr<Buffer> buf = Allocate(bytes);
+    if (!buf.ok()) return buf.status();
+    PrepareMatmulWeightInto(w, keep_layout, buf->data());
+    return buf;
   }
   // out[i] = silu(gate[i]) * up[i].
   virtual void SiluMul(const float* gate, const float* up, int64_t count, float* out) = 0;

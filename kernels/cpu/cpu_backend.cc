@@ -149,25 +149,25 @@ class CpuBackendImpl final : public Backend {
       }
     }
   }
-  StatusOr<Buffer> PrepareMatmulWeight(Weight& w, bool keep_layout) override {
-    const DType packed = keep_layout ? w.format : MatmulPackedFormat(w.format);
-    if (w.empty()) return Buffer();
+  size_t PreparedWeightBytes(const Weight& w, bool keep_layout, bool pooled) const override {
+    if (w.empty()) return 0;
     const size_t bytes = RowBytes(w.format, w.cols) * static_cast<size_t>(w.rows);
+    const DType packed = keep_layout ? w.format : MatmulPackedFormat(w.format);
+    if (packed != w.format) return bytes;
+    // No layout of our own: read in place, or copied into huge pages (see SetCpuHugePages). On
+    // its own a weight under 2 MiB would get no huge page; pooled with the others, it does.
+    if (!CpuHugePages() || (!pooled && bytes < kHugePageBytes)) return 0;
+    return bytes;
+  }
+  void PrepareMatmulWeightInto(Weight& w, bool keep_layout, void* dst) override {
+    const DType packed = keep_layout ? w.format : MatmulPackedFormat(w.format);
     if (packed == w.format) {
-      // No layout of our own: read in place, or copied into huge pages (see SetCpuHugePages).
-      if (bytes < kHugePageBytes || !CpuHugePages()) return Buffer();
-      auto buf = Allocate(bytes);
-      if (!buf.ok()) return buf.status();
-      std::memcpy(buf->data(), w.data, bytes);
-      w.data = buf->data();
-      return buf;
+      std::memcpy(dst, w.data, RowBytes(w.format, w.cols) * static_cast<size_t>(w.rows));
+    } else {
+      PackRows(w.format, w.data, w.rows, w.cols, dst);
     }
-    auto buf = Allocate(bytes);
-    if (!buf.ok()) return buf.status();
-    PackRows(w.format, w.data, w.rows, w.cols, buf->data());
-    w.data = buf->data();
+    w.data = dst;
     w.format = packed;
-    return buf;
   }
   void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps,
                float* out) override {

@@ -370,9 +370,10 @@ TEST(InSituQuantization, Bf16RowsPackedForAvx2GiveTheBitsOfBf16ThroughTheModel) 
 }
 
 // engine.huge_pages (kernels::SetCpuHugePages, kernels/cpu/huge_pages.h): PlaceWeights copies
-// the matmul weights of 2 MiB or more that the CPU backend would read in place (here F32, from
-// the loader's own vectors; GGUF and safetensors ones from the file mapping) into memory on a
-// 2 MiB boundary, lets the loader's copy go, and the logits are the bits of the unplaced model.
+// the matmul weights that the CPU backend would read in place (here F32, from the loader's own
+// vectors; GGUF and safetensors ones from the file mapping) into one arena on a 2 MiB boundary,
+// end to end (so a weight under 2 MiB shares its huge pages), lets the loader's copy go, and the
+// logits are the bits of the unplaced model.
 TEST(InSituQuantization, WeightsCopiedIntoHugePagesGiveTheSameLogits) {
   const std::string thp = kernels::TransparentHugePageMode();
   if (thp != "always" && thp != "madvise") {
@@ -387,12 +388,13 @@ TEST(InSituQuantization, WeightsCopiedIntoHugePagesGiveTheSameLogits) {
       kernels::SetCpuHugePages(true);
     }
   } cleanup{dir};
-  // A float32 llama whose matrices are 2.6-11 MiB (demo-llama's are under 2 MiB).
+  // A float32 llama whose matrices are 1-11 MiB (k_proj and v_proj 1 MiB: too small for a huge
+  // page of their own).
   auto write_config = [&](bool tied) {
     std::ofstream cfg(dir / "config.json");
     cfg << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024,
       "intermediate_size": 2816, "num_hidden_layers": 2, "num_attention_heads": 16,
-      "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 658, "rms_norm_eps": 1e-05,
+      "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 658, "rms_norm_eps": 1e-05,
       "max_position_embeddings": 256, "rope_theta": 10000.0, "hidden_act": "silu",
       "tie_word_embeddings": )"
         << (tied ? "true" : "false") << R"(, "torch_dtype": "float32"})";
@@ -412,14 +414,22 @@ TEST(InSituQuantization, WeightsCopiedIntoHugePagesGiveTheSameLogits) {
   kernels::SetCpuHugePages(true);
   ASSERT_TRUE(PlaceWeights(**placed, kernels::CpuBackend()).ok());
   const ModelWeights& p = **placed;
-  for (const Weight* w : {&p.layers[0].q, &p.layers[0].gate, &p.layers[1].down, &p.lm_head}) {
+  ASSERT_EQ(p.placed.size(), 1u);  // one arena
+  const auto* arena = static_cast<const uint8_t*>(p.placed[0].data());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arena) % kernels::kHugePageBytes, 0u);
+  for (const Weight* w : {&p.layers[0].q, &p.layers[0].k, &p.layers[0].v, &p.layers[0].gate,
+                          &p.layers[1].k, &p.layers[1].down, &p.lm_head}) {
     EXPECT_EQ(w->format, DType::kF32);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(w->data) % kernels::kHugePageBytes, 0u);
+    const auto* d = static_cast<const uint8_t*>(w->data);
+    const size_t bytes = RowBytes(w->format, w->cols) * static_cast<size_t>(w->rows);
+    EXPECT_TRUE(d >= arena && d + bytes <= arena + p.placed[0].bytes()) << w->rows;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 64, 0u);
   }
   EXPECT_EQ(p.embed.data, embed);  // looked up by row, not streamed: read where it is
-  // Every matrix moved (4 + 1 + 1 + 4 + 11 * 3 MiB per layer, the 2.6 MiB lm_head): the
-  // loader's copies went with them.
-  EXPECT_LT(owned_bytes(p), before - (size_t{90} << 20)) << before;
+  // Every matrix moved (4 + 1 + 1 + 4 + 11 * 3 MiB per layer, the 2.6 MiB lm_head), end to end:
+  // the loader's copies went with them.
+  EXPECT_EQ(p.placed[0].bytes(), 2 * (10 + 33) * (size_t{1} << 20) + 658 * 1024 * 4);
+  EXPECT_LT(owned_bytes(p), before - (size_t{88} << 20)) << before;
   ExpectSameLogits(**plain, **placed);
 
   // Tied: the table is the lm_head too, streamed every step, so it is copied as it is (the
@@ -432,7 +442,10 @@ TEST(InSituQuantization, WeightsCopiedIntoHugePagesGiveTheSameLogits) {
   ASSERT_TRUE(PlaceWeights(**tied, kernels::CpuBackend()).ok());
   EXPECT_EQ((*tied)->lm_head.data, (*tied)->embed.data);
   EXPECT_EQ((*tied)->embed.format, DType::kF32);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>((*tied)->embed.data) % kernels::kHugePageBytes, 0u);
+  ASSERT_EQ((*tied)->placed.size(), 1u);
+  const auto* tied_arena = static_cast<const uint8_t*>((*tied)->placed[0].data());
+  const auto* table = static_cast<const uint8_t*>((*tied)->embed.data);
+  EXPECT_TRUE(table >= tied_arena && table < tied_arena + (*tied)->placed[0].bytes());
   ExpectSameLogits(**tied_plain, **tied);
 }
 

@@ -151,6 +151,10 @@ TEST(HugePages, CpuBackendCopiesLargeInPlaceWeights) {
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->data(), nullptr);
   EXPECT_EQ(small.data, q.data());
+  // Pooled with the model's other weights in one arena (PrepareMatmulWeights in worker/model),
+  // it shares huge pages, so it is copied too.
+  EXPECT_EQ(cpu.PreparedWeightBytes(small, /*keep_layout=*/false, /*pooled=*/true),
+            RowBytes(DType::kQ4_K, k) * 1024);
 
   // keep_layout (a tied embedding table, which Embedding reads too): an F16 table is copied as
   // F16, never repacked into the backend's row groups.
@@ -172,6 +176,12 @@ TEST(HugePages, CpuBackendCopiesLargeInPlaceWeights) {
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(kept->data(), nullptr);
   EXPECT_EQ(off.data, q.data());
+  EXPECT_EQ(cpu.PreparedWeightBytes(small, /*keep_layout=*/false, /*pooled=*/true), 0u);
+  // A layout of the backend's own is made with or without huge pages.
+  Weight f16{table.data(), DType::kF16, n, k};
+  EXPECT_EQ(cpu.PreparedWeightBytes(f16, /*keep_layout=*/false, /*pooled=*/false),
+            2 * table.size());
+  EXPECT_EQ(cpu.PreparedWeightBytes(f16, /*keep_layout=*/true, /*pooled=*/true), 0u);
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ StatusOr<kernels::Backend*> EngineBackend(const EngineSection& engine) {
 Status PlaceWeightsFor(const EngineSection& engine, ModelWeights& weights,
                        kernels::Backend& backend) {
   // On a backend of host memory the model reads the host views, except the matmul weights the
-  // backend gives a layout of its own (Backend::PrepareMatmulWeight: the CPU's
+  // backend gives a layout of its own (Backend::PrepareMatmulWeightInto: the CPU's
   // packed 32-block formats, Q4_0 ... Q8_0, and F16 / BF16 rows in groups of 4).
   const auto t0 = std::chrono::steady_clock::now();
   const Status s = PlaceWeights(weights, backend);

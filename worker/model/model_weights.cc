@@ -695,29 +695,48 @@ Status CheckWeightFormats(const ModelWeights& w, const kernels::BackendCaps& cap
 
 namespace {
 
-// The backend's own layouts of the matmul weights (Backend::PrepareMatmulWeight) on a backend of
-// host memory, or its copies of them (the CPU backend's huge pages); the embedding table, which
-// Embedding reads, keeps its layout. A source the backend copied is given back: its pages of a
-// mapped GGUF or safetensors file, or the owned copy it was.
+// The backend's own layouts of the matmul weights (Backend::PrepareMatmulWeightInto) on a
+// backend of host memory, or its copies of them (the CPU backend's huge pages), all in one
+// allocation laid end to end: a weight too small for a huge page of its own (a tensor-parallel
+// shard, an expert) and every tensor's tail share the arena's huge pages, and only the arena's
+// end is in small pages. The embedding table, which Embedding reads, keeps its layout. A source
+// the backend copied is given back: its pages of a mapped GGUF or safetensors file, or the owned
+// copy it was.
 Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
-  Status status = Status::Ok();
+  constexpr size_t kAlign = 64;  // every weight starts on a cache line (the SIMD loads)
+  struct Prepared {
+    Weight* t;
+    bool embed;
+    size_t offset;
+  };
+  std::vector<Prepared> todo;
+  size_t total = 0;
   const bool tied = w.lm_head.data == w.embed.data;
   w.ForEachWeight([&](const std::string& name, Weight& t) {
-    if (!status.ok() || t.rows <= 1) return;
-    const Weight before = t;
+    if (t.rows <= 1) return;
     // The embedding table keeps its layout (Embedding reads it) and is prepared only when tied:
     // then it is also the lm_head, streamed whole every step (the CPU backend copies it into
     // huge pages); an untied one is only looked up by row.
     const bool embed = name == "embed_tokens";
     if (embed && !tied) return;
-    StatusOr<kernels::Buffer> buf = backend.PrepareMatmulWeight(t, /*keep_layout=*/embed);
-    if (!buf.ok()) {
-      status = buf.status().WithContext("preparing weight '" + name + "'");
-      return;
-    }
-    if (buf->data() == nullptr) return;
-    if (embed) w.lm_head = t;  // the same view, moved
-    w.placed.push_back(std::move(*buf));
+    const size_t bytes = backend.PreparedWeightBytes(t, /*keep_layout=*/embed, /*pooled=*/true);
+    if (bytes == 0) return;
+    todo.push_back({&t, embed, total});
+    total += (bytes + kAlign - 1) / kAlign * kAlign;
+  });
+  if (todo.empty()) return Status::Ok();
+  StatusOr<kernels::Buffer> arena = backend.Allocate(total);
+  if (!arena.ok()) {
+    return arena.status().WithContext("preparing " + std::to_string(todo.size()) +
+                                      " matmul weights (" + std::to_string(total >> 20) + " MiB)");
+  }
+  auto* base = static_cast<uint8_t*>(arena->data());
+  w.placed.push_back(std::move(*arena));
+  for (const Prepared& p : todo) {
+    Weight& t = *p.t;
+    const Weight before = t;
+    backend.PrepareMatmulWeightInto(t, /*keep_layout=*/p.embed, base + p.offset);
+    if (p.embed) w.lm_head = t;  // the same view, moved
     const size_t bytes = RowBytes(before.format, before.cols) * static_cast<size_t>(before.rows);
     if (w.gguf != nullptr) w.gguf->ReleasePages(before.data, bytes);
     if (w.files != nullptr) w.files->ReleaseRange(before.data, bytes);  // F16 / BF16 folders
@@ -733,8 +752,8 @@ Status PrepareMatmulWeights(ModelWeights& w, kernels::Backend& backend) {
       if (owned.data() == before.data && 4 * owned.size() == bytes)
         std::vector<float>().swap(owned);
     }
-  });
-  return status;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
