@@ -46,6 +46,8 @@ const char* DTypeName(DType t) {
       return "F16 (packed)";
     case DType::kBF16Packed:
       return "BF16 (packed)";
+    case DType::kQ3_KPacked:
+      return "Q3_K (packed)";
   }
   return "?";
 }

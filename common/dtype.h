@@ -39,9 +39,12 @@ enum class DType : uint8_t {
   // its SIMD kernels (kernels/cpu/f16_packed.h), 2 bytes per weight as F16 / BF16.
   kF16Packed,
   kBF16Packed,
+  // Not a file format either: Q3_K blocks with their high-bit mask in bit planes, by the CPU
+  // backend for its AVX-512 kernels (kernels/cpu/kquant_packed.h), the same 110 bytes per block.
+  kQ3_KPacked,
 };
 constexpr int kNumDTypes = 13;         // the formats a file or config can name (kF32 .. kQ6_K)
-constexpr int kNumMatmulFormats = 20;  // and the backend layouts (kQ4_0Packed .. kBF16Packed)
+constexpr int kNumMatmulFormats = 21;  // and the backend layouts (kQ4_0Packed .. kQ3_KPacked)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -53,11 +56,11 @@ inline size_t DTypeSize(DType t) {
   return t == DType::kF32 ? 4 : 2;
 }
 constexpr bool IsBlockFormat(DType t) {
-  return t >= DType::kQ8_0 && t <= DType::kQ8_0Packed;
+  return (t >= DType::kQ8_0 && t <= DType::kQ8_0Packed) || t == DType::kQ3_KPacked;
 }
 // The K-quants: super-blocks of 256 whose matmul runs on Q8_K activations.
 constexpr bool IsKQuant(DType t) {
-  return t >= DType::kQ2_K && t <= DType::kQ6_K;
+  return (t >= DType::kQ2_K && t <= DType::kQ6_K) || t == DType::kQ3_KPacked;
 }
 // Weights per block (1 for element formats).
 constexpr int BlockSize(DType t) {
@@ -65,8 +68,8 @@ constexpr int BlockSize(DType t) {
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
-  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,   34, 18, 20, 22, 24, 84, 110,
-                                                144, 176, 210, 18, 20, 22, 24, 34, 2,  2};
+  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,  34, 18, 20, 22, 24, 84, 110, 144,
+                                                176, 210, 18, 20, 22, 24, 34, 2,  2,  110};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).

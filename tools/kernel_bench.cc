@@ -97,11 +97,12 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
   std::normal_distribution<float> d(0.0f, 0.05f);
   std::vector<float> x(k), y(8192);
   for (float& v : x) v = d(rng) * 20;
-  const DType types[] = {
-      DType::kF16,        DType::kF16Packed,  DType::kBF16,       DType::kBF16Packed,
-      DType::kQ8_0,       DType::kQ4_0,       DType::kQ4_0Packed, DType::kQ4_1Packed,
-      DType::kQ8_0Packed, DType::kQ5_0Packed, DType::kQ5_1Packed, DType::kQ4_K,
-      DType::kQ5_K,       DType::kQ6_K,       DType::kQ3_K,       DType::kQ2_K};
+  const DType types[] = {DType::kF16,        DType::kF16Packed,  DType::kBF16,
+                         DType::kBF16Packed, DType::kQ8_0,       DType::kQ4_0,
+                         DType::kQ4_0Packed, DType::kQ4_1Packed, DType::kQ8_0Packed,
+                         DType::kQ5_0Packed, DType::kQ5_1Packed, DType::kQ4_K,
+                         DType::kQ5_K,       DType::kQ6_K,       DType::kQ3_K,
+                         DType::kQ3_KPacked, DType::kQ2_K};
   for (const std::string& name : only_types) {
     if (std::none_of(std::begin(types), std::end(types),
                      [&](DType t) { return name == llm::DTypeName(t); })) {
@@ -148,7 +149,7 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
         // random blocks of the file format, repacked as the CPU backend does
         std::vector<uint8_t> q(mats[c].size());
         kn::FillRandomBlocks(file, 10 + c, q.data(),
-                             static_cast<int64_t>(q.size() / llm::RowBytes(file, 32)));
+                             static_cast<int64_t>(q.size() / llm::BlockBytes(file)));
         kn::PackRows(file, q.data(), big_n, k, mats[c].data());
       } else {
         kn::FillRandomBlocks(t, 10 + c, mats[c].data(),

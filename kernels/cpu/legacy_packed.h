@@ -32,23 +32,23 @@ namespace llm::kernels::internal {
 constexpr int kPackGroupBlocks = 16;
 constexpr int kPackGroupMaxBytes = 544;  // a whole Q8_0 group
 
-// The 32-block formats and their packed layouts.
-constexpr DType kLegacyLayouts[5][2] = {{DType::kQ4_0, DType::kQ4_0Packed},
-                                        {DType::kQ4_1, DType::kQ4_1Packed},
-                                        {DType::kQ5_0, DType::kQ5_0Packed},
-                                        {DType::kQ5_1, DType::kQ5_1Packed},
-                                        {DType::kQ8_0, DType::kQ8_0Packed}};
-// The packed layout of a 32-block format, or t itself; and back. (`static`, as the helpers
+// The block formats with a packed layout: the 32-block formats, and Q3_K (its high bits in bit
+// planes, kquant_packed.h).
+constexpr DType kPackedLayouts[6][2] = {
+    {DType::kQ4_0, DType::kQ4_0Packed}, {DType::kQ4_1, DType::kQ4_1Packed},
+    {DType::kQ5_0, DType::kQ5_0Packed}, {DType::kQ5_1, DType::kQ5_1Packed},
+    {DType::kQ8_0, DType::kQ8_0Packed}, {DType::kQ3_K, DType::kQ3_KPacked}};
+// The packed layout of a block format, or t itself; and back. (`static`, as the helpers
 // below: the ISA translation units call them, and each must keep its own copy, see
 // matmul_internal.h.)
 static constexpr DType PackedLayoutOf(DType t) {
-  for (const auto& l : kLegacyLayouts) {
+  for (const auto& l : kPackedLayouts) {
     if (l[0] == t) return l[1];
   }
   return t;
 }
 static constexpr DType FileFormatOf(DType t) {
-  for (const auto& l : kLegacyLayouts) {
+  for (const auto& l : kPackedLayouts) {
     if (l[1] == t) return l[0];
   }
   return t;

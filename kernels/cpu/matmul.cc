@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/f16_packed.h"
+#include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/panel_schedule.h"
@@ -104,11 +105,14 @@ enum InputForm {
 };
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
+  if (IsKQuant(t)) {  // Q8_K, packed layout (kQ3_KPacked) or not
+    return m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput
+                                                                      : kQ8_KInput;
+  }
   if (PackedLayoutOf(t) != t || FileFormatOf(t) != t) {
     return NativePacked(ks, t) ? kPackedXInput : kQ8_0Input;
   }
-  if (!IsKQuant(t)) return kFloatInput;
-  return m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput : kQ8_KInput;
+  return kFloatInput;
 }
 
 // The quantized input rows, per thread (buffers that only grow).
@@ -207,6 +211,20 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
                                  job.bias != nullptr ? job.bias + n0 : nullptr, job.y + n0, job.n);
         break;
       }
+      case DType::kQ3_KPacked:
+        if (ks.quant->fn[static_cast<int>(job.type)] == nullptr) {  // Q3_K's panel, unpacked
+          const size_t row = RowBytes(DType::kQ3_K, k);
+          static thread_local std::vector<uint8_t> unpacked;
+          if (unpacked.size() < row * kPanelRows) unpacked.resize(row * kPanelRows);
+          UnpackQ3KBlocks(static_cast<const uint8_t*>(job.w) + row * n0,
+                          static_cast<int64_t>(n1 - n0) * (k / kQK_K), unpacked.data());
+          ks.quant->fn[static_cast<int>(DType::kQ3_K)](
+              in, m, k, unpacked.data(), 0, n1 - n0, job.bias != nullptr ? job.bias + n0 : nullptr,
+              job.y + n0, job.n);
+          break;
+        }
+        ks.quant->fn[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        break;
       case DType::kQ4_0Packed:
       case DType::kQ4_1Packed:
       case DType::kQ5_0Packed:
@@ -332,7 +350,10 @@ void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
 #pragma omp parallel for schedule(static)
   for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerItem) {
     const int64_t count = std::min(kRowsPerItem, rows - r0);
-    if (t == DType::kF16 || t == DType::kBF16) {
+    if (t == DType::kQ3_K) {
+      internal::PackQ3KBlocks(static_cast<const uint8_t*>(src) + r0 * row, count * (cols / kQK_K),
+                              static_cast<uint8_t*>(dst) + r0 * row);
+    } else if (t == DType::kF16 || t == DType::kBF16) {
       internal::PackF16Rows(static_cast<const uint16_t*>(src) + r0 * cols, count, cols,
                             static_cast<uint16_t*>(dst) + r0 * cols);
     } else {

@@ -135,6 +135,19 @@ struct Q3_KF {
     return _mm256_or_si256(lo, _mm256_slli_epi16(Bits(Load32(b.hmask), h, 1), 2));
   }
 };
+#if defined(__AVX512BW__)
+// Q3_K with its high bits in bit planes (kQ3_KPacked, kquant_packed.h): chunk h's 32 high bits
+// are the 32-bit word h of hmask, which a masked add takes as it is: the same integers as
+// Q3_KF::Chunk (a low part under 4 plus 4 is the low part or 4).
+struct Q3_KPackedF : Q3_KF {
+  static __m256i Chunk(const B& b, int h) {
+    const __m256i lo = Bits(Load32(b.qs + 32 * (h >> 2)), 2 * (h & 3), 3);
+    uint32_t bits;
+    std::memcpy(&bits, b.hmask + 4 * h, 4);
+    return _mm256_mask_add_epi8(lo, _cvtu32_mask32(bits), lo, _mm256_set1_epi8(4));
+  }
+};
+#endif
 // The first 16 bytes of a Q4_K / Q5_K block (d, dmin, then 12 bytes of 6-bit scales and mins,
 // dwords u0 u1 u2) -> bytes 0..7 the 8 scales, 8..15 the 8 mins (get_scale_min_k4), all in
 // vector registers: the scalar decode with its inserts was ~40% of a GEMV's time per block.
@@ -321,6 +334,9 @@ QuantMatmulKernels MakeQuantKernels() {
   legacy(qx::Q8_0F{});
   k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<K<qx::Q2_KF>>;
   k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<K<qx::Q3_KF>>;
+#if defined(__AVX512BW__)
+  k.fn[static_cast<int>(DType::kQ3_KPacked)] = MatmulBlockPanel<K<qx::Q3_KPackedF>>;
+#endif
   k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<K<qx::Q4_KF>>;
   k.fn[static_cast<int>(DType::kQ5_K)] = MatmulBlockPanel<K<qx::Q5_KF>>;
   k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;

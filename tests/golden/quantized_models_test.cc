@@ -316,20 +316,20 @@ void ExpectSameLogits(ModelWeights& plain, ModelWeights& packed) {
   }
 }
 
-// The CPU backend's packed 32-block formats (PlaceWeights repacks every Q4_0 ... Q5_1 matmul
-// weight) through the whole model: demo-llama (hidden 512: one 16-block group per q/k/v/o/gate/up
-// row; down_proj rows of 1376 = 2 groups and a tail of 11 blocks) in Q4_0 and in Q5_1 gives, at
-// every position of a prefill and of decode steps, the logits of the same weights unpacked, bit
-// for bit; the embedding table and the Q6_K lm_head keep their formats. (The quantized models
-// themselves are checked against their dequantized F32 models above and in
+// The CPU backend's packed layouts (PlaceWeights repacks every Q4_0 ... Q5_1 matmul weight, and
+// Q3_K on AVX-512) through the whole model: demo-llama (hidden 512: one 16-block group per
+// q/k/v/o/gate/up row; down_proj rows of 1376 = 2 groups and a tail of 11 blocks) in Q4_0, Q5_1 and
+// Q3_K gives, at every position of a prefill and of decode steps, the logits of the same weights
+// unpacked, bit for bit; the embedding table and the Q6_K lm_head keep their formats. (The
+// quantized models themselves are checked against their dequantized F32 models above and in
 // GgufInEveryFormatGivesTheGreedyIdsOfItsDequantizedModel.)
 TEST(InSituQuantization, PackedLayoutsGiveTheBitsOfTheirFormatsThroughTheModel) {
-  for (DType format : {DType::kQ4_0, DType::kQ5_1}) {
+  for (DType format : {DType::kQ4_0, DType::kQ5_1, DType::kQ3_K}) {
     SCOPED_TRACE(DTypeName(format));
     const DType layout = kernels::MatmulPackedFormat(format);
     if (layout == format) {
       GTEST_SKIP() << "the kernel set in use (" << kernels::MatmulIsa() << ") keeps "
-                   << DTypeName(format) << " as it is (packing needs AVX2)";
+                   << DTypeName(format) << " as it is (packing needs AVX2, Q3_K AVX-512)";
     }
     const std::string demo = std::string(LLM_SOURCE_DIR) + "/deploy/models/demo-llama";
     auto plain = LoadModelWeights(demo, LoadFormat::kDummy, 7, {}, format);
@@ -337,7 +337,10 @@ TEST(InSituQuantization, PackedLayoutsGiveTheBitsOfTheirFormatsThroughTheModel) 
     ASSERT_TRUE(plain.ok() && packed.ok());
     ASSERT_TRUE(PlaceWeights(**packed, kernels::CpuBackend()).ok());
     EXPECT_EQ((*packed)->layers[0].q.format, layout);
-    EXPECT_EQ((*packed)->layers[3].down.format, layout);
+    // (Q3_K's down_proj, 1376 columns, is not made of 256-blocks: quantized to Q4_0 instead,
+    // as llama-quantize does, and packed as Q4_0.)
+    EXPECT_EQ((*packed)->layers[3].down.format,
+              kernels::MatmulPackedFormat((*plain)->layers[3].down.format));
     EXPECT_EQ((*plain)->layers[0].q.format, format);
     EXPECT_EQ((*packed)->lm_head.format, DType::kQ6_K);
     EXPECT_EQ((*packed)->embed.format, (*plain)->embed.format);

@@ -1,0 +1,22 @@
+// Q3_K blocks with their high bits in bit planes (DType::kQ3_KPacked), made once at load by the
+// CPU backend (Backend::PrepareMatmulWeightInto) for its AVX-512 kernels.
+//
+// ggml's hmask (quant_blocks.h) keeps the high bit of element 32c + i (chunk c = 0..7, i = 0..31)
+// as bit c of byte i, so 64 weights' bits are spread over 32 bytes and the AVX-512 GEMV spent a
+// vptestmb per 64 weights (four per block) to gather them into a byte mask. Packed, the 32 bytes
+// of hmask are 8 little-endian 32-bit words, word c holding chunk c's 32 bits in element order:
+// the 64-bit word p (chunks 2p, 2p + 1) is the byte mask of the 64 weights of register p as it is.
+// Everything else in the block (qs, scales, d) is unchanged, so a packed row has Q3_K's RowBytes
+// and a matmul on it gives Q3_K's bits (tested).
+#pragma once
+
+#include <cstdint>
+
+namespace llm::kernels::internal {
+
+// `count` Q3_K blocks from ggml's layout to the packed one; src and dst must not overlap.
+// Unpack is its inverse.
+void PackQ3KBlocks(const void* src, int64_t count, void* dst);
+void UnpackQ3KBlocks(const void* src, int64_t count, void* dst);
+
+}  // namespace llm::kernels::internal
