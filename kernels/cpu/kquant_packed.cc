@@ -7,31 +7,37 @@
 namespace llm::kernels::internal {
 namespace {
 
-// Bit e of ggml's hmask (bit e / 32 of byte e % 32) and of the bit planes (bit e % 8 of byte
-// e / 8, a little-endian bit string).
-bool GgmlBit(const uint8_t* hmask, int e) {
-  return (hmask[e % 32] >> (e / 32)) & 1;
-}
-void SetGgmlBit(uint8_t* hmask, int e) {
-  hmask[e % 32] = static_cast<uint8_t>(hmask[e % 32] | 1 << (e / 32));
-}
-bool PlaneBit(const uint8_t* hmask, int e) {
-  return (hmask[e / 8] >> (e % 8)) & 1;
-}
-void SetPlaneBit(uint8_t* hmask, int e) {
-  hmask[e / 8] = static_cast<uint8_t>(hmask[e / 8] | 1 << (e % 8));
+// The transpose of an 8 x 8 bit matrix held as byte r = row r, bit c of it = column c (Hacker's
+// Delight 7-3): bit c of byte r goes to bit r of byte c. Its own inverse.
+uint64_t TransposeBits8x8(uint64_t x) {
+  uint64_t t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull;
+  x ^= t ^ (t << 7);
+  t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCull;
+  x ^= t ^ (t << 14);
+  t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull;
+  x ^= t ^ (t << 28);
+  return x;
 }
 
-// Every block copied, its 256 high bits moved from one layout to the other.
-template <bool (*kGet)(const uint8_t*, int), void (*kSet)(uint8_t*, int)>
-void MoveHighBits(const void* src, int64_t count, void* dst) {
+// ggml's hmask is 32 rows (element i of every chunk) of 8 bits (chunk c); the bit planes are its
+// transpose, 8 rows (chunk c, 4 bytes each) of 32 bits (element i). Group g of 8 elements
+// (bytes 8g .. 8g + 7 of ggml's) is the 8 x 8 block whose transpose is byte g of every plane.
+// `to_planes` picks the direction; every other byte of the block is copied.
+void MoveHighBits(const void* src, int64_t count, void* dst, bool to_planes) {
   const auto* in = static_cast<const BlockQ3_K*>(src);
   auto* out = static_cast<BlockQ3_K*>(dst);
   for (int64_t b = 0; b < count; ++b) {
     BlockQ3_K block = in[b];
-    std::memset(block.hmask, 0, sizeof(block.hmask));
-    for (int e = 0; e < 256; ++e) {
-      if (kGet(in[b].hmask, e)) kSet(block.hmask, e);
+    for (int g = 0; g < 4; ++g) {
+      uint8_t rows[8];
+      for (int r = 0; r < 8; ++r)
+        rows[r] = to_planes ? in[b].hmask[8 * g + r] : in[b].hmask[4 * r + g];
+      uint64_t x;
+      std::memcpy(&x, rows, 8);
+      x = TransposeBits8x8(x);
+      std::memcpy(rows, &x, 8);
+      for (int r = 0; r < 8; ++r)
+        (to_planes ? block.hmask[4 * r + g] : block.hmask[8 * g + r]) = rows[r];
     }
     out[b] = block;
   }
@@ -40,11 +46,11 @@ void MoveHighBits(const void* src, int64_t count, void* dst) {
 }  // namespace
 
 void PackQ3KBlocks(const void* src, int64_t count, void* dst) {
-  MoveHighBits<GgmlBit, SetPlaneBit>(src, count, dst);
+  MoveHighBits(src, count, dst, /*to_planes=*/true);
 }
 
 void UnpackQ3KBlocks(const void* src, int64_t count, void* dst) {
-  MoveHighBits<PlaneBit, SetGgmlBit>(src, count, dst);
+  MoveHighBits(src, count, dst, /*to_planes=*/false);
 }
 
 }  // namespace llm::kernels::internal
