@@ -77,8 +77,17 @@ void PairChunksQ8K(BlockQ8_K* x, int nb) {
   }
 }
 
-// Whether this kernel set reads the packed layout of a 32-block format (t: the format or its
-// layout) as it is; the scalar set unpacks its rows per panel.
+// Rows of a packed layout back in their file format `base` (PackRows' inverse).
+static void UnpackRows(DType base, const uint8_t* src, int rows, int cols, uint8_t* dst) {
+  if (base == DType::kQ3_K) {
+    UnpackQ3KBlocks(src, static_cast<int64_t>(rows) * (cols / kQK_K), dst);
+  } else {
+    UnpackLegacyRows(base, src, rows, cols, dst);
+  }
+}
+
+// Whether this kernel set reads the packed layout of a block format (t: the format or its
+// layout) as it is; else (the scalar set; AVX2 for Q3_K) its rows are unpacked per panel.
 bool NativePacked(const MatmulKernels& ks, DType t) {
   const DType packed = PackedLayoutOf(FileFormatOf(t));
   return packed != FileFormatOf(t) && ks.quant->fn[static_cast<int>(packed)] != nullptr;
@@ -211,32 +220,19 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
                                  job.bias != nullptr ? job.bias + n0 : nullptr, job.y + n0, job.n);
         break;
       }
-      case DType::kQ3_KPacked:
-        if (ks.quant->fn[static_cast<int>(job.type)] == nullptr) {  // Q3_K's panel, unpacked
-          const size_t row = RowBytes(DType::kQ3_K, k);
-          static thread_local std::vector<uint8_t> unpacked;
-          if (unpacked.size() < row * kPanelRows) unpacked.resize(row * kPanelRows);
-          UnpackQ3KBlocks(static_cast<const uint8_t*>(job.w) + row * n0,
-                          static_cast<int64_t>(n1 - n0) * (k / kQK_K), unpacked.data());
-          ks.quant->fn[static_cast<int>(DType::kQ3_K)](
-              in, m, k, unpacked.data(), 0, n1 - n0, job.bias != nullptr ? job.bias + n0 : nullptr,
-              job.y + n0, job.n);
-          break;
-        }
-        ks.quant->fn[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
-        break;
       case DType::kQ4_0Packed:
       case DType::kQ4_1Packed:
       case DType::kQ5_0Packed:
       case DType::kQ5_1Packed:
       case DType::kQ8_0Packed:
+      case DType::kQ3_KPacked:
         if (!NativePacked(ks, job.type)) {  // no packed kernel here: the format's, unpacked
           const DType base = FileFormatOf(job.type);
           const size_t row = RowBytes(base, k);
           static thread_local std::vector<uint8_t> unpacked;
           if (unpacked.size() < row * kPanelRows) unpacked.resize(row * kPanelRows);
-          UnpackLegacyRows(base, static_cast<const uint8_t*>(job.w) + row * n0, n1 - n0, k,
-                           unpacked.data());
+          UnpackRows(base, static_cast<const uint8_t*>(job.w) + row * n0, n1 - n0, k,
+                     unpacked.data());
           ks.quant->fn[static_cast<int>(base)](in, m, k, unpacked.data(), 0, n1 - n0,
                                                job.bias != nullptr ? job.bias + n0 : nullptr,
                                                job.y + n0, job.n);
