@@ -28,7 +28,10 @@ int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]) {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("f16c")) {
-    if (__builtin_cpu_supports("avx512vnni")) out[n++] = &Avx512VnniMatmulKernels();
+    if (__builtin_cpu_supports("avx512vnni")) {
+      if (AmxUsable()) out[n++] = &AmxMatmulKernels();
+      out[n++] = &Avx512VnniMatmulKernels();
+    }
     out[n++] = &Avx512MatmulKernels();
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -77,6 +80,37 @@ void PairChunksQ8K(BlockQ8_K* x, int nb) {
   }
 }
 
+int Q8KTokenTileCount(int m) {
+  const int tiles = (m + 15) / 16;
+  return tiles + (tiles & 1);
+}
+
+void MakeQ8KTokenTiles(const BlockQ8_K* x, int m, int nb, Q8KTokenTile* out) {
+  const int tiles = Q8KTokenTileCount(m);
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * nb >= 256)
+  for (int tb = 0; tb < tiles * nb; ++tb) {
+    const int t = tb / nb, b = tb % nb;
+    Q8KTokenTile& o = out[tb];
+    for (int e = 0; e < 16; ++e) {
+      const int i = 16 * t + e;
+      if (i >= m) {
+        for (int l = 0; l < 8; ++l) {
+          for (int h = 0; h < 8; ++h) std::memset(o.q[l][h][e], 0, 4);
+          o.bsum_pairs[l][e] = 0;
+        }
+        o.d[e] = 0.0f;
+        continue;
+      }
+      const BlockQ8_K& xb = x[static_cast<int64_t>(i) * nb + b];
+      for (int l = 0; l < 8; ++l) {
+        for (int h = 0; h < 8; ++h) std::memcpy(o.q[l][h][e], xb.qs + 32 * h + 4 * l, 4);
+        std::memcpy(&o.bsum_pairs[l][e], xb.bsums + 2 * l, 4);
+      }
+      o.d[e] = xb.d;
+    }
+  }
+}
+
 // Rows of a packed layout back in their file format `base` (PackRows' inverse).
 static void UnpackRows(DType base, const uint8_t* src, int rows, int cols, uint8_t* dst) {
   if (base == DType::kQ3_K) {
@@ -102,19 +136,23 @@ namespace {
 
 // The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (the 32-block
 // formats on the scalar set: ggml's vec_dot_type), Q8_K (K-quants), Q8_K with paired
-// chunks (the AVX-512 Q4_K GEMV, PairChunksQ8K) and PackedX groups (the packed 32-block
-// kernels, legacy_packed.h).
+// chunks (the AVX-512 Q4_K GEMV, PairChunksQ8K), PackedX groups (the packed 32-block
+// kernels, legacy_packed.h) and Q8_K token tiles (the AMX K-quant panels).
 enum InputForm {
   kFloatInput,
   kQ8_0Input,
   kQ8_KInput,
   kQ8_KPairedInput,
   kPackedXInput,
+  kQ8_KTilesInput,
   kNumInputForms
 };
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
   if (IsKQuant(t)) {  // Q8_K, packed layout (kQ3_KPacked) or not
+    if (ks.quant->tiles[static_cast<int>(t)] != nullptr && m >= ks.quant->tiles_min_m) {
+      return kQ8_KTilesInput;
+    }
     return m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput
                                                                       : kQ8_KInput;
   }
@@ -129,12 +167,13 @@ struct QuantizedInputs {
   std::vector<BlockQ8_0> q8_0;
   std::vector<BlockQ8_K> q8_k, q8_k_paired;
   std::vector<PackedXGroup> packed_x;
+  std::vector<Q8KTokenTile> q8_k_tiles;
 };
 
 void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
                     QuantizedInputs& in) {
   const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
-  const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput];
+  const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput] || need[kQ8_KTilesInput];
   const bool q8_0 = need[kQ8_0Input] || need[kPackedXInput];
   if (q8_0 && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
     in.q8_0.resize(static_cast<size_t>(m) * nb0);
@@ -160,6 +199,11 @@ void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms
     in.q8_k_paired.assign(in.q8_k.begin(), in.q8_k.begin() + nbk);
     PairChunksQ8K(in.q8_k_paired.data(), nbk);
   }
+  if (need[kQ8_KTilesInput]) {
+    const size_t tiles = static_cast<size_t>(Q8KTokenTileCount(m)) * nbk;
+    if (in.q8_k_tiles.size() < tiles) in.q8_k_tiles.resize(tiles);
+    MakeQ8KTokenTiles(in.q8_k.data(), m, nbk, in.q8_k_tiles.data());
+  }
 }
 
 }  // namespace
@@ -176,8 +220,12 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
   bool need[kNumInputForms] = {};
   for (int j = 0; j < count; ++j) need[FormFor(ks, jobs[j].type, m)] = true;
   QuantizeInputs(x, m, k, need, inputs);
-  const void* input[kNumInputForms] = {x, inputs.q8_0.data(), inputs.q8_k.data(),
-                                       inputs.q8_k_paired.data(), inputs.packed_x.data()};
+  const void* input[kNumInputForms] = {x,
+                                       inputs.q8_0.data(),
+                                       inputs.q8_k.data(),
+                                       inputs.q8_k_paired.data(),
+                                       inputs.packed_x.data(),
+                                       inputs.q8_k_tiles.data()};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;
@@ -191,7 +239,12 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     while (p >= first_panel[j + 1]) ++j;
     const MatmulJob& job = jobs[j];
     const int n0 = (p - first_panel[j]) * kPanelRows, n1 = std::min(job.n, n0 + kPanelRows);
-    const void* in = input[FormFor(ks, job.type, m)];
+    const InputForm form = FormFor(ks, job.type, m);
+    const void* in = input[form];
+    if (form == kQ8_KTilesInput) {
+      ks.quant->tiles[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+      return;
+    }
     switch (job.type) {
       case DType::kF32:
         ks.f32(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);

@@ -40,7 +40,25 @@ struct QuantMatmulKernels {
   // At m = 1 the panel of this format wants its Q8_K activations with paired chunks
   // (PairChunksQ8K): the AVX-512 Q4_K GEMV.
   bool gemv_pairs_chunks[kNumMatmulFormats] = {};
+  // Panels of the K-quants on Q8KTokenTile activations (the AMX set), used from tiles_min_m
+  // input rows on; null where the set has none.
+  MatmulBlockPanelFn tiles[kNumMatmulFormats] = {};
+  int tiles_min_m = 0;
 };
+
+// Q8_K activations of 16 input rows ("tokens") for one 256-block, laid out as AMX reads them
+// (matmul_amx.cc): q[l] is lane l's B tile, 8 rows (chunk h = 0..7) of the 16 tokens' 4 bytes
+// 32h + 4l .. 32h + 4l + 3; bsum_pairs[l][t] is token t's bsums[2l], bsums[2l + 1] as one
+// dword; rows past m are zero.
+struct alignas(64) Q8KTokenTile {
+  int8_t q[8][8][16][4];
+  int32_t bsum_pairs[8][16];
+  float d[16];
+};
+// The token tiles of m rows of nb Q8_K blocks: tile t, block b at out[t * nb + b], for
+// Q8KTokenTileCount(m) tiles (an even count: the panels take two at a time).
+int Q8KTokenTileCount(int m);
+void MakeQ8KTokenTiles(const BlockQ8_K* x, int m, int nb, Q8KTokenTile* out);
 
 // Reorders each Q8_K block's 8 chunks of 32 activations to 0 2 1 3 4 6 5 7 (bsums unchanged):
 // then 64 consecutive bytes meet the low (or high) nibbles of 64 consecutive bytes of Q4_K quants.
@@ -66,8 +84,13 @@ const MatmulKernels& ScalarMatmulKernels();
 const MatmulKernels& Avx2MatmulKernels();        // AVX2 + FMA + F16C
 const MatmulKernels& Avx512MatmulKernels();      // AVX-512 F, BW, VL
 const MatmulKernels& Avx512VnniMatmulKernels();  // AVX-512 F, BW, VL, VNNI
+// AVX-512 VNNI with the K-quants' prefill on AMX tiles (matmul_amx.cc).
+const MatmulKernels& AmxMatmulKernels();
+// Whether this CPU has AMX-INT8 and the kernel let this process use its tile data (Linux asks
+// for it with arch_prctl; asked once).
+bool AmxUsable();
 
-constexpr int kMaxMatmulIsas = 4;
+constexpr int kMaxMatmulIsas = 5;
 
 // The kernel sets this CPU can run, best first (at most kMaxMatmulIsas); returns how many.
 int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]);

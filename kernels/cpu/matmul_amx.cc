@@ -1,0 +1,252 @@
+// AMX kernel set ("avx512-amx"): the AVX-512 VNNI set, with the K-quants' panels from
+// QuantMatmulKernels::tiles_min_m input rows on (prefill) computed on AMX tiles. Same integers,
+// same float operations as quant_blocks.h defines: the same bits as every other set.
+//
+// The reference splits each 256-block of a K-quant into 8 lanes: lane l holds the elements
+// 32h + 4l .. 32h + 4l + 3 of every chunk h, and sums sc[2h + l / 4] * u[e] * x[e] over them in
+// an int32 (L_l), which one float lane accumulates. A tile product sums over its whole K, so a
+// lane is one product with K = 32 bytes: the weights' lane l (16 rows x 8 chunks x 4 bytes, tile
+// A) times the tokens' lane l (Q8KTokenTile::q[l], 8 rows of 16 tokens x 4 bytes, tile B). The
+// sub-block scale is folded into the weights (sc * u, |sc * u| <= 63 * 128), which int8 cannot
+// hold, so it is split as lo + 128 hi (lo in 0..127, hi in -64..63): two products per lane, and
+// L_l = lo_sum + (hi_sum << 7), exact (the reference's int32 holds L_l, so neither part
+// overflows). The float side then follows the reference: per lane two fmas per block.
+//
+// Per panel (16 weight rows) the rows are decoded once for every block into that layout
+// (WeightTileK, in L2: 8.6 KiB a block) and every pair of token tiles streams through them.
+// GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593, see matmul_avx512.cc).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/legacy_packed.h"
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/q8_0.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace llm::kernels::internal {
+namespace {
+
+#include "kernels/cpu/matmul_quant_x86.h"  // NOLINT: included into this TU's anonymous namespace
+
+// 16 weight rows of one 256-block, decoded for the tiles: lo[l] / hi[l] is lane l's A tile
+// (16 rows x 32 bytes: chunk h's 4 bytes at 4h), then each row's d, dmin and its mins in
+// pairs (mn[2l], mn[2l + 1] as dword l). Rows past the panel are zero.
+struct alignas(64) WeightTileK {
+  int8_t lo[8][16][32];
+  int8_t hi[8][16][32];
+  int32_t mn_pairs[16][8];
+  float d[16], dmin[16];
+};
+
+// Transposes 8 rows of 8 dwords in place.
+inline void Transpose8x8(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+  }
+}
+
+// Row r of `t` from one weight block: sc * u per element, split into lo and hi bytes, chunk by
+// chunk, then transposed so that each lane's 8 dwords are one tile row.
+template <class F>
+void DecodeRow(const typename F::B& block, int r, WeightTileK* t) {
+  const qx::KHeader h = F::Header(block);
+  t->d[r] = h.d;
+  t->dmin[r] = h.dmin;
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(t->mn_pairs[r]), h.mn);
+  // int16 lane e of a chunk takes the scale of its group: ScaleOf's lane 0 (e < 16) or 8.
+  const __m512i group = _mm512_set_epi16(8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m256i lo[8], hi[8];
+  for (int c = 0; c < 8; ++c) {
+    const __m512i u = _mm512_cvtepu8_epi16(F::Chunk(block, c));
+    const __m512i s =
+        _mm512_permutexvar_epi16(group, _mm512_zextsi256_si512(qx::ScaleOf<F>(h.sc, c)));
+    const __m512i p = _mm512_mullo_epi16(u, s);
+    lo[c] = _mm512_cvtepi16_epi8(_mm512_and_si512(p, _mm512_set1_epi16(127)));
+    hi[c] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 7));
+  }
+  Transpose8x8(lo);
+  Transpose8x8(hi);
+  for (int l = 0; l < 8; ++l) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t->lo[l][r]), lo[l]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t->hi[l][r]), hi[l]);
+  }
+}
+
+// Tiles 0, 1: a lane of the weights (lo, hi); 2, 3: a lane of two token tiles; 4..7 the
+// products (lo and hi of each token tile).
+struct TileConfig {
+  uint8_t palette, start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+void ConfigureTiles() {
+  TileConfig c{};
+  c.palette = 1;
+  for (int t = 0; t < 2; ++t) c.rows[t] = 16, c.colsb[t] = 32;
+  for (int t = 2; t < 4; ++t) c.rows[t] = 8, c.colsb[t] = 64;
+  for (int t = 4; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  _tile_loadconfig(&c);
+}
+
+// y[0:m, n0:n1] for the K-quant F on token tiles (the panel has at most 16 rows).
+template <class F>
+void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, const float* bias,
+               float* y, int ldy) {
+  const auto* tokens = static_cast<const Q8KTokenTile*>(xv);
+  const auto* w = static_cast<const typename F::B*>(wv);
+  const int nb = k / kQK_K, rows = n1 - n0;
+  static thread_local std::vector<WeightTileK> decoded;
+  if (decoded.size() < static_cast<size_t>(nb)) decoded.resize(nb);
+  for (int b = 0; b < nb; ++b) {
+    WeightTileK& t = decoded[b];
+    for (int r = 0; r < rows; ++r) DecodeRow<F>(w[static_cast<int64_t>(n0 + r) * nb + b], r, &t);
+    for (int r = rows; r < 16; ++r) {
+      for (int l = 0; l < 8; ++l) {
+        std::memset(t.lo[l][r], 0, 32);
+        std::memset(t.hi[l][r], 0, 32);
+      }
+      std::memset(t.mn_pairs[r], 0, sizeof(t.mn_pairs[r]));
+      t.d[r] = t.dmin[r] = 0.0f;
+    }
+  }
+  ConfigureTiles();
+  alignas(64) int32_t c[4][16][16];
+  alignas(64) float acc[2][16][8][16];  // [token tile][row][lane][token]
+  const int tiles = Q8KTokenTileCount(m);
+  for (int tt = 0; tt < tiles; tt += 2) {
+    std::memset(acc, 0, sizeof(acc));
+    for (int b = 0; b < nb; ++b) {
+      const WeightTileK& wt = decoded[b];
+      const Q8KTokenTile& x0 = tokens[static_cast<int64_t>(tt) * nb + b];
+      const Q8KTokenTile& x1 = tokens[static_cast<int64_t>(tt + 1) * nb + b];
+      // d_w * d_x and -(dmin_w * d_x) per row, token tile: the same for every lane.
+      __m512 dd[2][16], dm[2][16];
+      const __m512 dx[2] = {_mm512_load_ps(x0.d), _mm512_load_ps(x1.d)};
+      for (int r = 0; r < 16; ++r) {
+        for (int i = 0; i < 2; ++i) {
+          dd[i][r] = _mm512_mul_ps(_mm512_set1_ps(wt.d[r]), dx[i]);
+          dm[i][r] = _mm512_mul_ps(_mm512_set1_ps(-wt.dmin[r]), dx[i]);
+        }
+      }
+      for (int l = 0; l < 8; ++l) {
+        _tile_loadd(0, wt.lo[l], 32);
+        _tile_loadd(1, wt.hi[l], 32);
+        _tile_loadd(2, x0.q[l], 64);
+        _tile_loadd(3, x1.q[l], 64);
+        _tile_zero(4);
+        _tile_zero(5);
+        _tile_zero(6);
+        _tile_zero(7);
+        _tile_dpbssd(4, 0, 2);
+        _tile_dpbssd(5, 1, 2);
+        _tile_dpbssd(6, 0, 3);
+        _tile_dpbssd(7, 1, 3);
+        _tile_stored(4, c[0], 64);
+        _tile_stored(5, c[1], 64);
+        _tile_stored(6, c[2], 64);
+        _tile_stored(7, c[3], 64);
+        const __m512i bs[2] = {_mm512_load_si512(x0.bsum_pairs[l]),
+                               _mm512_load_si512(x1.bsum_pairs[l])};
+        for (int r = 0; r < 16; ++r) {
+          const __m512i mn = _mm512_set1_epi32(wt.mn_pairs[r][l]);
+          for (int i = 0; i < 2; ++i) {
+            const __m512i lsum =
+                _mm512_add_epi32(_mm512_load_si512(c[2 * i][r]),
+                                 _mm512_slli_epi32(_mm512_load_si512(c[2 * i + 1][r]), 7));
+            const __m512i msum = _mm512_madd_epi16(mn, bs[i]);
+            __m512 a = _mm512_load_ps(acc[i][r][l]);
+            a = _mm512_fmadd_ps(dd[i][r], _mm512_cvtepi32_ps(lsum), a);
+            a = _mm512_fmadd_ps(dm[i][r], _mm512_cvtepi32_ps(msum), a);
+            _mm512_store_ps(acc[i][r][l], a);
+          }
+        }
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      const int t0 = 16 * (tt + i);
+      if (t0 >= m) break;
+      const int count = m - t0 < 16 ? m - t0 : 16;
+      for (int r = 0; r < rows; ++r) {
+        const float(*a)[16] = acc[i][r];
+        __m512 s =
+            _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_load_ps(a[0]), _mm512_load_ps(a[4])),
+                                        _mm512_add_ps(_mm512_load_ps(a[2]), _mm512_load_ps(a[6]))),
+                          _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(a[1]), _mm512_load_ps(a[5])),
+                                        _mm512_add_ps(_mm512_load_ps(a[3]), _mm512_load_ps(a[7]))));
+        if (bias != nullptr) s = _mm512_add_ps(s, _mm512_set1_ps(bias[n0 + r]));
+        alignas(64) float out[16];
+        _mm512_store_ps(out, s);
+        for (int e = 0; e < count; ++e) y[static_cast<int64_t>(t0 + e) * ldy + n0 + r] = out[e];
+      }
+    }
+  }
+  _tile_release();
+}
+
+// From 64 rows of input on, the prefill of TinyLlama's shape measured faster on tiles (see
+// README, "Performance").
+constexpr int kTilesMinM = 64;
+
+}  // namespace
+
+bool AmxUsable() {
+  static const bool usable = [] {
+    unsigned a, b, c, d;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    if (((d >> 24) & 1) == 0 || ((d >> 25) & 1) == 0) return false;  // AMX-TILE, AMX-INT8
+    if (((c >> 27) & 1) == 0) return false;                          // OSXSAVE
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if (((lo >> 17) & 3) != 3) return false;  // XTILECFG, XTILEDATA enabled by the OS
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtileData = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
+  }();
+  return usable;
+}
+
+const MatmulKernels& AmxMatmulKernels() {
+  static const QuantMatmulKernels kQuant = [] {
+    QuantMatmulKernels q = *Avx512VnniMatmulKernels().quant;  // below tiles_min_m rows
+    q.tiles[static_cast<int>(DType::kQ2_K)] = AmxKPanel<qx::Q2_KF>;
+    q.tiles[static_cast<int>(DType::kQ3_K)] = AmxKPanel<qx::Q3_KF>;
+    q.tiles[static_cast<int>(DType::kQ3_KPacked)] = AmxKPanel<qx::Q3_KPackedF>;
+    q.tiles[static_cast<int>(DType::kQ4_K)] = AmxKPanel<qx::Q4_KF>;
+    q.tiles[static_cast<int>(DType::kQ5_K)] = AmxKPanel<qx::Q5_KF>;
+    q.tiles[static_cast<int>(DType::kQ6_K)] = AmxKPanel<qx::Q6_KF>;
+    q.tiles_min_m = kTilesMinM;
+    return q;
+  }();
+  static const MatmulKernels kKernels = {"avx512-amx",
+                                         Avx512MatmulKernels().f32,
+                                         Avx512MatmulKernels().f16,
+                                         Avx512MatmulKernels().bf16,
+                                         &kQuant,
+                                         Avx512MatmulKernels().f16_packed,
+                                         Avx512MatmulKernels().bf16_packed};
+  return kKernels;
+}
+
+}  // namespace llm::kernels::internal

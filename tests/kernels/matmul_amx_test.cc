@@ -1,0 +1,126 @@
+// The AMX kernel set (kernels/cpu/matmul_amx.cc): from tiles_min_m input rows on, the K-quants
+// are multiplied on AMX tiles and must give bitwise the scalar reference's results (the lane
+// order of quant_blocks.h) for every K-quant, for token counts that fill the tiles or leave
+// them partly empty, panels with a tail of rows, one or several blocks, with a bias and beside
+// jobs of other formats in one call; below tiles_min_m rows the set's AVX-512 panels run, with
+// the same bits. Skips where the CPU (or the kernel) gives no AMX.
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/kquant_packed.h"
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu_ops.h"
+#include "tests/kernels/random_floats.h"
+
+namespace llm::kernels {
+namespace {
+
+std::vector<uint8_t> RandomRows(DType t, int n, int k, uint64_t seed) {
+  std::vector<uint8_t> q(RowBytes(t, k) * n);
+  FillRandomBlocks(t, seed, q.data(), static_cast<int64_t>(n) * (k / BlockSize(t)));
+  return q;
+}
+
+TEST(AmxTiles, KQuantsGiveTheScalarBitsOnTiles) {
+  if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-INT8 tiles";
+  const internal::MatmulKernels& amx = internal::AmxMatmulKernels();
+  const internal::MatmulKernels& scalar = internal::ScalarMatmulKernels();
+  ASSERT_STREQ(amx.isa, "avx512-amx");
+  const int min_m = amx.quant->tiles_min_m;
+  ASSERT_GT(min_m, 1);
+  struct Shape {
+    int m, n, k;
+  };
+  // Token counts: below the tiles, exactly two tiles' worth and more, a tail tile (odd count of
+  // tiles), one token past a tile; rows: a whole panel, tails; blocks: 1 and several.
+  const Shape shapes[] = {{min_m - 1, 20, 512},
+                          {min_m, 16, 256},
+                          {min_m + 1, 23, 768},
+                          {min_m + 37, 40, 256},
+                          {2 * min_m + 5, 9, 1280}};
+  for (const DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (const Shape s : shapes) {
+      const auto q = RandomRows(t, s.n, s.k, 17 + s.m + static_cast<int>(t));
+      const auto x = testing::RandomFloats(static_cast<size_t>(s.m) * s.k, 5 + s.n, -3.0f, 3.0f);
+      const auto bias = testing::RandomFloats(s.n, 7);
+      std::vector<float> ref(static_cast<size_t>(s.m) * s.n), got(ref.size(), -1.0f);
+      internal::MatmulWith(scalar, x.data(), s.m, s.k, q.data(), t, s.n, bias.data(), ref.data());
+      internal::MatmulWith(amx, x.data(), s.m, s.k, q.data(), t, s.n, bias.data(), got.data());
+      ASSERT_EQ(std::memcmp(ref.data(), got.data(), 4 * got.size()), 0)
+          << DTypeName(t) << " m " << s.m << " n " << s.n << " k " << s.k;
+      internal::MatmulWith(scalar, x.data(), s.m, s.k, q.data(), t, s.n, nullptr, ref.data());
+      internal::MatmulWith(amx, x.data(), s.m, s.k, q.data(), t, s.n, nullptr, got.data());
+      ASSERT_EQ(std::memcmp(ref.data(), got.data(), 4 * got.size()), 0)
+          << DTypeName(t) << " (no bias) m " << s.m << " n " << s.n << " k " << s.k;
+    }
+  }
+}
+
+TEST(AmxTiles, PackedQ3KAndOtherFormatsInOneCall) {
+  if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-INT8 tiles";
+  const internal::MatmulKernels& amx = internal::AmxMatmulKernels();
+  const internal::MatmulKernels& scalar = internal::ScalarMatmulKernels();
+  const int m = amx.quant->tiles_min_m + 21, k = 1024;
+  const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 3);
+  const auto q3 = RandomRows(DType::kQ3_K, 24, k, 1);
+  std::vector<uint8_t> q3p(q3.size());
+  internal::PackQ3KBlocks(q3.data(), static_cast<int64_t>(q3.size() / BlockBytes(DType::kQ3_K)),
+                          q3p.data());
+  const auto q4 = RandomRows(DType::kQ4_K, 33, k, 2);
+  const auto q8 = RandomRows(DType::kQ8_0, 17, k, 3);
+  std::vector<float> want3(static_cast<size_t>(m) * 24), want4(static_cast<size_t>(m) * 33),
+      want8(static_cast<size_t>(m) * 17);
+  internal::MatmulWith(scalar, x.data(), m, k, q3.data(), DType::kQ3_K, 24, nullptr, want3.data());
+  internal::MatmulWith(scalar, x.data(), m, k, q4.data(), DType::kQ4_K, 33, nullptr, want4.data());
+  internal::MatmulWith(scalar, x.data(), m, k, q8.data(), DType::kQ8_0, 17, nullptr, want8.data());
+  std::vector<float> y3(want3.size()), y4(want4.size()), y8(want8.size());
+  const MatmulJob jobs[] = {{q3p.data(), DType::kQ3_KPacked, 24, nullptr, y3.data()},
+                            {q8.data(), DType::kQ8_0, 17, nullptr, y8.data()},
+                            {q4.data(), DType::kQ4_K, 33, nullptr, y4.data()}};
+  internal::MatmulSameInputWith(amx, x.data(), m, k, jobs, 3);
+  EXPECT_EQ(std::memcmp(want3.data(), y3.data(), 4 * y3.size()), 0) << "Q3_K (packed)";
+  EXPECT_EQ(std::memcmp(want4.data(), y4.data(), 4 * y4.size()), 0) << "Q4_K";
+  EXPECT_EQ(std::memcmp(want8.data(), y8.data(), 4 * y8.size()), 0) << "Q8_0";
+}
+
+TEST(AmxTiles, TokenTilesHoldEachLaneOfEachToken) {
+  const int m = 19, nb = 2;
+  std::vector<internal::BlockQ8_K> x(static_cast<size_t>(m) * nb);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i].d = 0.5f + static_cast<float>(i);
+    for (int e = 0; e < 256; ++e) x[i].qs[e] = static_cast<int8_t>((i * 31 + e * 7) % 251 - 125);
+    for (int g = 0; g < 16; ++g) x[i].bsums[g] = static_cast<int16_t>(i * 100 + g - 800);
+  }
+  ASSERT_EQ(internal::Q8KTokenTileCount(m), 2);
+  ASSERT_EQ(internal::Q8KTokenTileCount(33), 4);  // an even count: two per pass
+  std::vector<internal::Q8KTokenTile> tiles(2 * nb);
+  internal::MakeQ8KTokenTiles(x.data(), m, nb, tiles.data());
+  for (int t = 0; t < 2; ++t) {
+    for (int b = 0; b < nb; ++b) {
+      const internal::Q8KTokenTile& o = tiles[t * nb + b];
+      for (int e = 0; e < 16; ++e) {
+        const int i = 16 * t + e;
+        for (int l = 0; l < 8; ++l) {
+          for (int h = 0; h < 8; ++h) {
+            for (int j = 0; j < 4; ++j) {
+              const int want = i < m ? x[i * nb + b].qs[32 * h + 4 * l + j] : 0;
+              ASSERT_EQ(o.q[l][h][e][j], want) << "token " << i << " lane " << l << " chunk " << h;
+            }
+          }
+          int16_t pair[2];
+          std::memcpy(pair, &o.bsum_pairs[l][e], 4);
+          EXPECT_EQ(pair[0], i < m ? x[i * nb + b].bsums[2 * l] : 0);
+          EXPECT_EQ(pair[1], i < m ? x[i * nb + b].bsums[2 * l + 1] : 0);
+        }
+        EXPECT_EQ(o.d[e], i < m ? x[i * nb + b].d : 0.0f);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llm::kernels
