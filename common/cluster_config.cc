@@ -259,7 +259,7 @@ const std::vector<KeySpec>& Schema() {
       IntKey("engine.threads_per_rank", LLM_FIELD(engine.threads_per_rank), 0, 4096,
              "compute threads per rank; 0 = cores / local ranks"),
       StringKey("engine.matmul_isa", LLM_FIELD(engine.matmul_isa),
-                {"auto", "avx512-vnni", "avx512", "avx2-fma", "scalar"},
+                {"auto", "avx512-amx", "avx512-vnni", "avx512", "avx2-fma", "scalar"},
                 "SIMD path of the CPU matmul; auto = the best this CPU has (or LLM_MATMUL_ISA)"),
       StringKey("engine.huge_pages", LLM_FIELD(engine.huge_pages), {"auto", "off"},
                 "engine.device cpu: auto = weights (copied out of the model file), KV cache and "

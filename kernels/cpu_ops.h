@@ -123,14 +123,14 @@ void Add(float* x, const float* y, int64_t count);
 // x[r, :] += bias[:] for r < rows.
 void AddBias(float* x, const float* bias, int rows, int cols);
 
-// Names the SIMD path Matmul uses on this CPU ("avx512-vnni", "avx512", "avx2-fma", "scalar"): the
-// best one the CPU has, or the one named by the environment variable LLM_MATMUL_ISA if the CPU has
-// it. Results differ between paths in the last bits (lane count, FMA); on one machine they are
-// fixed.
+// Names the SIMD path Matmul uses on this CPU ("avx512-amx", "avx512-vnni", "avx512", "avx2-fma",
+// "scalar"): the best one the CPU has, or the one named by the environment variable LLM_MATMUL_ISA
+// if the CPU has it. Results differ between paths in the last bits (lane count, FMA); on one
+// machine they are fixed.
 const char* MatmulIsa();
-// Chooses the SIMD path by name ("avx512-vnni", "avx512", "avx2-fma", "scalar") or "auto" (the best
-// one, or LLM_MATMUL_ISA's); InvalidArgument naming engine.matmul_isa when the CPU lacks it. Call
-// at start-up, before the first Matmul.
+// Chooses the SIMD path by name ("avx512-amx", "avx512-vnni", "avx512", "avx2-fma", "scalar") or
+// "auto" (the best one, or LLM_MATMUL_ISA's); InvalidArgument naming engine.matmul_isa when the CPU
+// lacks it. Call at start-up, before the first Matmul.
 Status SelectMatmulIsa(const std::string& isa);
 
 }  // namespace llm::kernels

@@ -95,8 +95,8 @@ constexpr int kMaxMatmulIsas = 5;
 // The kernel sets this CPU can run, best first (at most kMaxMatmulIsas); returns how many.
 int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]);
 // Matmul with a given kernel set (Matmul uses the best available one, or the one named by the
-// environment variable LLM_MATMUL_ISA = "avx512-vnni" | "avx512" | "avx2-fma" | "scalar" when
-// this CPU has it).
+// environment variable LLM_MATMUL_ISA = "avx512-amx" | "avx512-vnni" | "avx512" | "avx2-fma" |
+// "scalar" when this CPU has it).
 void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType w_type,
                 int n, const float* bias, float* y);
 // MatmulSameInput (cpu_ops.h) with a given kernel set.

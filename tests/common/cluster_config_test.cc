@@ -129,7 +129,7 @@ TEST(ClusterConfig, HugePagesAndMatmulIsa) {
     ExpectError("", "engine.huge_pages", {{"engine.huge_pages", bad}});
   }
   ExpectError("engine: {huge_pages: [auto]}", "engine.huge_pages");
-  for (const char* isa : {"auto", "avx512-vnni", "avx512", "avx2-fma", "scalar"}) {
+  for (const char* isa : {"auto", "avx512-amx", "avx512-vnni", "avx512", "avx2-fma", "scalar"}) {
     auto i = ParseClusterConfig("", "x.yaml", {{"engine.matmul_isa", isa}});
     ASSERT_TRUE(i.ok()) << isa << ": " << i.status().ToString();
     EXPECT_EQ(i->engine.matmul_isa, isa);

@@ -129,7 +129,8 @@ INSTANTIATE_TEST_SUITE_P(MatmulTest, MatmulBatchInvariance, ::testing::Values(30
 
 TEST(MatmulTest, PublicEntryUsesBestIsa) {
   std::string isa = MatmulIsa();
-  EXPECT_TRUE(isa == "avx512-vnni" || isa == "avx512" || isa == "avx2-fma" || isa == "scalar")
+  EXPECT_TRUE(isa == "avx512-amx" || isa == "avx512-vnni" || isa == "avx512" || isa == "avx2-fma" ||
+              isa == "scalar")
       << isa;
   if (std::getenv("LLM_MATMUL_ISA") == nullptr) {
     EXPECT_EQ(isa, Isas()[0]->isa);
