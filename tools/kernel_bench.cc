@@ -64,7 +64,11 @@ void BenchMatmul() {
     kn::internal::QuantizeRowQ8_0(wf.data() + static_cast<size_t>(r) * k, k,
                                   wq.data() + static_cast<size_t>(r) * (k / llm::kQ8BlockSize));
   }
-  std::vector<float> x(static_cast<size_t>(128) * k), y(static_cast<size_t>(128) * n);
+  std::vector<uint8_t> wq4k(llm::RowBytes(DType::kQ4_K, k) * n),
+      wq6k(llm::RowBytes(DType::kQ6_K, k) * n);
+  kn::QuantizeRows(DType::kQ4_K, wf.data(), n, k, wq4k.data());
+  kn::QuantizeRows(DType::kQ6_K, wf.data(), n, k, wq6k.data());
+  std::vector<float> x(static_cast<size_t>(512) * k), y(static_cast<size_t>(512) * n);
   for (float& v : x) v = d(rng);
   std::printf("Matmul k=%d n=%d isa=%s threads=%d\n", k, n, kn::MatmulIsa(), omp_get_max_threads());
   std::printf("  %-5s %5s %10s %10s %10s\n", "dtype", "m", "ms", "GFLOP/s", "GB/s");
@@ -74,9 +78,12 @@ void BenchMatmul() {
   } cases[] = {{DType::kF32, wf.data()},
                {DType::kBF16, wbf.data()},
                {DType::kF16, wh.data()},
-               {DType::kQ8_0, wq.data()}};
+               {DType::kQ8_0, wq.data()},
+               {DType::kQ4_K, wq4k.data()},
+               {DType::kQ6_K, wq6k.data()}};
   for (const auto& c : cases) {
-    for (int m : {1, 16, 128}) {
+    for (int m : {1, 16, 64, 128, 512}) {
+      if (m == 512 && !llm::IsBlockFormat(c.t)) continue;  // seconds a call
       const double s = TimeIt([&] { kn::Matmul(x.data(), m, k, c.w, c.t, n, nullptr, y.data()); });
       const double bytes = static_cast<double>(n) * llm::RowBytes(c.t, k) + 4.0 * m * (k + n);
       std::printf("  %-5s %5d %10.3f %10.1f %10.1f\n", llm::DTypeName(c.t), m, s * 1e3,

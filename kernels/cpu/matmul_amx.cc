@@ -83,8 +83,8 @@ void DecodeRow(const typename F::B& block, int r, WeightTileK* t) {
     const __m512i s =
         _mm512_permutexvar_epi16(group, _mm512_zextsi256_si512(qx::ScaleOf<F>(h.sc, c)));
     const __m512i p = _mm512_mullo_epi16(u, s);
-    lo[c] = _mm512_cvtepi16_epi8(_mm512_and_si512(p, _mm512_set1_epi16(127)));
-    hi[c] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 7));
+    lo[c] = _mm512_cvtepi16_epi8(_mm512_and_si512(p, _mm512_set1_epi16(255)));
+    hi[c] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 8));
   }
   Transpose8x8(lo);
   Transpose8x8(hi);
@@ -133,73 +133,94 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
     }
   }
   ConfigureTiles();
-  alignas(64) int32_t c[4][16][16];
+  // The products of one lane of one block for both token tiles: lo, hi of tile 0, then of 1.
+  alignas(64) int32_t c[2][4][16][16];  // two lanes' worth: the next one's tiles run meanwhile
   alignas(64) float acc[2][16][8][16];  // [token tile][row][lane][token]
   const int tiles = Q8KTokenTileCount(m);
   for (int tt = 0; tt < tiles; tt += 2) {
+    const Q8KTokenTile* x0 = tokens + static_cast<int64_t>(tt) * nb;
+    const Q8KTokenTile* x1 = x0 + nb;
+    auto products = [&](int q, int32_t(*out)[16][16]) {  // lane q % 8 of block q / 8
+      const int b = q >> 3, l = q & 7;
+      _tile_loadd(0, decoded[b].lo[l], 32);
+      _tile_loadd(1, decoded[b].hi[l], 32);
+      _tile_loadd(2, x0[b].q[l], 64);
+      _tile_loadd(3, x1[b].q[l], 64);
+      _tile_zero(4);
+      _tile_zero(5);
+      _tile_zero(6);
+      _tile_zero(7);
+      _tile_dpbusd(4, 0, 2);
+      _tile_dpbssd(5, 1, 2);
+      _tile_dpbusd(6, 0, 3);
+      _tile_dpbssd(7, 1, 3);
+      _tile_stored(4, out[0], 64);
+      _tile_stored(5, out[1], 64);
+      _tile_stored(6, out[2], 64);
+      _tile_stored(7, out[3], 64);
+    };
     std::memset(acc, 0, sizeof(acc));
-    for (int b = 0; b < nb; ++b) {
+    // d_w * d_x and -(dmin_w * d_x) per row and token tile: the same for every lane of a block.
+    __m512 dd[2][16], dm[2][16];
+    products(0, c[0]);
+    for (int q = 0; q < 8 * nb; ++q) {
+      // The tiles of the next lane go while this one's float side runs (a second buffer).
+      if (q + 1 < 8 * nb) products(q + 1, c[(q + 1) & 1]);
+      const int b = q >> 3, l = q & 7;
       const WeightTileK& wt = decoded[b];
-      const Q8KTokenTile& x0 = tokens[static_cast<int64_t>(tt) * nb + b];
-      const Q8KTokenTile& x1 = tokens[static_cast<int64_t>(tt + 1) * nb + b];
-      // d_w * d_x and -(dmin_w * d_x) per row, token tile: the same for every lane.
-      __m512 dd[2][16], dm[2][16];
-      const __m512 dx[2] = {_mm512_load_ps(x0.d), _mm512_load_ps(x1.d)};
-      for (int r = 0; r < 16; ++r) {
-        for (int i = 0; i < 2; ++i) {
-          dd[i][r] = _mm512_mul_ps(_mm512_set1_ps(wt.d[r]), dx[i]);
-          dm[i][r] = _mm512_mul_ps(_mm512_set1_ps(-wt.dmin[r]), dx[i]);
+      if (l == 0) {
+        const __m512 dx[2] = {_mm512_load_ps(x0[b].d), _mm512_load_ps(x1[b].d)};
+        for (int r = 0; r < 16; ++r) {
+          for (int i = 0; i < 2; ++i) {
+            dd[i][r] = _mm512_mul_ps(_mm512_set1_ps(wt.d[r]), dx[i]);
+            dm[i][r] = _mm512_mul_ps(_mm512_set1_ps(-wt.dmin[r]), dx[i]);
+          }
         }
       }
-      for (int l = 0; l < 8; ++l) {
-        _tile_loadd(0, wt.lo[l], 32);
-        _tile_loadd(1, wt.hi[l], 32);
-        _tile_loadd(2, x0.q[l], 64);
-        _tile_loadd(3, x1.q[l], 64);
-        _tile_zero(4);
-        _tile_zero(5);
-        _tile_zero(6);
-        _tile_zero(7);
-        _tile_dpbssd(4, 0, 2);
-        _tile_dpbssd(5, 1, 2);
-        _tile_dpbssd(6, 0, 3);
-        _tile_dpbssd(7, 1, 3);
-        _tile_stored(4, c[0], 64);
-        _tile_stored(5, c[1], 64);
-        _tile_stored(6, c[2], 64);
-        _tile_stored(7, c[3], 64);
-        const __m512i bs[2] = {_mm512_load_si512(x0.bsum_pairs[l]),
-                               _mm512_load_si512(x1.bsum_pairs[l])};
-        for (int r = 0; r < 16; ++r) {
-          const __m512i mn = _mm512_set1_epi32(wt.mn_pairs[r][l]);
-          for (int i = 0; i < 2; ++i) {
-            const __m512i lsum =
-                _mm512_add_epi32(_mm512_load_si512(c[2 * i][r]),
-                                 _mm512_slli_epi32(_mm512_load_si512(c[2 * i + 1][r]), 7));
-            const __m512i msum = _mm512_madd_epi16(mn, bs[i]);
-            __m512 a = _mm512_load_ps(acc[i][r][l]);
-            a = _mm512_fmadd_ps(dd[i][r], _mm512_cvtepi32_ps(lsum), a);
-            a = _mm512_fmadd_ps(dm[i][r], _mm512_cvtepi32_ps(msum), a);
-            _mm512_store_ps(acc[i][r][l], a);
-          }
+      const int32_t(*cq)[16][16] = c[q & 1];
+      // hi << 8 in each dword as a byte shuffle (port 5; the shift would queue on port 0)
+      const __m512i shl8 =
+          _mm512_broadcast_i32x4(_mm_set_epi32(0x0E0D0CFF, 0x0A0908FF, 0x060504FF, 0x020100FF));
+      const __m512i bs[2] = {_mm512_load_si512(x0[b].bsum_pairs[l]),
+                             _mm512_load_si512(x1[b].bsum_pairs[l])};
+      for (int r = 0; r < 16; ++r) {
+        const __m512i mn = _mm512_set1_epi32(wt.mn_pairs[r][l]);
+        for (int i = 0; i < 2; ++i) {
+          const __m512i lsum =
+              _mm512_add_epi32(_mm512_load_si512(cq[2 * i][r]),
+                               _mm512_shuffle_epi8(_mm512_load_si512(cq[2 * i + 1][r]), shl8));
+          const __m512i msum = _mm512_madd_epi16(mn, bs[i]);
+          __m512 a = _mm512_load_ps(acc[i][r][l]);
+          a = _mm512_fmadd_ps(dd[i][r], _mm512_cvtepi32_ps(lsum), a);
+          a = _mm512_fmadd_ps(dm[i][r], _mm512_cvtepi32_ps(msum), a);
+          _mm512_store_ps(acc[i][r][l], a);
         }
       }
     }
     for (int i = 0; i < 2; ++i) {
       const int t0 = 16 * (tt + i);
       if (t0 >= m) break;
-      const int count = m - t0 < 16 ? m - t0 : 16;
-      for (int r = 0; r < rows; ++r) {
+      alignas(64) float out[16][16];  // [row][token]
+      for (int r = 0; r < 16; ++r) {
         const float(*a)[16] = acc[i][r];
         __m512 s =
             _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_load_ps(a[0]), _mm512_load_ps(a[4])),
                                         _mm512_add_ps(_mm512_load_ps(a[2]), _mm512_load_ps(a[6]))),
                           _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(a[1]), _mm512_load_ps(a[5])),
                                         _mm512_add_ps(_mm512_load_ps(a[3]), _mm512_load_ps(a[7]))));
-        if (bias != nullptr) s = _mm512_add_ps(s, _mm512_set1_ps(bias[n0 + r]));
-        alignas(64) float out[16];
-        _mm512_store_ps(out, s);
-        for (int e = 0; e < count; ++e) y[static_cast<int64_t>(t0 + e) * ldy + n0 + r] = out[e];
+        if (bias != nullptr && r < rows) s = _mm512_add_ps(s, _mm512_set1_ps(bias[n0 + r]));
+        _mm512_store_ps(out[r], s);
+      }
+      // One token's row of outputs at a time: one cache line of y per token, not one per value.
+      const int count = m - t0 < 16 ? m - t0 : 16;
+      const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+      const __m512i column =
+          _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                             _mm512_set1_epi32(16));
+      for (int e = 0; e < count; ++e) {
+        const __m512 v =
+            _mm512_i32gather_ps(_mm512_add_epi32(column, _mm512_set1_epi32(e)), &out[0][0], 4);
+        _mm512_mask_storeu_ps(y + static_cast<int64_t>(t0 + e) * ldy + n0, valid, v);
       }
     }
   }
