@@ -82,7 +82,7 @@ void BenchMatmul() {
                {DType::kQ4_K, wq4k.data()},
                {DType::kQ6_K, wq6k.data()}};
   for (const auto& c : cases) {
-    for (int m : {1, 16, 64, 128, 512}) {
+    for (int m : {1, 16, 24, 32, 48, 64, 128, 512}) {
       if (m == 512 && !llm::IsBlockFormat(c.t)) continue;  // seconds a call
       const double s = TimeIt([&] { kn::Matmul(x.data(), m, k, c.w, c.t, n, nullptr, y.data()); });
       const double bytes = static_cast<double>(n) * llm::RowBytes(c.t, k) + 4.0 * m * (k + n);

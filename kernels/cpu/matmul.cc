@@ -111,6 +111,29 @@ void MakeQ8KTokenTiles(const BlockQ8_K* x, int m, int nb, Q8KTokenTile* out) {
   }
 }
 
+void MakeQ8_0TokenTiles(const BlockQ8_0* x, int m, int nb, Q8_0TokenTile* out) {
+  const int tiles = (m + 15) / 16;
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * nb >= 2048)
+  for (int tb = 0; tb < tiles * nb; ++tb) {
+    const int t = tb / nb, b = tb % nb;
+    Q8_0TokenTile& o = out[tb];
+    for (int e = 0; e < 16; ++e) {
+      const int i = 16 * t + e;
+      if (i >= m) {
+        for (int h = 0; h < 8; ++h) std::memset(o.q[h][e], 0, 4);
+        o.d[e] = o.s[e] = 0.0f;
+        continue;
+      }
+      const BlockQ8_0& xb = x[static_cast<int64_t>(i) * nb + b];
+      int32_t sum = 0;
+      for (int j = 0; j < kQ8BlockSize; ++j) sum += xb.qs[j];
+      for (int h = 0; h < 8; ++h) std::memcpy(o.q[h][e], xb.qs + 4 * h, 4);
+      o.d[e] = F16ToF32(xb.d);
+      o.s[e] = static_cast<float>(sum);
+    }
+  }
+}
+
 // Rows of a packed layout back in their file format `base` (PackRows' inverse).
 static void UnpackRows(DType base, const uint8_t* src, int rows, int cols, uint8_t* dst) {
   if (base == DType::kQ3_K) {
@@ -137,7 +160,7 @@ namespace {
 // The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (the 32-block
 // formats on the scalar set: ggml's vec_dot_type), Q8_K (K-quants), Q8_K with paired
 // chunks (the AVX-512 Q4_K GEMV, PairChunksQ8K), PackedX groups (the packed 32-block
-// kernels, legacy_packed.h) and Q8_K token tiles (the AMX K-quant panels).
+// kernels, legacy_packed.h) and Q8_K / Q8_0 token tiles (the AMX panels).
 enum InputForm {
   kFloatInput,
   kQ8_0Input,
@@ -145,14 +168,15 @@ enum InputForm {
   kQ8_KPairedInput,
   kPackedXInput,
   kQ8_KTilesInput,
+  kQ8_0TilesInput,
   kNumInputForms
 };
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
+  if (ks.quant->tiles[static_cast<int>(t)] != nullptr && m >= ks.quant->tiles_min_m) {
+    return IsKQuant(t) ? kQ8_KTilesInput : kQ8_0TilesInput;
+  }
   if (IsKQuant(t)) {  // Q8_K, packed layout (kQ3_KPacked) or not
-    if (ks.quant->tiles[static_cast<int>(t)] != nullptr && m >= ks.quant->tiles_min_m) {
-      return kQ8_KTilesInput;
-    }
     return m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput
                                                                       : kQ8_KInput;
   }
@@ -168,13 +192,14 @@ struct QuantizedInputs {
   std::vector<BlockQ8_K> q8_k, q8_k_paired;
   std::vector<PackedXGroup> packed_x;
   std::vector<Q8KTokenTile> q8_k_tiles;
+  std::vector<Q8_0TokenTile> q8_0_tiles;
 };
 
 void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
                     QuantizedInputs& in) {
   const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
   const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput] || need[kQ8_KTilesInput];
-  const bool q8_0 = need[kQ8_0Input] || need[kPackedXInput];
+  const bool q8_0 = need[kQ8_0Input] || need[kPackedXInput] || need[kQ8_0TilesInput];
   if (q8_0 && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
     in.q8_0.resize(static_cast<size_t>(m) * nb0);
   }
@@ -204,6 +229,11 @@ void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms
     if (in.q8_k_tiles.size() < tiles) in.q8_k_tiles.resize(tiles);
     MakeQ8KTokenTiles(in.q8_k.data(), m, nbk, in.q8_k_tiles.data());
   }
+  if (need[kQ8_0TilesInput]) {
+    const size_t tiles = static_cast<size_t>((m + 15) / 16) * nb0;
+    if (in.q8_0_tiles.size() < tiles) in.q8_0_tiles.resize(tiles);
+    MakeQ8_0TokenTiles(in.q8_0.data(), m, nb0, in.q8_0_tiles.data());
+  }
 }
 
 }  // namespace
@@ -225,7 +255,8 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
                                        inputs.q8_k.data(),
                                        inputs.q8_k_paired.data(),
                                        inputs.packed_x.data(),
-                                       inputs.q8_k_tiles.data()};
+                                       inputs.q8_k_tiles.data(),
+                                       inputs.q8_0_tiles.data()};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;
@@ -241,7 +272,7 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     const int n0 = (p - first_panel[j]) * kPanelRows, n1 = std::min(job.n, n0 + kPanelRows);
     const InputForm form = FormFor(ks, job.type, m);
     const void* in = input[form];
-    if (form == kQ8_KTilesInput) {
+    if (form == kQ8_KTilesInput || form == kQ8_0TilesInput) {
       ks.quant->tiles[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
       return;
     }

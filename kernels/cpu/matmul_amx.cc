@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -108,7 +109,23 @@ void ConfigureTiles() {
   for (int t = 0; t < 2; ++t) c.rows[t] = 16, c.colsb[t] = 32;
   for (int t = 2; t < 4; ++t) c.rows[t] = 8, c.colsb[t] = 64;
   for (int t = 4; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
-  _tile_loadconfig(&c);
+  // Not _tile_loadconfig: GCC 12's asm for it tells the compiler it reads 8 bytes of the config,
+  // so the stores of the rest could be dropped or sunk past it (seen: a zero config, SIGILL).
+  __asm__ volatile("ldtilecfg %0" : : "m"(c));
+}
+
+// out[row][token] (16 x 16, a token tile's outputs) into y for tokens t0 .. m - 1 and rows
+// n0 .. n0 + rows - 1: one token's row of outputs at a time, one cache line of y per token.
+void StoreRows(const float (*out)[16], int t0, int m, int rows, float* y, int ldy, int n0) {
+  const int count = m - t0 < 16 ? m - t0 : 16;
+  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+  const __m512i column =
+      _mm512_set_epi32(240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64, 48, 32, 16, 0);
+  for (int e = 0; e < count; ++e) {
+    const __m512 v =
+        _mm512_i32gather_ps(_mm512_add_epi32(column, _mm512_set1_epi32(e)), &out[0][0], 4);
+    _mm512_mask_storeu_ps(y + static_cast<int64_t>(t0 + e) * ldy + n0, valid, v);
+  }
 }
 
 // y[0:m, n0:n1] for the K-quant F on token tiles (the panel has at most 16 rows).
@@ -211,25 +228,136 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
         if (bias != nullptr && r < rows) s = _mm512_add_ps(s, _mm512_set1_ps(bias[n0 + r]));
         _mm512_store_ps(out[r], s);
       }
-      // One token's row of outputs at a time: one cache line of y per token, not one per value.
-      const int count = m - t0 < 16 ? m - t0 : 16;
-      const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
-      const __m512i column =
-          _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                             _mm512_set1_epi32(16));
-      for (int e = 0; e < count; ++e) {
-        const __m512 v =
-            _mm512_i32gather_ps(_mm512_add_epi32(column, _mm512_set1_epi32(e)), &out[0][0], 4);
-        _mm512_mask_storeu_ps(y + static_cast<int64_t>(t0 + e) * ldy + n0, valid, v);
-      }
+      StoreRows(out, t0, m, rows, y, ldy, n0);
     }
   }
   _tile_release();
 }
 
-// From 64 rows of input on, the prefill of TinyLlama's shape measured faster on tiles (see
-// README, "Performance").
-constexpr int kTilesMinM = 64;
+// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; quant_blocks.h): one integer lane per
+// block and 16 float chains (block b in chain b % 16). A block's 32 products are one tile product
+// with K = 32: the weights' signed values (u - offset, or u for the formats with a min: the
+// integer D_b - offset S_b, or D_b, at once) times the tokens' quants. 16 weight rows of one
+// block, decoded for the tiles:
+struct alignas(64) WeightTileLegacy {
+  int8_t q[16][32];
+  float d[16], m[16];
+};
+
+// The panel's rows (file format `kType`, or its packed layout) decoded block by block.
+template <DType kType, bool kPacked>
+void DecodeLegacyPanel(const void* wv, int k, int n0, int rows, WeightTileLegacy* out) {
+  const int nb = k / kQKLegacy;
+  const size_t row_bytes = static_cast<size_t>(nb) * BlockBytes(kType);
+  const auto* w = static_cast<const uint8_t*>(wv) + row_bytes * n0;
+  static thread_local std::vector<uint8_t> unpacked;
+  if constexpr (kPacked) {
+    if (unpacked.size() < row_bytes * 16) unpacked.resize(row_bytes * 16);
+    UnpackLegacyRows(kType, w, rows, k, unpacked.data());
+    w = unpacked.data();
+  }
+  for (int b = 0; b < nb; ++b) {
+    WeightTileLegacy& t = out[b];
+    for (int r = 0; r < 16; ++r) {
+      if (r >= rows) {
+        std::memset(t.q[r], 0, 32);
+        t.d[r] = t.m[r] = 0.0f;
+        continue;
+      }
+      const uint8_t* block = w + row_bytes * r + static_cast<size_t>(b) * BlockBytes(kType);
+      if constexpr (kType == DType::kQ8_0) {  // the quants as they are
+        const auto* q8 = reinterpret_cast<const BlockQ8_0*>(block);
+        std::memcpy(t.q[r], q8->qs, 32);
+        t.d[r] = _cvtsh_ss(q8->d);
+        t.m[r] = 0.0f;
+      } else {
+        DecodedLegacy dec;
+        DecodeLegacy(kType, block, &dec);
+        for (int e = 0; e < 32; ++e) t.q[r][e] = static_cast<int8_t>(dec.u[e] - dec.offset);
+        t.d[r] = dec.d;
+        t.m[r] = dec.m;
+      }
+    }
+  }
+}
+
+// y[0:m, n0:n1] for a 32-block format on Q8_0 token tiles (the panel has at most 16 rows).
+// Tiles: 0 the weights of a block, 2 a token tile's quants, 4 and 5 the products of a block
+// (used in turn, so that one block's product is computed while the float side reads the last).
+template <DType kType, bool kPacked>
+void AmxLegacyPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                    float* y, int ldy) {
+  constexpr bool kHasMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
+  const auto* tokens = static_cast<const Q8_0TokenTile*>(xv);
+  const int nb = k / kQKLegacy, rows = n1 - n0;
+  static thread_local std::vector<WeightTileLegacy> decoded;
+  if (decoded.size() < static_cast<size_t>(nb)) decoded.resize(nb);
+  DecodeLegacyPanel<kType, kPacked>(wv, k, n0, rows, decoded.data());
+  ConfigureTiles();  // the K-quants' shapes: tiles 0, 2, 4 and 5 are the ones used here
+  alignas(64) int32_t c[2][16][16];   // [buffer][row][token]
+  alignas(64) float acc[16][16][16];  // [chain][row][token]
+  const Q8_0TokenTile* x = nullptr;
+  auto product = [&]<int kSet>(int b) {
+    _tile_loadd(0, decoded[b].q, 32);
+    _tile_loadd(2, x[b].q, 64);
+    if constexpr (kSet == 0) {  // (the tile intrinsics take their tile numbers as literal tokens)
+      _tile_zero(4);
+      _tile_dpbssd(4, 0, 2);
+      _tile_stored(4, c[0], 64);
+    } else {
+      _tile_zero(5);
+      _tile_dpbssd(5, 0, 2);
+      _tile_stored(5, c[1], 64);
+    }
+  };
+  const int tiles = (m + 15) / 16;
+  for (int t = 0; t < tiles; ++t) {
+    x = tokens + static_cast<int64_t>(t) * nb;
+    std::memset(acc, 0, sizeof(acc));
+    product.template operator()<0>(0);
+    for (int b = 0; b < nb; ++b) {
+      if (b + 1 < nb) {
+        if ((b + 1) & 1) {
+          product.template operator()<1>(b + 1);
+        } else {
+          product.template operator()<0>(b + 1);
+        }
+      }
+      const int32_t(*cb)[16] = c[b & 1];
+      const WeightTileLegacy& wt = decoded[b];
+      const __m512 dx = _mm512_load_ps(x[b].d);
+      float(*chain)[16] = acc[b % 16];
+      for (int r = 0; r < 16; ++r) {
+        __m512 a = _mm512_load_ps(chain[r]);
+        a = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(wt.d[r]), dx),
+                            _mm512_cvtepi32_ps(_mm512_load_si512(cb[r])), a);
+        if constexpr (kHasMin) {
+          a = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(wt.m[r]), dx), _mm512_load_ps(x[b].s),
+                              a);
+        }
+        _mm512_store_ps(chain[r], a);
+      }
+    }
+    alignas(64) float out[16][16];  // [row][token]
+    for (int r = 0; r < 16; ++r) {
+      __m512 h8[8], h4[4];
+      for (int l = 0; l < 8; ++l) {
+        h8[l] = _mm512_add_ps(_mm512_load_ps(acc[l][r]), _mm512_load_ps(acc[l + 8][r]));
+      }
+      for (int l = 0; l < 4; ++l) h4[l] = _mm512_add_ps(h8[l], h8[l + 4]);
+      __m512 s = _mm512_add_ps(_mm512_add_ps(h4[0], h4[2]), _mm512_add_ps(h4[1], h4[3]));
+      if (bias != nullptr && r < rows) s = _mm512_add_ps(s, _mm512_set1_ps(bias[n0 + r]));
+      _mm512_store_ps(out[r], s);
+    }
+    StoreRows(out, 16 * t, m, rows, y, ldy, n0);
+  }
+  _tile_release();
+}
+
+// From 32 rows of input on the tiles are faster (kernel_bench matmul, Q4_K and Q6_K, k = n =
+// 4096, 2 threads: at m = 32 3.5 ms against the AVX-512 VNNI panels' 4.8-5.3, at 24 even, at 16
+// 3.3 against 2.3-2.5: below that the per-panel decode of the weights does not pay).
+constexpr int kTilesMinM = 32;
 
 }  // namespace
 
@@ -257,6 +385,16 @@ const MatmulKernels& AmxMatmulKernels() {
     q.tiles[static_cast<int>(DType::kQ4_K)] = AmxKPanel<qx::Q4_KF>;
     q.tiles[static_cast<int>(DType::kQ5_K)] = AmxKPanel<qx::Q5_KF>;
     q.tiles[static_cast<int>(DType::kQ6_K)] = AmxKPanel<qx::Q6_KF>;
+    q.tiles[static_cast<int>(DType::kQ8_0)] = AmxLegacyPanel<DType::kQ8_0, false>;
+    q.tiles[static_cast<int>(DType::kQ8_0Packed)] = AmxLegacyPanel<DType::kQ8_0, true>;
+    q.tiles[static_cast<int>(DType::kQ4_0)] = AmxLegacyPanel<DType::kQ4_0, false>;
+    q.tiles[static_cast<int>(DType::kQ4_0Packed)] = AmxLegacyPanel<DType::kQ4_0, true>;
+    q.tiles[static_cast<int>(DType::kQ4_1)] = AmxLegacyPanel<DType::kQ4_1, false>;
+    q.tiles[static_cast<int>(DType::kQ4_1Packed)] = AmxLegacyPanel<DType::kQ4_1, true>;
+    q.tiles[static_cast<int>(DType::kQ5_0)] = AmxLegacyPanel<DType::kQ5_0, false>;
+    q.tiles[static_cast<int>(DType::kQ5_0Packed)] = AmxLegacyPanel<DType::kQ5_0, true>;
+    q.tiles[static_cast<int>(DType::kQ5_1)] = AmxLegacyPanel<DType::kQ5_1, false>;
+    q.tiles[static_cast<int>(DType::kQ5_1Packed)] = AmxLegacyPanel<DType::kQ5_1, true>;
     q.tiles_min_m = kTilesMinM;
     return q;
   }();

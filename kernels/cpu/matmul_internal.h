@@ -55,6 +55,17 @@ struct alignas(64) Q8KTokenTile {
   int32_t bsum_pairs[8][16];
   float d[16];
 };
+// Q8_0 activations of 16 tokens for one 32-block (the AMX panels of the 32-block formats):
+// q is the B tile (8 rows: token t's quants 4h .. 4h + 3 at q[h][t]), d the scales, s the sums
+// of each token's 32 quants as floats (S_b, for the formats with a min); tokens past m are zero.
+struct alignas(64) Q8_0TokenTile {
+  int8_t q[8][16][4];
+  float d[16];
+  float s[16];
+};
+// Tile t, block b at out[t * nb + b], for (m + 15) / 16 tiles.
+void MakeQ8_0TokenTiles(const BlockQ8_0* x, int m, int nb, Q8_0TokenTile* out);
+
 // The token tiles of m rows of nb Q8_K blocks: tile t, block b at out[t * nb + b], for
 // Q8KTokenTileCount(m) tiles (an even count: the panels take two at a time).
 int Q8KTokenTileCount(int m);

@@ -1,9 +1,11 @@
 // The AMX kernel set (kernels/cpu/matmul_amx.cc): from tiles_min_m input rows on, the K-quants
-// are multiplied on AMX tiles and must give bitwise the scalar reference's results (the lane
-// order of quant_blocks.h) for every K-quant, for token counts that fill the tiles or leave
+// and the 32-block formats (in ggml's layout and in their packed one) are multiplied on AMX tiles
+// and must give bitwise the scalar reference's results (the lane and chain order of
+// quant_blocks.h) for every format, for token counts that fill the tiles or leave
 // them partly empty, panels with a tail of rows, one or several blocks, with a bias and beside
 // jobs of other formats in one call; below tiles_min_m rows the set's AVX-512 panels run, with
 // the same bits. Skips where the CPU (or the kernel) gives no AMX.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -11,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/kquant_packed.h"
+#include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
@@ -56,6 +59,37 @@ TEST(AmxTiles, KQuantsGiveTheScalarBitsOnTiles) {
       internal::MatmulWith(amx, x.data(), s.m, s.k, q.data(), t, s.n, nullptr, got.data());
       ASSERT_EQ(std::memcmp(ref.data(), got.data(), 4 * got.size()), 0)
           << DTypeName(t) << " (no bias) m " << s.m << " n " << s.n << " k " << s.k;
+    }
+  }
+}
+
+TEST(AmxTiles, BlockFormatsOf32GiveTheScalarBitsOnTilesInFileAndPackedLayouts) {
+  if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-INT8 tiles";
+  const internal::MatmulKernels& amx = internal::AmxMatmulKernels();
+  const internal::MatmulKernels& scalar = internal::ScalarMatmulKernels();
+  const int min_m = amx.quant->tiles_min_m;
+  struct Shape {
+    int m, n, k;
+  };
+  // Blocks: one, a whole group of 16 and a tail (the packed layouts' groups), 17 chains' worth.
+  const Shape shapes[] = {{min_m, 16, 32}, {min_m + 3, 23, 512}, {2 * min_m + 9, 40, 608}};
+  for (const DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+    for (const Shape s : shapes) {
+      const auto q = RandomRows(t, s.n, s.k, 3 + s.m + static_cast<int>(t));
+      std::vector<uint8_t> packed(q.size());
+      internal::PackLegacyRows(t, q.data(), s.n, s.k, packed.data());
+      const auto x = testing::RandomFloats(static_cast<size_t>(s.m) * s.k, 11 + s.n, -2.0f, 2.0f);
+      const auto bias = testing::RandomFloats(s.n, 13);
+      std::vector<float> ref(static_cast<size_t>(s.m) * s.n), got(ref.size(), -1.0f);
+      internal::MatmulWith(scalar, x.data(), s.m, s.k, q.data(), t, s.n, bias.data(), ref.data());
+      internal::MatmulWith(amx, x.data(), s.m, s.k, q.data(), t, s.n, bias.data(), got.data());
+      ASSERT_EQ(std::memcmp(ref.data(), got.data(), 4 * got.size()), 0)
+          << DTypeName(t) << " m " << s.m << " n " << s.n << " k " << s.k;
+      std::fill(got.begin(), got.end(), -1.0f);
+      internal::MatmulWith(amx, x.data(), s.m, s.k, packed.data(), internal::PackedLayoutOf(t), s.n,
+                           bias.data(), got.data());
+      ASSERT_EQ(std::memcmp(ref.data(), got.data(), 4 * got.size()), 0)
+          << DTypeName(t) << " packed, m " << s.m << " n " << s.n << " k " << s.k;
     }
   }
 }
