@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/legacy_packed.h"
@@ -271,11 +272,27 @@ void DecodeLegacyPanel(const void* wv, int k, int n0, int rows, WeightTileLegacy
         t.d[r] = _cvtsh_ss(q8->d);
         t.m[r] = 0.0f;
       } else {
-        DecodedLegacy dec;
-        DecodeLegacy(kType, block, &dec);
-        for (int e = 0; e < 32; ++e) t.q[r][e] = static_cast<int8_t>(dec.u[e] - dec.offset);
-        t.d[r] = dec.d;
-        t.m[r] = dec.m;
+        // Elements 0..15 in the low nibbles of qs, 16..31 in the high ones; Q5_*: plus 16 where
+        // bit e of qh is set; the formats without a min then less their offset (8, 16).
+        using B = std::conditional_t<
+            kType == DType::kQ4_0, BlockQ4_0,
+            std::conditional_t<kType == DType::kQ4_1, BlockQ4_1,
+                               std::conditional_t<kType == DType::kQ5_0, BlockQ5_0, BlockQ5_1>>>;
+        const auto* lb = reinterpret_cast<const B*>(block);
+        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lb->qs));
+        __m256i u =
+            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+        constexpr bool kFifth = kType == DType::kQ5_0 || kType == DType::kQ5_1;
+        if constexpr (kFifth) u = _mm256_or_si256(u, qx::FifthBits(lb->qh));
+        constexpr bool kMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
+        if constexpr (!kMin) u = _mm256_sub_epi8(u, _mm256_set1_epi8(kFifth ? 16 : 8));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t.q[r]), u);
+        t.d[r] = _cvtsh_ss(lb->d);
+        if constexpr (kMin) {
+          t.m[r] = _cvtsh_ss(lb->m);
+        } else {
+          t.m[r] = 0.0f;
+        }
       }
     }
   }
@@ -313,7 +330,9 @@ void AmxLegacyPanel(const void* xv, int m, int k, const void* wv, int n0, int n1
   const int tiles = (m + 15) / 16;
   for (int t = 0; t < tiles; ++t) {
     x = tokens + static_cast<int64_t>(t) * nb;
-    std::memset(acc, 0, sizeof(acc));
+    // A chain starts at zero (its first block loads no accumulator); chains no block reaches
+    // (nb < 16) stay zero for the sum.
+    if (nb < 16) std::memset(acc[nb], 0, sizeof(acc[0]) * (16 - nb));
     product.template operator()<0>(0);
     for (int b = 0; b < nb; ++b) {
       if (b + 1 < nb) {
@@ -328,7 +347,7 @@ void AmxLegacyPanel(const void* xv, int m, int k, const void* wv, int n0, int n1
       const __m512 dx = _mm512_load_ps(x[b].d);
       float(*chain)[16] = acc[b % 16];
       for (int r = 0; r < 16; ++r) {
-        __m512 a = _mm512_load_ps(chain[r]);
+        __m512 a = b < 16 ? _mm512_setzero_ps() : _mm512_load_ps(chain[r]);
         a = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(wt.d[r]), dx),
                             _mm512_cvtepi32_ps(_mm512_load_si512(cb[r])), a);
         if constexpr (kHasMin) {
