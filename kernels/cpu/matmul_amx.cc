@@ -177,7 +177,6 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
       _tile_stored(6, out[2], 64);
       _tile_stored(7, out[3], 64);
     };
-    std::memset(acc, 0, sizeof(acc));
     // d_w * d_x and -(dmin_w * d_x) per row and token tile: the same for every lane of a block.
     __m512 dd[2][16], dm[2][16];
     products(0, c[0]);
@@ -208,7 +207,7 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
               _mm512_add_epi32(_mm512_load_si512(cq[2 * i][r]),
                                _mm512_shuffle_epi8(_mm512_load_si512(cq[2 * i + 1][r]), shl8));
           const __m512i msum = _mm512_madd_epi16(mn, bs[i]);
-          __m512 a = _mm512_load_ps(acc[i][r][l]);
+          __m512 a = b == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc[i][r][l]);
           a = _mm512_fmadd_ps(dd[i][r], _mm512_cvtepi32_ps(lsum), a);
           a = _mm512_fmadd_ps(dm[i][r], _mm512_cvtepi32_ps(msum), a);
           _mm512_store_ps(acc[i][r][l], a);
