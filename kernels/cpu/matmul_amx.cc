@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -244,55 +243,113 @@ struct alignas(64) WeightTileLegacy {
   float d[16], m[16];
 };
 
-// The panel's rows (file format `kType`, or its packed layout) decoded block by block.
+// The 32 signed values of a 32-block format's block: elements 0..15 in the low nibbles of qs,
+// 16..31 in the high ones; Q5_*: plus 16 where bit e of qh is set; the formats without a min
+// then less their offset (8, 16).
+template <DType kType>
+void DecodeNibbles(__m128i qs, const uint8_t* qh, int8_t* out) {
+  __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+  constexpr bool kFifth = kType == DType::kQ5_0 || kType == DType::kQ5_1;
+  if constexpr (kFifth) u = _mm256_or_si256(u, qx::FifthBits(qh));
+  constexpr bool kMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
+  if constexpr (!kMin) u = _mm256_sub_epi8(u, _mm256_set1_epi8(kFifth ? 16 : 8));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), u);
+}
+
+template <DType kType>
+using LegacyBlock = std::conditional_t<
+    kType == DType::kQ8_0, BlockQ8_0,
+    std::conditional_t<
+        kType == DType::kQ4_0, BlockQ4_0,
+        std::conditional_t<kType == DType::kQ4_1, BlockQ4_1,
+                           std::conditional_t<kType == DType::kQ5_0, BlockQ5_0, BlockQ5_1>>>>;
+
+// Row r of tiles out[0 .. nb) from one weight row in ggml's layout.
+template <DType kType>
+void DecodeFileRow(const uint8_t* row, int nb, int r, WeightTileLegacy* out) {
+  using B = LegacyBlock<kType>;
+  const auto* blocks = reinterpret_cast<const B*>(row);
+  for (int b = 0; b < nb; ++b) {
+    WeightTileLegacy& t = out[b];
+    const B& blk = blocks[b];
+    if constexpr (kType == DType::kQ8_0) {  // the quants as they are
+      std::memcpy(t.q[r], blk.qs, 32);
+    } else {
+      const uint8_t* qh = nullptr;
+      if constexpr (kType == DType::kQ5_0 || kType == DType::kQ5_1) qh = blk.qh;
+      DecodeNibbles<kType>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)), qh, t.q[r]);
+    }
+    t.d[r] = _cvtsh_ss(blk.d);
+    if constexpr (kType == DType::kQ4_1 || kType == DType::kQ5_1) {
+      t.m[r] = _cvtsh_ss(blk.m);
+    } else {
+      t.m[r] = 0.0f;
+    }
+  }
+}
+
+// The same from a row in the packed layout (legacy_packed.h) of Q8_0, Q4_0 or Q4_1: in a group
+// of T blocks, block b's quad r is the dword at 4 T r + 4 b, its scale (then its min) after the
+// runs. One gather per block.
+template <DType kType>
+void DecodePackedRow(const uint8_t* row, int nb, int r, WeightTileLegacy* out) {
+  constexpr int kRuns = kType == DType::kQ8_0 ? 8 : 4;
+  for (int g = 0; g * kPackGroupBlocks < nb; ++g) {
+    const int count =
+        nb - g * kPackGroupBlocks < kPackGroupBlocks ? nb - g * kPackGroupBlocks : kPackGroupBlocks;
+    const uint8_t* group =
+        row + static_cast<size_t>(g) * kPackGroupBlocks * sizeof(LegacyBlock<kType>);
+    const auto* d = reinterpret_cast<const uint16_t*>(group + kRuns * 4 * count);
+    const __m256i runs =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(4 * count));
+    for (int b = 0; b < count; ++b) {
+      WeightTileLegacy& t = out[g * kPackGroupBlocks + b];
+      const __m256i at = _mm256_add_epi32(runs, _mm256_set1_epi32(4 * b));
+      if constexpr (kType == DType::kQ8_0) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t.q[r]),
+                           _mm256_i32gather_epi32(reinterpret_cast<const int*>(group), at, 1));
+      } else {
+        DecodeNibbles<kType>(
+            _mm_i32gather_epi32(reinterpret_cast<const int*>(group), _mm256_castsi256_si128(at), 1),
+            nullptr, t.q[r]);
+      }
+      t.d[r] = _cvtsh_ss(d[b]);
+      if constexpr (kType == DType::kQ4_1) {
+        t.m[r] = _cvtsh_ss(d[count + b]);
+      } else {
+        t.m[r] = 0.0f;
+      }
+    }
+  }
+}
+
+// The panel's rows (file format `kType`, or its packed layout) decoded block by block; rows past
+// the panel are zero. The packed Q5 layouts (their fifth bits in masks across a group) are
+// unpacked to ggml's layout first.
 template <DType kType, bool kPacked>
 void DecodeLegacyPanel(const void* wv, int k, int n0, int rows, WeightTileLegacy* out) {
   const int nb = k / kQKLegacy;
-  const size_t row_bytes = static_cast<size_t>(nb) * BlockBytes(kType);
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(LegacyBlock<kType>);
   const auto* w = static_cast<const uint8_t*>(wv) + row_bytes * n0;
-  static thread_local std::vector<uint8_t> unpacked;
-  if constexpr (kPacked) {
+  constexpr bool kDirect =
+      !kPacked || kType == DType::kQ8_0 || kType == DType::kQ4_0 || kType == DType::kQ4_1;
+  if constexpr (!kDirect) {
+    static thread_local std::vector<uint8_t> unpacked;
     if (unpacked.size() < row_bytes * 16) unpacked.resize(row_bytes * 16);
     UnpackLegacyRows(kType, w, rows, k, unpacked.data());
     w = unpacked.data();
   }
+  for (int r = 0; r < rows; ++r) {
+    if constexpr (kPacked && kDirect) {
+      DecodePackedRow<kType>(w + row_bytes * r, nb, r, out);
+    } else {
+      DecodeFileRow<kType>(w + row_bytes * r, nb, r, out);
+    }
+  }
   for (int b = 0; b < nb; ++b) {
-    WeightTileLegacy& t = out[b];
-    for (int r = 0; r < 16; ++r) {
-      if (r >= rows) {
-        std::memset(t.q[r], 0, 32);
-        t.d[r] = t.m[r] = 0.0f;
-        continue;
-      }
-      const uint8_t* block = w + row_bytes * r + static_cast<size_t>(b) * BlockBytes(kType);
-      if constexpr (kType == DType::kQ8_0) {  // the quants as they are
-        const auto* q8 = reinterpret_cast<const BlockQ8_0*>(block);
-        std::memcpy(t.q[r], q8->qs, 32);
-        t.d[r] = _cvtsh_ss(q8->d);
-        t.m[r] = 0.0f;
-      } else {
-        // Elements 0..15 in the low nibbles of qs, 16..31 in the high ones; Q5_*: plus 16 where
-        // bit e of qh is set; the formats without a min then less their offset (8, 16).
-        using B = std::conditional_t<
-            kType == DType::kQ4_0, BlockQ4_0,
-            std::conditional_t<kType == DType::kQ4_1, BlockQ4_1,
-                               std::conditional_t<kType == DType::kQ5_0, BlockQ5_0, BlockQ5_1>>>;
-        const auto* lb = reinterpret_cast<const B*>(block);
-        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lb->qs));
-        __m256i u =
-            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
-        constexpr bool kFifth = kType == DType::kQ5_0 || kType == DType::kQ5_1;
-        if constexpr (kFifth) u = _mm256_or_si256(u, qx::FifthBits(lb->qh));
-        constexpr bool kMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
-        if constexpr (!kMin) u = _mm256_sub_epi8(u, _mm256_set1_epi8(kFifth ? 16 : 8));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(t.q[r]), u);
-        t.d[r] = _cvtsh_ss(lb->d);
-        if constexpr (kMin) {
-          t.m[r] = _cvtsh_ss(lb->m);
-        } else {
-          t.m[r] = 0.0f;
-        }
-      }
+    for (int r = rows; r < 16; ++r) {
+      std::memset(out[b].q[r], 0, 32);
+      out[b].d[r] = out[b].m[r] = 0.0f;
     }
   }
 }
@@ -372,9 +429,12 @@ void AmxLegacyPanel(const void* xv, int m, int k, const void* wv, int n0, int n1
   _tile_release();
 }
 
-// From 32 rows of input on the tiles are faster (kernel_bench matmul, Q4_K and Q6_K, k = n =
-// 4096, 2 threads: at m = 32 3.5 ms against the AVX-512 VNNI panels' 4.8-5.3, at 24 even, at 16
-// 3.3 against 2.3-2.5: below that the per-panel decode of the weights does not pay).
+// From 32 rows of input on the tiles are faster (kernel_bench matmul, k = n = 4096, 2 threads,
+// m = 32: Q4_K 3.5 ms against the AVX-512 VNNI panels' 4.8-5.3, Q8_0 1.7-1.8 against 3.3-3.4;
+// TinyLlama decode at batch 32: Q8_0 168-177 tok/s against 151-156, Q4_K_M 110-112 against
+// 98-99). At 16 rows they lose in the model (batch 16: Q8_0 113-118 against 133-135, Q4_0
+// 114-117 against 155-157): a step that reads every weight once is memory-bound, and decoding
+// the panel for the tiles costs more than the tiles save.
 constexpr int kTilesMinM = 32;
 
 }  // namespace
