@@ -85,53 +85,54 @@ int Q8KTokenTileCount(int m) {
   return tiles + (tiles & 1);
 }
 
-void MakeQ8KTokenTiles(const BlockQ8_K* x, int m, int nb, Q8KTokenTile* out) {
-  const int tiles = Q8KTokenTileCount(m);
+// Fills every token slot of `tiles` tiles of nb blocks: fill(tile, slot,
+// block) with token 16 t + slot's block b, or nullptr past m (a slot to zero).
+template <class Tile, class Block, class Fill>
+void MakeTokenTiles(const Block* x, int m, int nb, int tiles, Tile* out, Fill fill) {
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * nb >= 256)
   for (int tb = 0; tb < tiles * nb; ++tb) {
     const int t = tb / nb, b = tb % nb;
-    Q8KTokenTile& o = out[tb];
     for (int e = 0; e < 16; ++e) {
       const int i = 16 * t + e;
-      if (i >= m) {
-        for (int l = 0; l < 8; ++l) {
-          for (int h = 0; h < 8; ++h) std::memset(o.q[l][h][e], 0, 4);
-          o.bsum_pairs[l][e] = 0;
-        }
-        o.d[e] = 0.0f;
-        continue;
-      }
-      const BlockQ8_K& xb = x[static_cast<int64_t>(i) * nb + b];
-      for (int l = 0; l < 8; ++l) {
-        for (int h = 0; h < 8; ++h) std::memcpy(o.q[l][h][e], xb.qs + 32 * h + 4 * l, 4);
-        std::memcpy(&o.bsum_pairs[l][e], xb.bsums + 2 * l, 4);
-      }
-      o.d[e] = xb.d;
+      fill(out[tb], e, i < m ? &x[static_cast<int64_t>(i) * nb + b] : nullptr);
     }
   }
 }
 
+void MakeQ8KTokenTiles(const BlockQ8_K* x, int m, int nb, Q8KTokenTile* out) {
+  MakeTokenTiles(x, m, nb, Q8KTokenTileCount(m), out,
+                 [](Q8KTokenTile& o, int e, const BlockQ8_K* xb) {
+                   for (int l = 0; l < 8; ++l) {
+                     for (int h = 0; h < 8; ++h) {
+                       if (xb != nullptr) {
+                         std::memcpy(o.q[l][h][e], xb->qs + 32 * h + 4 * l, 4);
+                       } else {
+                         std::memset(o.q[l][h][e], 0, 4);
+                       }
+                     }
+                     o.bsum_pairs[l][e] = 0;
+                     if (xb != nullptr) std::memcpy(&o.bsum_pairs[l][e], xb->bsums + 2 * l, 4);
+                   }
+                   o.d[e] = xb != nullptr ? xb->d : 0.0f;
+                 });
+}
+
 void MakeQ8_0TokenTiles(const BlockQ8_0* x, int m, int nb, Q8_0TokenTile* out) {
-  const int tiles = (m + 15) / 16;
-#pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * nb >= 2048)
-  for (int tb = 0; tb < tiles * nb; ++tb) {
-    const int t = tb / nb, b = tb % nb;
-    Q8_0TokenTile& o = out[tb];
-    for (int e = 0; e < 16; ++e) {
-      const int i = 16 * t + e;
-      if (i >= m) {
-        for (int h = 0; h < 8; ++h) std::memset(o.q[h][e], 0, 4);
-        o.d[e] = o.s[e] = 0.0f;
-        continue;
+  MakeTokenTiles(x, m, nb, (m + 15) / 16, out, [](Q8_0TokenTile& o, int e, const BlockQ8_0* xb) {
+    int32_t sum = 0;
+    for (int h = 0; h < 8; ++h) {
+      if (xb != nullptr) {
+        std::memcpy(o.q[h][e], xb->qs + 4 * h, 4);
+      } else {
+        std::memset(o.q[h][e], 0, 4);
       }
-      const BlockQ8_0& xb = x[static_cast<int64_t>(i) * nb + b];
-      int32_t sum = 0;
-      for (int j = 0; j < kQ8BlockSize; ++j) sum += xb.qs[j];
-      for (int h = 0; h < 8; ++h) std::memcpy(o.q[h][e], xb.qs + 4 * h, 4);
-      o.d[e] = F16ToF32(xb.d);
-      o.s[e] = static_cast<float>(sum);
     }
-  }
+    if (xb != nullptr) {
+      for (int j = 0; j < kQ8BlockSize; ++j) sum += xb->qs[j];
+    }
+    o.d[e] = xb != nullptr ? F16ToF32(xb->d) : 0.0f;
+    o.s[e] = static_cast<float>(sum);
+  });
 }
 
 // Rows of a packed layout back in their file format `base` (PackRows' inverse).

@@ -476,13 +476,12 @@ const MatmulKernels& AmxMatmulKernels() {
     q.tiles_min_m = kTilesMinM;
     return q;
   }();
-  static const MatmulKernels kKernels = {"avx512-amx",
-                                         Avx512MatmulKernels().f32,
-                                         Avx512MatmulKernels().f16,
-                                         Avx512MatmulKernels().bf16,
-                                         &kQuant,
-                                         Avx512MatmulKernels().f16_packed,
-                                         Avx512MatmulKernels().bf16_packed};
+  static const MatmulKernels kKernels = [] {
+    MatmulKernels k = Avx512VnniMatmulKernels();  // the float formats: the AVX-512 set's
+    k.isa = "avx512-amx";
+    k.quant = &kQuant;
+    return k;
+  }();
   return kKernels;
 }
 
