@@ -1,19 +1,22 @@
-// AMX kernel set ("avx512-amx"): the AVX-512 VNNI set, with the K-quants' panels from
-// QuantMatmulKernels::tiles_min_m input rows on (prefill) computed on AMX tiles. Same integers,
-// same float operations as quant_blocks.h defines: the same bits as every other set.
+// AMX kernel set ("avx512-amx"): the AVX-512 VNNI set, with the panels of the K-quants and of the
+// 32-block formats computed on AMX tiles from QuantMatmulKernels::tiles_min_m input rows on
+// (prefill, large batches). Same integers, same float operations as quant_blocks.h defines: the
+// same bits as every other set.
 //
-// The reference splits each 256-block of a K-quant into 8 lanes: lane l holds the elements
+// K-quants: the reference splits each 256-block into 8 lanes: lane l holds the elements
 // 32h + 4l .. 32h + 4l + 3 of every chunk h, and sums sc[2h + l / 4] * u[e] * x[e] over them in
 // an int32 (L_l), which one float lane accumulates. A tile product sums over its whole K, so a
 // lane is one product with K = 32 bytes: the weights' lane l (16 rows x 8 chunks x 4 bytes, tile
 // A) times the tokens' lane l (Q8KTokenTile::q[l], 8 rows of 16 tokens x 4 bytes, tile B). The
 // sub-block scale is folded into the weights (sc * u, |sc * u| <= 63 * 128), which int8 cannot
-// hold, so it is split as lo + 128 hi (lo in 0..127, hi in -64..63): two products per lane, and
-// L_l = lo_sum + (hi_sum << 7), exact (the reference's int32 holds L_l, so neither part
-// overflows). The float side then follows the reference: per lane two fmas per block.
+// hold, so it is split as lo + 256 hi (lo in 0..255, unsigned: tdpbusd; hi in -32..31: tdpbssd):
+// two products per lane, and L_l = lo_sum + (hi_sum << 8), exact (the reference's int32 holds
+// L_l, and |hi_sum| <= 32 * 32 * 128, so neither part overflows). The float side then follows
+// the reference: per lane two fmas per block.
 //
 // Per panel (16 weight rows) the rows are decoded once for every block into that layout
 // (WeightTileK, in L2: 8.6 KiB a block) and every pair of token tiles streams through them.
+// The 32-block formats: see AmxLegacyPanel.
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593, see matmul_avx512.cc).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
