@@ -78,17 +78,18 @@ void DecodeRow(const typename F::B& block, int r, WeightTileK* t) {
   t->d[r] = h.d;
   t->dmin[r] = h.dmin;
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(t->mn_pairs[r]), h.mn);
-  // int16 lane e of a chunk takes the scale of its group: ScaleOf's lane 0 (e < 16) or 8.
-  const __m512i group = _mm512_set_epi16(8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0,
-                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  // sc * u per element in int16, the even and odd bytes of a chunk apart: word i of either holds
+  // element 2i or 2i + 1, whose group is ScaleOf's lane i. The int16 product's low byte is lo,
+  // its high byte hi (p = lo + 256 hi, two's complement), so both come back by byte blends.
+  const __mmask32 odd = 0xAAAAAAAAu;
   __m256i lo[8], hi[8];
   for (int c = 0; c < 8; ++c) {
-    const __m512i u = _mm512_cvtepu8_epi16(F::Chunk(block, c));
-    const __m512i s =
-        _mm512_permutexvar_epi16(group, _mm512_zextsi256_si512(qx::ScaleOf<F>(h.sc, c)));
-    const __m512i p = _mm512_mullo_epi16(u, s);
-    lo[c] = _mm512_cvtepi16_epi8(_mm512_and_si512(p, _mm512_set1_epi16(255)));
-    hi[c] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 8));
+    const __m256i u = F::Chunk(block, c);
+    const __m256i s = qx::ScaleOf<F>(h.sc, c);
+    const __m256i even = _mm256_mullo_epi16(_mm256_and_si256(u, _mm256_set1_epi16(0x00FF)), s);
+    const __m256i odds = _mm256_mullo_epi16(_mm256_srli_epi16(u, 8), s);
+    lo[c] = _mm256_mask_blend_epi8(odd, even, _mm256_slli_epi16(odds, 8));
+    hi[c] = _mm256_mask_blend_epi8(odd, _mm256_srli_epi16(even, 8), odds);
   }
   Transpose8x8(lo);
   Transpose8x8(hi);
