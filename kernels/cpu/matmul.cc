@@ -110,7 +110,7 @@ void MakeQ8KTokenTiles(const BlockQ8_K* x, int m, int nb, Q8KTokenTile* out) {
                          std::memset(o.q[l][h][e], 0, 4);
                        }
                      }
-                     o.bsum_pairs[l][e] = 0;
+                     o.bsum_pairs[l][e] = 0;  // (a pair of int16 zeros)
                      if (xb != nullptr) std::memcpy(&o.bsum_pairs[l][e], xb->bsums + 2 * l, 4);
                    }
                    o.d[e] = xb != nullptr ? xb->d : 0.0f;

@@ -28,7 +28,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/legacy_packed.h"
@@ -100,7 +99,7 @@ void DecodeRow(const typename F::B& block, int r, WeightTileK* t) {
 }
 
 // Tiles 0, 1: a lane of the weights (lo, hi); 2, 3: a lane of two token tiles; 4..7 the
-// products (lo and hi of each token tile).
+// products (lo and hi of each token tile). The 32-block panels use 0, 2, 4 and 5 of these shapes.
 struct TileConfig {
   uint8_t palette, start_row;
   uint8_t reserved[14];
@@ -182,6 +181,9 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
     };
     // d_w * d_x and -(dmin_w * d_x) per row and token tile: the same for every lane of a block.
     __m512 dd[2][16], dm[2][16];
+    // hi << 8 in each dword as a byte shuffle (port 5; the shift would queue on port 0)
+    const __m512i shl8 =
+        _mm512_broadcast_i32x4(_mm_set_epi32(0x0E0D0CFF, 0x0A0908FF, 0x060504FF, 0x020100FF));
     products(0, c[0]);
     for (int q = 0; q < 8 * nb; ++q) {
       // The tiles of the next lane go while this one's float side runs (a second buffer).
@@ -198,9 +200,6 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
         }
       }
       const int32_t(*cq)[16][16] = c[q & 1];
-      // hi << 8 in each dword as a byte shuffle (port 5; the shift would queue on port 0)
-      const __m512i shl8 =
-          _mm512_broadcast_i32x4(_mm_set_epi32(0x0E0D0CFF, 0x0A0908FF, 0x060504FF, 0x020100FF));
       const __m512i bs[2] = {_mm512_load_si512(x0[b].bsum_pairs[l]),
                              _mm512_load_si512(x1[b].bsum_pairs[l])};
       for (int r = 0; r < 16; ++r) {
@@ -250,41 +249,32 @@ struct alignas(64) WeightTileLegacy {
 // The 32 signed values of a 32-block format's block: elements 0..15 in the low nibbles of qs,
 // 16..31 in the high ones; Q5_*: plus 16 where bit e of qh is set; the formats without a min
 // then less their offset (8, 16).
-template <DType kType>
+// F: a LegacyFormat (matmul_legacy_packed_x86.h).
+template <class F>
 void DecodeNibbles(__m128i qs, const uint8_t* qh, int8_t* out) {
   __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
-  constexpr bool kFifth = kType == DType::kQ5_0 || kType == DType::kQ5_1;
-  if constexpr (kFifth) u = _mm256_or_si256(u, qx::FifthBits(qh));
-  constexpr bool kMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
-  if constexpr (!kMin) u = _mm256_sub_epi8(u, _mm256_set1_epi8(kFifth ? 16 : 8));
+  if constexpr (F::kFifth) u = _mm256_or_si256(u, qx::FifthBits(qh));
+  if constexpr (!F::kMin) u = _mm256_sub_epi8(u, _mm256_set1_epi8(F::kFifth ? 16 : 8));
   _mm256_store_si256(reinterpret_cast<__m256i*>(out), u);
 }
 
-template <DType kType>
-using LegacyBlock = std::conditional_t<
-    kType == DType::kQ8_0, BlockQ8_0,
-    std::conditional_t<
-        kType == DType::kQ4_0, BlockQ4_0,
-        std::conditional_t<kType == DType::kQ4_1, BlockQ4_1,
-                           std::conditional_t<kType == DType::kQ5_0, BlockQ5_0, BlockQ5_1>>>>;
-
 // Row r of tiles out[0 .. nb) from one weight row in ggml's layout.
-template <DType kType>
+template <class F>
 void DecodeFileRow(const uint8_t* row, int nb, int r, WeightTileLegacy* out) {
-  using B = LegacyBlock<kType>;
+  using B = typename F::B;
   const auto* blocks = reinterpret_cast<const B*>(row);
   for (int b = 0; b < nb; ++b) {
     WeightTileLegacy& t = out[b];
     const B& blk = blocks[b];
-    if constexpr (kType == DType::kQ8_0) {  // the quants as they are
+    if constexpr (F::kInt8) {  // the quants as they are
       std::memcpy(t.q[r], blk.qs, 32);
     } else {
       const uint8_t* qh = nullptr;
-      if constexpr (kType == DType::kQ5_0 || kType == DType::kQ5_1) qh = blk.qh;
-      DecodeNibbles<kType>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)), qh, t.q[r]);
+      if constexpr (F::kFifth) qh = blk.qh;
+      DecodeNibbles<F>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)), qh, t.q[r]);
     }
     t.d[r] = _cvtsh_ss(blk.d);
-    if constexpr (kType == DType::kQ4_1 || kType == DType::kQ5_1) {
+    if constexpr (F::kMin) {
       t.m[r] = _cvtsh_ss(blk.m);
     } else {
       t.m[r] = 0.0f;
@@ -295,30 +285,29 @@ void DecodeFileRow(const uint8_t* row, int nb, int r, WeightTileLegacy* out) {
 // The same from a row in the packed layout (legacy_packed.h) of Q8_0, Q4_0 or Q4_1: in a group
 // of T blocks, block b's quad r is the dword at 4 T r + 4 b, its scale (then its min) after the
 // runs. One gather per block.
-template <DType kType>
+template <class F>
 void DecodePackedRow(const uint8_t* row, int nb, int r, WeightTileLegacy* out) {
-  constexpr int kRuns = kType == DType::kQ8_0 ? 8 : 4;
+  static_assert(!F::kFifth, "the Q5 layouts are unpacked first");
   for (int g = 0; g * kPackGroupBlocks < nb; ++g) {
     const int count =
         nb - g * kPackGroupBlocks < kPackGroupBlocks ? nb - g * kPackGroupBlocks : kPackGroupBlocks;
-    const uint8_t* group =
-        row + static_cast<size_t>(g) * kPackGroupBlocks * sizeof(LegacyBlock<kType>);
-    const auto* d = reinterpret_cast<const uint16_t*>(group + kRuns * 4 * count);
+    const uint8_t* group = row + static_cast<size_t>(g) * kPackGroupBlocks * sizeof(typename F::B);
+    const auto* d = reinterpret_cast<const uint16_t*>(group + F::kRuns * 4 * count);
     const __m256i runs =
         _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(4 * count));
     for (int b = 0; b < count; ++b) {
       WeightTileLegacy& t = out[g * kPackGroupBlocks + b];
       const __m256i at = _mm256_add_epi32(runs, _mm256_set1_epi32(4 * b));
-      if constexpr (kType == DType::kQ8_0) {
+      if constexpr (F::kInt8) {
         _mm256_store_si256(reinterpret_cast<__m256i*>(t.q[r]),
                            _mm256_i32gather_epi32(reinterpret_cast<const int*>(group), at, 1));
       } else {
-        DecodeNibbles<kType>(
+        DecodeNibbles<F>(
             _mm_i32gather_epi32(reinterpret_cast<const int*>(group), _mm256_castsi256_si128(at), 1),
             nullptr, t.q[r]);
       }
       t.d[r] = _cvtsh_ss(d[b]);
-      if constexpr (kType == DType::kQ4_1) {
+      if constexpr (F::kMin) {
         t.m[r] = _cvtsh_ss(d[count + b]);
       } else {
         t.m[r] = 0.0f;
@@ -327,27 +316,26 @@ void DecodePackedRow(const uint8_t* row, int nb, int r, WeightTileLegacy* out) {
   }
 }
 
-// The panel's rows (file format `kType`, or its packed layout) decoded block by block; rows past
-// the panel are zero. The packed Q5 layouts (their fifth bits in masks across a group) are
-// unpacked to ggml's layout first.
-template <DType kType, bool kPacked>
+// The panel's rows (file format F, or its packed layout) decoded block by block; rows past the
+// panel are zero. The packed Q5 layouts (their fifth bits in masks across a group) are unpacked
+// to ggml's layout first.
+template <class F, bool kPacked>
 void DecodeLegacyPanel(const void* wv, int k, int n0, int rows, WeightTileLegacy* out) {
   const int nb = k / kQKLegacy;
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(LegacyBlock<kType>);
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(typename F::B);
   const auto* w = static_cast<const uint8_t*>(wv) + row_bytes * n0;
-  constexpr bool kDirect =
-      !kPacked || kType == DType::kQ8_0 || kType == DType::kQ4_0 || kType == DType::kQ4_1;
-  if constexpr (!kDirect) {
+  constexpr bool kUnpackFirst = kPacked && F::kFifth;
+  if constexpr (kUnpackFirst) {
     static thread_local std::vector<uint8_t> unpacked;
     if (unpacked.size() < row_bytes * 16) unpacked.resize(row_bytes * 16);
-    UnpackLegacyRows(kType, w, rows, k, unpacked.data());
+    UnpackLegacyRows(F::kType, w, rows, k, unpacked.data());
     w = unpacked.data();
   }
   for (int r = 0; r < rows; ++r) {
-    if constexpr (kPacked && kDirect) {
-      DecodePackedRow<kType>(w + row_bytes * r, nb, r, out);
+    if constexpr (kPacked && !kUnpackFirst) {
+      DecodePackedRow<F>(w + row_bytes * r, nb, r, out);
     } else {
-      DecodeFileRow<kType>(w + row_bytes * r, nb, r, out);
+      DecodeFileRow<F>(w + row_bytes * r, nb, r, out);
     }
   }
   for (int b = 0; b < nb; ++b) {
@@ -361,15 +349,14 @@ void DecodeLegacyPanel(const void* wv, int k, int n0, int rows, WeightTileLegacy
 // y[0:m, n0:n1] for a 32-block format on Q8_0 token tiles (the panel has at most 16 rows).
 // Tiles: 0 the weights of a block, 2 a token tile's quants, 4 and 5 the products of a block
 // (used in turn, so that one block's product is computed while the float side reads the last).
-template <DType kType, bool kPacked>
+template <class F, bool kPacked>
 void AmxLegacyPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, const float* bias,
                     float* y, int ldy) {
-  constexpr bool kHasMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
   const auto* tokens = static_cast<const Q8_0TokenTile*>(xv);
   const int nb = k / kQKLegacy, rows = n1 - n0;
   static thread_local std::vector<WeightTileLegacy> decoded;
   if (decoded.size() < static_cast<size_t>(nb)) decoded.resize(nb);
-  DecodeLegacyPanel<kType, kPacked>(wv, k, n0, rows, decoded.data());
+  DecodeLegacyPanel<F, kPacked>(wv, k, n0, rows, decoded.data());
   ConfigureTiles();  // the K-quants' shapes: tiles 0, 2, 4 and 5 are the ones used here
   alignas(64) int32_t c[2][16][16];   // [buffer][row][token]
   alignas(64) float acc[16][16][16];  // [chain][row][token]
@@ -410,7 +397,7 @@ void AmxLegacyPanel(const void* xv, int m, int k, const void* wv, int n0, int n1
         __m512 a = b < 16 ? _mm512_setzero_ps() : _mm512_load_ps(chain[r]);
         a = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(wt.d[r]), dx),
                             _mm512_cvtepi32_ps(_mm512_load_si512(cb[r])), a);
-        if constexpr (kHasMin) {
+        if constexpr (F::kMin) {
           a = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(wt.m[r]), dx), _mm512_load_ps(x[b].s),
                               a);
         }
@@ -467,16 +454,15 @@ const MatmulKernels& AmxMatmulKernels() {
     q.tiles[static_cast<int>(DType::kQ4_K)] = AmxKPanel<qx::Q4_KF>;
     q.tiles[static_cast<int>(DType::kQ5_K)] = AmxKPanel<qx::Q5_KF>;
     q.tiles[static_cast<int>(DType::kQ6_K)] = AmxKPanel<qx::Q6_KF>;
-    q.tiles[static_cast<int>(DType::kQ8_0)] = AmxLegacyPanel<DType::kQ8_0, false>;
-    q.tiles[static_cast<int>(DType::kQ8_0Packed)] = AmxLegacyPanel<DType::kQ8_0, true>;
-    q.tiles[static_cast<int>(DType::kQ4_0)] = AmxLegacyPanel<DType::kQ4_0, false>;
-    q.tiles[static_cast<int>(DType::kQ4_0Packed)] = AmxLegacyPanel<DType::kQ4_0, true>;
-    q.tiles[static_cast<int>(DType::kQ4_1)] = AmxLegacyPanel<DType::kQ4_1, false>;
-    q.tiles[static_cast<int>(DType::kQ4_1Packed)] = AmxLegacyPanel<DType::kQ4_1, true>;
-    q.tiles[static_cast<int>(DType::kQ5_0)] = AmxLegacyPanel<DType::kQ5_0, false>;
-    q.tiles[static_cast<int>(DType::kQ5_0Packed)] = AmxLegacyPanel<DType::kQ5_0, true>;
-    q.tiles[static_cast<int>(DType::kQ5_1)] = AmxLegacyPanel<DType::kQ5_1, false>;
-    q.tiles[static_cast<int>(DType::kQ5_1Packed)] = AmxLegacyPanel<DType::kQ5_1, true>;
+    auto legacy = [&q]<class F>(F) {  // ggml's layout and the packed one
+      q.tiles[static_cast<int>(F::kType)] = AmxLegacyPanel<F, false>;
+      q.tiles[static_cast<int>(PackedLayoutOf(F::kType))] = AmxLegacyPanel<F, true>;
+    };
+    legacy(qx::Q4_0F{});
+    legacy(qx::Q4_1F{});
+    legacy(qx::Q5_0F{});
+    legacy(qx::Q5_1F{});
+    legacy(qx::Q8_0F{});
     q.tiles_min_m = kTilesMinM;
     return q;
   }();

@@ -40,8 +40,8 @@ struct QuantMatmulKernels {
   // At m = 1 the panel of this format wants its Q8_K activations with paired chunks
   // (PairChunksQ8K): the AVX-512 Q4_K GEMV.
   bool gemv_pairs_chunks[kNumMatmulFormats] = {};
-  // Panels of the K-quants on Q8KTokenTile activations (the AMX set), used from tiles_min_m
-  // input rows on; null where the set has none.
+  // Panels on token tiles (the AMX set: K-quants on Q8KTokenTile, the 32-block formats on
+  // Q8_0TokenTile activations), used from tiles_min_m input rows on; null where the set has none.
   MatmulBlockPanelFn tiles[kNumMatmulFormats] = {};
   int tiles_min_m = 0;
 };
@@ -95,7 +95,7 @@ const MatmulKernels& ScalarMatmulKernels();
 const MatmulKernels& Avx2MatmulKernels();        // AVX2 + FMA + F16C
 const MatmulKernels& Avx512MatmulKernels();      // AVX-512 F, BW, VL
 const MatmulKernels& Avx512VnniMatmulKernels();  // AVX-512 F, BW, VL, VNNI
-// AVX-512 VNNI with the K-quants' prefill on AMX tiles (matmul_amx.cc).
+// AVX-512 VNNI with the quantized formats' prefill on AMX tiles (matmul_amx.cc).
 const MatmulKernels& AmxMatmulKernels();
 // Whether this CPU has AMX-INT8 and the kernel let this process use its tile data (Linux asks
 // for it with arch_prctl; asked once).
