@@ -28,6 +28,21 @@ std::vector<uint8_t> RandomRows(DType t, int n, int k, uint64_t seed) {
   return q;
 }
 
+struct Shape {
+  int m, n, k;
+};
+
+// The AMX set's y for weights w (format t, or a layout of it) against the scalar reference's
+// y_ref on the same input: the same bits.
+void ExpectReferenceBits(const std::vector<float>& x, const Shape& s, const void* w, DType t,
+                         const float* bias, const std::vector<float>& y_ref, const char* what) {
+  std::vector<float> got(y_ref.size(), -1.0f);
+  internal::MatmulWith(internal::AmxMatmulKernels(), x.data(), s.m, s.k, w, t, s.n, bias,
+                       got.data());
+  ASSERT_EQ(std::memcmp(y_ref.data(), got.data(), 4 * got.size()), 0)
+      << DTypeName(t) << " " << what << ", m " << s.m << " n " << s.n << " k " << s.k;
+}
+
 TEST(AmxTiles, KQuantsGiveTheScalarBitsOnTiles) {
   if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-INT8 tiles";
   const internal::MatmulKernels& amx = internal::AmxMatmulKernels();
@@ -35,9 +50,6 @@ TEST(AmxTiles, KQuantsGiveTheScalarBitsOnTiles) {
   ASSERT_STREQ(amx.isa, "avx512-amx");
   const int min_m = amx.quant->tiles_min_m;
   ASSERT_GT(min_m, 1);
-  struct Shape {
-    int m, n, k;
-  };
   // Token counts: below the tiles, exactly two tiles' worth and more, a tail tile (odd count of
   // tiles), one token past a tile; rows: a whole panel, tails; blocks: 1 and several.
   const Shape shapes[] = {{min_m - 1, 20, 512},
@@ -50,15 +62,11 @@ TEST(AmxTiles, KQuantsGiveTheScalarBitsOnTiles) {
       const auto q = RandomRows(t, s.n, s.k, 17 + s.m + static_cast<int>(t));
       const auto x = testing::RandomFloats(static_cast<size_t>(s.m) * s.k, 5 + s.n, -3.0f, 3.0f);
       const auto bias = testing::RandomFloats(s.n, 7);
-      std::vector<float> ref(static_cast<size_t>(s.m) * s.n), got(ref.size(), -1.0f);
+      std::vector<float> ref(static_cast<size_t>(s.m) * s.n);
       internal::MatmulWith(scalar, x.data(), s.m, s.k, q.data(), t, s.n, bias.data(), ref.data());
-      internal::MatmulWith(amx, x.data(), s.m, s.k, q.data(), t, s.n, bias.data(), got.data());
-      ASSERT_EQ(std::memcmp(ref.data(), got.data(), 4 * got.size()), 0)
-          << DTypeName(t) << " m " << s.m << " n " << s.n << " k " << s.k;
+      ASSERT_NO_FATAL_FAILURE(ExpectReferenceBits(x, s, q.data(), t, bias.data(), ref, "bias"));
       internal::MatmulWith(scalar, x.data(), s.m, s.k, q.data(), t, s.n, nullptr, ref.data());
-      internal::MatmulWith(amx, x.data(), s.m, s.k, q.data(), t, s.n, nullptr, got.data());
-      ASSERT_EQ(std::memcmp(ref.data(), got.data(), 4 * got.size()), 0)
-          << DTypeName(t) << " (no bias) m " << s.m << " n " << s.n << " k " << s.k;
+      ASSERT_NO_FATAL_FAILURE(ExpectReferenceBits(x, s, q.data(), t, nullptr, ref, "no bias"));
     }
   }
 }
@@ -68,9 +76,6 @@ TEST(AmxTiles, BlockFormatsOf32GiveTheScalarBitsOnTilesInFileAndPackedLayouts) {
   const internal::MatmulKernels& amx = internal::AmxMatmulKernels();
   const internal::MatmulKernels& scalar = internal::ScalarMatmulKernels();
   const int min_m = amx.quant->tiles_min_m;
-  struct Shape {
-    int m, n, k;
-  };
   // Blocks: one, a whole group of 16 and a tail (the packed layouts' groups), 17 chains' worth.
   const Shape shapes[] = {{min_m, 16, 32}, {min_m + 3, 23, 512}, {2 * min_m + 9, 40, 608}};
   for (const DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
@@ -80,16 +85,12 @@ TEST(AmxTiles, BlockFormatsOf32GiveTheScalarBitsOnTilesInFileAndPackedLayouts) {
       internal::PackLegacyRows(t, q.data(), s.n, s.k, packed.data());
       const auto x = testing::RandomFloats(static_cast<size_t>(s.m) * s.k, 11 + s.n, -2.0f, 2.0f);
       const auto bias = testing::RandomFloats(s.n, 13);
-      std::vector<float> ref(static_cast<size_t>(s.m) * s.n), got(ref.size(), -1.0f);
+      std::vector<float> ref(static_cast<size_t>(s.m) * s.n);
       internal::MatmulWith(scalar, x.data(), s.m, s.k, q.data(), t, s.n, bias.data(), ref.data());
-      internal::MatmulWith(amx, x.data(), s.m, s.k, q.data(), t, s.n, bias.data(), got.data());
-      ASSERT_EQ(std::memcmp(ref.data(), got.data(), 4 * got.size()), 0)
-          << DTypeName(t) << " m " << s.m << " n " << s.n << " k " << s.k;
-      std::fill(got.begin(), got.end(), -1.0f);
-      internal::MatmulWith(amx, x.data(), s.m, s.k, packed.data(), internal::PackedLayoutOf(t), s.n,
-                           bias.data(), got.data());
-      ASSERT_EQ(std::memcmp(ref.data(), got.data(), 4 * got.size()), 0)
-          << DTypeName(t) << " packed, m " << s.m << " n " << s.n << " k " << s.k;
+      ASSERT_NO_FATAL_FAILURE(
+          ExpectReferenceBits(x, s, q.data(), t, bias.data(), ref, "ggml's layout"));
+      ASSERT_NO_FATAL_FAILURE(ExpectReferenceBits(x, s, packed.data(), internal::PackedLayoutOf(t),
+                                                  bias.data(), ref, "packed"));
     }
   }
 }
