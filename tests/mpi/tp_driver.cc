@@ -5,7 +5,8 @@
 // "kv_cache_dtype", "hosts"}; the other ranks follow. Started by tests/mpi/tp_golden_test.cc
 // under mpirun.
 //
-//   tp_driver --model DIR --requests FILE [--num-blocks N] [--idle-ms N] [--pid-dir DIR]
+//   tp_driver --model DIR --requests FILE [--result FILE] [--num-blocks N] [--idle-ms N]
+//             [--pid-dir DIR]
 //             [--abort N] [--dummy] [--logprobs N] [--pp N] [--pp-partition A,B,..] [--sample]
 //             [--kv-cache-dtype float32|float16|auto]
 //
@@ -16,7 +17,10 @@
 // every N-th request (1-based) after its first token and reports its output as [].
 // --idle-ms: after printing, rank 0 prints "IDLE", idles that long, then shuts down;
 // --pid-dir: each rank writes its pid to DIR/rank<r>.pid. --logprobs N adds "logprobs": per
-// request, per token, the top-N logprob values (descending).
+// request, per token, the top-N logprob values (descending). --result FILE: rank 0 also writes
+// the JSON to FILE (whole, by rename). Tests read that file: mpirun forwards every rank's
+// output through one stream in chunks, so another rank's log line can land inside or after the
+// printed line (seen in CI).
 #include <unistd.h>
 
 #include <chrono>
@@ -37,7 +41,7 @@
 namespace {
 
 struct Options {
-  std::string model, requests, pid_dir;
+  std::string model, requests, pid_dir, result;
   int num_blocks = 256;
   int idle_ms = 0;
   int abort_every = 0;
@@ -57,6 +61,7 @@ struct Options {
 void AddFlags(CLI::App& app, Options* o) {
   app.add_option("--model", o->model, "model folder")->required();
   app.add_option("--requests", o->requests, "JSON lines of requests")->required();
+  app.add_option("--result", o->result, "rank 0 writes the JSON result to this file");
   app.add_option("--pid-dir", o->pid_dir, "each rank writes rankN.pid here");
   app.add_option("--num-blocks", o->num_blocks, "KV cache blocks")->check(CLI::Range(1, 1 << 20));
   app.add_option("--idle-ms", o->idle_ms, "idle time between requests")
@@ -171,8 +176,16 @@ llm::Status RunRank0(llm::Engine& engine, const Options& o, const std::vector<st
   // For benchmarks (tools/), never asserted on: generated tokens and the wall time of the run.
   out["tokens"] = tokens;
   out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%s\n", out.dump().c_str());
+  const std::string text = out.dump();
+  std::printf("%s\n", text.c_str());
   std::fflush(stdout);
+  if (!o.result.empty()) {
+    const std::string tmp = o.result + ".tmp";
+    std::ofstream(tmp) << text << "\n";
+    if (std::rename(tmp.c_str(), o.result.c_str()) != 0) {
+      return llm::Internal("cannot write --result " + o.result);
+    }
+  }
   return llm::Status::Ok();
 }
 

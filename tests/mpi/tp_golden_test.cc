@@ -80,8 +80,8 @@ class TpTest : public ::testing::Test {
                       int timeout_s = 240) const {
     return "timeout -k 5 " + std::to_string(timeout_s) + " " + mpirun +
            " --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(np) +
-           " -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=passive " + LLM_TP_DRIVER + " " + args +
-           " 2>" + (dir_ / "stderr.txt").string();
+           " -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=passive " + LLM_TP_DRIVER + " --result " +
+           ResultPath().string() + " " + args + " 2>" + (dir_ / "stderr.txt").string();
   }
 
   std::string stdout_;  // of the last Run
@@ -91,20 +91,23 @@ class TpTest : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  // Runs the driver; returns its exit status and the last JSON line it printed (all it printed,
-  // the ranks' logs too, in stdout_).
+  // Where the driver's rank 0 writes its JSON result (--result).
+  fs::path ResultPath() const { return dir_ / "result.json"; }
+
+  // Runs the driver; returns its exit status and the JSON result file rank 0 wrote (discarded
+  // if left unset). All the job printed, the ranks' logs too, is in stdout_.
   int Run(const std::string& cmd, json* result) {
+    fs::remove(ResultPath());
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return -1;
     char buf[1 << 16];
-    std::string last;
     stdout_.clear();
     while (std::fgets(buf, sizeof(buf), p)) {
-      if (buf[0] == '{') last = buf;
       if (stdout_.size() < (1u << 20)) stdout_ += buf;
     }
     const int status = pclose(p);
-    if (!last.empty() && result) *result = json::parse(last, nullptr, false);
+    std::ifstream in(ResultPath());
+    if (in && result) *result = json::parse(in, nullptr, false);
     return status;
   }
 

@@ -90,21 +90,19 @@ TEST_F(TwoHosts, PipelineStagesAcrossHostsGiveTheGoldenIds) {
   }
   const std::string path = (dir_ / "requests.json").string();
   std::ofstream(path) << requests.dump();
+  const std::string result_path = (dir_ / "result.json").string();
   std::string out;
-  const int code = OnTwoHosts("sh -c 'mpirun $TWO_HOSTS_MPI_ARGS -np 4 -x OMP_NUM_THREADS=1 " +
-                                  std::string(LLM_TP_DRIVER) + " --pp 2 --model " +
-                                  SharedPath(kStories) + " --requests " + path + "'",
-                              &out);
+  const int code =
+      OnTwoHosts("sh -c 'mpirun $TWO_HOSTS_MPI_ARGS -np 4 -x OMP_NUM_THREADS=1 " +
+                     std::string(LLM_TP_DRIVER) + " --pp 2 --model " + SharedPath(kStories) +
+                     " --requests " + path + " --result " + result_path + "'",
+                 &out);
   LLM_SKIP_UNLESS_TWO_HOSTS(code);
   ASSERT_EQ(code, 0) << out << stderr_;
-  // The driver's JSON line: the last one that starts with '{'. Only that line: mpirun forwards
-  // the other ranks' log lines as they come, so some may follow it (seen in CI).
-  const size_t brace = out.rfind("\n{");
-  const size_t start = brace == std::string::npos ? 0 : brace + 1;
-  const size_t end = out.find('\n', start);
-  const json result =
-      json::parse(out.substr(start, end == std::string::npos ? std::string::npos : end - start),
-                  nullptr, false);
+  // The driver's result file, not its printed line: mpirun forwards every rank's output through
+  // one stream, so other ranks' log lines can land inside or after that line (seen in CI).
+  std::ifstream in(result_path);
+  const json result = json::parse(in, nullptr, false);
   ASSERT_TRUE(result.is_object()) << out << stderr_;
   EXPECT_EQ(result["hosts"], json({"hosta", "hosta", "hostb", "hostb"}));
   EXPECT_EQ(result["outputs"], json(want));
