@@ -49,6 +49,7 @@ struct RowMajorRows {  // the file's layout: row j at w + j * ld
   int k8;
   const W* Chunk(int j, int p) const { return w + j * ld + p; }
   const W* Tail(int j) const { return w + j * ld + k8; }
+  void Prefetch(int) const {}
 };
 struct PackedRows16 {  // rows of one group of r rows of kF16Packed / kBF16Packed (f16_packed.h)
   const uint16_t* group;
@@ -56,6 +57,14 @@ struct PackedRows16 {  // rows of one group of r rows of kF16Packed / kBF16Packe
   int k;
   const uint16_t* Chunk(int j, int p) const { return group + F16PackedChunk(r, j, p); }
   const uint16_t* Tail(int j) const { return group + F16PackedTail(r, j, k); }
+  // One sequential stream, fetched ahead where the CPU's prefetchers fall short of DRAM speed
+  // (g_prefetch.f16_packed).
+  void Prefetch(int p) const {
+    if (g_prefetch.f16_packed != 0) {
+      PrefetchAhead(group + F16PackedChunk(r, 0, p), 8 * kF16PackRows * sizeof(uint16_t),
+                    g_prefetch.f16_packed);
+    }
+  }
 };
 
 template <class Loader>
@@ -81,6 +90,7 @@ struct Avx2Micro {
     int p = 0;
     for (; p + 8 <= k; p += 8) {
       __m256 wv[NR];
+      if constexpr (MR == 1) w.Prefetch(p);
       for (int j = 0; j < NR; ++j) wv[j] = Loader::Load(w.Chunk(j, p));
       for (int i = 0; i < MR; ++i) {
         const __m256 xv = _mm256_loadu_ps(x + i * ldx + p);

@@ -132,10 +132,16 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    Q4_0 37-38 at 1-2 KiB, 33 at 3 KiB, 31 at 4-8 KiB; Q5_1 25-27 at 2 KiB, 23 at 4 KiB;
 //  - the F16 GEMV (AVX-512): Zen 4 slower with any (21.1 -> 15.8 GB/s at 1 thread, 25 Nov);
 //    the Xeon 10.0-10.1 tok/s without, 9.6-9.8 at 1 KiB, 11.3 at 2 KiB, 11.3-11.8 at 4 KiB,
-//    11.3-11.5 at 8-16 KiB (0 = none).
+//    11.3-11.5 at 8-16 KiB (0 = none);
+//  - the packed F16 / BF16 GEMV (f16_packed.h, one stream per thread): the Xeon's prefetchers
+//    leave it at 21-23 GB/s from DRAM (kernel_bench gemv, 2 threads, 29 Nov 2026), 26-28 at
+//    1.5-3 KiB ahead (AVX-512; AVX2 29.5), 21-23 at 4-8 KiB; TinyLlama F16 decode 9.7-10.0 ->
+//    11.0-12.1 tok/s. AMD keeps none: there the hardware prefetcher follows the one stream
+//    (3894cc7 measured the packed layout on Zen 4 without).
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
+  uintptr_t f16_packed;
 };
 extern PrefetchDistances g_prefetch;
 // The packed Q8_0 GEMV (m = 1) of an AVX-512 set runs the AVX2 set's panel (the same bits: both
