@@ -195,6 +195,7 @@ constexpr int kRowChunk = 16;
 template <class Micro>
 void MatmulPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
                  float* y, int ldy) {
+  static_assert(Micro::kMR <= kMaxTile && Micro::kNR <= kMaxTile, "tiles of kTileFns");
   const auto* w = static_cast<const typename Micro::W*>(wv);
   for (int c0 = 0; c0 < m; c0 += kRowChunk) {
     const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
@@ -238,8 +239,10 @@ void PackedRowsPanel(const float* x, int m, int k, const void* wv, int n0, int n
                      const float* bias, float* y, int ldy) {
   static_assert(Micro::kNR == kF16PackRows, "a group is one tile wide");
   const auto* w = static_cast<const uint16_t*>(wv);
-  for (int c0 = 0; c0 < m; c0 += kRowChunk) {
-    const int c1 = m < c0 + kRowChunk ? m : c0 + kRowChunk;
+  // kRowChunk rounded up to whole tiles (18 rows for the AVX-512 set's 6-row tiles)
+  constexpr int kChunk = (kRowChunk + Micro::kMR - 1) / Micro::kMR * Micro::kMR;
+  for (int c0 = 0; c0 < m; c0 += kChunk) {
+    const int c1 = m < c0 + kChunk ? m : c0 + kChunk;
     for (int g = n0; g < n1; g += kF16PackRows) {
       const int r = n1 - g < kF16PackRows ? n1 - g : kF16PackRows;
       const Rows rows{w + static_cast<int64_t>(g) * k, r, k};

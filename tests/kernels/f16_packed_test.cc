@@ -91,7 +91,7 @@ TEST(F16Packed, MatmulGivesTheBitsOfF16AndBf16OnEveryKernelSet) {
         const auto w = Random16(type, static_cast<size_t>(n) * k, 11 + n + k);
         const auto p = Pack(w, n, k);
         const auto bias = testing::RandomFloats(n, 5);
-        for (const int m : {1, 2, 3, 17}) {
+        for (const int m : {1, 2, 3, 17, 40}) {  // 40: tiles of 6 over chunks of 18, then 4
           const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 3 + m);
           for (const auto* ks : Isas()) {
             SCOPED_TRACE(std::string(DTypeName(type)) + " " + ks->isa + " m=" + std::to_string(m) +
