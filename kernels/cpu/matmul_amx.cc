@@ -153,31 +153,33 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
     }
   }
   ConfigureTiles();
-  // The products of one lane of one block for both token tiles: lo, hi of tile 0, then of 1.
+  // The products of one lane of one block for a pass's token tiles: lo, hi of tile 0, then of 1.
   alignas(64) int32_t c[2][4][16][16];  // two lanes' worth: the next one's tiles run meanwhile
   alignas(64) float acc[2][16][8][16];  // [token tile][row][lane][token]
-  const int tiles = Q8KTokenTileCount(m);
-  for (int tt = 0; tt < tiles; tt += 2) {
+  // One pass over the panel for kN (2, or 1 for the last of an odd count) token tiles from tt.
+  auto pass = [&]<int kN>(int tt) {
     const Q8KTokenTile* x0 = tokens + static_cast<int64_t>(tt) * nb;
-    const Q8KTokenTile* x1 = x0 + nb;
+    const Q8KTokenTile* x1 = x0 + nb;                    // (not read when kN is 1)
     auto products = [&](int q, int32_t(*out)[16][16]) {  // lane q % 8 of block q / 8
       const int b = q >> 3, l = q & 7;
       _tile_loadd(0, decoded[b].lo[l], 32);
       _tile_loadd(1, decoded[b].hi[l], 32);
       _tile_loadd(2, x0[b].q[l], 64);
-      _tile_loadd(3, x1[b].q[l], 64);
       _tile_zero(4);
       _tile_zero(5);
-      _tile_zero(6);
-      _tile_zero(7);
       _tile_dpbusd(4, 0, 2);
       _tile_dpbssd(5, 1, 2);
-      _tile_dpbusd(6, 0, 3);
-      _tile_dpbssd(7, 1, 3);
       _tile_stored(4, out[0], 64);
       _tile_stored(5, out[1], 64);
-      _tile_stored(6, out[2], 64);
-      _tile_stored(7, out[3], 64);
+      if constexpr (kN == 2) {
+        _tile_loadd(3, x1[b].q[l], 64);
+        _tile_zero(6);
+        _tile_zero(7);
+        _tile_dpbusd(6, 0, 3);
+        _tile_dpbssd(7, 1, 3);
+        _tile_stored(6, out[2], 64);
+        _tile_stored(7, out[3], 64);
+      }
     };
     // d_w * d_x and -(dmin_w * d_x) per row and token tile: the same for every lane of a block.
     __m512 dd[2][16], dm[2][16];
@@ -191,20 +193,21 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
       const int b = q >> 3, l = q & 7;
       const WeightTileK& wt = decoded[b];
       if (l == 0) {
-        const __m512 dx[2] = {_mm512_load_ps(x0[b].d), _mm512_load_ps(x1[b].d)};
+        __m512 dx[kN];
+        for (int i = 0; i < kN; ++i) dx[i] = _mm512_load_ps(x0[i * nb + b].d);
         for (int r = 0; r < 16; ++r) {
-          for (int i = 0; i < 2; ++i) {
+          for (int i = 0; i < kN; ++i) {
             dd[i][r] = _mm512_mul_ps(_mm512_set1_ps(wt.d[r]), dx[i]);
             dm[i][r] = _mm512_mul_ps(_mm512_set1_ps(-wt.dmin[r]), dx[i]);
           }
         }
       }
       const int32_t(*cq)[16][16] = c[q & 1];
-      const __m512i bs[2] = {_mm512_load_si512(x0[b].bsum_pairs[l]),
-                             _mm512_load_si512(x1[b].bsum_pairs[l])};
+      __m512i bs[kN];
+      for (int i = 0; i < kN; ++i) bs[i] = _mm512_load_si512(x0[i * nb + b].bsum_pairs[l]);
       for (int r = 0; r < 16; ++r) {
         const __m512i mn = _mm512_set1_epi32(wt.mn_pairs[r][l]);
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < kN; ++i) {
           const __m512i lsum =
               _mm512_add_epi32(_mm512_load_si512(cq[2 * i][r]),
                                _mm512_shuffle_epi8(_mm512_load_si512(cq[2 * i + 1][r]), shl8));
@@ -216,9 +219,8 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
         }
       }
     }
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kN; ++i) {
       const int t0 = 16 * (tt + i);
-      if (t0 >= m) break;
       alignas(64) float out[16][16];  // [row][token]
       for (int r = 0; r < 16; ++r) {
         const float(*a)[16] = acc[i][r];
@@ -232,7 +234,13 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
       }
       StoreRows(out, t0, m, rows, y, ldy, n0);
     }
-  }
+  };
+  // Tiles past m are zero (Q8KTokenTileCount is even); a last pass over one of them would double
+  // the float side for nothing.
+  const int tiles = (m + 15) / 16;
+  int tt = 0;
+  for (; tt + 2 <= tiles; tt += 2) pass.template operator()<2>(tt);
+  if (tt < tiles) pass.template operator()<1>(tt);
   _tile_release();
 }
 
