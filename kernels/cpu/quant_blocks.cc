@@ -176,6 +176,36 @@ void QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out) {
     const float* xb = x + b * kQK_K;
     BlockQ8_K& y = out[b];
     float amax = 0.0f, max = 0.0f;
+#if defined(__SSE2__)
+    // ggml's scan (the scalar loop below) keeps the first element of the largest magnitude,
+    // skipping NaN. The same here in two passes: the largest magnitude (maxps returns its second
+    // operand, the running maximum, when the first is NaN; max is exact), then the first element
+    // that has it. The scalar scan, a compare and branch per element on one chain, was 4% of a
+    // Q4_K_M prefill profile.
+    {
+      const __m128 sign = _mm_set1_ps(-0.0f);
+      __m128 m[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+      for (int e = 0; e < kQK_K; e += 16) {
+        for (int i = 0; i < 4; ++i) {
+          m[i] = _mm_max_ps(_mm_andnot_ps(sign, _mm_loadu_ps(xb + e + 4 * i)), m[i]);
+        }
+      }
+      __m128 v = _mm_max_ps(_mm_max_ps(m[0], m[1]), _mm_max_ps(m[2], m[3]));
+      v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+      v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+      amax = _mm_cvtss_f32(v);
+      if (amax > 0.0f) {
+        for (int e = 0; e < kQK_K; e += 4) {
+          const int hit = _mm_movemask_ps(
+              _mm_cmpeq_ps(_mm_andnot_ps(sign, _mm_loadu_ps(xb + e)), _mm_set1_ps(amax)));
+          if (hit != 0) {
+            max = xb[e + __builtin_ctz(static_cast<unsigned>(hit))];
+            break;
+          }
+        }
+      }
+    }
+#else
     for (int e = 0; e < kQK_K; ++e) {
       const float ax = std::fabs(xb[e]);
       if (ax > amax) {
@@ -183,6 +213,7 @@ void QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out) {
         max = xb[e];
       }
     }
+#endif
     if (!(amax > 0.0f) || !std::isfinite(amax)) {  // zeros (and non-finite rows) give zeros
       std::memset(&y, 0, sizeof(y));
       continue;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -314,6 +315,41 @@ TEST(QuantQ8K, MatchesGgmlBitwise) {
       ASSERT_EQ(got[b].d, want[b].d) << row;
     }
   }
+}
+
+// The largest magnitude is found as ggml's scan finds it: NaN elements are skipped (and
+// quantize to 0), the first of equal magnitudes gives the sign, and a row whose largest finite
+// magnitude is in its last element, or that has an infinity, is handled too.
+TEST(QuantQ8K, LargestMagnitudeSkipsNanAndTakesTheFirstOfEqualOnes) {
+  std::vector<float> x(kQK_K);
+  for (int i = 0; i < kQK_K; ++i) x[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  x[3] = std::nanf("");
+  x[200] = 2.0f;
+  x[201] = -2.0f;
+  x[255] = std::nanf("");
+  BlockQ8_K q;
+  QuantizeRowQ8_K(x.data(), kQK_K, &q);
+  EXPECT_EQ(q.d, 1.0f / (-127.0f / 2.0f));  // from +2 (the first), not -2
+  EXPECT_EQ(q.qs[200], -127);
+  EXPECT_EQ(q.qs[201], 127);
+  EXPECT_EQ(q.qs[3], 0);
+  EXPECT_EQ(q.qs[255], 0);
+
+  x[200] = x[201] = 0.0f;
+  x[254] = -3.0f;  // the largest magnitude last but one, a NaN after it
+  QuantizeRowQ8_K(x.data(), kQK_K, &q);
+  EXPECT_EQ(q.d, 1.0f / (-127.0f / -3.0f));
+  EXPECT_EQ(q.qs[254], -127);
+
+  x[17] = -std::numeric_limits<float>::infinity();  // non-finite rows give zeros
+  QuantizeRowQ8_K(x.data(), kQK_K, &q);
+  EXPECT_EQ(q.d, 0.0f);
+  EXPECT_EQ(q.qs[254], 0);
+
+  std::vector<float> nans(kQK_K, std::nanf(""));  // no finite magnitude at all: zeros
+  QuantizeRowQ8_K(nans.data(), kQK_K, &q);
+  EXPECT_EQ(q.d, 0.0f);
+  EXPECT_EQ(q.qs[0], 0);
 }
 
 }  // namespace
