@@ -1,5 +1,6 @@
 // kernel_bench: speed of the CPU kernels (not a test). Prints GFLOP/s and GB/s of Matmul for F32,
-// BF16, F16 and Q8_0 weights at m = 1, 16, 128 on a 4096 x 4096 weight, and PagedAttention for a
+// BF16, F16, Q8_0, Q4_K and Q6_K weights at m = 1, 16, 32, 64, 128 (and 512 for the quantized
+// ones) on a 4096 x 4096 weight, and PagedAttention for a
 // decode batch and a prefill (`kernel_bench matmul` or `kernel_bench attention` runs one).
 // `kernel_bench gemv` (only when named) prints the GEMV GB/s of every weight format and ISA, in
 // cache and from DRAM. Threads: OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.

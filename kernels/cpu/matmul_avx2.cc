@@ -57,14 +57,8 @@ struct PackedRows16 {  // rows of one group of r rows of kF16Packed / kBF16Packe
   int k;
   const uint16_t* Chunk(int j, int p) const { return group + F16PackedChunk(r, j, p); }
   const uint16_t* Tail(int j) const { return group + F16PackedTail(r, j, k); }
-  // One sequential stream, fetched ahead where the CPU's prefetchers fall short of DRAM speed
-  // (g_prefetch.f16_packed).
-  void Prefetch(int p) const {
-    if (g_prefetch.f16_packed != 0) {
-      PrefetchAhead(group + F16PackedChunk(r, 0, p), 8 * kF16PackRows * sizeof(uint16_t),
-                    g_prefetch.f16_packed);
-    }
-  }
+  // One sequential stream, fetched ahead where the CPU's prefetchers fall short of DRAM speed.
+  void Prefetch(int p) const { PrefetchPackedStep(group, r, p, 8); }
 };
 
 template <class Loader>

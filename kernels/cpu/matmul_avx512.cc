@@ -103,12 +103,7 @@ struct PackedRows16 {
   }
   // One sequential stream: Intel's prefetchers leave it under DRAM speed, AMD's follow it
   // (g_prefetch.f16_packed: 0 there).
-  void Prefetch(int, int p) const {
-    if (g_prefetch.f16_packed != 0) {
-      PrefetchAhead(group + F16PackedChunk(r, 0, p), 16 * kF16PackRows * sizeof(uint16_t),
-                    g_prefetch.f16_packed);
-    }
-  }
+  void Prefetch(int, int p) const { PrefetchPackedStep(group, r, p, 16); }
 };
 
 // kRows: x rows per tile. The packed panels take 6 (6 x 4 accumulators + 4 weights + 1 x = 29 of

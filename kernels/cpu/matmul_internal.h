@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "common/dtype.h"  // DType and constants only; no inline function of it is called here
-#include "kernels/cpu/f16_packed.h"    // kF16PackRows
+#include "kernels/cpu/f16_packed.h"    // kF16PackRows, F16PackedChunk
 #include "kernels/cpu/q8_0.h"          // BlockQ8_0
 #include "kernels/cpu/quant_blocks.h"  // BlockQ8_K
 
@@ -159,6 +159,15 @@ bool Q8_0GemvOnAvx2(const char* env, bool has_avx2, bool is_amd);
   const uintptr_t a = reinterpret_cast<uintptr_t>(at) + ahead;
   for (uintptr_t line = (a + 63) & ~uintptr_t{63}; line < a + bytes; line += 64) {
     __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+  }
+}
+// The packed F16 / BF16 rows' one stream (f16_packed.h): a GEMV step's `weights` weights of each
+// row of a group of r rows from weight p on, fetched g_prefetch.f16_packed ahead (none at 0).
+[[gnu::always_inline]] static inline void PrefetchPackedStep(const uint16_t* group, int r, int p,
+                                                             int weights) {
+  if (g_prefetch.f16_packed != 0) {
+    PrefetchAhead(group + F16PackedChunk(r, 0, p), sizeof(uint16_t) * weights * r,
+                  g_prefetch.f16_packed);
   }
 }
 template <class Block>
