@@ -165,14 +165,12 @@ enum class HighBits { kNone, kHmask, kPlanes };
 // weight path per block where a shift per half and register took eight: on Zen 4 the shift and
 // shuffle ports bound these GEMVs. Q3_K's third bit: bit 2p (low half) and 2p + 1 (high half) of
 // hmask[i] (or bit i of the packed word p), added as 4 (16 in the high half) where set.
-// scale_bytes: the 16 int8 scales (Q2_K's are unsigned).
+// scale_words: the 16 scales as int16 words (KHeader::sc).
 template <HighBits kHigh>
 inline __m256i K2LaneSums512(const uint8_t* qs, const uint8_t* hmask, const BlockQ8_K& x,
-                             __m128i scale_bytes) {
+                             __m256i scale_words) {
   const __m512i low2 = HalfBytes(0x03, 0x0C);
-  const __m512i scales =
-      _mm512_castsi256_si512(kHigh != HighBits::kNone ? _mm256_cvtepi8_epi16(scale_bytes)
-                                                      : _mm256_cvtepu8_epi16(scale_bytes));
+  const __m512i scales = _mm512_castsi256_si512(scale_words);
   [[maybe_unused]] __m512i high;
   if constexpr (kHigh == HighBits::kHmask) {
     high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)));
@@ -305,24 +303,33 @@ inline float KGemvRow512(const BlockQ8_K* x, const typename F::B* w, int nb) {
         uint32_t d_dmin;
         std::memcpy(&d_dmin, &w[b].d, 4);
         dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_dmin)));
-        lsum = K2LaneSums512<HighBits::kNone>(w[b].qs, nullptr, x[b], F::ScaleBytes(w[b]));
+        lsum = K2LaneSums512<HighBits::kNone>(w[b].qs, nullptr, x[b], hw.sc);
       } else {
         dd = _mm_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(w[b].d)));
         if constexpr (std::is_same_v<F, Q3_KF>) {
-          lsum = K2LaneSums512<HighBits::kHmask>(w[b].qs, w[b].hmask, x[b], F::ScaleBytes(w[b]));
+          lsum = K2LaneSums512<HighBits::kHmask>(w[b].qs, w[b].hmask, x[b], hw.sc);
         } else if constexpr (std::is_same_v<F, Q3_KPackedF>) {
-          lsum = K2LaneSums512<HighBits::kPlanes>(w[b].qs, w[b].hmask, x[b], F::ScaleBytes(w[b]));
+          lsum = K2LaneSums512<HighBits::kPlanes>(w[b].qs, w[b].hmask, x[b], hw.sc);
         } else {
           lsum = Q6KLaneSums512(w[b], x[b]);
         }
       }
     }
-    const __m128 dx = _mm_mul_ps(dd, _mm_set1_ps(x[b].d));
+    // The two per-block factors go through memory: an FMA's broadcast operand from memory is a
+    // load, where a broadcast from a register takes the shuffle port (on Intel one of the two
+    // 512-bit ports): 3 of ~40 vector uops per block. The empty asm keeps GCC from forwarding
+    // the stored values back into registers. (Xeon with AMX, 29 Nov 2026, kernel_bench gemv, 1
+    // thread in cache, with Q2_K's scales split as words: Q2_K 12.2-13.4 -> 13.6-14.8 GB/s,
+    // Q3_K (packed) 11.8-12.9 -> 12.6-13.9, Q4_K 19.1-20.6 -> 20.0-21.4, Q6_K 23.9-25.2 ->
+    // 25.0-26.5.)
+    alignas(16) float dx[4];
+    _mm_store_ps(dx, _mm_mul_ps(dd, _mm_set1_ps(x[b].d)));
+    asm("" : "+m"(dx));
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
     const __m256i ms = _mm256_madd_epi16(mn, bs);
-    acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dx), _mm256_cvtepi32_ps(lsum), acc);
+    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&dx[0]), _mm256_cvtepi32_ps(lsum), acc);
     // acc - (dmin * x.d) * ms: fnmadd rounds -(a * b) + c once, as fmadd(-a, b, c) does.
-    acc = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dx)), _mm256_cvtepi32_ps(ms), acc);
+    acc = _mm256_fnmadd_ps(_mm256_broadcast_ss(&dx[1]), _mm256_cvtepi32_ps(ms), acc);
   }
   return ReduceAdd(acc);
 }
