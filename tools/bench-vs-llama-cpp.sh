@@ -20,8 +20,13 @@ PROMPT=${PROMPT:-512}
 for ((r = 1; r <= ROUNDS; r++)); do
   for f in "$@"; do
     name=$(basename "$f" .gguf)
-    ours=$(build/tools/llm-bench --model "$f" --threads "$THREADS" --prompt-len "$PROMPT" \
-      --decode-tokens 32 --batches 1,16 --kv-cache-mib 512 2>&1)
+    # (set -e would end the script here without a word: say which file and why)
+    if ! ours=$(build/tools/llm-bench --model "$f" --threads "$THREADS" --prompt-len "$PROMPT" \
+      --decode-tokens 32 --batches 1,16 --kv-cache-mib 512 2>&1); then
+      echo "bench-vs-llama-cpp.sh: llm-bench failed on $f:" >&2
+      echo "$ours" | grep -v '^\[' | tail -3 >&2
+      exit 1
+    fi
     pp=$(echo "$ours" | awk '/^prefill/ {print $(NF-1)}')
     b1=$(echo "$ours" | awk '/^decode +batch +1 / {print $5}')
     b16=$(echo "$ours" | awk '/^decode +batch +16 / {print $5}')
