@@ -171,7 +171,8 @@ void AmxKPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, con
       _tile_dpbssd(5, 1, 2);
       _tile_stored(4, out[0], 64);
       _tile_stored(5, out[1], 64);
-      if constexpr (kN == 2) {
+      if constexpr (kN == 2) {  // tiles 6, 7 as 4, 5 above: GCC's tile intrinsics take their
+                                // tile numbers as literals (stringified), not as parameters
         _tile_loadd(3, x1[b].q[l], 64);
         _tile_zero(6);
         _tile_zero(7);
