@@ -24,7 +24,8 @@ int AvailableAttendKernels(AttendKernel out[3]) {
   __builtin_cpu_init();
   int n = 0;
   if (__builtin_cpu_supports("avx512f")) out[n++] = Avx512AttendKernel();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+      __builtin_cpu_supports("fma")) {
     out[n++] = Avx2AttendKernel();
   }
   out[n++] = GenericAttendKernel();

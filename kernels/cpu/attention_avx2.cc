@@ -1,5 +1,5 @@
-// PagedAttention task kernel compiled with -mavx2 -mf16c (no FMA: the rounding of every other
-// ISA).
+// PagedAttention task kernel compiled with -mavx2 -mf16c -mfma (the fused multiply-adds every
+// other ISA's kernel computes too).
 #include "kernels/cpu/attention_impl.h"
 
 namespace llm::kernels::internal {

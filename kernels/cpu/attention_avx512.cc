@@ -1,4 +1,5 @@
-// PagedAttention task kernel compiled with -mavx512f (no FMA: same rounding as every other ISA).
+// PagedAttention task kernel compiled with -mavx512f -mfma (fused multiply-adds, as every other
+// ISA's kernel computes them).
 // GCC 12 warns inside its own AVX-512 intrinsics (the `__Y = __Y` of _mm512_undefined_*, reached
 // through _mm512_cvtph_ps; GCC bug 105593, fixed in GCC 13); nothing here reads an
 // uninitialised value.

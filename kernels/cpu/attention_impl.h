@@ -3,9 +3,12 @@
 // namespace and calls no inline library function, so no code compiled for one ISA can be picked by
 // the linker for another TU. Vectors are GCC vector extensions of the ISA's register width (VN: 16
 // floats with AVX-512, 8 with AVX, 4 else; GCC lowers wider ones through memory and general
-// registers, which made the AVX2 kernel slower than the SSE2 one); no FMA, so every ISA rounds
-// identically: the element-wise steps give the same bits at any width, and the dot products keep
-// one 16-lane accumulation order (F16: 16 lanes as 16 / kVN registers) and one reduction tree.
+// registers, which made the AVX2 kernel slower than the SSE2 one). Every ISA rounds identically:
+// the element-wise steps give the same bits at any width, products are accumulated by fused
+// multiply-adds everywhere (Fma: the FMA instruction with AVX2 and AVX-512, __builtin_fmaf in the
+// generic kernel, which is exact in software where the CPU has no FMA), and every sum over keys or
+// dims keeps one 16-lane accumulation order (F16: 16 lanes as 16 / kVN registers) and one
+// reduction tree.
 //
 // Per (row, head) query vector, the keys it may see are visited one cache block at a time, from
 // position 0 upward: scores, block max, rescale of the running sum and accumulator, then the
@@ -106,46 +109,49 @@ inline VN Load(const float* p) {
 inline void Store(float* p, VN v) {
   __builtin_memcpy(p, &v, sizeof(v));
 }
+// x in every lane.
+inline VN Splat(float x) {
+#if defined(__AVX512F__)
+  return _mm512_set1_ps(x);
+#elif defined(__AVX__)
+  return _mm256_set1_ps(x);
+#else
+  return x - VN{};  // exact for every x, -0 included
+#endif
+}
+// a * b + c per lane, rounded once.
+inline VN Fma(VN a, VN b, VN c) {
+#if defined(__AVX512F__)
+  return _mm512_fmadd_ps(a, b, c);
+#elif defined(__FMA__)
+  return _mm256_fmadd_ps(a, b, c);
+#else
+  VN r;
+  for (int l = 0; l < kVN; ++l) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+  return r;
+#endif
+}
 
-// Dot product with a fixed summation order: four 16-lane accumulators take 64 elements at a time
-// (independent add chains), then one accumulator takes 16 at a time, the rest go to its lanes one
-// by one; the four are added pairwise (DotLanes), then the 16 lanes reduced by halves (lanes l
-// and l + 8, then l and l + 4, then l and l + 2, then 0 and 1: ReduceLanes16 does the same
-// for 16 dot products at once).
+// Dot product with a fixed summation order: lane l of one 16-lane accumulator takes the products
+// of elements l, l + 16, l + 32, ... in that order, each by a fused multiply-add from 0 (the
+// elements past the last multiple of 16 go to their lanes one by one, the same way); then the 16
+// lanes are reduced by halves (lanes l and l + 8, then l and l + 4, then l and l + 2, then 0 and
+// 1: ReduceLanes16 does the same for 16 dot products at once, SumLanes for one). One add chain of
+// n / 16 steps per lane: the 16 keys of a group are independent chains.
 [[gnu::always_inline]] inline F16 DotLanes(const float* a, const float* b, int n) {
-  F16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  F16 acc = {};
   int i = 0;
-  // The first 64 products start the accumulators as they are: 0 + x is x but for x = -0, and a
-  // zero's sign cannot reach an output (a score only enters max and exp(score - max)).
-  if (n >= 4 * kLanes) {
-    for (int r = 0; r < kParts; ++r) {
-      const int o = kVN * r;
-      a0.v[r] = Load(a + o) * Load(b + o);
-      a1.v[r] = Load(a + o + 16) * Load(b + o + 16);
-      a2.v[r] = Load(a + o + 32) * Load(b + o + 32);
-      a3.v[r] = Load(a + o + 48) * Load(b + o + 48);
-    }
-    i = 4 * kLanes;
-  }
-  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
-    for (int r = 0; r < kParts; ++r) {
-      const int o = i + kVN * r;
-      a0.v[r] += Load(a + o) * Load(b + o);
-      a1.v[r] += Load(a + o + 16) * Load(b + o + 16);
-      a2.v[r] += Load(a + o + 32) * Load(b + o + 32);
-      a3.v[r] += Load(a + o + 48) * Load(b + o + 48);
-    }
-  }
   for (; i + kLanes <= n; i += kLanes) {
-    for (int r = 0; r < kParts; ++r) a0.v[r] += Load(a + i + kVN * r) * Load(b + i + kVN * r);
+    for (int r = 0; r < kParts; ++r) {
+      acc.v[r] = Fma(Load(a + i + kVN * r), Load(b + i + kVN * r), acc.v[r]);
+    }
   }
   for (; i < n; ++i) {
     const int l = i & (kLanes - 1);
-    a0.v[l / kVN][l % kVN] += a[i] * b[i];
+    float& x = acc.v[l / kVN][l % kVN];
+    x = __builtin_fmaf(a[i], b[i], x);
   }
-  F16 s;
-  for (int r = 0; r < kParts; ++r) s.v[r] = (a0.v[r] + a1.v[r]) + (a2.v[r] + a3.v[r]);
-  return s;
+  return acc;
 }
 
 // Lane j of the result = the 16 lanes of p[j] reduced by DotLanes' tree (bitwise the same as one
@@ -211,9 +217,45 @@ inline void Store(float* p, VN v) {
 #endif
 }
 
+// The 16 lanes of x reduced by DotLanes' tree: lanes l and l + 8, then l and l + 4, then l and
+// l + 2, then 0 and 1.
+[[gnu::always_inline]] inline float SumLanes(const F16& x) {
+#if defined(__AVX512F__)
+  const V8 h = __builtin_shufflevector(x.v[0], x.v[0], 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(x.v[0], x.v[0], 8, 9, 10, 11, 12, 13, 14, 15);
+  const V4 q =
+      __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+#elif defined(__AVX__)
+  const V8 h = x.v[0] + x.v[1];
+  const V4 q =
+      __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+#else
+  const V4 q = (x.v[0] + x.v[2]) + (x.v[1] + x.v[3]);
+#endif
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+// The largest lane of x (exact in any order: halves, then quarters, ...).
+[[gnu::always_inline]] inline float MaxLane(VN x) {
+#if defined(__AVX512F__)
+  const V8 a = __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7);
+  const V8 b = __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15);
+  const V8 h = a > b ? a : b;
+#elif defined(__AVX__)
+  const V8 h = x;
+#endif
+#if defined(__AVX__)
+  const V4 c = __builtin_shufflevector(h, h, 0, 1, 2, 3),
+           d = __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  const V4 q = c > d ? c : d;
+#else
+  const V4 q = x;
+#endif
+  const float e = q[0] > q[2] ? q[0] : q[2], f = q[1] > q[3] ? q[1] : q[3];
+  return e > f ? e : f;
+}
+
 struct VecState {
-  float m;  // running max of the scores
-  float l;  // running sum of exp(score - m)
   int first;
   int pos;
   int64_t kv_off;  // offset of the vector's kv head within a cache row
@@ -222,6 +264,10 @@ struct VecState {
 
 struct TaskScratch {
   VecState v[kAttnMaxVectors];
+  // Each vector's running max of the scores and sum of exp(score - m), as arrays: a block's
+  // softmax factors are computed kVN vectors at a time.
+  alignas(64) float m[kAttnMaxVectors];
+  alignas(64) float l[kAttnMaxVectors];
   float run_m[kAttnMaxVectors];  // the folded state of the segments before the current one
   float run_l[kAttnMaxVectors];
   alignas(64) float acc[kAttnMaxVectors][kAttnMaxHeadDim];
@@ -285,35 +331,57 @@ template <int kHd>
   }
 }
 
-// Online-softmax update of vector v with its scores s[lo..hi]; returns the accumulator's factor.
-inline float Rescale(TaskScratch& st, int v, int lo, int hi) {
-  VecState& vs = st.v[v];
-  float* s = st.s[v];
-  // The block max in kVN lanes, then across them (a max is exact in any order).
+// The largest of vector v's scores s[lo..hi] (-inf for an empty range).
+inline float BlockMax(const TaskScratch& st, int v, int lo, int hi) {
+  const float* s = st.s[v];
   VN vmax = VN{} - std::numeric_limits<float>::infinity();
   for (int i = lo; i <= hi; i += kVN) {
     const VIN valid = kLaneIndex < static_cast<float>(hi - i + 1);
     const VN x = Load(s + i);
     vmax = valid && x > vmax ? x : vmax;
   }
-  float bmax = vmax[0];
-  for (int l = 1; l < kVN; ++l) bmax = vmax[l] > bmax ? vmax[l] : bmax;
-  const float m_new = vs.m > bmax ? vs.m : bmax;
-  const float factor =
-      vs.m == -std::numeric_limits<float>::infinity() ? 0.0f : __builtin_expf(vs.m - m_new);
-  for (int i = lo; i <= hi; i += kVN) Store(s + i, Exp(Load(s + i) - m_new));  // s is padded
-  float sum = 0.0f;
-  for (int i = lo; i <= hi; ++i) sum += s[i];
-  vs.m = m_new;
-  vs.l = vs.l * factor + sum;
-  return factor;
+  return MaxLane(vmax);
+}
+
+// Online-softmax update of the block's vectors [0, nv), given each one's block max (-inf for a
+// vector without keys in the block, which keeps its state): the new max, and the factor of the
+// running sum and accumulator, exp(old max - new max) by Exp, kVN vectors at a time; then each
+// vector's scores s[lo..hi] become exp(score - new max), and their sum is added to the running
+// sum. That sum is taken in 16 lanes (lane l: keys lo + l, lo + 16 + l, ... in order) and reduced
+// by DotLanes' tree: independent chains, where one serial sum of the keys bounded this loop.
+inline void Rescale(TaskScratch& st, int nv, const int* lo, const int* hi, const float* bmax,
+                    float* factor) {
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  alignas(64) float m_new[kAttnMaxVectors];
+  for (int v0 = 0; v0 < nv; v0 += kVN) {  // the arrays hold kAttnMaxVectors, a multiple of kVN
+    const VN m = Load(st.m + v0), b = Load(bmax + v0);
+    const VN mn = m > b ? m : b;
+    const VN f = Exp(m - mn);
+    Store(m_new + v0, mn);
+    Store(factor + v0, m == kNone ? VN{} : f);
+  }
+  for (int v = 0; v < nv; ++v) {
+    if (lo[v] > hi[v]) continue;
+    float* s = st.s[v];
+    F16 lanes = {};
+    for (int i = lo[v]; i <= hi[v]; i += kLanes) {  // s is padded: padding lanes are not added
+      for (int r = 0; r < kParts; ++r) {
+        const VN e = Exp(Load(s + i + kVN * r) - m_new[v]);
+        Store(s + i + kVN * r, e);
+        const VIN valid = kLaneIndex < static_cast<float>(hi[v] - i - kVN * r + 1);
+        lanes.v[r] += valid ? e : VN{};
+      }
+    }
+    st.m[v] = m_new[v];
+    st.l[v] = st.l[v] * factor[v] + SumLanes(lanes);
+  }
 }
 
 // For each of G vectors with the same key range [lo, hi] and kv head (q heads of one group at one
 // position): acc[g][d] = acc[g][d] * factor[g] + sum over keys i in [lo, hi] (in order) of
-// w[g][i] * vrow_i[d], where vrow_i = v0 + i * stride. Each V row is loaded once for all G, and
-// their accumulators' add chains interleave (one vector at a time, a chain of dependent adds per
-// accumulator bounded this loop).
+// w[g][i] * vrow_i[d] (fused multiply-adds), where vrow_i = v0 + i * stride. Each V row is loaded
+// once for all G, and their accumulators' add chains interleave (one vector at a time, a chain of
+// dependent adds per accumulator bounded this loop).
 template <int G>
 inline void AccumulateValuesG(float* const* acc, const float* factor, const float* const* w,
                               const float* v0, int64_t stride, int lo, int hi, int hd) {
@@ -329,8 +397,8 @@ inline void AccumulateValuesG(float* const* acc, const float* factor, const floa
       VN x[C];
       for (int c = 0; c < C; ++c) x[c] = Load(vr + kVN * c);
       for (int g = 0; g < G; ++g) {
-        const float wi = w[g][i];
-        for (int c = 0; c < C; ++c) a[g][c] += wi * x[c];
+        const VN wi = Splat(w[g][i]);
+        for (int c = 0; c < C; ++c) a[g][c] = Fma(wi, x[c], a[g][c]);
       }
     }
     for (int g = 0; g < G; ++g) {
@@ -340,14 +408,14 @@ inline void AccumulateValuesG(float* const* acc, const float* factor, const floa
   for (; d + kVN <= hd; d += kVN) {
     for (int g = 0; g < G; ++g) {
       VN a = Load(acc[g] + d) * factor[g];
-      for (int i = lo; i <= hi; ++i) a += w[g][i] * Load(v0 + i * stride + d);
+      for (int i = lo; i <= hi; ++i) a = Fma(Splat(w[g][i]), Load(v0 + i * stride + d), a);
       Store(acc[g] + d, a);
     }
   }
   for (; d < hd; ++d) {
     for (int g = 0; g < G; ++g) {
       float a = acc[g][d] * factor[g];
-      for (int i = lo; i <= hi; ++i) a += w[g][i] * v0[i * stride + d];
+      for (int i = lo; i <= hi; ++i) a = __builtin_fmaf(w[g][i], v0[i * stride + d], a);
       acc[g][d] = a;
     }
   }
@@ -432,10 +500,12 @@ void AttendBlock(const AttendTask& t, TaskScratch& st, int nv, int b) {
     }
   }
   // All softmax updates first (independent chains), then the values.
-  float factor[kAttnMaxVectors];
-  for (int v = 0; v < nv; ++v) {
-    if (lo[v] <= hi[v]) factor[v] = Rescale(st, v, lo[v], hi[v]);
+  alignas(64) float bmax[kAttnMaxVectors], factor[kAttnMaxVectors];
+  for (int v = 0; v < kAttnMaxVectors; ++v) {
+    bmax[v] = v < nv && lo[v] <= hi[v] ? BlockMax(st, v, lo[v], hi[v])
+                                       : -std::numeric_limits<float>::infinity();
   }
+  Rescale(st, nv, lo, hi, bmax, factor);
   for (int v = 0; v < nv;) {
     if (lo[v] > hi[v]) {
       ++v;
@@ -482,8 +552,8 @@ inline int64_t HeadOffset(const AttendTask& t, int v, int* row) {
 
 // Vector v's segment state afresh: no keys yet.
 inline void ResetVector(TaskScratch& st, int v, int hd) {
-  st.v[v].m = -std::numeric_limits<float>::infinity();
-  st.v[v].l = 0.0f;
+  st.m[v] = -std::numeric_limits<float>::infinity();
+  st.l[v] = 0.0f;
   for (int d = 0; d < hd; ++d) st.acc[v][d] = 0.0f;
 }
 
@@ -526,6 +596,10 @@ void AttendImpl(const AttendTask& t) {
   const int nv = t.rows * t.nkv * t.heads;
   const int64_t state = StateFloats(p);
   TaskScratch st;
+  for (int v = 0; v < kAttnMaxVectors; ++v) {  // Rescale reads every lane of these
+    st.m[v] = -std::numeric_limits<float>::infinity();
+    st.l[v] = 0.0f;
+  }
   int seg_blocks[kAttnMaxVectors];
   for (int v = 0; v < nv; ++v) {
     int r = 0;
@@ -553,8 +627,8 @@ void AttendImpl(const AttendTask& t) {
       AttendBlocks(t, st, nv, b_lo, b_hi, b_hi);
       for (int v = 0; v < nv; ++v) {
         float* out = t.partial + (static_cast<int64_t>(j) * nv + v) * state;
-        out[0] = st.v[v].m;
-        out[1] = st.v[v].l;
+        out[0] = st.m[v];
+        out[1] = st.l[v];
         for (int d = 0; d < hd; ++d) out[2 + d] = st.acc[v][d];
       }
     }
@@ -579,7 +653,7 @@ void AttendImpl(const AttendTask& t) {
       b_lo = b;
       for (int v = 0; v < nv; ++v) {
         if (b > b_last || b % seg_blocks[v] == 0) {
-          Fold(st, v, st.v[v].m, st.v[v].l, st.acc[v], hd);
+          Fold(st, v, st.m[v], st.l[v], st.acc[v], hd);
           ResetVector(st, v, hd);
         }
       }

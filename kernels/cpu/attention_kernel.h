@@ -1,7 +1,8 @@
 // PagedAttention internals: the per-task kernel, compiled once per ISA (attention_generic.cc,
 // attention_avx2.cc, attention_avx512.cc) from attention_impl.h, and picked at run time.
-// The kernel uses no FMA and no reassociation (explicit lanes, fixed reduction trees, libm exp),
-// so every ISA gives bitwise the same result.
+// The kernel fuses every product into its sum (FMA on every ISA, exact software fmaf in the
+// generic kernel on a CPU without it) and never reassociates (explicit lanes, fixed reduction
+// trees, libm exp), so every ISA gives bitwise the same result.
 #pragma once
 
 #include <cstdint>
@@ -86,7 +87,7 @@ struct AttendKernel {
 };
 
 AttendKernel GenericAttendKernel();
-AttendKernel Avx2AttendKernel();    // only when the CPU has AVX2
+AttendKernel Avx2AttendKernel();    // only when the CPU has AVX2, F16C and FMA
 AttendKernel Avx512AttendKernel();  // only when the CPU has AVX-512 F
 
 // The kernels this CPU can run, best first (at most 3); returns how many.

@@ -96,7 +96,7 @@ void CheckCase(const AttentionParams& p, const std::vector<Seq>& seqs) {
   auto want = f.Run(seqs, idx, q, true);
   auto got = f.Run(seqs, idx, q, false);
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5) << i;
-  // Every ISA's kernel gives bitwise the same result (no FMA, fixed reduction order).
+  // Every ISA's kernel gives bitwise the same result (FMA everywhere, fixed reduction order).
   internal::AttendKernel ks[3];
   const int n = internal::AvailableAttendKernels(ks);
   for (int i = 0; i < n; ++i) {
