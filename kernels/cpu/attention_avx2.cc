@@ -5,7 +5,7 @@
 namespace llm::kernels::internal {
 
 AttendKernel Avx2AttendKernel() {
-  return {"avx2", AttendImpl};
+  return {"avx2", AttendImpl, kFused};
 }
 
 }  // namespace llm::kernels::internal

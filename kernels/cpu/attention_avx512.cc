@@ -11,7 +11,7 @@
 namespace llm::kernels::internal {
 
 AttendKernel Avx512AttendKernel() {
-  return {"avx512", AttendImpl};
+  return {"avx512", AttendImpl, kFused};
 }
 
 }  // namespace llm::kernels::internal

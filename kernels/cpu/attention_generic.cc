@@ -4,7 +4,7 @@
 namespace llm::kernels::internal {
 
 AttendKernel GenericAttendKernel() {
-  return {"generic", AttendImpl};
+  return {"generic", AttendImpl, kFused};
 }
 
 }  // namespace llm::kernels::internal

@@ -3,11 +3,10 @@
 // namespace and calls no inline library function, so no code compiled for one ISA can be picked by
 // the linker for another TU. Vectors are GCC vector extensions of the ISA's register width (VN: 16
 // floats with AVX-512, 8 with AVX, 4 else; GCC lowers wider ones through memory and general
-// registers, which made the AVX2 kernel slower than the SSE2 one). Every ISA rounds identically:
-// the element-wise steps give the same bits at any width, products are accumulated by fused
-// multiply-adds everywhere (Fma: the FMA instruction with AVX2 and AVX-512, __builtin_fmaf in the
-// generic kernel, which is exact in software where the CPU has no FMA), and every sum over keys or
-// dims keeps one 16-lane accumulation order (F16: 16 lanes as 16 / kVN registers) and one
+// registers, which made the AVX2 kernel slower than the SSE2 one). Every ISA with FMA rounds
+// identically: the element-wise steps give the same bits at any width, products are accumulated
+// by fused multiply-adds (Fma; kFused says where the generic kernel has them), and every sum over
+// keys or dims keeps one 16-lane accumulation order (F16: 16 lanes as 16 / kVN registers) and one
 // reduction tree.
 //
 // Per (row, head) query vector, the keys it may see are visited one cache block at a time, from
@@ -84,6 +83,13 @@ inline float HalfToFloat(uint16_t h) {
   return __builtin_bit_cast(float, sign | bits);
 }
 
+// dst[i] = the float of half src[i], for i < n, one at a time. Out of line: inlined into
+// AttendBlock, this loop was left unvectorized once that function grew, and the generic kernel
+// on a half cache ran at 0.4x.
+[[gnu::noinline]] void WidenHalvesScalar(const uint16_t* src, float* dst, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i]);
+}
+
 // dst[i] = the float of half src[i], for i < n.
 inline void WidenHalves(const uint16_t* src, float* dst, int n) {
   int i = 0;
@@ -98,7 +104,7 @@ inline void WidenHalves(const uint16_t* src, float* dst, int n) {
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
 #endif
-  for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
+  if (i < n) WidenHalvesScalar(src + i, dst + i, n - i);
 }
 
 inline VN Load(const float* p) {
@@ -119,16 +125,40 @@ inline VN Splat(float x) {
   return x - VN{};  // exact for every x, -0 included
 #endif
 }
-// a * b + c per lane, rounded once.
+// Whether this kernel fuses its multiply-adds (and so gives the bits of every other kernel that
+// does): always with AVX2 and AVX-512; the generic kernel where the compiler has an FMA
+// instruction (ARM, among others), not on an x86 CPU older than AVX2. There, fmaf is a library
+// call that switches rounding modes, ten times slower or worse than the kernel itself, so products
+// are rounded before their add: within the reference's tolerance, not the others' bits.
+#if defined(__AVX512F__) || defined(__FMA__) || defined(__FP_FAST_FMAF)
+constexpr bool kFused = true;
+#else
+constexpr bool kFused = false;
+#endif
+
+// a * b + c, rounded once where the kernel is kFused.
+[[gnu::always_inline]] inline float FmaF(float a, float b, float c) {
+  if constexpr (kFused) {
+    return __builtin_fmaf(a, b, c);
+  } else {
+    return a * b + c;  // two roundings: -ffp-contract=off keeps them apart
+  }
+}
+
+// a * b + c per lane, rounded once where the kernel is kFused.
 inline VN Fma(VN a, VN b, VN c) {
 #if defined(__AVX512F__)
   return _mm512_fmadd_ps(a, b, c);
 #elif defined(__FMA__)
   return _mm256_fmadd_ps(a, b, c);
 #else
-  VN r;
-  for (int l = 0; l < kVN; ++l) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
-  return r;
+  if constexpr (kFused) {
+    VN r;
+    for (int l = 0; l < kVN; ++l) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+    return r;
+  } else {
+    return a * b + c;
+  }
 #endif
 }
 
@@ -149,7 +179,7 @@ inline VN Fma(VN a, VN b, VN c) {
   for (; i < n; ++i) {
     const int l = i & (kLanes - 1);
     float& x = acc.v[l / kVN][l % kVN];
-    x = __builtin_fmaf(a[i], b[i], x);
+    x = FmaF(a[i], b[i], x);
   }
   return acc;
 }
@@ -415,7 +445,7 @@ inline void AccumulateValuesG(float* const* acc, const float* factor, const floa
   for (; d < hd; ++d) {
     for (int g = 0; g < G; ++g) {
       float a = acc[g][d] * factor[g];
-      for (int i = lo; i <= hi; ++i) a = __builtin_fmaf(w[g][i], v0[i * stride + d], a);
+      for (int i = lo; i <= hi; ++i) a = FmaF(w[g][i], v0[i * stride + d], a);
       acc[g][d] = a;
     }
   }

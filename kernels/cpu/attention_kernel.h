@@ -1,8 +1,8 @@
 // PagedAttention internals: the per-task kernel, compiled once per ISA (attention_generic.cc,
 // attention_avx2.cc, attention_avx512.cc) from attention_impl.h, and picked at run time.
-// The kernel fuses every product into its sum (FMA on every ISA, exact software fmaf in the
-// generic kernel on a CPU without it) and never reassociates (explicit lanes, fixed reduction
-// trees, libm exp), so every ISA gives bitwise the same result.
+// The kernel fuses every product into its sum (FMA; not the generic kernel compiled for an x86
+// without it, see AttendKernel::fused) and never reassociates (explicit lanes, fixed reduction
+// trees, libm exp), so every ISA with FMA gives bitwise the same result.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +84,9 @@ using AttendFn = void (*)(const AttendTask& task);
 struct AttendKernel {
   const char* isa;
   AttendFn fn;
+  // Products fused into their sums (FMA): every fused kernel gives bitwise the same result. Only
+  // the generic kernel on an x86 CPU without FMA is not (attention_impl.h, kFused).
+  bool fused;
 };
 
 AttendKernel GenericAttendKernel();
