@@ -154,11 +154,10 @@ inline VN Fma(VN a, VN b, VN c) {
 #else
   if constexpr (kFused) {
     VN r;
-    for (int l = 0; l < kVN; ++l) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+    for (int l = 0; l < kVN; ++l) r[l] = FmaF(a[l], b[l], c[l]);
     return r;
-  } else {
-    return a * b + c;
   }
+  return a * b + c;  // FmaF's unfused rule, on whole vectors
 #endif
 }
 
