@@ -5,21 +5,25 @@
 #   2. configures and builds build/ with the CUDA backend (stops if nvcc is missing, if
 #      nvidia-smi lists no GPU, or if CMake did not enable CUDA),
 #   3. ctest -L gpu: every GPU test must pass; a skipped one counts as a failure here (with one
-#      GPU the two-GPU NCCL test is left out, and the summary says so); then compute-sanitizer's
-#      memcheck over the backend's tests, where the toolkit has it,
+#      GPU the two-GPU NCCL test is left out, and the summary says so; the no-device test is left
+#      out on every GPU machine),
 #   4. the cluster golden check on the GPU: router -> coordinator -> worker with engine.device
 #      cuda (LLM_TEST_DEVICE=cuda) must give stories260K's golden greedy text over HTTP,
 #   5. the benchmark on a Llama-3.1-8B-shaped model with dummy BF16 weights: llm-bench decode at
 #      batch 1 (goal >= 150 tok/s), then serving through tools/serve.sh (DEVICE=cuda) with
-#      llm-bench-serve at concurrency 16 and 64 (goal >= 2000 output tok/s at 16).
+#      llm-bench-serve at concurrency 16 and 64 (goal >= 2000 output tok/s at 16),
+#   6. compute-sanitizer's memcheck over the backend's tests, where the toolkit has it (last: the
+#      slowest step; MEMCHECK_TIMEOUT bounds it).
 # Prints a summary; exits 1 if any step failed (a goal not reached is reported, not a failure).
 #
 #   tools/gpu-check.sh
-#   SKIP_BENCH=1 tools/gpu-check.sh            # steps 1-4 only
+#   SKIP_BENCH=1 tools/gpu-check.sh            # step 5 left out
 #   RANKS=2 tools/gpu-check.sh                 # serve the benchmark model on 2 GPUs (NCCL)
 #   NUM=128 WORDS=256 OUT=128 tools/gpu-check.sh
 #   PREBUILT=1 tools/gpu-check.sh              # build/ was built elsewhere: steps 1 and 2 skipped
 #                                              # (tools/gpu-bundle.sh check does this)
+#   MEMCHECK_TIMEOUT=120 tools/gpu-check.sh    # bound compute-sanitizer (default 600 s); it runs
+#                                              # last, so a slow one cannot hide the other steps
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
@@ -29,6 +33,7 @@ NUM=${NUM:-128}
 WORDS=${WORDS:-128}
 OUT=${OUT:-128}
 RANKS=${RANKS:-1}
+MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-600}
 results=()
 failed=0
 pass() { results+=("PASS  $1"); echo "gpu-check: PASS: $1"; }
@@ -46,6 +51,10 @@ die() {
   summary
   exit 1
 }
+
+for knob in NUM WORDS OUT RANKS MEMCHECK_TIMEOUT; do
+  [[ "${!knob}" =~ ^[0-9]+$ ]] || die "$knob='${!knob}' is not a whole number"
+done
 
 # --- 0. the machine ---------------------------------------------------------------------------
 if ! command -v nvidia-smi >/dev/null; then
@@ -120,29 +129,34 @@ ctest_strict() {  # NAME LOG ctest-args...: passes when tests ran, all passed, n
     pass "$name: $ran tests passed"
   fi
 }
+# compute-sanitizer's memcheck over the backend's kernels (out-of-bounds and misaligned accesses,
+# leaks), where the toolkit has it. Run last: it is the slowest step (MEMCHECK_TIMEOUT bounds it).
+memcheck() {
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  if [ -n "$sanitizer" ]; then
+    if timeout "$MEMCHECK_TIMEOUT" "$sanitizer" --tool memcheck --leak-check full --error-exitcode 9 \
+      build/tests/gpu_test --gtest_filter='CudaBackendTest.*' >"$WORK/memcheck.log" 2>&1; then
+      pass "compute-sanitizer memcheck: CudaBackendTest.* clean"
+    else
+      grep -E '=========|FAILED' "$WORK/memcheck.log" | head -20 >&2
+      fail "compute-sanitizer memcheck: CudaBackendTest.* (log: $WORK/memcheck.log)"
+    fi
+  else
+    note "compute-sanitizer not found: memcheck not run"
+  fi
+}
+
 # nccl_mpi.two_gpus needs two GPUs (it skips with fewer): left out on a one-GPU machine, and
 # the summary says so, rather than failing the check for a GPU the machine does not have.
-gpu_ctest=(ctest --test-dir build -L gpu --output-on-failure --timeout 600)
+# CudaBackendErrors.AnswersWithoutADevice checks the no-device path, so it skips wherever a GPU
+# is: left out here, where there always is one.
+excluded='CudaBackendErrors\.AnswersWithoutADevice'
 if [ "$gpus" -lt 2 ]; then
-  gpu_ctest+=(-E 'nccl_mpi\.two_gpus')
+  excluded+='|nccl_mpi\.two_gpus'
   note "one GPU: nccl_mpi.two_gpus (NCCL across 2 GPUs) not run"
 fi
+gpu_ctest=(ctest --test-dir build -L gpu -E "$excluded" --output-on-failure --timeout 600)
 ctest_strict "ctest -L gpu" "$WORK/ctest-gpu.log" "${gpu_ctest[@]}"
-
-# compute-sanitizer's memcheck over the backend's kernels (out-of-bounds and misaligned accesses,
-# leaks), where the toolkit has it.
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [ -n "$sanitizer" ]; then
-  if timeout 600 "$sanitizer" --tool memcheck --leak-check full --error-exitcode 9 \
-    build/tests/gpu_test --gtest_filter='CudaBackendTest.*' >"$WORK/memcheck.log" 2>&1; then
-    pass "compute-sanitizer memcheck: CudaBackendTest.* clean"
-  else
-    grep -E '=========|FAILED' "$WORK/memcheck.log" | head -20 >&2
-    fail "compute-sanitizer memcheck: CudaBackendTest.* (log: $WORK/memcheck.log)"
-  fi
-else
-  note "compute-sanitizer not found: memcheck not run"
-fi
 
 # --- 4. the cluster golden check on the GPU ---------------------------------------------------
 ctest_strict "cluster golden (router -> coordinator -> worker, engine.device cuda)" \
@@ -151,6 +165,7 @@ ctest_strict "cluster golden (router -> coordinator -> worker, engine.device cud
   --output-on-failure --timeout 600
 
 if [ -n "${SKIP_BENCH:-}" ]; then
+  memcheck
   summary
   exit "$failed"
 fi
@@ -279,5 +294,6 @@ EOF
   trap - EXIT
 fi
 
+memcheck
 summary
 exit "$failed"
