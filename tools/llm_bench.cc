@@ -65,9 +65,15 @@ double CpuSeconds() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
+// Where a decode step's wall time went, in ms per step (the engine's forward / sampling clocks).
+struct StepSplit {
+  double step_ms = 0, forward_ms = 0, sampling_ms = 0;
+};
+
 // Seconds spent in steps whose work was only decoding, and the tokens they produced.
 Status RunDecode(llm::Engine& engine, int batch, const BenchOptions& o, double* tokens_per_s,
-                 double* tokens_per_cpu_s, std::shared_ptr<const llm::Grammar> grammar = nullptr) {
+                 double* tokens_per_cpu_s, std::shared_ptr<const llm::Grammar> grammar = nullptr,
+                 StepSplit* split = nullptr) {
   std::mt19937 rng(batch);
   const int vocab = engine.model_config().vocab_size;
   for (int i = 0; i < batch; ++i) {
@@ -85,19 +91,29 @@ Status RunDecode(llm::Engine& engine, int batch, const BenchOptions& o, double* 
   }
   std::vector<llm::TokenEvent> events;
   double seconds = 0, cpu = 0;
-  long tokens = 0;
+  long tokens = 0, steps = 0;
+  int64_t forward_ns = 0, sampling_ns = 0;
   while (!engine.idle()) {
-    const long prefill_before = engine.stats().prompt_tokens_computed;
+    const llm::EngineStats before = engine.stats();
     events.clear();
     const auto t0 = Clock::now();
     const double c0 = CpuSeconds();
     LLM_RETURN_IF_ERROR(engine.Step(&events));
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (engine.stats().prompt_tokens_computed == prefill_before) {
+    const llm::EngineStats after = engine.stats();
+    if (after.prompt_tokens_computed == before.prompt_tokens_computed) {
       seconds += dt;
       cpu += CpuSeconds() - c0;
       tokens += static_cast<long>(events.size());
+      ++steps;
+      forward_ns += after.forward_ns - before.forward_ns;
+      sampling_ns += after.sampling_ns - before.sampling_ns;
     }
+  }
+  if (split != nullptr && steps > 0) {
+    split->step_ms = 1e3 * seconds / steps;
+    split->forward_ms = 1e-6 * static_cast<double>(forward_ns) / steps;
+    split->sampling_ms = 1e-6 * static_cast<double>(sampling_ns) / steps;
   }
   *tokens_per_s = tokens / std::max(seconds, 1e-9);
   *tokens_per_cpu_s = tokens / std::max(cpu, 1e-9);
@@ -283,11 +299,13 @@ Status Bench(const BenchOptions& o) {
   for (int b : o.batches) {
     double per_cpu_s = 0;
     if (!grammar) {
-      LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps, &per_cpu_s));
+      StepSplit split;
+      LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps, &per_cpu_s, nullptr, &split));
       std::printf(
           "decode   batch %3d          : %10.1f tokens/s (%.1f GB/s of weights), %.1f tokens per "
-          "CPU-second, context %d\n",
-          b, tps, streamed * tps / b / 1e9, per_cpu_s, o.decode_context);
+          "CPU-second, context %d; a step %.2f ms: forward %.2f, sampling %.2f\n",
+          b, tps, streamed * tps / b / 1e9, per_cpu_s, o.decode_context, split.step_ms,
+          split.forward_ms, split.sampling_ms);
       if (b == 1) decode_b1_gbs = streamed * tps / 1e9;
       continue;
     }

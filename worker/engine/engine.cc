@@ -1,7 +1,10 @@
 #include "worker/engine/engine.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <limits>
+#include <memory>
 
 #include "worker/engine/device_setup.h"
 
@@ -242,8 +245,12 @@ Status Engine::Step(std::vector<TokenEvent>* events) {
     if (scheduler_.idle()) return Status::Ok();
     return Internal("scheduler planned nothing while requests wait (cache too small?)");
   }
+  const Clock::time_point start = Clock::now();
   LLM_ASSIGN_OR_RETURN(const float* logits, Launch(plan_));
+  const Clock::time_point forwarded = Clock::now();
   Finish(plan_, logits, nullptr, events);
+  counters_.forward_ns += std::chrono::nanoseconds(forwarded - start).count();
+  counters_.sampling_ns += std::chrono::nanoseconds(Clock::now() - forwarded).count();
   return Status::Ok();
 }
 
@@ -320,7 +327,7 @@ void Engine::Finish(const SchedulePlan& plan, const float* logits,
                     const std::vector<SampleResult>* remote, std::vector<TokenEvent>* events) {
   const Clock::time_point sampled_at = Clock::now();
   scheduler_.Commit(plan);
-  const int vocab = executor_->config().vocab_size;
+  if (remote == nullptr) SampleRows(plan, logits);
   int row = 0;
   for (const auto& s : plan.scheduled) {
     Sequence& seq = *s.seq;
@@ -336,13 +343,8 @@ void Engine::Finish(const SchedulePlan& plan, const float* logits,
     if (seq.output.empty()) r.first_token = sampled_at;
     TokenEvent ev;
     ev.request_id = seq.id;
-    if (remote != nullptr) {
-      ev.sample = (*remote)[static_cast<size_t>(row++)];
-    } else {
-      ev.sample = sampler_.Sample(logits + static_cast<size_t>(row++) * vocab, r.params.sampling,
-                                  seq.prompt, seq.output, r.seed,
-                                  static_cast<int>(seq.output.size()), GrammarMask(r));
-    }
+    const auto at = static_cast<size_t>(row++);
+    ev.sample = remote != nullptr ? (*remote)[at] : std::move(samples_[at]);
     seq.output.push_back(ev.sample.token);
     counters_.tokens_generated++;
     ev.finish = CheckFinish(seq, r);
@@ -357,6 +359,47 @@ void Engine::Finish(const SchedulePlan& plan, const float* logits,
     } else if (tp_) {
       plan_writer_.OnSampled(id, events->back().sample.token);
     }
+  }
+}
+
+void Engine::SampleRows(const SchedulePlan& plan, const float* logits) {
+  const int vocab = executor_->config().vocab_size;
+  struct Row {
+    size_t at;
+    Request* r;
+    const Sequence* seq;
+  };
+  std::vector<Row> rows;
+  size_t count = 0;
+  for (const auto& s : plan.scheduled) {
+    if (!s.samples) continue;
+    const size_t at = count++;
+    Request& r = requests_.at(s.seq->id);
+    if (!r.abort_pending) rows.push_back({at, &r, s.seq});  // an aborted row is not sampled
+  }
+  samples_.assign(count, SampleResult{});
+  auto sample = [&](Sampler& sampler, const Row& row, const uint64_t* allowed) {
+    const Sequence& seq = *row.seq;
+    samples_[row.at] = sampler.Sample(logits + row.at * static_cast<size_t>(vocab),
+                                      row.r->params.sampling, seq.prompt, seq.output, row.r->seed,
+                                      static_cast<int>(seq.output.size()), allowed);
+  };
+  // Each row's draw depends only on its logits, parameters, seed and step, so which thread
+  // samples it does not change the token. Grammar rows share mask_ and their grammar's state.
+  int free_rows = 0;
+  for (const Row& row : rows) free_rows += row.r->grammar == nullptr ? 1 : 0;
+  const int threads = std::min(omp_get_max_threads(), free_rows);
+  if (threads >= 2) {
+    while (static_cast<int>(samplers_.size()) < threads) {
+      samplers_.push_back(std::make_unique<Sampler>(vocab));
+    }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].r->grammar == nullptr) sample(*samplers_[omp_get_thread_num()], rows[i], nullptr);
+    }
+  }
+  for (const Row& row : rows) {
+    if (threads < 2 || row.r->grammar != nullptr) sample(sampler_, row, GrammarMask(*row.r));
   }
 }
 

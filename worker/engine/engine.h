@@ -100,6 +100,10 @@ struct EngineStats {
   int64_t tokens_generated = 0;
   int64_t prefix_cache_hit_tokens = 0;      // prompt tokens taken from the prefix cache
   int64_t prefix_cache_queried_tokens = 0;  // tokens of the sequences looked up there
+  // Wall time of the steps' parts, summed (llm-bench's per-step breakdown): the forward pass up
+  // to the logits in host memory, and sampling.
+  int64_t forward_ns = 0;
+  int64_t sampling_ns = 0;
 };
 
 class Engine {
@@ -195,6 +199,11 @@ class Engine {
   BlockManager blocks_;
   Scheduler scheduler_;
   Sampler sampler_;
+  // Samples every sampled row of a step into samples_ (row order): rows without a grammar in
+  // parallel, one Sampler per OpenMP thread (samplers_), the others here with sampler_.
+  void SampleRows(const SchedulePlan& plan, const float* logits);
+  std::vector<std::unique_ptr<Sampler>> samplers_;
+  std::vector<SampleResult> samples_;
   std::mt19937_64 seed_rng_;
   std::unordered_map<int64_t, Request> requests_;
   std::shared_ptr<const GrammarVocabulary> grammar_vocab_;
