@@ -6,7 +6,8 @@
 // Memory: a backend hands out `Buffer`s in its own memory (host memory for the CPU backend,
 // device memory for a GPU). Every pointer passed to an op points into such memory, except where
 // an op says otherwise. Ops are enqueued on the backend's one stream and may return before they
-// finish (the CPU backend's stream is synchronous); CopyToHost and Synchronize wait.
+// finish (the CPU backend's stream is synchronous); CopyToHost and Synchronize wait. An op that
+// fails says so at the next Synchronize, which returns the first error since the one before.
 // Thread affinity: one caller at a time (the rank's engine thread); the CPU backend fans each op
 // out on OpenMP threads.
 #pragma once

@@ -8,6 +8,8 @@
 #                                     # + the test data -> FILE (default llm-gpu-bundle.tar.xz)
 #   tools/gpu-bundle.sh check FILE    # on the GPU host, in a checkout of the same commit:
 #                                     # unpacks FILE and runs PREBUILT=1 tools/gpu-check.sh
+#   tools/gpu-bundle.sh run FILE CMD... # the same unpacking, then CMD in the bundle's
+#                                     # environment (a benchmark, a profiler over build/...)
 #
 # The binaries hold the build's absolute paths (the checkout and ../shared at build time, e.g.
 # /work/main and /work/shared): `check` links those paths to this checkout and to the bundle's
@@ -92,9 +94,11 @@ find_lib() {  # the folder of the first file named $1 under the usual CUDA place
   [ -n "$f" ] && dirname "$f"
 }
 
-check() {
+# Unpacks FILE, puts its binaries in build/ and sets the environment they need (libraries,
+# Open MPI, PATH): what `check` and `run` share.
+unpack() {
   local file=${1:-}
-  [ -f "$file" ] || die "usage: tools/gpu-bundle.sh check FILE (a file from tools/gpu-bundle.sh pack)"
+  [ -f "$file" ] || die "usage: tools/gpu-bundle.sh check|run FILE (a file from tools/gpu-bundle.sh pack)"
   local dir=${BUNDLE_DIR:-/tmp/llm-gpu-bundle}
   if ! { rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xJf "$file"; }; then
     die "cannot unpack $file into $dir"
@@ -139,11 +143,19 @@ check() {
   [ -z "$missing" ] || die "libraries missing on this host:
 $missing"
   echo "gpu-bundle: cuBLAS from $cublas, NCCL from $nccl, Open MPI from $OPAL_PREFIX"
-  PREBUILT=1 exec tools/gpu-check.sh
 }
 
 case "${1:-}" in
   pack) pack "${2:-}" ;;
-  check) check "${2:-}" ;;
-  *) die "usage: tools/gpu-bundle.sh pack [FILE] | check FILE" ;;
+  check)
+    unpack "${2:-}"
+    PREBUILT=1 exec tools/gpu-check.sh
+    ;;
+  run)
+    [ $# -ge 3 ] || die "usage: tools/gpu-bundle.sh run FILE CMD [ARGS...]"
+    unpack "$2"
+    shift 2
+    exec "$@"
+    ;;
+  *) die "usage: tools/gpu-bundle.sh pack [FILE] | check FILE | run FILE CMD [ARGS...]" ;;
 esac

@@ -2,11 +2,13 @@
 // rows (causal, GQA, sliding window, soft-cap), K/V read through the block tables.
 //
 // One thread block per (query row, query head, split-K partition); its warps take the
-// partition's keys round-robin, each warp one key at a time: the lanes hold head_dim / 32 lanes
-// of q and of the output accumulator, a warp reduction forms q·k, and an online softmax
-// (index_math.h SoftmaxAdd) folds the key's V row in. The warps' states are merged in shared
-// memory (SoftmaxMerge). With one partition the block writes the output; with several
-// (flash-decoding, for few rows with long contexts) it writes its partial state and a second
+// partition's keys kKeysPerWarpStep at a time, round-robin (index_math.h): a warp loads the K and
+// V rows of its step's keys together, so their memory latencies overlap, the lanes hold
+// head_dim / 32 lanes of q and of the output accumulator, warp reductions form the q·k, and an
+// online softmax (index_math.h SoftmaxAdd) folds the keys' V rows in, in key order. The warps'
+// states are merged in shared memory (SoftmaxMerge). With one partition the block writes the
+// output; with several (flash-decoding: equal shares of the keys the query sees, whenever the
+// (row, head) pairs alone would not fill the GPU) it writes its partial state and a second
 // kernel merges the partitions in order. Every index and softmax step is an index_math.h
 // function, composed on the CPU the same way by tests/kernels/cuda_index_math_test.cc.
 #include <cstdint>
@@ -37,7 +39,7 @@ struct AttentionArgs {
   int sliding_window;
   float softcap;
   int partitions;
-  int partition_tokens;
+  int min_partition_keys;
   float* out;
   float* workspace;  // partitions > 1: [rows, heads, partitions, head_dim + 2]
 };
@@ -55,7 +57,11 @@ __global__ void __launch_bounds__(kWarps* kWarp) PagedAttentionKernel(AttentionA
   const int d_model = a.head_dim;
   const int s = SequenceOfRow(a.query_start, a.num_seqs, row);
   const int pos = QueryPosition(a.query_start, a.context_len, s, row);
-  const KeyRange keys = PartitionKeys(VisibleKeys(pos, a.sliding_window), part, a.partition_tokens);
+  const KeyRange visible = VisibleKeys(pos, a.sliding_window);
+  // A share past the keys this row sees: nothing to write, the merge skips it (uniform over
+  // the block, so no thread is left at the barrier below).
+  if (part >= UsedPartitions(visible, a.partitions, a.min_partition_keys)) return;
+  const KeyRange keys = PartitionKeys(visible, part, a.partitions, a.min_partition_keys);
   const int kvh = h / (a.q_heads / a.kv_heads);
   const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
 
@@ -68,20 +74,36 @@ __global__ void __launch_bounds__(kWarps* kWarp) PagedAttentionKernel(AttentionA
     acc[i] = 0.0f;
   }
   SoftmaxState st;
-  for (int j = keys.begin + warp; j < keys.end; j += kWarps) {
-    const int64_t off = CacheOffset(SlotOf(table, j, a.block_size), a.kv_heads, d_model, kvh);
-    float dot = 0.0f;
+  constexpr int kStep = kKeysPerWarpStep;
+  for (int j0 = keys.begin + warp * kStep; j0 < keys.end; j0 += kWarps * kStep) {
+    int64_t off[kStep];
+    float dot[kStep], vrow[kStep][kLanes];
 #pragma unroll
-    for (int i = 0; i < kLanes; ++i) {
-      const int d = lane + i * kWarp;
-      if (d < d_model) dot += qv[i] * a.k_cache[off + d];
+    for (int u = 0; u < kStep; ++u) {
+      off[u] = j0 + u < keys.end
+                   ? CacheOffset(SlotOf(table, j0 + u, a.block_size), a.kv_heads, d_model, kvh)
+                   : -1;
     }
-    float weight;
-    const float rescale = SoftmaxAdd(st, AttentionScore(WarpSum(dot), a.scale, a.softcap), &weight);
 #pragma unroll
-    for (int i = 0; i < kLanes; ++i) {
-      const int d = lane + i * kWarp;
-      if (d < d_model) acc[i] = acc[i] * rescale + weight * a.v_cache[off + d];
+    for (int u = 0; u < kStep; ++u) {
+      dot[u] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kLanes; ++i) {
+        const int d = lane + i * kWarp;
+        const bool in = off[u] >= 0 && d < d_model;
+        if (in) dot[u] += qv[i] * a.k_cache[off[u] + d];
+        vrow[u][i] = in ? a.v_cache[off[u] + d] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kStep; ++u) dot[u] = WarpSum(dot[u]);
+#pragma unroll
+    for (int u = 0; u < kStep; ++u) {
+      if (off[u] < 0) continue;
+      float weight;
+      const float rescale = SoftmaxAdd(st, AttentionScore(dot[u], a.scale, a.softcap), &weight);
+#pragma unroll
+      for (int i = 0; i < kLanes; ++i) acc[i] = acc[i] * rescale + weight * vrow[u][i];
     }
   }
 
@@ -133,15 +155,21 @@ __global__ void __launch_bounds__(kWarps* kWarp) PagedAttentionKernel(AttentionA
   }
 }
 
-// One block per (row, head): merges the partitions in order, one thread per output lane.
-__global__ void MergePartitionsKernel(const float* workspace, int q_heads, int head_dim,
-                                      int partitions, float* out) {
-  const int64_t pair = static_cast<int64_t>(blockIdx.x) * q_heads + blockIdx.y;
-  const float* base = workspace + pair * partitions * (head_dim + 2);
+// One block per (row, head): merges the partitions that hold keys (UsedPartitions: a short
+// context fills only the first of many) in order, one thread per output lane.
+__global__ void MergePartitionsKernel(AttentionArgs a) {
+  const int row = blockIdx.x;
+  const int64_t pair = static_cast<int64_t>(row) * a.q_heads + blockIdx.y;
+  const int s = SequenceOfRow(a.query_start, a.num_seqs, row);
+  const int pos = QueryPosition(a.query_start, a.context_len, s, row);
+  const int used =
+      UsedPartitions(VisibleKeys(pos, a.sliding_window), a.partitions, a.min_partition_keys);
+  const int head_dim = a.head_dim;
+  const float* base = a.workspace + pair * a.partitions * (head_dim + 2);
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     SoftmaxState st;
     float acc = 0.0f;
-    for (int p = 0; p < partitions; ++p) {
+    for (int p = 0; p < used; ++p) {
       const float* part = base + static_cast<int64_t>(p) * (head_dim + 2);
       SoftmaxState b;
       b.max = part[head_dim];
@@ -150,7 +178,7 @@ __global__ void MergePartitionsKernel(const float* workspace, int q_heads, int h
       SoftmaxMerge(st, b, &fa, &fb);
       acc = acc * fa + part[d] * fb;
     }
-    out[pair * head_dim + d] = SoftmaxOutput(st, acc);
+    a.out[pair * head_dim + d] = SoftmaxOutput(st, acc);
   }
 }
 
@@ -164,7 +192,7 @@ void Launch(cudaStream_t stream, const dim3& grid, const AttentionArgs& a) {
 
 void LaunchPagedAttention(cudaStream_t stream, const float* q, const float* k_cache,
                           const float* v_cache, const AttentionBatch& batch,
-                          const AttentionParams& params, int partitions, int partition_tokens,
+                          const AttentionParams& params, int partitions, int min_partition_keys,
                           float* workspace, float* out) {
   const int tokens = batch.num_tokens;
   if (tokens <= 0 || batch.num_seqs <= 0 || params.q_heads <= 0 || params.kv_heads <= 0 ||
@@ -187,10 +215,9 @@ void LaunchPagedAttention(cudaStream_t stream, const float* q, const float* k_ca
                   params.sliding_window,
                   params.softcap,
                   partitions < 1 ? 1 : partitions,
-                  partition_tokens,
+                  min_partition_keys,
                   out,
                   workspace};
-  if (a.partitions == 1) a.partition_tokens = batch.max_blocks_per_seq * params.block_size + 1;
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(params.q_heads),
                   static_cast<unsigned>(a.partitions));
   const int lanes = (params.head_dim + kWarp - 1) / kWarp;
@@ -206,8 +233,7 @@ void LaunchPagedAttention(cudaStream_t stream, const float* q, const float* k_ca
   if (a.partitions > 1) {
     const dim3 merge_grid(static_cast<unsigned>(tokens), static_cast<unsigned>(params.q_heads));
     const int threads = params.head_dim < 256 ? ((params.head_dim + 31) / 32) * 32 : 256;
-    MergePartitionsKernel<<<merge_grid, threads, 0, stream>>>(workspace, params.q_heads,
-                                                              params.head_dim, a.partitions, out);
+    MergePartitionsKernel<<<merge_grid, threads, 0, stream>>>(a);
   }
 }
 

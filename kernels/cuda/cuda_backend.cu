@@ -1,6 +1,6 @@
 // The CUDA backend (kernels/cuda_backend.h): device memory, one stream, the kernels of
-// kernels/cuda/*.cu and cuBLASLt. Ops only enqueue; a CUDA error is kept (the first one) and
-// returned by Synchronize, which the model calls once per step.
+// kernels/cuda/*.cu and cuBLASLt. Ops only enqueue; the first error since the last Synchronize
+// is kept and returned by it, which the model calls once per step.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -18,7 +18,7 @@
 namespace llm::kernels {
 namespace {
 
-constexpr int kPartitionTokens = 512;                 // split-K partition of paged attention
+constexpr int kMinPartitionKeys = 64;                 // fewest keys of a split-K partition
 constexpr int64_t kMaxAttentionWorkspace = 16 << 20;  // floats of split-K partials (64 MiB)
 constexpr int kMaxHeadDim = 512;                      // attention's per-lane registers
 constexpr int kMaxBlockSize = 256;
@@ -100,8 +100,13 @@ class CudaBackendImpl final : public Backend {
   Status Synchronize() override {
     if (capturing_) return FailedPrecondition(caps_.name + ": Synchronize while recording");
     WaitStream("Synchronize");
+    // Reported once: an op refused (a weight format, a scratch that could not grow) leaves the
+    // device usable, so the next step starts clean. A CUDA error that breaks the context comes
+    // back on its own, from the next WaitStream's event calls.
     std::lock_guard<std::mutex> lock(error_mu_);
-    return error_;
+    Status s = std::move(error_);
+    error_ = Status::Ok();
+    return s;
   }
   void set_wait_timeout_s(double s) { wait_timeout_s_ = s; }
 
@@ -198,7 +203,7 @@ class CudaBackendImpl final : public Backend {
     const int max_context = batch.max_blocks_per_seq * params.block_size;
     const int partitions =
         cuda::ChoosePartitions(batch.num_tokens, params.q_heads, params.head_dim, max_context,
-                               sm_count_, kPartitionTokens, kMaxAttentionWorkspace);
+                               sm_count_, kMinPartitionKeys, kMaxAttentionWorkspace);
     const int64_t ws = cuda::AttentionWorkspaceFloats(batch.num_tokens, params.q_heads,
                                                       params.head_dim, partitions);
     if (ws > 0 && attention_ws_.bytes() < sizeof(float) * static_cast<size_t>(ws)) {
@@ -214,7 +219,7 @@ class CudaBackendImpl final : public Backend {
     }
     cuda::LaunchPagedAttention(stream_, q, static_cast<const float*>(k_cache),
                                static_cast<const float*>(v_cache), batch, params, partitions,
-                               kPartitionTokens, attention_ws_.as<float>(), out);
+                               kMinPartitionKeys, attention_ws_.as<float>(), out);
     CheckLaunch("PagedAttention");
   }
 

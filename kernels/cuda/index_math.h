@@ -71,36 +71,66 @@ LLM_HOST_DEVICE inline KeyRange VisibleKeys(int pos, int sliding_window) {
   return r;
 }
 
-// Split-K (flash-decoding): partition p covers positions [p * tokens, (p + 1) * tokens); the
-// part of `visible` inside it (possibly empty).
-LLM_HOST_DEVICE inline KeyRange PartitionKeys(KeyRange visible, int partition,
-                                              int partition_tokens) {
+// Keys each warp of an attention block takes per step, loaded together so that their memory
+// latencies overlap: warp w takes keys [begin + w * kKeysPerWarpStep, + kKeysPerWarpStep),
+// then the same kWarps * kKeysPerWarpStep further on, and so on (each in increasing order).
+constexpr int kKeysPerWarpStep = 4;
+
+// Partition `partition` of `partitions` split-K partitions of the visible keys: equal shares of
+// the keys the query actually sees (not of the longest context the launch allows, which a
+// recorded decode graph pads to max_model_len), at least `min_keys` each, so that a short
+// context uses few partitions and the rest are empty.
+LLM_HOST_DEVICE inline KeyRange PartitionKeys(KeyRange visible, int partition, int partitions,
+                                              int min_keys) {
+  const int len = visible.end > visible.begin ? visible.end - visible.begin : 0;
+  int chunk = partitions > 1 ? (len + partitions - 1) / partitions : len;
+  if (chunk < min_keys) chunk = min_keys;
+  const int64_t lo = visible.begin + static_cast<int64_t>(partition) * chunk;
+  const int64_t hi = lo + chunk;
   KeyRange r;
-  const int lo = partition * partition_tokens, hi = lo + partition_tokens;
-  r.begin = visible.begin > lo ? visible.begin : lo;
-  r.end = visible.end < hi ? visible.end : hi;
+  r.begin = lo < visible.end ? static_cast<int>(lo) : visible.end;
+  r.end = hi < visible.end ? static_cast<int>(hi) : visible.end;
   return r;
 }
 
-// Partitions needed for contexts of at most `max_context` tokens (at least 1).
-LLM_HOST_DEVICE inline int NumPartitions(int max_context, int partition_tokens) {
-  const int n = (max_context + partition_tokens - 1) / partition_tokens;
+// How many of `partitions` PartitionKeys shares of `visible` hold keys (the first ones; the rest
+// are empty, and the merge of the partials skips them).
+LLM_HOST_DEVICE inline int UsedPartitions(KeyRange visible, int partitions, int min_keys) {
+  const int len = visible.end > visible.begin ? visible.end - visible.begin : 0;
+  int chunk = partitions > 1 ? (len + partitions - 1) / partitions : len;
+  if (chunk < min_keys) chunk = min_keys;
+  if (chunk <= 0) return 1;
+  const int used = (len + chunk - 1) / chunk;
+  return used < 1 ? 1 : (used > partitions ? partitions : used);
+}
+
+// Partitions of at least `min_keys` keys needed for contexts of at most `max_context` tokens
+// (at least 1).
+LLM_HOST_DEVICE inline int NumPartitions(int max_context, int min_keys) {
+  const int n = (max_context + min_keys - 1) / min_keys;
   return n > 0 ? n : 1;
 }
 
-// Split-K partitions for one attention launch: one (each block walks all its keys) when the
-// (row, head) pairs alone fill the GPU (`sm_count` multiprocessors, a few blocks each) or when
-// the partials would need more than `max_workspace_floats`; otherwise enough partitions of
-// `partition_tokens` to cover the longest possible context.
+// Split-K partitions for one attention launch. A block's warps walk its keys one step after
+// another, so a block with many keys is slow however many blocks run beside it: the (row, head)
+// pairs are split until about 16 blocks per multiprocessor exist (`sm_count` of them), at most
+// kMaxPartitions and no more than contexts of `max_context` tokens fill with `min_keys` keys
+// each, and no more than the partials fit in `max_workspace_floats`. One when the pairs alone
+// fill the GPU (a prefill chunk).
+constexpr int kMaxPartitions = 64;
 LLM_HOST_DEVICE inline int ChoosePartitions(int tokens, int heads, int head_dim, int max_context,
-                                            int sm_count, int partition_tokens,
+                                            int sm_count, int min_keys,
                                             int64_t max_workspace_floats) {
   const int64_t pairs = static_cast<int64_t>(tokens) * heads;
-  if (pairs >= 4LL * sm_count) return 1;
-  const int n = NumPartitions(max_context, partition_tokens);
-  if (n <= 1) return 1;
-  if (pairs * n * (head_dim + 2) > max_workspace_floats) return 1;
-  return n;
+  const int64_t target = 16LL * sm_count;
+  if (pairs <= 0 || pairs >= target) return 1;
+  int64_t n = (target + pairs - 1) / pairs;
+  const int fill = NumPartitions(max_context, min_keys);
+  if (n > fill) n = fill;
+  if (n > kMaxPartitions) n = kMaxPartitions;
+  const int64_t fit = max_workspace_floats / (pairs * (head_dim + 2));
+  if (n > fit) n = fit;
+  return n > 1 ? static_cast<int>(n) : 1;
 }
 
 // Floats of split-K partials for `partitions` > 1: per (row, head, partition) the head_dim

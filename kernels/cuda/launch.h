@@ -39,11 +39,12 @@ void LaunchReshapeAndCache(cudaStream_t stream, const float* k, const float* v, 
 // out[i] = x[i] rounded to `to` (F16 or BF16), for the tensor-core GEMM's activation operand.
 void LaunchConvert(cudaStream_t stream, const float* x, int64_t count, DType to, void* out);
 
-// Paged attention with `partitions` split-K partitions (index_math.h ChoosePartitions);
-// `workspace` holds AttentionWorkspaceFloats(...) floats when partitions > 1.
+// Paged attention with `partitions` split-K partitions of at least `min_partition_keys` keys
+// (index_math.h ChoosePartitions, PartitionKeys); `workspace` holds AttentionWorkspaceFloats(...)
+// floats when partitions > 1.
 void LaunchPagedAttention(cudaStream_t stream, const float* q, const float* k_cache,
                           const float* v_cache, const AttentionBatch& batch,
-                          const AttentionParams& params, int partitions, int partition_tokens,
+                          const AttentionParams& params, int partitions, int min_partition_keys,
                           float* workspace, float* out);
 
 }  // namespace llm::kernels::cuda

@@ -3,13 +3,16 @@
 // message when there is none (or the build has no CUDA); the error paths run everywhere.
 //
 // Tolerances (relative to 1 + |reference|): F32 ops 1e-5 (float sums in another order than the
-// reference's double ones: norms, attention), F32-weight Matmul 1e-4 (no TF32: k-long float
-// sums), F16 weights 2e-3 and BF16 weights 1e-2 (the activations are rounded to the weight's
-// type for the tensor cores: 11 and 8 significant bits).
+// reference's double ones: norms, attention), Matmul 1e-4 for F32 weights (no TF32: k-long
+// float sums) and 5e-4 for F16/BF16 weights against a reference whose activations are rounded
+// to the weight's type, as the backend rounds them for the tensor cores (the products are then
+// exact in float; only the order of the float32 sums differs). On an H200, the unrounded
+// reference was 0.0198 away for BF16 and 0.0028 for F16 at k = 333.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -136,12 +139,19 @@ TEST_F(CudaBackendTest, MatmulPerWeightFormat) {
         half[i] = f == DType::kF16 ? F32ToF16(wf[i]) : F32ToBf16(wf[i]);
       }
       const void* host_w = f == DType::kF32 ? static_cast<const void*>(wf.data()) : half.data();
+      // The activations as the backend feeds them to the tensor cores.
+      std::vector<float> xr(x);
+      if (f == DType::kF16) {
+        for (float& v : xr) v = F16ToF32(F32ToF16(v));
+      } else if (f == DType::kBF16) {
+        for (float& v : xr) v = Bf16ToF32(F32ToBf16(v));
+      }
       std::vector<float> want(m * n);
-      ref::Matmul(x.data(), m, k, host_w, f, n, bias.data(), want.data());
+      ref::Matmul(xr.data(), m, k, host_w, f, n, bias.data(), want.data());
       const void* dw = f == DType::kF32 ? static_cast<const void*>(Up(wf)) : Up(half);
       float* dy = Up(std::vector<float>(m * n));
       gpu_->Matmul(Up(x), m, Weight{dw, f, n, k}, Up(bias), dy);
-      const float tol = f == DType::kF32 ? 1e-4f : f == DType::kF16 ? 2e-3f : 1e-2f;
+      const float tol = f == DType::kF32 ? 1e-4f : 5e-4f;
       ExpectNear(Down(dy, m * n), want, tol,
                  std::string("Matmul ") + DTypeName(f) + " m=" + std::to_string(m));
     }
@@ -154,6 +164,10 @@ TEST_F(CudaBackendTest, UnsupportedWeightFormatIsAnErrorAtSynchronize) {
   gpu_->Matmul(Up(x), 1, Weight{Up(block), DType::kQ8_0, 1, 32}, nullptr, Up(y));
   const Status s = gpu_->Synchronize();
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+  // Reported once: the device is fine, and the next step starts clean.
+  EXPECT_TRUE(gpu_->Synchronize().ok());
+  gpu_->Matmul(Up(x), 1, Weight{Up(x), DType::kF32, 1, 32}, nullptr, Up(y));
+  EXPECT_TRUE(gpu_->Synchronize().ok());
 }
 
 TEST_F(CudaBackendTest, ElementwiseOpsMatchReference) {
@@ -237,19 +251,25 @@ TEST_F(CudaBackendTest, RopeEmbeddingAndCacheWrite) {
 }
 
 // Decode rows with long contexts (split-K) and prefill chunks (one partition) in one batch,
-// GQA, sliding window, soft-cap.
+// GQA, sliding window, soft-cap; and decode rows whose block tables are padded far past their
+// contexts, as a recorded decode graph pads them to max_model_len (the split follows the keys
+// each row sees).
 TEST_F(CudaBackendTest, PagedAttentionMatchesReference) {
   struct Case {
     int q_heads, kv_heads, head_dim, window;
     float softcap;
     std::vector<std::pair<int, int>> seqs;  // (context_len, q_len)
+    int table_blocks = 0;                   // blocks per table row, when more than needed
   };
+  const std::vector<std::pair<int, int>> sixteen_decodes(16, {200, 1});
   const std::vector<Case> cases = {
       {32, 8, 128, 0, 0.0f, {{3000, 1}}},                     // one decode row: split-K
       {8, 2, 64, 0, 0.0f, {{1, 1}, {700, 1}, {2049, 1}}},     // decode batch
       {8, 2, 128, 0, 0.0f, {{300, 300}, {900, 64}, {5, 1}}},  // prefill, a chunk, decode
       {4, 1, 256, 128, 0.0f, {{1500, 2}, {40, 40}}},          // MQA, window, head_dim 256
       {4, 4, 96, 0, 30.0f, {{600, 3}}},                       // soft-cap, head_dim 96
+      {32, 8, 128, 0, 0.0f, sixteen_decodes, 512},            // tables padded to 8192 keys
+      {32, 8, 128, 0, 0.0f, {{37, 1}, {5, 1}}, 512},
   };
   uint32_t seed = 20;
   for (const Case& c : cases) {
@@ -267,13 +287,19 @@ TEST_F(CudaBackendTest, PagedAttentionMatchesReference) {
       rows += q_len;
     }
     const int seqs = static_cast<int>(c.seqs.size());
-    const int max_blocks = (max_ctx + 15) / 16, num_blocks = seqs * max_blocks + 1;
+    const int used_blocks = (max_ctx + 15) / 16, num_blocks = seqs * used_blocks + 1;
+    const int max_blocks = std::max(used_blocks, c.table_blocks);
     const size_t cache = static_cast<size_t>(num_blocks) * 16 * p.kv_heads * p.head_dim;
     auto kc = RandomFloats(cache, ++seed), vc = RandomFloats(cache, ++seed);
     std::vector<int32_t> perm(num_blocks);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), std::mt19937(++seed));
-    std::vector<int32_t> qs{0}, ctx, tables(perm.begin(), perm.begin() + seqs * max_blocks);
+    // Each row: its own blocks, then (padding) the spare block num_blocks - 1.
+    std::vector<int32_t> qs{0}, ctx, tables(static_cast<size_t>(seqs) * max_blocks, perm.back());
+    for (int s = 0; s < seqs; ++s) {
+      std::copy(perm.begin() + s * used_blocks, perm.begin() + (s + 1) * used_blocks,
+                tables.begin() + static_cast<ptrdiff_t>(s) * max_blocks);
+    }
     for (auto [context, q_len] : c.seqs) {
       qs.push_back(qs.back() + q_len);
       ctx.push_back(context);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -61,25 +62,62 @@ TEST(CudaIndexMath, VisibleKeysAndPartitions) {
   EXPECT_EQ(r.end, 10);
   r = VisibleKeys(2, 4);
   EXPECT_EQ(r.begin, 0);
-  KeyRange p = PartitionKeys(VisibleKeys(1000, 0), 1, 512);
-  EXPECT_EQ(p.begin, 512);
+  // Equal shares of the keys the query sees, at least min_keys each.
+  KeyRange p = PartitionKeys(VisibleKeys(999, 0), 1, 4, 64);  // 1000 keys: 250 each
+  EXPECT_EQ(p.begin, 250);
+  EXPECT_EQ(p.end, 500);
+  p = PartitionKeys(VisibleKeys(1000, 0), 3, 4, 64);  // 1001 keys: 251, the last one 248
+  EXPECT_EQ(p.begin, 753);
   EXPECT_EQ(p.end, 1001);
-  EXPECT_TRUE(PartitionKeys(VisibleKeys(100, 0), 1, 512).empty());
-  EXPECT_TRUE(PartitionKeys(VisibleKeys(1000, 10), 0, 512).empty());  // window past 512
-  EXPECT_EQ(NumPartitions(0, 512), 1);
-  EXPECT_EQ(NumPartitions(512, 512), 1);
-  EXPECT_EQ(NumPartitions(513, 512), 2);
+  p = PartitionKeys(VisibleKeys(99, 0), 1, 16, 64);  // 100 keys: two partitions of 64 and 36
+  EXPECT_EQ(p.begin, 64);
+  EXPECT_EQ(p.end, 100);
+  EXPECT_TRUE(PartitionKeys(VisibleKeys(99, 0), 2, 16, 64).empty());
+  p = PartitionKeys(VisibleKeys(1000, 10), 0, 4, 64);  // a window: its 10 keys
+  EXPECT_EQ(p.begin, 991);
+  EXPECT_EQ(p.end, 1001);
+  EXPECT_TRUE(PartitionKeys(VisibleKeys(1000, 10), 1, 4, 64).empty());
+  p = PartitionKeys(VisibleKeys(1000, 0), 0, 1, 64);  // one partition: every key
+  EXPECT_EQ(p.begin, 0);
+  EXPECT_EQ(p.end, 1001);
+  // The shares cover every visible key exactly once, whatever the counts.
+  for (int pos : {0, 5, 63, 64, 65, 200, 1000, 8191}) {
+    for (int parts : {1, 2, 3, 7, 16, 64}) {
+      const KeyRange v = VisibleKeys(pos, pos % 3 == 0 ? 100 : 0);
+      int next = v.begin;
+      for (int i = 0; i < parts; ++i) {
+        const KeyRange share = PartitionKeys(v, i, parts, 64);
+        if (share.empty()) continue;
+        EXPECT_EQ(share.begin, next) << pos << " " << parts << " " << i;
+        next = share.end;
+      }
+      EXPECT_EQ(next, v.end) << pos << " " << parts;
+      // The used shares are the first ones, each non-empty; the rest are empty.
+      const int used = UsedPartitions(v, parts, 64);
+      for (int i = 0; i < parts; ++i) {
+        EXPECT_EQ(PartitionKeys(v, i, parts, 64).empty(), i >= used) << pos << " " << parts;
+      }
+    }
+  }
+  EXPECT_EQ(NumPartitions(0, 64), 1);
+  EXPECT_EQ(NumPartitions(64, 64), 1);
+  EXPECT_EQ(NumPartitions(65, 64), 2);
 }
 
 TEST(CudaIndexMath, ChoosePartitions) {
-  // Decode of one sequence at 8k context on 132 SMs: split.
-  EXPECT_EQ(ChoosePartitions(1, 32, 128, 8192, 132, 512, 1 << 24), 16);
+  // Decode of one sequence (32 heads) on 132 SMs, graph padded to 8k: 64 partitions at most.
+  EXPECT_EQ(ChoosePartitions(1, 32, 128, 8192, 132, 64, 1 << 24), 64);
+  // 16 sequences: 512 pairs, split until 16 blocks per SM (2112): 5.
+  EXPECT_EQ(ChoosePartitions(16, 32, 128, 8192, 132, 64, 1 << 24), 5);
   // A prefill chunk fills the GPU with (row, head) pairs alone: no split.
-  EXPECT_EQ(ChoosePartitions(512, 32, 128, 8192, 132, 512, 1 << 24), 1);
-  // Short contexts: one partition covers them.
-  EXPECT_EQ(ChoosePartitions(1, 32, 128, 300, 132, 512, 1 << 24), 1);
-  // The partials would not fit the workspace.
-  EXPECT_EQ(ChoosePartitions(16, 32, 128, 1 << 20, 132, 512, 1 << 24), 1);
+  EXPECT_EQ(ChoosePartitions(512, 32, 128, 8192, 132, 64, 1 << 24), 1);
+  EXPECT_EQ(ChoosePartitions(66, 32, 128, 8192, 132, 64, 1 << 24), 1);
+  // Short contexts: no more partitions than 64-key shares fill.
+  EXPECT_EQ(ChoosePartitions(1, 32, 128, 300, 132, 64, 1 << 24), 5);
+  EXPECT_EQ(ChoosePartitions(1, 32, 128, 64, 132, 64, 1 << 24), 1);
+  // The partials must fit the workspace: as many as fit, or none.
+  EXPECT_EQ(ChoosePartitions(16, 32, 128, 1 << 20, 132, 64, 512 * 130 * 2), 2);
+  EXPECT_EQ(ChoosePartitions(16, 32, 128, 1 << 20, 132, 64, 512 * 130), 1);
   EXPECT_EQ(AttentionWorkspaceFloats(2, 4, 64, 3), 2 * 4 * 3 * 66);
   EXPECT_EQ(AttentionWorkspaceFloats(2, 4, 64, 1), 0);
 }
@@ -196,37 +234,41 @@ TEST(CudaIndexMath, SoftmaxStepsMatchATwoPassSoftmax) {
 }
 
 // PagedAttentionKernel + MergePartitionsKernel, composed on the CPU as the GPU runs them: blocks
-// over (row, head, partition), 4 warps taking keys round-robin, warps merged in order, then the
-// partitions in order.
+// over (row, head, partition), 4 warps taking kKeysPerWarpStep keys at a time round-robin, warps
+// merged in order, then the partitions in order.
 void EmulatePagedAttention(const float* q, const float* k_cache, const float* v_cache,
                            const AttentionBatch& b, const AttentionParams& p, int partitions,
-                           int partition_tokens, float* out) {
-  constexpr int kWarps = 4;
+                           int min_partition_keys, float* out) {
+  constexpr int kWarps = 4, kStep = kKeysPerWarpStep;
   const int d_model = p.head_dim;
-  if (partitions == 1) partition_tokens = b.max_blocks_per_seq * p.block_size + 1;
-  std::vector<float> ws(static_cast<size_t>(b.num_tokens) * p.q_heads * partitions * (d_model + 2));
+  // NaN: a partial the merge reads but no block wrote spoils the output.
+  std::vector<float> ws(static_cast<size_t>(b.num_tokens) * p.q_heads * partitions * (d_model + 2),
+                        std::numeric_limits<float>::quiet_NaN());
   for (int row = 0; row < b.num_tokens; ++row) {
     for (int h = 0; h < p.q_heads; ++h) {
       for (int part = 0; part < partitions; ++part) {
         const int s = SequenceOfRow(b.query_start, b.num_seqs, row);
         const int pos = QueryPosition(b.query_start, b.context_len, s, row);
-        const KeyRange keys =
-            PartitionKeys(VisibleKeys(pos, p.sliding_window), part, partition_tokens);
+        const KeyRange visible = VisibleKeys(pos, p.sliding_window);
+        if (part >= UsedPartitions(visible, partitions, min_partition_keys)) continue;
+        const KeyRange keys = PartitionKeys(visible, part, partitions, min_partition_keys);
         const int kvh = h / (p.q_heads / p.kv_heads);
         const int32_t* table = b.block_tables + static_cast<int64_t>(s) * b.max_blocks_per_seq;
         const float* qrow = q + (static_cast<int64_t>(row) * p.q_heads + h) * d_model;
         SoftmaxState st[kWarps];
         std::vector<float> acc(static_cast<size_t>(kWarps) * d_model, 0.0f);
         for (int w = 0; w < kWarps; ++w) {
-          for (int j = keys.begin + w; j < keys.end; j += kWarps) {
-            const int64_t off =
-                CacheOffset(SlotOf(table, j, p.block_size), p.kv_heads, d_model, kvh);
-            float dot = 0;
-            for (int d = 0; d < d_model; ++d) dot += qrow[d] * k_cache[off + d];
-            float weight;
-            const float r = SoftmaxAdd(st[w], AttentionScore(dot, p.scale, p.softcap), &weight);
-            for (int d = 0; d < d_model; ++d) {
-              acc[w * d_model + d] = acc[w * d_model + d] * r + weight * v_cache[off + d];
+          for (int j0 = keys.begin + w * kStep; j0 < keys.end; j0 += kWarps * kStep) {
+            for (int j = j0; j < std::min(j0 + kStep, keys.end); ++j) {
+              const int64_t off =
+                  CacheOffset(SlotOf(table, j, p.block_size), p.kv_heads, d_model, kvh);
+              float dot = 0;
+              for (int d = 0; d < d_model; ++d) dot += qrow[d] * k_cache[off + d];
+              float weight;
+              const float r = SoftmaxAdd(st[w], AttentionScore(dot, p.scale, p.softcap), &weight);
+              for (int d = 0; d < d_model; ++d) {
+                acc[w * d_model + d] = acc[w * d_model + d] * r + weight * v_cache[off + d];
+              }
             }
           }
         }
@@ -242,10 +284,14 @@ void EmulatePagedAttention(const float* q, const float* k_cache, const float* v_
         partial[d_model + 1] = st[0].sum;
       }
       const int64_t pair = static_cast<int64_t>(row) * p.q_heads + h;
+      const int s = SequenceOfRow(b.query_start, b.num_seqs, row);
+      const int pos = QueryPosition(b.query_start, b.context_len, s, row);
+      const int used =
+          UsedPartitions(VisibleKeys(pos, p.sliding_window), partitions, min_partition_keys);
       for (int d = 0; d < d_model; ++d) {
         SoftmaxState st;
         float acc = 0;
-        for (int part = 0; part < partitions; ++part) {
+        for (int part = 0; part < used; ++part) {
           const float* pp = ws.data() + (pair * partitions + part) * (d_model + 2);
           SoftmaxState pb;
           pb.max = pp[d_model];
@@ -272,7 +318,7 @@ TEST(CudaIndexMath, PagedAttentionAsTheKernelComputesIt) {
       {8, 2, 64, 16, 0, 0.0f, {{20, 20}, {700, 5}, {1100, 1}}},    // prefill + chunk, GQA
       {6, 1, 48, 8, 0, 0.0f, {{600, 3}, {0, 0}, {9, 9}}},          // MQA, an empty sequence
       {4, 2, 32, 16, 100, 0.0f, {{1300, 2}, {90, 90}}},            // sliding window
-      {4, 2, 32, 32, 0, 50.0f, {{513, 1}, {1024, 1}, {1025, 2}}},  // soft-cap, edges of 512
+      {4, 2, 32, 32, 0, 50.0f, {{513, 1}, {1024, 1}, {1025, 2}}},  // soft-cap, uneven shares
   };
   uint32_t seed = 10;
   for (const AttentionCase& c : cases) {
@@ -307,9 +353,9 @@ TEST(CudaIndexMath, PagedAttentionAsTheKernelComputesIt) {
     auto q = RandomFloats(static_cast<size_t>(rows) * p.q_heads * p.head_dim, ++seed, -2.0f, 2.0f);
     std::vector<float> want(q.size());
     ref::PagedAttention(q.data(), kc.data(), vc.data(), b, p, want.data());
-    for (int partitions : {1, NumPartitions(max_blocks * p.block_size, 512)}) {
+    for (int partitions : {1, 3, NumPartitions(max_blocks * p.block_size, 64)}) {
       std::vector<float> got(q.size(), -7.0f);
-      EmulatePagedAttention(q.data(), kc.data(), vc.data(), b, p, partitions, 512, got.data());
+      EmulatePagedAttention(q.data(), kc.data(), vc.data(), b, p, partitions, 64, got.data());
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_NEAR(got[i], want[i], 2e-5f * (1 + std::fabs(want[i])))
             << "case heads " << c.q_heads << "/" << c.kv_heads << " window " << c.window
