@@ -3,6 +3,7 @@
 // parses), and bad values are errors naming the flag or the model's context length.
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,16 @@ TEST(LlmBench, DecodeContextSetsTheDecodePrompt) {
   const BenchRun run = RunLlmBench({"--decode-context", "300"});
   ASSERT_EQ(run.exit_code, 0) << run.log;
   EXPECT_NE(run.log.find("decode   batch   1          : "), std::string::npos) << run.log;
-  EXPECT_NE(run.log.find("tokens per CPU-second, context 300\n"), std::string::npos) << run.log;
+  EXPECT_NE(run.log.find("tokens per CPU-second, context 300; "), std::string::npos) << run.log;
+  // The step's split: forward and sampling are parts of the step, the forward pass most of it.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      run.log, m, std::regex(R"(a step ([0-9.]+) ms: forward ([0-9.]+), sampling ([0-9.]+)\n)")))
+      << run.log;
+  const double step = std::stod(m[1]), forward = std::stod(m[2]), sampling = std::stod(m[3]);
+  EXPECT_GT(forward, 0.0) << run.log;
+  EXPECT_LE(forward + sampling, step + 0.02) << run.log;  // printed to 0.01 ms
+  EXPECT_GT(forward, sampling) << run.log;
 }
 
 TEST(LlmBench, BadDecodeContextIsAnError) {
