@@ -25,6 +25,8 @@
 #                                              # (tools/gpu-bundle.sh check does this)
 #   MEMCHECK_TIMEOUT=120 tools/gpu-check.sh    # bound compute-sanitizer (default 600 s); it runs
 #                                              # last, so a slow one cannot hide the other steps
+#   PROFILE=1 tools/gpu-check.sh               # also ncu's per-kernel times of a decode step,
+#                                              # summed by tools/ncu-steps.py (PROFILE_TIMEOUT)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
@@ -35,6 +37,7 @@ WORDS=${WORDS:-128}
 OUT=${OUT:-128}
 RANKS=${RANKS:-1}
 MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-600}
+PROFILE_TIMEOUT=${PROFILE_TIMEOUT:-300}
 results=()
 failed=0
 pass() { results+=("PASS  $1"); echo "gpu-check: PASS: $1"; }
@@ -53,7 +56,7 @@ die() {
   exit 1
 }
 
-for knob in NUM WORDS OUT RANKS MEMCHECK_TIMEOUT; do
+for knob in NUM WORDS OUT RANKS MEMCHECK_TIMEOUT PROFILE_TIMEOUT; do
   [[ "${!knob}" =~ ^[0-9]+$ ]] || die "$knob='${!knob}' is not a whole number"
 done
 
@@ -242,6 +245,23 @@ if build/tools/llm-bench --model "$model" --load-format dummy --device cuda --ba
 else
   tail -5 "$batch_log" >&2
   fail "llm-bench --device cuda --batches 16,64 failed (log: $batch_log)"
+fi
+# PROFILE=1: Nsight Compute's per-kernel times of decode batch 16 at context 200, summed per
+# step and kind of kernel by tools/ncu-steps.py (the last 2 steps: decode). About 90 s on an
+# H200; ncu needs hardware counters (seen working on Firecracker machines, not on gVisor).
+if [ -n "${PROFILE:-}" ]; then
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+  prof="$WORK/ncu-b16.csv"
+  if [ -z "$ncu" ]; then
+    note "PROFILE: ncu not found: no profile"
+  elif timeout "$PROFILE_TIMEOUT" "$ncu" --clock-control none --metrics gpu__time_duration.sum \
+    --csv build/tools/llm-bench --model "$model" --load-format dummy --device cuda --batches 16 \
+    --prompt-len 16 --decode-tokens 3 --decode-context 200 --kv-cache-mib 8192 >"$prof" 2>&1 &&
+    summary_lines=$(python3 tools/ncu-steps.py "$prof" --last 2 2>&1); then
+    while read -r line; do note "ncu, decode batch 16 at context 200: $line"; done <<<"$summary_lines"
+  else
+    fail "PROFILE: ncu over llm-bench failed or took over ${PROFILE_TIMEOUT} s (log: $prof)"
+  fi
 fi
 
 if [ -n "$tok" ]; then
