@@ -76,15 +76,20 @@ LLM_HOST_DEVICE inline KeyRange VisibleKeys(int pos, int sliding_window) {
 // then the same kWarps * kKeysPerWarpStep further on, and so on (each in increasing order).
 constexpr int kKeysPerWarpStep = 4;
 
-// Partition `partition` of `partitions` split-K partitions of the visible keys: equal shares of
-// the keys the query actually sees (not of the longest context the launch allows, which a
-// recorded decode graph pads to max_model_len), at least `min_keys` each, so that a short
-// context uses few partitions and the rest are empty.
+// Keys per split-K share of a row that sees `len` keys: equal shares of the keys the query
+// actually sees (not of the longest context the launch allows, which a recorded decode graph
+// pads to max_model_len), at least `min_keys` each, so that a short context uses few partitions
+// and the rest are empty.
+LLM_HOST_DEVICE inline int ShareKeys(int len, int partitions, int min_keys) {
+  const int chunk = partitions > 1 ? (len + partitions - 1) / partitions : len;
+  return chunk < min_keys ? min_keys : chunk;
+}
+
+// Partition `partition` of `partitions` split-K partitions of the visible keys (ShareKeys each).
 LLM_HOST_DEVICE inline KeyRange PartitionKeys(KeyRange visible, int partition, int partitions,
                                               int min_keys) {
   const int len = visible.end > visible.begin ? visible.end - visible.begin : 0;
-  int chunk = partitions > 1 ? (len + partitions - 1) / partitions : len;
-  if (chunk < min_keys) chunk = min_keys;
+  const int chunk = ShareKeys(len, partitions, min_keys);
   const int64_t lo = visible.begin + static_cast<int64_t>(partition) * chunk;
   const int64_t hi = lo + chunk;
   KeyRange r;
@@ -97,8 +102,7 @@ LLM_HOST_DEVICE inline KeyRange PartitionKeys(KeyRange visible, int partition, i
 // are empty, and the merge of the partials skips them).
 LLM_HOST_DEVICE inline int UsedPartitions(KeyRange visible, int partitions, int min_keys) {
   const int len = visible.end > visible.begin ? visible.end - visible.begin : 0;
-  int chunk = partitions > 1 ? (len + partitions - 1) / partitions : len;
-  if (chunk < min_keys) chunk = min_keys;
+  const int chunk = ShareKeys(len, partitions, min_keys);
   if (chunk <= 0) return 1;
   const int used = (len + chunk - 1) / chunk;
   return used < 1 ? 1 : (used > partitions ? partitions : used);
