@@ -371,11 +371,14 @@ void Engine::SampleRows(const SchedulePlan& plan, const float* logits) {
   };
   std::vector<Row> rows;
   size_t count = 0;
+  int free_rows = 0;  // rows without a grammar
   for (const auto& s : plan.scheduled) {
     if (!s.samples) continue;
     const size_t at = count++;
     Request& r = requests_.at(s.seq->id);
-    if (!r.abort_pending) rows.push_back({at, &r, s.seq});  // an aborted row is not sampled
+    if (r.abort_pending) continue;  // an aborted row is not sampled
+    rows.push_back({at, &r, s.seq});
+    free_rows += r.grammar == nullptr ? 1 : 0;
   }
   samples_.assign(count, SampleResult{});
   auto sample = [&](Sampler& sampler, const Row& row, const uint64_t* allowed) {
@@ -386,8 +389,6 @@ void Engine::SampleRows(const SchedulePlan& plan, const float* logits) {
   };
   // Each row's draw depends only on its logits, parameters, seed and step, so which thread
   // samples it does not change the token. Grammar rows share mask_ and their grammar's state.
-  int free_rows = 0;
-  for (const Row& row : rows) free_rows += row.r->grammar == nullptr ? 1 : 0;
   const int threads = std::min(omp_get_max_threads(), free_rows);
   if (threads >= 2) {
     while (static_cast<int>(samplers_.size()) < threads) {

@@ -101,12 +101,6 @@ Sampler::Sampler(int vocab_size)
   touched_.reserve(vocab_size_);
 }
 
-// A float's bits as an int32 that orders as the floats do (-0 and +0 alike; no NaN here).
-static inline int32_t OrderedBits(float x) {
-  const int32_t bits = std::bit_cast<int32_t>(x + 0.0f);
-  return bits ^ ((bits >> 31) & 0x7fffffff);
-}
-
 uint64_t Sampler::Key(int32_t t) const {
   // Branch-free (signs are random): + 0.0f turns -0 into +0; negative floats get all bits
   // flipped, positive ones the sign bit set. NaN was turned into -inf on the copy.
@@ -127,14 +121,14 @@ SampleResult Sampler::Sample(const float* logits, const SamplingParams& p,
     }
   }
 
-  // The first index of the largest logit, in two loops that vectorize (a branchy single pass
-  // did not, and was most of a greedy row's time at a 128k vocabulary): the max of an ordered
-  // integer form, then the first index that has it.
-  int32_t best = std::numeric_limits<int32_t>::min();
-  for (int i = 0; i < vocab_size_; ++i) best = std::max(best, OrderedBits(logits_[i]));
   argmax_ = 0;
-  while (argmax_ + 1 < vocab_size_ && OrderedBits(logits_[argmax_]) != best) ++argmax_;
-  max_logit_ = logits_[argmax_];
+  max_logit_ = logits_[0];
+  for (int i = 1; i < vocab_size_; ++i) {
+    if (logits_[i] > max_logit_) {
+      max_logit_ = logits_[i];
+      argmax_ = i;
+    }
+  }
 
   SampleResult result;
   if (p.temperature < kGreedyTemperature) {
