@@ -1,6 +1,10 @@
 // Element-wise ops of the forward pass: the gated MLP activation, residual adds, biases and row
 // gathers. Each output element depends only on its own inputs, so any row is bitwise the same
 // whatever the batch and the thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,23 +17,89 @@ namespace {
 // Work is split across threads only when there is enough of it to pay for the fork.
 constexpr int64_t kMinParallelElems = 32768;
 
-}  // namespace
+// exp(x) (Cephes expf: Cody-Waite reduction, degree-6 polynomial; about 1 ulp, the attention
+// kernel's Exp one lane at a time), written so that a loop of it vectorizes: plain multiplies and
+// adds (no contraction in this library), selects and one float -> int conversion of an integral
+// value, so every vector width gives the same bits. x > 88.38 is clamped (about 2.4e38), x < -87.34
+// gives 0.
+[[gnu::always_inline]] inline float ExpPoly(float x) {
+  x = x > 88.3762626647949f ? 88.3762626647949f : x;
+  const bool underflow = x < -87.3365478515625f;
+  x = underflow ? -87.3365478515625f : x;
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * 1.44269504088896341f + kMagic) - kMagic;
+  x = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  const float z = x * x;
+  float y = x * 1.9875691500E-4f + 1.3981999507E-3f;
+  y = y * x + 8.3334519073E-3f;
+  y = y * x + 4.1665795894E-2f;
+  y = y * x + 1.6666665459E-1f;
+  y = y * x + 5.0000001201E-1f;
+  y = (y * z + x) + 1.0f;
+  const float r = y * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return underflow ? 0.0f : r;
+}
 
-void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
-#pragma omp parallel for schedule(static) if (count > kMinParallelElems)
+// out = gate * sigmoid(scale * gate_arg) * up over [0, count), where the argument is gate itself
+// (SiLU) or the tanh-GELU's inner polynomial: gelu_tanh(g) = 0.5 g (1 + tanh(y)) = g / (1 +
+// exp(-2y)), y = sqrt(2/pi) (g + 0.044715 g^3), with no cancellation near 0.
+// Why: libm's expf does not vectorize (no -ffast-math here); called on every element of a
+// prefill's MLP it took 8.1 ms per 512 x 5632 layer against 2.0 ms (Xeon with AVX-512, 30 Nov
+// 2026, 1 thread). One clone per x86-64 level, each vectorized at its width (same bits, above).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LLM_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define LLM_VECTOR_CLONES
+#endif
+
+template <bool kGelu>
+[[gnu::always_inline]] inline void GatedSigmoid(const float* gate, const float* up, int64_t count,
+                                                float* out) {
+  constexpr float kTwoSqrt2OverPi = 1.5957691216057308f;  // 2 sqrt(2 / pi)
+#pragma omp simd
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    const float arg = kGelu ? kTwoSqrt2OverPi * (g + 0.044715f * g * g * g) : g;
+    out[i] = g / (1.0f + ExpPoly(-arg)) * up[i];
   }
 }
 
-void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-#pragma omp parallel for schedule(static) if (count > kMinParallelElems)
-  for (int64_t i = 0; i < count; ++i) {
-    const float g = gate[i];
-    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+LLM_VECTOR_CLONES void SiluMulRange(const float* gate, const float* up, int64_t count, float* out) {
+  GatedSigmoid<false>(gate, up, count, out);
+}
+
+LLM_VECTOR_CLONES void GeluTanhMulRange(const float* gate, const float* up, int64_t count,
+                                        float* out) {
+  GatedSigmoid<true>(gate, up, count, out);
+}
+
+// Splits [0, count) over the team in whole 64-element pieces when there is enough work.
+template <class Fn>
+void ParallelRanges(int64_t count, Fn fn) {
+  if (count <= kMinParallelElems) {
+    fn(0, count);
+    return;
   }
+#pragma omp parallel
+  {
+    const int64_t pieces = (count + 63) / 64, t = omp_get_thread_num(), n = omp_get_num_threads();
+    const int64_t lo = std::min(count, pieces * t / n * 64);
+    const int64_t hi = std::min(count, pieces * (t + 1) / n * 64);
+    fn(lo, hi - lo);
+  }
+}
+
+}  // namespace
+
+void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
+  ParallelRanges(count,
+                 [&](int64_t lo, int64_t n) { SiluMulRange(gate + lo, up + lo, n, out + lo); });
+}
+
+void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out) {
+  ParallelRanges(count,
+                 [&](int64_t lo, int64_t n) { GeluTanhMulRange(gate + lo, up + lo, n, out + lo); });
 }
 
 void Scale(float* x, float s, int64_t count) {

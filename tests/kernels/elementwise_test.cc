@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <vector>
@@ -112,6 +113,34 @@ TEST(ActivationTest, SiluMulMatchesReference) {
   SiluMul(gate.data(), up.data(), count, got.data());
   ref::SiluMul(gate.data(), up.data(), count, want.data());
   ExpectClose(got, want, 2e-6f, 1e-6f);
+}
+
+// The activations run vectorized (and on the team above 32768 elements): each element must still
+// be its own function, the same bits whether computed in a long parallel run, in the loop's vector
+// body or alone, and close to the double reference at the ends of exp's range.
+TEST(ActivationTest, ElementsAreTheSameBitsAloneAndInALongRun) {
+  const int64_t count = 40000 + 13;
+  auto gate = RandomVec(count, 6, -12, 12);
+  auto up = RandomVec(count, 16, -4, 4);
+  const float edges[] = {0.0f,   -0.0f, 1e-30f, -1e-30f, 87.0f,
+                         -87.0f, 88.5f, -88.5f, 100.0f,  -100.0f};
+  for (size_t i = 0; i < std::size(edges); ++i) gate[i * 997] = edges[i];
+  for (bool gelu : {false, true}) {
+    auto act = gelu ? GeluTanhMul : SiluMul;
+    auto ref_act = gelu ? ref::GeluTanhMul : ref::SiluMul;
+    std::vector<float> run(count), want(count);
+    act(gate.data(), up.data(), count, run.data());
+    ref_act(gate.data(), up.data(), count, want.data());
+    ExpectClose(run, want, 2e-6f, 1e-6f);
+    for (int64_t i = 0; i < count; i += 7) {
+      float alone = 0;
+      act(&gate[i], &up[i], 1, &alone);
+      uint32_t a, b;
+      std::memcpy(&a, &alone, 4);
+      std::memcpy(&b, &run[i], 4);
+      ASSERT_EQ(a, b) << (gelu ? "gelu" : "silu") << " element " << i << " gate " << gate[i];
+    }
+  }
 }
 
 TEST(ActivationTest, GeluTanhMulMatchesReference) {
