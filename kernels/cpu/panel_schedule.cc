@@ -1,5 +1,7 @@
 #include "kernels/cpu/panel_schedule.h"
 
+#include <algorithm>
+
 namespace llm::kernels::internal {
 
 void PanelSchedule::Reset(int items, int threads) {
@@ -10,6 +12,7 @@ void PanelSchedule::Reset(int items, int threads) {
     const auto front = static_cast<uint32_t>(static_cast<int64_t>(items) * t / threads);
     const auto back = static_cast<uint32_t>(static_cast<int64_t>(items) * (t + 1) / threads);
     ranges_[t].bounds.store(Pack(front, back), std::memory_order_relaxed);
+    ranges_[t].claimed_next = ranges_[t].claimed_end = 0;
   }
 }
 
@@ -17,13 +20,18 @@ int PanelSchedule::Next(int t) {
   // A larger team than planned: such a thread owns no range. (Sharing range 0 lost items: two
   // owners stealing into one range, the second store overwrote the first's stolen items.)
   if (t < 0 || t >= threads_) return TakeFromFullest();
+  Range& range = ranges_[t];
+  if (range.claimed_next < range.claimed_end) return static_cast<int>(range.claimed_next++);
   for (;;) {
-    std::atomic<uint64_t>& own = ranges_[t].bounds;
+    std::atomic<uint64_t>& own = range.bounds;
     uint64_t v = own.load(std::memory_order_acquire);
     for (;;) {
       const auto front = static_cast<uint32_t>(v), back = static_cast<uint32_t>(v >> 32);
       if (front >= back) break;
-      if (own.compare_exchange_weak(v, Pack(front + 1, back), std::memory_order_acq_rel)) {
+      const uint32_t take = std::clamp((back - front) / 8, 1u, kMaxClaim);
+      if (own.compare_exchange_weak(v, Pack(front + take, back), std::memory_order_acq_rel)) {
+        range.claimed_next = front + 1;
+        range.claimed_end = front + take;
         return static_cast<int>(front);
       }
     }

@@ -51,18 +51,40 @@ TEST(PanelSchedule, EveryItemOnceUnderContention) {
 
 TEST(PanelSchedule, SlowThreadsTailIsStolen) {
   // Thread 0 owns items [0, 100) and is stuck in item 0 while thread 1 runs to the end: thread 1
-  // does its own [100, 200) and then all of thread 0's other items, stolen from the back.
+  // does its own [100, 200) and then all of thread 0's other items, stolen from the back, but
+  // for the ones thread 0 took with item 0 in one atomic step (kMaxClaim: 1, 2, 3), which
+  // thread 0 then returns in order.
   PanelSchedule s;
   s.Reset(200, 2);
   std::vector<int> counts(200);
   ASSERT_EQ(s.Next(0), 0);
   counts[0]++;
+  std::vector<int> by1;
   std::thread other([&] {
-    for (int p = s.Next(1); p >= 0; p = s.Next(1)) counts[p]++;
+    for (int p = s.Next(1); p >= 0; p = s.Next(1)) by1.push_back(p);
   });
   other.join();
+  for (int p : by1) counts[p]++;
+  EXPECT_EQ(by1.size(), 196u);
+  for (int want : {1, 2, 3}) {
+    ASSERT_EQ(s.Next(0), want);
+    counts[want]++;
+  }
   EXPECT_EQ(s.Next(0), -1);
   ExpectEachOnce(counts);
+}
+
+TEST(PanelSchedule, ClaimsShrinkNearARangesEnd) {
+  // One thread alone: its own range [0, 40) walked in order, claims of min(4, left / 8) items;
+  // each claim leaves the range's front past it, so at 8 items left a thief still finds 7.
+  PanelSchedule s;
+  s.Reset(80, 2);
+  for (int want = 0; want < 32; ++want) ASSERT_EQ(s.Next(0), want);
+  // Left in range 0: [32, 40), none claimed. Thread 1 takes its own [40, 80), then steals the
+  // back half of 8: 36..39.
+  for (int want = 40; want < 80; ++want) ASSERT_EQ(s.Next(1), want);
+  EXPECT_EQ(s.Next(1), 36);
+  EXPECT_EQ(s.Next(0), 32);
 }
 
 TEST(PanelSchedule, SmallerOrLargerTeamThanPlanned) {
