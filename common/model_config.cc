@@ -600,6 +600,8 @@ std::vector<float> RopeInvFreq(const ModelConfig& c, bool long_factors) {
     double freq = 1.0 / std::pow(c.rope_theta, (2.0 * i) / dim);
     if (rs.type == RopeScalingType::kLongRope) {
       freq /= (long_factors ? rs.long_factor : rs.short_factor)[i];
+    } else if (rs.type == RopeScalingType::kFreqFactors) {
+      freq /= rs.freq_factors[i];
     } else if (rs.type == RopeScalingType::kLinear) {
       freq /= rs.factor;
     } else if (rs.type == RopeScalingType::kLlama3) {

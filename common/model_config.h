@@ -40,7 +40,10 @@ enum class ModelArch {
 // The MLP's activation: silu(gate) * up, or Gemma's gelu_pytorch_tanh(gate) * up.
 enum class Activation { kSilu, kGeluTanh };
 
-enum class RopeScalingType { kNone, kLinear, kLlama3, kLongRope };
+// kFreqFactors: llama.cpp's rope_freqs.weight (what its converter writes for Llama 3.1 / 3.2's
+// "llama3" scaling): inv_freq_i = 1 / (freq_factors_i * theta^(2i / rotary dim)), the same
+// rotation transformers' _compute_llama3_parameters gives, as fixed per-lane factors.
+enum class RopeScalingType { kNone, kLinear, kLlama3, kLongRope, kFreqFactors };
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
@@ -54,6 +57,7 @@ struct RopeScaling {
   // sin are multiplied by attention_factor. rope_dim() / 2 factors each.
   std::vector<double> short_factor, long_factor;
   double attention_factor = 1.0;
+  std::vector<double> freq_factors;  // kFreqFactors: rope_dim() / 2 of them
 };
 
 // LongRoPE: whether a sequence rotates this step's tokens with the long factors, given `length`

@@ -130,11 +130,6 @@ Status ReadArch(const GgufFile& f, ModelConfig* c, std::string* arch) {
       c->architecture = "MixtralForCausalLM";
     }
   }
-  if (f.FindTensor("rope_freqs.weight")) {
-    return Unimplemented(f.path() +
-                         ": tensor 'rope_freqs.weight' (Llama 3.1-style rope scaling factors) is "
-                         "not supported yet");
-  }
   return Status::Ok();
 }
 
@@ -334,6 +329,24 @@ Status ReadPhi3LongRope(const GgufFile& f, const Reader& r, ModelConfig* c) {
   return r.Float("rope.scaling.attn_factor", false, fallback, &rs.attention_factor);
 }
 
+// Llama 3.1 / 3.2 as llama.cpp's convert_hf_to_gguf.py stores their "llama3" rope scaling: no
+// scaling keys, one F32 tensor rope_freqs.weight of rope dimension / 2 factors that divide the
+// rotation frequencies (llama.cpp's freq_factors). A file that also names a rope.scaling.type
+// (or Phi-3's LongRoPE tensors) is refused rather than guessed at.
+Status ReadRopeFreqs(const GgufFile& f, const Reader& r, ModelConfig* c) {
+  if (!f.FindTensor("rope_freqs.weight")) return Status::Ok();
+  RopeScaling& rs = c->rope_scaling;
+  if (rs.type != RopeScalingType::kNone) {
+    return InvalidArgument(f.path() + ": tensor 'rope_freqs.weight' together with " +
+                           (rs.type == RopeScalingType::kLongRope ? "the rope_factors tensors"
+                                                                  : r.Key("rope.scaling.type")));
+  }
+  LLM_RETURN_IF_ERROR(
+      ReadFactorTensor(f, "rope_freqs.weight", c->rope_dim() / 2, &rs.freq_factors));
+  rs.type = RopeScalingType::kFreqFactors;
+  return Status::Ok();
+}
+
 // ChatGLM / GLM-4 (llama.cpp's chatglm, from convert_hf_to_gguf.py's ChatGLMModel: THUDM's
 // ChatGLM layout with attn_qkv [q; k; v] and its bias, or GlmForCausalLM with attn_q/k/v and
 // their biases) and GLM-4-0414 (glm4, Glm4Model: attn_q/k/v or attn_qkv, the sandwich norms
@@ -437,6 +450,7 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   }
   LLM_RETURN_IF_ERROR(ReadGlm(f, r, &c));
   LLM_RETURN_IF_ERROR(ReadPhi3LongRope(f, r, &c));
+  LLM_RETURN_IF_ERROR(ReadRopeFreqs(f, r, &c));
   LLM_RETURN_IF_ERROR(ReadGemma(f, r, static_cast<int>(window), &c));
   LLM_RETURN_IF_ERROR(ReadMoe(f, r, &c));
   LLM_RETURN_IF_ERROR(ReadTokenIds(f, &c));

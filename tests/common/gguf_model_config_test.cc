@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/gguf.h"
 #include "common/model_config.h"
@@ -105,7 +108,15 @@ TEST(GgufModelConfig, DefaultsAndErrors) {
       {[](GgufWriter& w) { w.U32("tokenizer.ggml.bos_token_id", 7); }, true,
        "key 'tokenizer.ggml.bos_token_id' = 7 is outside the vocabulary of 3"},
       {[](GgufWriter& w) { w.TensorF32("rope_freqs.weight", {8}, std::vector<float>(8)); }, true,
-       "tensor 'rope_freqs.weight'"},
+       "tensor 'rope_freqs.weight' holds a factor that is not positive"},
+      {[](GgufWriter& w) { w.TensorF32("rope_freqs.weight", {4}, std::vector<float>(4, 1)); }, true,
+       "tensor 'rope_freqs.weight' must be F32 [rope dimension / 2 = 8]"},
+      {[](GgufWriter& w) {
+         w.Str("llama.rope.scaling.type", "linear");
+         w.F32("llama.rope.scaling.factor", 2);
+         w.TensorF32("rope_freqs.weight", {8}, std::vector<float>(8, 1));
+       },
+       true, "tensor 'rope_freqs.weight' together with llama.rope.scaling.type"},
   };
   for (const auto& c : cases) {
     const Status s = Load(c.edit, c.base);
@@ -133,6 +144,56 @@ TEST(GgufModelConfig, DefaultsAndErrors) {
     EXPECT_NE(s.message().find(std::string("missing key 'qwen2.") + key + "'"), std::string::npos)
         << s.ToString();
   }
+}
+
+// Llama 3.1's "llama3" rope scaling as llama.cpp's converter stores it (rope_freqs.weight, the
+// factors by its formula from convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors, in
+// float32 as torch computes the frequencies there) gives the inv_freq of transformers'
+// _compute_llama3_parameters for Llama-3.1-8B: values computed with transformers (the same as
+// model_loading_test.cc's for the config.json path).
+TEST(GgufModelConfig, Llama31RopeFreqsGiveTransformersInvFreq) {
+  const float base = 500000.0f;
+  const int dim = 128;
+  const double factor = 8, low = 1, high = 4, old_len = 8192;
+  std::vector<float> factors;
+  for (int i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(base, static_cast<float>(i) / dim);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < old_len / high) {
+      factors.push_back(1);
+    } else if (wavelen > old_len / low) {
+      factors.push_back(static_cast<float>(factor));
+    } else {
+      const double smooth = (old_len / wavelen - low) / (high - low);
+      factors.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  GgufWriter w;
+  w.Str("general.architecture", "llama");
+  w.U32("llama.block_count", 32);
+  w.U32("llama.embedding_length", 4096);
+  w.U32("llama.feed_forward_length", 14336);
+  w.U32("llama.attention.head_count", 32);
+  w.U32("llama.attention.head_count_kv", 8);
+  w.F32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.F32("llama.rope.freq_base", base);
+  w.StrArray("tokenizer.ggml.tokens", {"a", "b", "c"});
+  w.TensorF32("rope_freqs.weight", {factors.size()}, factors);
+  const std::string bytes = w.Build();
+  auto f = GgufFile::FromMemory(bytes.data(), bytes.size(), "llama31.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto c = ModelConfigFromGguf(**f);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.type, RopeScalingType::kFreqFactors);
+  const std::vector<float> inv = RopeInvFreq(*c);
+  ASSERT_EQ(inv.size(), 64u);
+  const std::pair<int, double> want[] = {{0, 1.0},
+                                         {20, 0.016560440080994446},
+                                         {40, 3.428102195952591e-05},
+                                         {45, 1.2297638677963614e-05},
+                                         {50, 4.411534674558404e-06},
+                                         {63, 3.068925988914511e-07}};
+  for (auto [i, v] : want) EXPECT_NEAR(inv[i], v, 1e-6 * v) << "inv_freq[" << i << "]";
 }
 
 }  // namespace

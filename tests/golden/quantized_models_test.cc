@@ -17,7 +17,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu_ops.h"
-#include "tests/common/gguf_writer.h"
+#include "tests/common/gguf_copy.h"
 #include "tests/golden/golden_util.h"
 #include "worker/model/model_weights.h"
 
@@ -30,53 +30,6 @@ using nlohmann::json;
 uint32_t GgmlTypeOf(DType t) {
   constexpr uint32_t kIds[kNumDTypes] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14};
   return kIds[static_cast<int>(t)];
-}
-
-// The bytes of a metadata value's body (after its type) as the file stores it.
-std::string ValueBody(const GgufValue& v) {
-  std::string out;
-  auto scalar = [&](GgufType t, uint64_t bits, double f) {
-    switch (t) {
-      case GgufType::kFloat32:
-        GgufWriter::Pod(&out, static_cast<float>(f));
-        break;
-      case GgufType::kFloat64:
-        GgufWriter::Pod(&out, f);
-        break;
-      case GgufType::kUint8:
-      case GgufType::kInt8:
-      case GgufType::kBool:
-        GgufWriter::Pod(&out, static_cast<uint8_t>(bits));
-        break;
-      case GgufType::kUint16:
-      case GgufType::kInt16:
-        GgufWriter::Pod(&out, static_cast<uint16_t>(bits));
-        break;
-      case GgufType::kUint32:
-      case GgufType::kInt32:
-        GgufWriter::Pod(&out, static_cast<uint32_t>(bits));
-        break;
-      default:
-        GgufWriter::Pod(&out, bits);
-        break;
-    }
-  };
-  if (v.type == GgufType::kString) {
-    GgufWriter::String(&out, v.str);
-  } else if (v.type == GgufType::kArray) {
-    GgufWriter::Pod(&out, static_cast<uint32_t>(v.elem_type));
-    GgufWriter::Pod(&out, v.array_size());
-    if (v.elem_type == GgufType::kString) {
-      for (const auto& s : v.strings) GgufWriter::String(&out, s);
-    } else if (v.elem_type == GgufType::kFloat32 || v.elem_type == GgufType::kFloat64) {
-      for (double f : v.floats) scalar(v.elem_type, 0, f);
-    } else {
-      for (uint64_t b : v.ints) scalar(v.elem_type, b, 0);
-    }
-  } else {
-    scalar(v.type, v.bits, v.f);
-  }
-  return out;
 }
 
 // The block format `want` (or its llama-quantize fallback) for rows of `cols`, if any.
@@ -96,10 +49,8 @@ std::optional<DType> FormatFor(DType want, int64_t cols) {
 std::set<DType> WriteQuantized(const GgufFile& src, DType t, const std::string& quantized,
                                const std::string& dequantized) {
   GgufWriter q, d;
-  for (const auto& [key, v] : src.metadata()) {
-    q.RawKv(key, static_cast<uint32_t>(v.type), ValueBody(v));
-    d.RawKv(key, static_cast<uint32_t>(v.type), ValueBody(v));
-  }
+  CopyGgufMetadata(src, &q);
+  CopyGgufMetadata(src, &d);
   std::set<DType> used;
   for (const auto& info : src.tensors()) {
     const std::vector<uint64_t> dims(info.dims.begin(), info.dims.end());

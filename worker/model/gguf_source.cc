@@ -194,14 +194,16 @@ class GgufSource : public TensorSource {
   }
 
   std::vector<std::string> Unexpected() const override {
-    // Phi-3's LongRoPE factors are read into the config (ModelConfigFromGguf).
-    const bool longrope = w_->config.rope_scaling.type == RopeScalingType::kLongRope;
+    // Phi-3's LongRoPE factors and Llama 3.1's rope_freqs are read into the config
+    // (ModelConfigFromGguf).
+    const RopeScalingType rope = w_->config.rope_scaling.type;
     std::vector<std::string> out;
     for (const auto& t : f_.tensors()) {
-      if (longrope &&
+      if (rope == RopeScalingType::kLongRope &&
           (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight")) {
         continue;
       }
+      if (rope == RopeScalingType::kFreqFactors && t.name == "rope_freqs.weight") continue;
       if (!used_.count(t.name)) out.push_back(t.name);
     }
     return out;
