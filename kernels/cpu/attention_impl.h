@@ -304,26 +304,11 @@ struct TaskScratch {
   alignas(64) float s[kAttnMaxVectors][kAttnMaxBlockSize + kLanes];  // padded for Exp
 };
 
-// exp(x) per lane (Cephes expf: Cody-Waite reduction, degree-6 polynomial; about 1 ulp).
-// Plain multiplies and adds, so every ISA rounds the same. x < -87.3 gives 0.
+#include "kernels/cpu/cephes_exp.h"  // NOLINT: into this TU's anonymous namespace
+
+// exp(x) per lane (cephes_exp.h). x < -87.3 gives 0.
 inline VN Exp(VN x) {
-  const VN hi = VN{} + 88.3762626647949f, lo = VN{} - 87.3365478515625f;
-  x = x > hi ? hi : x;
-  const VIN underflow = x < lo;
-  x = x < lo ? lo : x;
-  const VN magic = VN{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const VN n = (x * 1.44269504088896341f + magic) - magic;
-  x = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  const VN z = x * x;
-  VN y = x * 1.9875691500E-4f + 1.3981999507E-3f;
-  y = y * x + 8.3334519073E-3f;
-  y = y * x + 4.1665795894E-2f;
-  y = y * x + 1.6666665459E-1f;
-  y = y * x + 5.0000001201E-1f;
-  y = (y * z + x) + 1.0f;
-  const VIN bits = (__builtin_convertvector(n, VIN) + 127) << 23;
-  const VN r = y * __builtin_bit_cast(VN, bits);
-  return underflow ? VN{} : r;
+  return CephesExp<VN, VIN>(x);
 }
 
 #if defined(__AVX512F__)

@@ -4,7 +4,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,27 +16,11 @@ namespace {
 // Work is split across threads only when there is enough of it to pay for the fork.
 constexpr int64_t kMinParallelElems = 32768;
 
-// exp(x) (Cephes expf: Cody-Waite reduction, degree-6 polynomial; about 1 ulp, the attention
-// kernel's Exp one lane at a time), written so that a loop of it vectorizes: plain multiplies and
-// adds (no contraction in this library), selects and one float -> int conversion of an integral
-// value, so every vector width gives the same bits. x > 88.38 is clamped (about 2.4e38), x < -87.34
-// gives 0.
+#include "kernels/cpu/cephes_exp.h"  // NOLINT: into this TU's anonymous namespace
+
+// exp(x) one lane at a time (cephes_exp.h), written so that a loop of it vectorizes.
 [[gnu::always_inline]] inline float ExpPoly(float x) {
-  x = x > 88.3762626647949f ? 88.3762626647949f : x;
-  const bool underflow = x < -87.3365478515625f;
-  x = underflow ? -87.3365478515625f : x;
-  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (x * 1.44269504088896341f + kMagic) - kMagic;
-  x = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  const float z = x * x;
-  float y = x * 1.9875691500E-4f + 1.3981999507E-3f;
-  y = y * x + 8.3334519073E-3f;
-  y = y * x + 4.1665795894E-2f;
-  y = y * x + 1.6666665459E-1f;
-  y = y * x + 5.0000001201E-1f;
-  y = (y * z + x) + 1.0f;
-  const float r = y * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return underflow ? 0.0f : r;
+  return CephesExp<float, int32_t>(x);
 }
 
 // out = gate * sigmoid(scale * gate_arg) * up over [0, count), where the argument is gate itself

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/common/llama31_inv_freq.h"
 #include "tests/worker/tiny_model.h"
 #include "worker/engine/engine.h"
 #include "worker/model/model_weights.h"
@@ -276,14 +277,7 @@ TEST(ModelConfig, Llama3RopeScaling) {
                               "test");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   auto inv = RopeInvFreq(*cfg);
-  ASSERT_EQ(inv.size(), 64u);
-  const std::pair<int, double> want[] = {{0, 1.0},
-                                         {20, 0.016560440080994446},
-                                         {40, 3.428102195952591e-05},
-                                         {45, 1.2297638677963614e-05},
-                                         {50, 4.411534674558404e-06},
-                                         {63, 3.068925988914511e-07}};
-  for (auto [i, v] : want) EXPECT_NEAR(inv[i], v, 1e-6 * v) << "inv_freq[" << i << "]";
+  ExpectLlama31InvFreq(inv);
   EXPECT_EQ(cfg->eos_token_ids.size(), 3u);
 }
 

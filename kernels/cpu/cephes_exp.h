@@ -1,0 +1,39 @@
+// exp(x) per lane (Cephes expf: Cody-Waite reduction, degree-6 polynomial; about 1 ulp) of a
+// float or of a GCC vector of floats V, with I its int32 counterpart (int32_t or the int vector
+// of V's width). Plain multiplies and adds (this library compiles with -ffp-contract=off),
+// selects and one float -> int conversion of an integral value, so every vector width and every
+// ISA rounds the same. x > 88.38 is clamped (about 2.4e38); x < -87.34 gives 0.
+//
+// Included inside an anonymous namespace by the TUs that use it (the attention kernels, one per
+// ISA, and elementwise.cc), so no code compiled with one ISA's flags is shared with another TU;
+// the standard headers below are then already included (include guards).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+template <class V, class I>
+[[gnu::always_inline]] inline V CephesExp(V x) {
+  const V hi = V{} + 88.3762626647949f, lo = V{} - 87.3365478515625f;
+  x = x > hi ? hi : x;
+  const auto underflow = x < lo;
+  x = x < lo ? lo : x;
+  const V magic = V{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const V n = (x * 1.44269504088896341f + magic) - magic;
+  x = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  const V z = x * x;
+  V y = x * 1.9875691500E-4f + 1.3981999507E-3f;
+  y = y * x + 8.3334519073E-3f;
+  y = y * x + 4.1665795894E-2f;
+  y = y * x + 1.6666665459E-1f;
+  y = y * x + 5.0000001201E-1f;
+  y = (y * z + x) + 1.0f;
+  I whole;
+  if constexpr (std::is_same_v<V, float>) {
+    whole = static_cast<I>(n);
+  } else {
+    whole = __builtin_convertvector(n, I);
+  }
+  const V r = y * __builtin_bit_cast(V, (whole + 127) << 23);
+  return underflow ? V{} : r;
+}
