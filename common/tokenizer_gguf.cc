@@ -140,9 +140,30 @@ StatusOr<json> Gpt2PreTokenizer(const std::string& pre, const std::string& path)
         "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
         "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
   }
+  // Mistral's Tekken (Mistral NeMo, Mistral Small 3: llama architecture) and the o200k
+  // pre-tokenizer of GPT-4o that Phi-4-mini uses (llama.cpp's "gpt-4o"): the regexes of their
+  // tokenizer.json files, which llama.cpp's llama-vocab.cpp quotes as "original regex from
+  // tokenizer.json" before its own approximation. Case-aware letter runs: an upper-case run ends
+  // a piece where a lower-case run follows ("HelloWorld" = "Hello" + "World"); tekken splits
+  // digits one by one, gpt-4o by three and keeps contractions on the word ("I'm").
+  constexpr const char* kCaseRuns =
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+";
+  constexpr const char* kUpperRuns =
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*";
+  constexpr const char* kRest = " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  if (pre == "tekken") {
+    return split_then_bytes(
+        (std::string(kCaseRuns) + "|" + kUpperRuns + "|\\p{N}|" + kRest).c_str());
+  }
+  if (pre == "gpt-4o") {
+    const std::string contraction = "(?i:'s|'t|'re|'ve|'m|'ll|'d)?";
+    return split_then_bytes((std::string(kCaseRuns) + contraction + "|" + kUpperRuns + contraction +
+                             "|\\p{N}{1,3}|" + kRest)
+                                .c_str());
+  }
   return Unimplemented(path + ": tokenizer.ggml.pre '" + pre +
                        "' is not supported (supported: default, gpt2, llama-bpe, qwen2, "
-                       "chatglm-bpe, glm4)");
+                       "deepseek-r1-qwen, chatglm-bpe, glm4, tekken, gpt-4o)");
 }
 
 StatusOr<GgufVocab> ReadVocab(const GgufFile& f) {

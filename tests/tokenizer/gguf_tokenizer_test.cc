@@ -225,6 +225,44 @@ TEST(GgufTokenizer, GlmPreTokenizers) {
   fs::remove_all(dir);
 }
 
+// Mistral's Tekken and GPT-4o's o200k pre-tokenizers (tokenizer.ggml.pre tekken / gpt-4o), on a
+// byte vocabulary whose only merges would cross their split points: "o W" (inside "HelloWorld",
+// which both split before the capital), "1 2" (tekken splits digits one by one, gpt-4o by three)
+// and "I '" ("I'M": gpt-4o keeps the contraction on the word, tekken makes "'M" its own piece).
+// llama-bpe's regex keeps "HelloWorld" whole, and splits "'M" off too.
+TEST(GgufTokenizer, TekkenAndGpt4oPreTokenizers) {
+  const fs::path dir = fs::temp_directory_path() / ("gguf_tok_case_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::vector<std::string> tokens = {"H", "e", "l", "o", "W", "r", "d",  "1",  "2",
+                                           "3", "4", "5", "I", "'", "M", "oW", "12", "I'"};
+  const auto encode = [&](const std::string& pre, const std::string& text) {
+    GgufWriter w;
+    w.Str("general.architecture", "llama");
+    w.Str("tokenizer.ggml.model", "gpt2");
+    w.Str("tokenizer.ggml.pre", pre);
+    w.StrArray("tokenizer.ggml.tokens", tokens);
+    w.StrArray("tokenizer.ggml.merges", {"o W", "1 2", "I '"});
+    w.Bool("tokenizer.ggml.add_bos_token", false);
+    const std::string path = (dir / (pre + ".gguf")).string();
+    w.Write(path);
+    auto t = Tokenizer::FromDir(path);
+    EXPECT_TRUE(t.ok()) << pre << ": " << t.status().ToString();
+    std::string pieces;
+    if (!t.ok()) return pieces;
+    for (int32_t id : (*t)->Encode(text, false, false)) pieces += "[" + tokens.at(id) + "]";
+    return pieces;
+  };
+  EXPECT_EQ(encode("tekken", "HelloWorld"), "[H][e][l][l][o][W][o][r][l][d]");
+  EXPECT_EQ(encode("gpt-4o", "HelloWorld"), "[H][e][l][l][o][W][o][r][l][d]");
+  EXPECT_EQ(encode("llama-bpe", "HelloWorld"), "[H][e][l][l][oW][o][r][l][d]");
+  EXPECT_EQ(encode("tekken", "12345"), "[1][2][3][4][5]");
+  EXPECT_EQ(encode("gpt-4o", "12345"), "[12][3][4][5]");
+  EXPECT_EQ(encode("tekken", "I'M"), "[I]['][M]");
+  EXPECT_EQ(encode("gpt-4o", "I'M"), "[I'][M]");
+  EXPECT_EQ(encode("llama-bpe", "I'M"), "[I]['][M]");
+  fs::remove_all(dir);
+}
+
 TEST(GgufTokenizer, Errors) {
   const fs::path dir = fs::temp_directory_path() / ("gguf_tok_err_" + std::to_string(getpid()));
   fs::create_directories(dir);
