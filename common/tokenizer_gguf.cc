@@ -140,6 +140,17 @@ StatusOr<json> Gpt2PreTokenizer(const std::string& pre, const std::string& path)
         "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
         "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
   }
+  // SmolLM / SmolLM2 (llama architecture): StarCoder's tokenizer.json pre-tokenizer, each digit
+  // its own piece, then GPT-2's byte-level regex (llama.cpp's SMOLLM: "\\p{N}", then GPT-2's).
+  if (pre == "smollm") {
+    return json{{"type", "Sequence"},
+                {"pretokenizers",
+                 {{{"type", "Digits"}, {"individual_digits", true}},
+                  {{"type", "ByteLevel"},
+                   {"add_prefix_space", false},
+                   {"trim_offsets", true},
+                   {"use_regex", true}}}}};
+  }
   // Mistral's Tekken (Mistral NeMo, Mistral Small 3: llama architecture) and the o200k
   // pre-tokenizer of GPT-4o that Phi-4-mini uses (llama.cpp's "gpt-4o"): the regexes of their
   // tokenizer.json files, which llama.cpp's llama-vocab.cpp quotes as "original regex from
@@ -163,7 +174,7 @@ StatusOr<json> Gpt2PreTokenizer(const std::string& pre, const std::string& path)
   }
   return Unimplemented(path + ": tokenizer.ggml.pre '" + pre +
                        "' is not supported (supported: default, gpt2, llama-bpe, qwen2, "
-                       "deepseek-r1-qwen, chatglm-bpe, glm4, tekken, gpt-4o)");
+                       "deepseek-r1-qwen, chatglm-bpe, glm4, smollm, tekken, gpt-4o)");
 }
 
 StatusOr<GgufVocab> ReadVocab(const GgufFile& f) {

@@ -225,12 +225,13 @@ TEST(GgufTokenizer, GlmPreTokenizers) {
   fs::remove_all(dir);
 }
 
-// Mistral's Tekken and GPT-4o's o200k pre-tokenizers (tokenizer.ggml.pre tekken / gpt-4o), on a
-// byte vocabulary whose only merges would cross their split points: "o W" (inside "HelloWorld",
-// which both split before the capital), "1 2" (tekken splits digits one by one, gpt-4o by three)
-// and "I '" ("I'M": gpt-4o keeps the contraction on the word, tekken makes "'M" its own piece).
-// llama-bpe's regex keeps "HelloWorld" whole, and splits "'M" off too.
-TEST(GgufTokenizer, TekkenAndGpt4oPreTokenizers) {
+// Mistral's Tekken, GPT-4o's o200k and SmolLM's pre-tokenizers (tokenizer.ggml.pre tekken /
+// gpt-4o / smollm), on a byte vocabulary whose only merges would cross their split points:
+// "o W" (inside "HelloWorld", which tekken and gpt-4o split before the capital), "1 2" (tekken
+// and smollm split digits one by one, gpt-4o by three) and "I '" ("I'M": gpt-4o keeps the
+// contraction on the word, tekken makes "'M" its own piece). llama-bpe's regex keeps
+// "HelloWorld" whole, and splits "'M" off too.
+TEST(GgufTokenizer, CaseDigitAndContractionSplits) {
   const fs::path dir = fs::temp_directory_path() / ("gguf_tok_case_" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::vector<std::string> tokens = {"H", "e", "l", "o", "W", "r", "d",  "1",  "2",
@@ -260,6 +261,10 @@ TEST(GgufTokenizer, TekkenAndGpt4oPreTokenizers) {
   EXPECT_EQ(encode("tekken", "I'M"), "[I]['][M]");
   EXPECT_EQ(encode("gpt-4o", "I'M"), "[I'][M]");
   EXPECT_EQ(encode("llama-bpe", "I'M"), "[I]['][M]");
+  // SmolLM's (smollm): every digit alone, then GPT-2's regex, which keeps letter runs whole.
+  EXPECT_EQ(encode("smollm", "12345"), "[1][2][3][4][5]");
+  EXPECT_EQ(encode("smollm", "HelloWorld"), "[H][e][l][l][oW][o][r][l][d]");
+  EXPECT_EQ(encode("smollm", "I'M"), "[I]['][M]");
   fs::remove_all(dir);
 }
 
