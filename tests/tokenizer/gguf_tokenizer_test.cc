@@ -253,18 +253,25 @@ TEST(GgufTokenizer, CaseDigitAndContractionSplits) {
     for (int32_t id : (*t)->Encode(text, false, false)) pieces += "[" + tokens.at(id) + "]";
     return pieces;
   };
-  EXPECT_EQ(encode("tekken", "HelloWorld"), "[H][e][l][l][o][W][o][r][l][d]");
-  EXPECT_EQ(encode("gpt-4o", "HelloWorld"), "[H][e][l][l][o][W][o][r][l][d]");
-  EXPECT_EQ(encode("llama-bpe", "HelloWorld"), "[H][e][l][l][oW][o][r][l][d]");
-  EXPECT_EQ(encode("tekken", "12345"), "[1][2][3][4][5]");
-  EXPECT_EQ(encode("gpt-4o", "12345"), "[12][3][4][5]");
-  EXPECT_EQ(encode("tekken", "I'M"), "[I]['][M]");
-  EXPECT_EQ(encode("gpt-4o", "I'M"), "[I'][M]");
-  EXPECT_EQ(encode("llama-bpe", "I'M"), "[I]['][M]");
-  // SmolLM's (smollm): every digit alone, then GPT-2's regex, which keeps letter runs whole.
-  EXPECT_EQ(encode("smollm", "12345"), "[1][2][3][4][5]");
-  EXPECT_EQ(encode("smollm", "HelloWorld"), "[H][e][l][l][oW][o][r][l][d]");
-  EXPECT_EQ(encode("smollm", "I'M"), "[I]['][M]");
+  const struct {
+    const char* pre;
+    const char* text;
+    const char* pieces;
+  } cases[] = {
+      {"tekken", "HelloWorld", "[H][e][l][l][o][W][o][r][l][d]"},
+      {"gpt-4o", "HelloWorld", "[H][e][l][l][o][W][o][r][l][d]"},
+      {"llama-bpe", "HelloWorld", "[H][e][l][l][oW][o][r][l][d]"},
+      {"tekken", "12345", "[1][2][3][4][5]"},
+      {"gpt-4o", "12345", "[12][3][4][5]"},
+      {"tekken", "I'M", "[I]['][M]"},
+      {"gpt-4o", "I'M", "[I'][M]"},
+      {"llama-bpe", "I'M", "[I]['][M]"},
+      // SmolLM's (smollm): every digit alone, then GPT-2's regex, which keeps letter runs whole.
+      {"smollm", "12345", "[1][2][3][4][5]"},
+      {"smollm", "HelloWorld", "[H][e][l][l][oW][o][r][l][d]"},
+      {"smollm", "I'M", "[I]['][M]"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(encode(c.pre, c.text), c.pieces) << c.pre << ": " << c.text;
   fs::remove_all(dir);
 }
 
