@@ -113,7 +113,7 @@ json ReplaceSpec(const std::string& from, const std::string& to) {
 
 // The pre-tokenizer Hugging Face uses for a tokenizer.ggml.pre value.
 StatusOr<json> Gpt2PreTokenizer(const std::string& pre, const std::string& path) {
-  const auto split_then_bytes = [](const char* regex) {
+  const auto split_then_bytes = [](const std::string& regex) {
     return json{{"type", "Sequence"},
                 {"pretokenizers",
                  {{{"type", "Split"},
@@ -163,14 +163,12 @@ StatusOr<json> Gpt2PreTokenizer(const std::string& pre, const std::string& path)
       "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*";
   constexpr const char* kRest = " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   if (pre == "tekken") {
-    return split_then_bytes(
-        (std::string(kCaseRuns) + "|" + kUpperRuns + "|\\p{N}|" + kRest).c_str());
+    return split_then_bytes(std::string(kCaseRuns) + "|" + kUpperRuns + "|\\p{N}|" + kRest);
   }
   if (pre == "gpt-4o") {
     const std::string contraction = "(?i:'s|'t|'re|'ve|'m|'ll|'d)?";
-    return split_then_bytes((std::string(kCaseRuns) + contraction + "|" + kUpperRuns + contraction +
-                             "|\\p{N}{1,3}|" + kRest)
-                                .c_str());
+    return split_then_bytes(std::string(kCaseRuns) + contraction + "|" + kUpperRuns + contraction +
+                            "|\\p{N}{1,3}|" + kRest);
   }
   return Unimplemented(path + ": tokenizer.ggml.pre '" + pre +
                        "' is not supported (supported: default, gpt2, llama-bpe, qwen2, "

@@ -13,7 +13,7 @@
 #include "common/gguf.h"
 #include "common/model_config.h"
 #include "tests/common/gguf_writer.h"
-#include "tests/common/llama31_inv_freq.h"
+#include "tests/common/llama3_rope.h"
 
 namespace llm::testing {
 namespace {
@@ -155,20 +155,7 @@ TEST(GgufModelConfig, DefaultsAndErrors) {
 TEST(GgufModelConfig, Llama31RopeFreqsGiveTransformersInvFreq) {
   const float base = 500000.0f;
   const int dim = 128;
-  const double factor = 8, low = 1, high = 4, old_len = 8192;
-  std::vector<float> factors;
-  for (int i = 0; i < dim; i += 2) {
-    const float freq = 1.0f / std::pow(base, static_cast<float>(i) / dim);
-    const double wavelen = 2 * M_PI / freq;
-    if (wavelen < old_len / high) {
-      factors.push_back(1);
-    } else if (wavelen > old_len / low) {
-      factors.push_back(static_cast<float>(factor));
-    } else {
-      const double smooth = (old_len / wavelen - low) / (high - low);
-      factors.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
-    }
-  }
+  const std::vector<float> factors = ConverterLlama3RopeFactors(base, dim, 8, 1, 4, 8192);
   GgufWriter w;
   w.Str("general.architecture", "llama");
   w.U32("llama.block_count", 32);

@@ -14,6 +14,7 @@
 #include "common/gguf.h"
 #include "common/model_config.h"
 #include "tests/common/gguf_copy.h"
+#include "tests/common/llama3_rope.h"
 #include "tests/golden/golden_util.h"
 #include "worker/model/model_weights.h"
 
@@ -27,28 +28,6 @@ using nlohmann::json;
 // pair 0 keeps its frequency (wavelength 6.3 < 64 / 4), pairs 1-2 are smoothed and 3-7 divided by
 // the factor.
 constexpr double kFactor = 8, kLowFreqFactor = 1, kHighFreqFactor = 4, kOldContext = 64;
-
-// convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors (llama.cpp c392e50), in float32 as
-// torch computes the frequencies there.
-std::vector<float> ConverterRopeFactors(float base, int dim) {
-  std::vector<float> out;
-  const double low_freq_wavelen = kOldContext / kLowFreqFactor;
-  const double high_freq_wavelen = kOldContext / kHighFreqFactor;
-  for (int i = 0; i < dim; i += 2) {
-    const float freq = 1.0f / std::pow(base, static_cast<float>(i) / static_cast<float>(dim));
-    const double wavelen = 2 * M_PI / freq;
-    if (wavelen < high_freq_wavelen) {
-      out.push_back(1.0f);
-    } else if (wavelen > low_freq_wavelen) {
-      out.push_back(static_cast<float>(kFactor));
-    } else {
-      const double smooth =
-          (kOldContext / wavelen - kLowFreqFactor) / (kHighFreqFactor - kLowFreqFactor);
-      out.push_back(static_cast<float>(1 / ((1 - smooth) / kFactor + smooth)));
-    }
-  }
-  return out;
-}
 
 struct Llama3Files {
   fs::path dir;  // removed with the struct
@@ -68,7 +47,8 @@ void WriteLlama3Files(Llama3Files* out) {
   CopyGgufMetadata(**src, &w);
   CopyGgufTensors(**src, &w);
   const std::vector<float> factors =
-      ConverterRopeFactors(config["rope_theta"].get<float>(), head_dim);
+      ConverterLlama3RopeFactors(config["rope_theta"].get<float>(), head_dim, kFactor,
+                                 kLowFreqFactor, kHighFreqFactor, kOldContext);
   ASSERT_EQ(factors.size(), 8u);
   EXPECT_EQ(factors[0], 1.0f);
   EXPECT_GT(factors[1], 1.0f);

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/common/llama31_inv_freq.h"
+#include "tests/common/llama3_rope.h"
 #include "tests/worker/tiny_model.h"
 #include "worker/engine/engine.h"
 #include "worker/model/model_weights.h"
