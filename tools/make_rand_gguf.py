@@ -18,9 +18,12 @@ import json, math, os, sys
 
 import numpy as np
 
+if len(sys.argv) != 5 or sys.argv[1] not in ("llama32", "qwen2"):
+    sys.exit("usage: make_rand_gguf.py llama32|qwen2 OUT.gguf LLAMA_CPP_DIR TOKENIZER_DIR")
 shape, out, lcpp, tokdir = sys.argv[1:5]
-if shape not in ("llama32", "qwen2"):
-    sys.exit("make_rand_gguf.py: the shape must be llama32 or qwen2")
+for need in (os.path.join(lcpp, "gguf-py"), os.path.join(tokdir, "tokenizer.json")):
+    if not os.path.exists(need):
+        sys.exit(f"make_rand_gguf.py: {need} is missing")
 sys.path.insert(0, os.path.join(lcpp, "gguf-py"))
 import gguf  # noqa: E402
 
