@@ -60,6 +60,8 @@ void BenchMatmul() {
   std::vector<float> wf(static_cast<size_t>(n) * k);
   for (float& v : wf) v = d(rng);
   const auto wbf = To16(wf, DType::kBF16), wh = To16(wf, DType::kF16);
+  std::vector<uint16_t> whp(wh.size());  // the engine's F16 layout (f16_packed.h)
+  kn::internal::PackF16Rows(wh.data(), n, k, whp.data());
   std::vector<kn::internal::BlockQ8_0> wq(wf.size() / llm::kQ8BlockSize);
   for (int r = 0; r < n; ++r) {
     kn::internal::QuantizeRowQ8_0(wf.data() + static_cast<size_t>(r) * k, k,
@@ -76,10 +78,12 @@ void BenchMatmul() {
   const struct {
     DType t;
     const void* w;
-  } cases[] = {{DType::kF32, wf.data()},  {DType::kBF16, wbf.data()},  {DType::kF16, wh.data()},
-               {DType::kQ8_0, wq.data()}, {DType::kQ4_K, wq4k.data()}, {DType::kQ6_K, wq6k.data()}};
+  } cases[] = {{DType::kF32, wf.data()},   {DType::kBF16, wbf.data()},
+               {DType::kF16, wh.data()},   {DType::kF16Packed, whp.data()},
+               {DType::kQ8_0, wq.data()},  {DType::kQ4_K, wq4k.data()},
+               {DType::kQ6_K, wq6k.data()}};
   for (const auto& c : cases) {
-    for (int m : {1, 16, 32, 64, 128, 512}) {
+    for (int m : {1, 4, 8, 16, 32, 64, 128, 512}) {
       if (m == 512 && !llm::IsBlockFormat(c.t)) continue;  // seconds a call
       const double s = TimeIt([&] { kn::Matmul(x.data(), m, k, c.w, c.t, n, nullptr, y.data()); });
       const double bytes = static_cast<double>(n) * llm::RowBytes(c.t, k) + 4.0 * m * (k + n);

@@ -156,6 +156,29 @@ bool NativePacked(const MatmulKernels& ks, DType t) {
 constexpr int kPanelRows = 16;
 static_assert(kPanelRows % kF16PackRows == 0, "a panel starts a kF16Packed group");
 
+int64_t FloatBlocksSize(int m, int k) {
+  const int64_t chunks = (m + kFloatBlockRows - 1) / kFloatBlockRows;
+  const int64_t blocks = (k + kFloatBlockK - 1) / kFloatBlockK;
+  return chunks * blocks * kFloatBlockRows * kFloatBlockK;
+}
+
+void MakeFloatBlocksRow(const float* xi, int i, int k, float* out) {
+  const int blocks = (k + kFloatBlockK - 1) / kFloatBlockK;
+  float* row = out +
+               static_cast<int64_t>(i / kFloatBlockRows) * blocks * kFloatBlockRows * kFloatBlockK +
+               static_cast<int64_t>(i % kFloatBlockRows) * kFloatBlockK;
+  for (int b = 0; b < blocks; ++b) {
+    float* dst = row + static_cast<int64_t>(b) * kFloatBlockRows * kFloatBlockK;
+    const int p0 = b * kFloatBlockK, n = std::min(kFloatBlockK, k - p0);
+    std::copy(xi + p0, xi + p0 + n, dst);
+    std::fill(dst + n, dst + kFloatBlockK, 0.0f);
+  }
+}
+
+void MakeFloatBlocks(const float* x, int m, int k, float* out) {
+  for (int i = 0; i < m; ++i) MakeFloatBlocksRow(x + static_cast<int64_t>(i) * k, i, k, out);
+}
+
 namespace {
 
 // The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (the 32-block
@@ -170,6 +193,7 @@ enum InputForm {
   kPackedXInput,
   kQ8_KTilesInput,
   kQ8_0TilesInput,
+  kFloatBlocksInput,
   kNumInputForms
 };
 
@@ -184,6 +208,10 @@ InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
   if (PackedLayoutOf(t) != t || FileFormatOf(t) != t) {
     return NativePacked(ks, t) ? kPackedXInput : kQ8_0Input;
   }
+  if (!IsBlockFormat(t) && ks.float_blocks_min_m > 0 && m >= ks.float_blocks_min_m &&
+      m <= ks.float_blocks_max_m) {
+    return kFloatBlocksInput;
+  }
   return kFloatInput;
 }
 
@@ -194,10 +222,12 @@ struct QuantizedInputs {
   std::vector<PackedXGroup> packed_x;
   std::vector<Q8KTokenTile> q8_k_tiles;
   std::vector<Q8_0TokenTile> q8_0_tiles;
+  std::vector<float> float_blocks;
 };
 
-void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
-                    QuantizedInputs& in) {
+// Returns the float blocks (64-byte aligned) when need[kFloatBlocksInput], else null.
+float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
+                      QuantizedInputs& in) {
   const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
   const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput] || need[kQ8_KTilesInput];
   const bool q8_0 = need[kQ8_0Input] || need[kPackedXInput] || need[kQ8_0TilesInput];
@@ -211,12 +241,23 @@ void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms
   if (need[kPackedXInput] && in.packed_x.size() < static_cast<size_t>(m) * groups) {
     in.packed_x.resize(static_cast<size_t>(m) * groups);
   }
+  if (need[kFloatBlocksInput]) {
+    const auto size = static_cast<size_t>(FloatBlocksSize(m, k)) + 16;  // + alignment
+    if (in.float_blocks.size() < size) in.float_blocks.resize(size);
+  }
+  // 64-byte aligned: each block row is whole cache lines
+  float* const float_blocks =
+      need[kFloatBlocksInput]
+          ? reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(in.float_blocks.data()) + 63) &
+                                     ~uintptr_t{63})
+          : nullptr;
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
   for (int i = 0; i < m; ++i) {
     const float* xr = x + static_cast<int64_t>(i) * k;
     BlockQ8_0* xq = q8_0 ? in.q8_0.data() + static_cast<int64_t>(i) * nb0 : nullptr;
     if (q8_0) QuantizeRowQ8_0(xr, k, xq);
     if (kquant) QuantizeRowQ8_K(xr, k, in.q8_k.data() + static_cast<int64_t>(i) * nbk);
+    if (need[kFloatBlocksInput]) MakeFloatBlocksRow(xr, i, k, float_blocks);
     if (need[kPackedXInput]) {
       MakePackedX(xq, nb0, in.packed_x.data() + static_cast<int64_t>(i) * groups);
     }
@@ -235,6 +276,7 @@ void QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms
     if (in.q8_0_tiles.size() < tiles) in.q8_0_tiles.resize(tiles);
     MakeQ8_0TokenTiles(in.q8_0.data(), m, nb0, in.q8_0_tiles.data());
   }
+  return need[kFloatBlocksInput] ? float_blocks : nullptr;
 }
 
 }  // namespace
@@ -250,14 +292,15 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
   static thread_local QuantizedInputs inputs;
   bool need[kNumInputForms] = {};
   for (int j = 0; j < count; ++j) need[FormFor(ks, jobs[j].type, m)] = true;
-  QuantizeInputs(x, m, k, need, inputs);
+  const float* float_blocks = QuantizeInputs(x, m, k, need, inputs);
   const void* input[kNumInputForms] = {x,
                                        inputs.q8_0.data(),
                                        inputs.q8_k.data(),
                                        inputs.q8_k_paired.data(),
                                        inputs.packed_x.data(),
                                        inputs.q8_k_tiles.data(),
-                                       inputs.q8_0_tiles.data()};
+                                       inputs.q8_0_tiles.data(),
+                                       float_blocks};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;
@@ -277,21 +320,22 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
       ks.quant->tiles[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
       return;
     }
+    const auto* xf = static_cast<const float*>(in);  // the float formats' (plain or blocks)
     switch (job.type) {
       case DType::kF32:
-        ks.f32(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        ks.f32(xf, m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
       case DType::kF16:
-        ks.f16(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        ks.f16(xf, m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
       case DType::kBF16:
-        ks.bf16(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        ks.bf16(xf, m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
       case DType::kF16Packed:
       case DType::kBF16Packed: {
         const bool f16 = job.type == DType::kF16Packed;
         if (MatmulPanelFn packed = f16 ? ks.f16_packed : ks.bf16_packed; packed != nullptr) {
-          packed(x, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+          packed(xf, m, k, job.w, n0, n1, job.bias, job.y, job.n);
           break;
         }
         // no packed panel in this set: its F16 / BF16 panel on the rows unpacked
@@ -301,7 +345,7 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
         }
         UnpackF16Rows(static_cast<const uint16_t*>(job.w) + static_cast<int64_t>(n0) * k, n1 - n0,
                       k, unpacked.data());
-        (f16 ? ks.f16 : ks.bf16)(x, m, k, unpacked.data(), 0, n1 - n0,
+        (f16 ? ks.f16 : ks.bf16)(xf, m, k, unpacked.data(), 0, n1 - n0,
                                  job.bias != nullptr ? job.bias + n0 : nullptr, job.y + n0, job.n);
         break;
       }

@@ -36,7 +36,9 @@ const MatmulKernels& Avx512VnniMatmulKernels() {
                                          Avx512MatmulKernels().bf16,
                                          &kQuant,
                                          Avx512MatmulKernels().f16_packed,
-                                         Avx512MatmulKernels().bf16_packed};
+                                         Avx512MatmulKernels().bf16_packed,
+                                         Avx512MatmulKernels().float_blocks_min_m,
+                                         Avx512MatmulKernels().float_blocks_max_m};
   return kKernels;
 }
 

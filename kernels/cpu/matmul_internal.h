@@ -78,6 +78,19 @@ const QuantMatmulKernels& ScalarQuantKernels();  // matmul_quant_scalar.cc
 const QuantMatmulKernels& Avx2QuantKernels();    // matmul_quant_avx2.cc
 const QuantMatmulKernels& Avx512QuantKernels();  // matmul_quant_avx512.cc
 
+// Float input rows in k blocks (the AVX-512 set's k-blocked float panels, matmul_avx512.cc): for
+// each chunk of kFloatBlockRows rows and each block of kFloatBlockK columns, the chunk's rows'
+// columns of that block, kFloatBlockK floats each, so a tile's operands are one contiguous run
+// (rows k floats apart share L1 sets when k is a multiple of 1024). Row i's weights p of chunk c
+// and block b: out[((c * blocks + b) * kFloatBlockRows + i % kFloatBlockRows) * kFloatBlockK +
+// p % kFloatBlockK] with blocks = ceil(k / kFloatBlockK); zero past k (rows past m are not
+// written).
+constexpr int kFloatBlockK = 256;
+constexpr int kFloatBlockRows = 18;
+int64_t FloatBlocksSize(int m, int k);                               // floats
+void MakeFloatBlocksRow(const float* xi, int i, int k, float* out);  // row i of x
+void MakeFloatBlocks(const float* x, int m, int k, float* out);
+
 struct MatmulKernels {
   const char* isa;
   MatmulPanelFn f32;
@@ -88,6 +101,10 @@ struct MatmulKernels {
   // set has no such panels (matmul.cc then unpacks a panel's rows for its f16 / bf16 one).
   MatmulPanelFn f16_packed;
   MatmulPanelFn bf16_packed;
+  // With float_blocks_min_m <= m <= float_blocks_max_m input rows the float panels (f32 ...
+  // bf16_packed) read x as float blocks (MakeFloatBlocks); 0: never.
+  int float_blocks_min_m = 0;
+  int float_blocks_max_m = 0;
 };
 
 const MatmulKernels& ScalarMatmulKernels();
