@@ -71,6 +71,10 @@ struct RowMajorRows {  // the file's layout: row j at w + j * ld
   __m512 Load(int j, int p) const { return Loader::Load(w + j * ld + p); }
   __m512 LoadTail(int j, int p, __mmask16 m) const { return Loader::LoadTail(w + j * ld + p, m); }
   // A GEMV row's software prefetch (g_prefetch.f16_gemv): one line per 2 steps.
+  // A step's weights of rows [0, nr) from weight p, into L2.
+  void PrefetchL2(int nr, int p) const {
+    for (int j = 0; j < nr; ++j) __builtin_prefetch(w + j * ld + p, 0, 2);
+  }
   void Prefetch(int nr, int p) const {
     if (g_prefetch.f16_gemv != 0 && (p & 31) == 0) {
       for (int j = 0; j < nr; ++j) {
@@ -107,6 +111,11 @@ struct PackedRows16 {
   // One sequential stream: Intel's prefetchers leave it under DRAM speed, AMD's follow it
   // (g_prefetch.f16_packed: 0 there).
   void Prefetch(int, int p) const { PrefetchPackedStep(group, r, p, 16); }
+  // A step's weights of the group (16 of each row, one run) from weight p, into L2.
+  void PrefetchL2(int, int p) const {
+    const auto* at = reinterpret_cast<const char*>(group + F16PackedChunk(r, 0, p));
+    for (int b = 0; b < 32 * r; b += 64) __builtin_prefetch(at + b, 0, 2);
+  }
 };
 
 // kRows: x rows per tile. The packed panels take 6 (6 x 4 accumulators + 4 weights + 1 x = 29 of
@@ -162,25 +171,25 @@ struct Avx512Micro {
   }
 };
 
-// k-blocked panels for m >= kBlockedMinM input rows (prefill, batched decode). The tiles above
-// walk a whole row of k with 6 (or 4) x rows and 4 weight rows: at k = 4096 that is 160 KiB of
-// operands per tile, so every step's 10 loads come from L2, and each tile widens its 4 weight
-// rows again (F16 at m = 16 on the Xeon: 164 GFLOP/s of ~440). Here the weights of up to 16
-// rows are widened once per block of kBlockK weights into an L1 buffer, and every tile of a chunk
-// of x rows runs over that block with its accumulators kept in L1 between blocks. An element's
-// operations are those of the tiles above: the same FMA chain per lane in increasing p (the
-// accumulators are stored and reloaded exactly), the same zero-filled tail, the same reduction
-// tree and bias.
+// k-blocked panels for kBlockedMinM ... kBlockedMaxM input rows (batched decode). The tiles
+// above walk a whole row of k with 6 (or 4) x rows and 4 weight rows: at k = 4096 that is 160 KiB
+// of operands per tile, so every step's 10 loads come from L2, and each tile widens its 4 weight
+// rows again (F16 at m = 16 on the Xeon: 164 GFLOP/s of ~440). Here x comes in blocks of kBlockK
+// columns (MakeFloatBlocks), the weights of 16 rows are widened once into a per-thread buffer,
+// and every tile of a chunk of x rows runs over a block with its accumulators kept in L1 between
+// blocks. An element's operations are those of the tiles above: the same FMA chain per lane in
+// increasing p (the accumulators are stored and reloaded exactly), the same zero-filled tail, the
+// same reduction tree and bias. Block width: 512 against 128 / 256 / 1024 (2 threads, F16 packed,
+// m = 16 and 64 at k = 2048 and 5632): 195-248 GFLOP/s against 167-189 / 174-201 / 163-233.
 constexpr int kBlockK = kFloatBlockK;         // weights per block (a multiple of 16)
 constexpr int kBlockRows = 16;                // weight rows widened together (whole groups of 4)
 constexpr int kBlockMR = 6;                   // x rows per tile (6 x 4 accumulators + 4 weights)
 constexpr int kBlockNR = 4;                   // weight rows per tile
 constexpr int kBlockChunk = kFloatBlockRows;  // x rows per chunk: 3 tiles
 constexpr int kBlockedMinM = 6;               // below this the tiles above (kernel_bench matmul)
-// Above this the tiles above again: prefill 512 (TinyLlama F16, 2 threads) measured 92-95 tok/s
-// with them against 85-86 with the blocks (k = 2048: the x chunks stream from L3 for every panel
-// either way, and the row-major tiles take them at a lower load rate), while m = 16 ... 128 gain
-// (kernel_bench matmul, F16 packed at k = n = 4096: 164 -> 213 GFLOP/s at m = 16).
+// Above this the tiles above again: prefill 512 (TinyLlama F16, 2 threads, alternating runs) gave
+// 95.2 / 97.8 tok/s on them against 92.7 / 98.4 with the blocks (each panel streams all the x
+// chunks from L3 either way), so the proven tiles keep prefill; m = 16 ... 128 gain.
 constexpr int kBlockedMaxM = 128;
 // Whether a panel of m input rows gets x as float blocks (matmul.cc chooses by the same bounds).
 constexpr bool Blocked(int m) {
@@ -244,6 +253,10 @@ void BlockedTile(const float (*x)[kBlockK], float* w, int64_t ldw, int steps, fl
           const __mmask16 mask = static_cast<__mmask16>((1u << (k - p0 - p)) - 1);
           ((wv[J] = src.LoadTail(J, p0 + p, mask)), ...);
         } else {
+          // The same step of the row group's next block, which this tile widens after the
+          // panel's other tiles of this block: fetched now, the weights stream from DRAM at an
+          // even rate instead of in bursts at the widening tiles (which then waited on it).
+          src.PrefetchL2(NR, p0 + p + kBlockK);
           ((wv[J] = src.Load(J, p0 + p)), ...);
         }
         ((_mm512_store_ps(wp + J * ldw, wv[J])), ...);

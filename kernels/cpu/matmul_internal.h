@@ -85,7 +85,7 @@ const QuantMatmulKernels& Avx512QuantKernels();  // matmul_quant_avx512.cc
 // and block b: out[((c * blocks + b) * kFloatBlockRows + i % kFloatBlockRows) * kFloatBlockK +
 // p % kFloatBlockK] with blocks = ceil(k / kFloatBlockK); zero past k (rows past m are not
 // written).
-constexpr int kFloatBlockK = 256;
+constexpr int kFloatBlockK = 512;
 constexpr int kFloatBlockRows = 18;
 int64_t FloatBlocksSize(int m, int k);                               // floats
 void MakeFloatBlocksRow(const float* xi, int i, int k, float* out);  // row i of x
