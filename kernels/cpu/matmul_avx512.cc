@@ -224,39 +224,36 @@ inline float* Acc(float* acc, int i, int j) {
   return acc + (i * kBlockRows + j) * 16;
 }
 
-// A tile's weights come from the panel's widened rows (every tile but a row group's first).
-struct FromBuffer {};
-
 // Tile MR x NR over `steps` 16-weight steps of the block from weight p0: accumulators from acc
-// and back. The first tile of a row group (Src: a Rows view whose row j is the tile's row j)
-// widens the weights from the matrix as it goes and leaves them in w (row j at w + j * ldw) for
-// the others, so the weight stream overlaps its FMAs; the rest read w (Src: FromBuffer). x and
-// w are zero past k, so a row's tail is one more step, as the tiles above zero-fill theirs.
-template <int MR, int NR, class Src>
+// and back. The first tile of a row group (kWiden) widens the weights from the matrix (src: a
+// Rows view whose row j is the tile's row j) as it goes and leaves them in w (row j at
+// w + j * ldw) for the others, so the weight stream overlaps its FMAs; the rest read w. x and w
+// are zero past k, so a row's tail is one more step, as the tiles above zero-fill theirs.
+// Steps [pf0, pf1) also fetch the same steps of the row group's next block into L2: split over
+// all the group's tiles of the chunk, the weights stream from DRAM at an even rate, where from
+// the widening tiles alone the prefetches waited on each other's fill buffers.
+template <int MR, int NR, bool kWiden, class Rows>
 void BlockedTile(const float (*x)[kBlockK], float* w, int64_t ldw, int steps, float* acc,
-                 const Src src, int p0, int k) {
-  constexpr bool kWiden = !std::is_same_v<Src, FromBuffer>;
+                 const Rows src, int p0, int k, int pf0, int pf1) {
   // whole steps inside the row (the widening tile loads the tail step masked)
   const int whole = !kWiden || (k - p0) / 16 >= steps ? steps : (k - p0) / 16;
   // Every index below is a constant before GCC's scalar replacement runs (a pack expansion, not a
   // loop that is unrolled later), so the accumulators live in registers only: with loops GCC kept
   // a stack copy of them and spent a store and a load per accumulator and call on it.
-  [ x, w, ldw, acc, src, p0, k, steps, whole ]<int... A>(std::integer_sequence<int, A...>) {
+  [ x, w, ldw, acc, src, p0, k, steps, whole, pf0,
+    pf1 ]<int... A>(std::integer_sequence<int, A...>) {
     __m512 a[MR * NR];
     ((a[A] = _mm512_load_ps(Acc(acc, A / NR, A % NR))), ...);
     const auto step = [&]<int... J>(std::integer_sequence<int, J...>, int p, bool tail)
         __attribute__((always_inline)) {
       __m512 wv[NR];
       float* const wp = w + p0 + p;
+      if (p >= pf0 && p < pf1) src.PrefetchL2(NR, p0 + p + kBlockK);
       if constexpr (kWiden) {
         if (tail) {
           const __mmask16 mask = static_cast<__mmask16>((1u << (k - p0 - p)) - 1);
           ((wv[J] = src.LoadTail(J, p0 + p, mask)), ...);
         } else {
-          // The same step of the row group's next block, which this tile widens after the
-          // panel's other tiles of this block: fetched now, the weights stream from DRAM at an
-          // even rate instead of in bursts at the widening tiles (which then waited on it).
-          src.PrefetchL2(NR, p0 + p + kBlockK);
           ((wv[J] = src.Load(J, p0 + p)), ...);
         }
         ((_mm512_store_ps(wp + J * ldw, wv[J])), ...);
@@ -272,16 +269,20 @@ void BlockedTile(const float (*x)[kBlockK], float* w, int64_t ldw, int steps, fl
   (std::make_integer_sequence<int, MR * NR>{});
 }
 
-template <int MR, int NR, class Src>
+template <int MR, int NR, bool kWiden, class Rows>
 void BlockedTileOf(int mr, int nr, const float (*x)[kBlockK], float* w, int64_t ldw, int steps,
-                   float* acc, const Src& src, int p0, int k) {
+                   float* acc, const Rows& src, int p0, int k, int pf0, int pf1) {
   if constexpr (MR > 1) {
-    if (mr < MR) return BlockedTileOf<MR - 1, NR>(mr, nr, x, w, ldw, steps, acc, src, p0, k);
+    if (mr < MR) {
+      return BlockedTileOf<MR - 1, NR, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
+    }
   }
   if constexpr (NR > 1) {
-    if (nr < NR) return BlockedTileOf<MR, NR - 1>(mr, nr, x, w, ldw, steps, acc, src, p0, k);
+    if (nr < NR) {
+      return BlockedTileOf<MR, NR - 1, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
+    }
   }
-  BlockedTile<MR, NR>(x, w, ldw, steps, acc, src, p0, k);
+  BlockedTile<MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
 }
 
 // y[0:m, n0:n1] from x in float blocks (MakeFloatBlocks), with rows_of(j) the Rows view
@@ -313,11 +314,16 @@ void BlockedPanel(const float* x, int m, int k, int n0, int n1, const float* bia
           for (int i = c0; i < c1; i += kBlockMR) {
             const int mr = c1 - i < kBlockMR ? c1 - i : kBlockMR;
             float* const acc = s.acc[i - c0][j - r0];
+            // the first chunk's tiles of the group share the next block's prefetch
+            const int t = (i - c0) / kBlockMR, tiles = (c1 - c0 + kBlockMR - 1) / kBlockMR;
+            const int pf0 = c0 == 0 ? steps * t / tiles * 16 : 0;
+            const int pf1 = c0 == 0 ? steps * (t + 1) / tiles * 16 : 0;
             if (i == 0) {  // the panel's first tile of the row group widens its weights
-              BlockedTileOf<kBlockMR, kBlockNR>(mr, nr, xb, w, ldw, steps, acc, rows_of(j), p0, k);
+              BlockedTileOf<kBlockMR, kBlockNR, true>(mr, nr, xb, w, ldw, steps, acc, rows_of(j),
+                                                      p0, k, pf0, pf1);
             } else {
-              BlockedTileOf<kBlockMR, kBlockNR>(mr, nr, xb + (i - c0), w, ldw, steps, acc,
-                                                FromBuffer{}, p0, k);
+              BlockedTileOf<kBlockMR, kBlockNR, false>(mr, nr, xb + (i - c0), w, ldw, steps, acc,
+                                                       rows_of(j), p0, k, pf0, pf1);
             }
           }
         }
