@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <type_traits>
 #include <utility>
@@ -293,7 +294,10 @@ template <class RowsOf>
 void BlockedPanel(const float* x, int m, int k, int n0, int n1, const float* bias, float* y,
                   int ldy, const RowsOf& rows_of) {
   static thread_local BlockedScratch s;
-  if (!s.rows.Reserve(k)) std::abort();  // 64 KiB per 1024 of k
+  if (!s.rows.Reserve(k)) {  // 64 KiB per 1024 of k: as a std::vector would, give up
+    std::fprintf(stderr, "matmul: out of memory for %d widened weight rows of %d\n", kBlockRows, k);
+    std::abort();
+  }
   const int64_t ldw = s.rows.ldw;
   const int blocks = (k + kBlockK - 1) / kBlockK;
   for (int r0 = n0; r0 < n1; r0 += kBlockRows) {
