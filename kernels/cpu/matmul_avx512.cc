@@ -11,11 +11,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <type_traits>
 #include <utility>
 
+#include "kernels/cpu/matmul_blocked.h"
 #include "kernels/cpu/matmul_internal.h"
 
 namespace llm::kernels::internal {
@@ -172,175 +170,57 @@ struct Avx512Micro {
   }
 };
 
-// k-blocked panels for kBlockedMinM ... kBlockedMaxM input rows (batched decode). The tiles
-// above walk a whole row of k with 6 (or 4) x rows and 4 weight rows: at k = 4096 that is 160 KiB
-// of operands per tile, so every step's 10 loads come from L2, and each tile widens its 4 weight
-// rows again (F16 at m = 16 on the Xeon: 164 GFLOP/s of ~440). Here x comes in blocks of kBlockK
-// columns (MakeFloatBlocks), the weights of 16 rows are widened once into a per-thread buffer,
-// and every tile of a chunk of x rows runs over a block with its accumulators kept in L1 between
-// blocks. An element's operations are those of the tiles above: the same FMA chain per lane in
-// increasing p (the accumulators are stored and reloaded exactly), the same zero-filled tail, the
-// same reduction tree and bias. Block width: 512 against 128 / 256 / 1024 (2 threads, F16 packed,
-// m = 16 and 64 at k = 2048 and 5632): 195-248 GFLOP/s against 167-189 / 174-201 / 163-233.
-constexpr int kBlockK = kFloatBlockK;         // weights per block (a multiple of 16)
-constexpr int kBlockRows = 16;                // weight rows widened together (whole groups of 4)
-constexpr int kBlockMR = 6;                   // x rows per tile (6 x 4 accumulators + 4 weights)
-constexpr int kBlockNR = 4;                   // weight rows per tile
-constexpr int kBlockChunk = kFloatBlockRows;  // x rows per chunk: 3 tiles
-constexpr int kBlockedMinM = 6;               // below this the tiles above (kernel_bench matmul)
-// Above this the tiles above again: prefill 512 (TinyLlama F16, 2 threads, alternating runs) gave
-// 95.2 / 97.8 tok/s on them against 92.7 / 98.4 with the blocks (each panel streams all the x
-// chunks from L3 either way), so the proven tiles keep prefill; m = 16 ... 128 gain.
-constexpr int kBlockedMaxM = 128;
-// Whether a panel of m input rows gets x as float blocks (matmul.cc chooses by the same bounds).
-constexpr bool Blocked(int m) {
-  return m >= kBlockedMinM && m <= kBlockedMaxM;
-}
-static_assert(kBlockK % 16 == 0 && kBlockChunk % kBlockMR == 0, "whole steps and tiles");
+// The k-blocked tiles (matmul_blocked.h): 6 x rows by 4 weight rows (24 accumulators + 4 weights
+// + 1 x of the 32 zmm). Block width 512 against 128 / 256 / 1024 (2 threads, F16 packed, m = 16
+// and 64 at k = 2048 and 5632): 195-248 GFLOP/s against 167-189 / 174-201 / 163-233.
+struct Avx512Blocked {
+  static constexpr int kLanes = 16;
+  static constexpr int kMR = 6;
+  static constexpr int kNR = 4;
+  static void Zero(float* acc) { _mm512_store_ps(acc, _mm512_setzero_ps()); }
+  static float Reduce(const float* acc) { return ReduceAdd(_mm512_load_ps(acc)); }
 
-// The widened weights of a thread's panel: kBlockRows rows of ldw floats (64-byte aligned; grown
-// with the C allocator, as this TU calls no inline library function).
-struct WidenedRows {
-  float* w = nullptr;
-  int64_t ldw = 0;
-  ~WidenedRows() { std::free(w); }
-  // Room for rows of k weights rounded up to whole blocks; false when out of memory.
-  bool Reserve(int k) {
-    const int64_t need = (static_cast<int64_t>(k) + kBlockK - 1) / kBlockK * kBlockK;
-    if (need <= ldw) return true;
-    std::free(w);
-    w = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kBlockRows * need));
-    ldw = w != nullptr ? need : 0;
-    return w != nullptr;
-  }
-};
-
-struct BlockedScratch {
-  alignas(64) float acc[kBlockChunk][kBlockRows][16];  // lane sums between blocks
-  WidenedRows rows;
-};
-
-// Accumulator (i, j) of a tile whose first one is at acc (rows of kBlockRows accumulators).
-inline float* Acc(float* acc, int i, int j) {
-  return acc + (i * kBlockRows + j) * 16;
-}
-
-// Tile MR x NR over `steps` 16-weight steps of the block from weight p0: accumulators from acc
-// and back. The first tile of a row group (kWiden) widens the weights from the matrix (src: a
-// Rows view whose row j is the tile's row j) as it goes and leaves them in w (row j at
-// w + j * ldw) for the others, so the weight stream overlaps its FMAs; the rest read w. x and w
-// are zero past k, so a row's tail is one more step, as the tiles above zero-fill theirs.
-// Steps [pf0, pf1) also fetch the same steps of the row group's next block into L2: split over
-// all the group's tiles of the chunk, the weights stream from DRAM at an even rate, where from
-// the widening tiles alone the prefetches waited on each other's fill buffers.
-template <int MR, int NR, bool kWiden, class Rows>
-void BlockedTile(const float (*x)[kBlockK], float* w, int64_t ldw, int steps, float* acc,
-                 const Rows src, int p0, int k, int pf0, int pf1) {
-  // whole steps inside the row (the widening tile loads the tail step masked)
-  const int whole = !kWiden || (k - p0) / 16 >= steps ? steps : (k - p0) / 16;
-  // Every index below is a constant before GCC's scalar replacement runs (a pack expansion, not a
-  // loop that is unrolled later), so the accumulators live in registers only: with loops GCC kept
-  // a stack copy of them and spent a store and a load per accumulator and call on it.
-  [ x, w, ldw, acc, src, p0, k, steps, whole, pf0,
-    pf1 ]<int... A>(std::integer_sequence<int, A...>) {
-    __m512 a[MR * NR];
-    ((a[A] = _mm512_load_ps(Acc(acc, A / NR, A % NR))), ...);
-    const auto step = [&]<int... J>(std::integer_sequence<int, J...>, int p, bool tail)
-        __attribute__((always_inline)) {
-      __m512 wv[NR];
-      float* const wp = w + p0 + p;
-      if (p >= pf0 && p < pf1) src.PrefetchL2(NR, p0 + p + kBlockK);
-      if constexpr (kWiden) {
-        if (tail) {
-          const __mmask16 mask = static_cast<__mmask16>((1u << (k - p0 - p)) - 1);
-          ((wv[J] = src.LoadTail(J, p0 + p, mask)), ...);
-        } else {
-          ((wv[J] = src.Load(J, p0 + p)), ...);
-        }
-        ((_mm512_store_ps(wp + J * ldw, wv[J])), ...);
-      } else {
-        ((wv[J] = _mm512_load_ps(wp + J * ldw)), ...);
-      }
-      ((a[A] = _mm512_fmadd_ps(_mm512_load_ps(x[A / NR] + p), wv[A % NR], a[A])), ...);
-    };
-    for (int p = 0; p < whole * 16; p += 16) step(std::make_integer_sequence<int, NR>{}, p, false);
-    if (whole < steps) step(std::make_integer_sequence<int, NR>{}, whole * 16, true);
-    ((_mm512_store_ps(Acc(acc, A / NR, A % NR), a[A])), ...);
-  }
-  (std::make_integer_sequence<int, MR * NR>{});
-}
-
-template <int MR, int NR, bool kWiden, class Rows>
-void BlockedTileOf(int mr, int nr, const float (*x)[kBlockK], float* w, int64_t ldw, int steps,
-                   float* acc, const Rows& src, int p0, int k, int pf0, int pf1) {
-  if constexpr (MR > 1) {
-    if (mr < MR) {
-      return BlockedTileOf<MR - 1, NR, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
-    }
-  }
-  if constexpr (NR > 1) {
-    if (nr < NR) {
-      return BlockedTileOf<MR, NR - 1, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
-    }
-  }
-  BlockedTile<MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
-}
-
-// y[0:m, n0:n1] from x in float blocks (MakeFloatBlocks), with rows_of(j) the Rows view
-// (RowMajorRows, PackedRows16) whose row i is weight row j + i, for j = n0, n0 + 4, ... The
-// weights of each kBlockRows rows are widened once, by the first chunk's first tiles, for all
-// the chunks of x.
-template <class RowsOf>
-void BlockedPanel(const float* x, int m, int k, int n0, int n1, const float* bias, float* y,
-                  int ldy, const RowsOf& rows_of) {
-  static thread_local BlockedScratch s;
-  if (!s.rows.Reserve(k)) {  // 64 KiB per 1024 of k: as a std::vector would, give up
-    std::fprintf(stderr, "matmul: out of memory for %d widened weight rows of %d\n", kBlockRows, k);
-    std::abort();
-  }
-  const int64_t ldw = s.rows.ldw;
-  const int blocks = (k + kBlockK - 1) / kBlockK;
-  for (int r0 = n0; r0 < n1; r0 += kBlockRows) {
-    const int r1 = n1 - r0 < kBlockRows ? n1 : r0 + kBlockRows;
-    for (int c0 = 0; c0 < m; c0 += kBlockChunk) {
-      const int c1 = m - c0 < kBlockChunk ? m : c0 + kBlockChunk;
-      for (int i = 0; i < c1 - c0; ++i) {
-        for (int j = 0; j < r1 - r0; ++j) _mm512_store_ps(s.acc[i][j], _mm512_setzero_ps());
-      }
-      for (int p0 = 0; p0 < k; p0 += kBlockK) {
-        const int steps = ((k - p0 < kBlockK ? k - p0 : kBlockK) + 15) / 16;
-        const auto* xb = reinterpret_cast<const float(*)[kBlockK]>(
-            x + ((static_cast<int64_t>(c0 / kBlockChunk) * blocks + p0 / kBlockK) * kBlockChunk) *
-                    kBlockK);
-        for (int j = r0; j < r1; j += kBlockNR) {
-          const int nr = r1 - j < kBlockNR ? r1 - j : kBlockNR;
-          float* const w = s.rows.w + (j - r0) * ldw;
-          for (int i = c0; i < c1; i += kBlockMR) {
-            const int mr = c1 - i < kBlockMR ? c1 - i : kBlockMR;
-            float* const acc = s.acc[i - c0][j - r0];
-            // the first chunk's tiles of the group share the next block's prefetch
-            const int t = (i - c0) / kBlockMR, tiles = (c1 - c0 + kBlockMR - 1) / kBlockMR;
-            const int pf0 = c0 == 0 ? steps * t / tiles * 16 : 0;
-            const int pf1 = c0 == 0 ? steps * (t + 1) / tiles * 16 : 0;
-            if (i == 0) {  // the panel's first tile of the row group widens its weights
-              BlockedTileOf<kBlockMR, kBlockNR, true>(mr, nr, xb, w, ldw, steps, acc, rows_of(j),
-                                                      p0, k, pf0, pf1);
-            } else {
-              BlockedTileOf<kBlockMR, kBlockNR, false>(mr, nr, xb + (i - c0), w, ldw, steps, acc,
-                                                       rows_of(j), p0, k, pf0, pf1);
-            }
+  template <int MR, int NR, bool kWiden, class Rows>
+  static void Tile(const float* x, float* w, int64_t ldw, int steps, float* acc, const Rows src,
+                   int p0, int k, int pf0, int pf1) {
+    // whole steps inside the row (the widening tile loads the tail step masked)
+    const int whole = !kWiden || (k - p0) / 16 >= steps ? steps : (k - p0) / 16;
+    // Every index below is a constant before GCC's scalar replacement runs (a pack expansion, not
+    // a loop that is unrolled later), so the accumulators live in registers only: with loops GCC
+    // kept a stack copy of them and spent a store and a load per accumulator and call on it.
+    [ x, w, ldw, acc, src, p0, k, steps, whole, pf0,
+      pf1 ]<int... A>(std::integer_sequence<int, A...>) {
+      __m512 a[MR * NR];
+      ((a[A] = _mm512_load_ps(BlockedAcc<16>(acc, A / NR, A % NR))), ...);
+      const auto step = [&]<int... J>(std::integer_sequence<int, J...>, int p, bool tail)
+          __attribute__((always_inline)) {
+        __m512 wv[NR];
+        float* const wp = w + p0 + p;
+        if (p >= pf0 && p < pf1) src.PrefetchL2(NR, p0 + p + kFloatBlockK);
+        if constexpr (kWiden) {
+          if (tail) {
+            const __mmask16 mask = static_cast<__mmask16>((1u << (k - p0 - p)) - 1);
+            ((wv[J] = src.LoadTail(J, p0 + p, mask)), ...);
+          } else {
+            ((wv[J] = src.Load(J, p0 + p)), ...);
           }
+          ((_mm512_store_ps(wp + J * ldw, wv[J])), ...);
+        } else {
+          ((wv[J] = _mm512_load_ps(wp + J * ldw)), ...);
         }
+        ((a[A] =
+              _mm512_fmadd_ps(_mm512_load_ps(x + (A / NR) * kFloatBlockK + p), wv[A % NR], a[A])),
+         ...);
+      };
+      for (int p = 0; p < whole * 16; p += 16) {
+        step(std::make_integer_sequence<int, NR>{}, p, false);
       }
-      for (int i = c0; i < c1; ++i) {
-        for (int j = r0; j < r1; ++j) {
-          const float sum = ReduceAdd(_mm512_load_ps(s.acc[i - c0][j - r0]));
-          y[static_cast<int64_t>(i) * ldy + j] = bias != nullptr ? sum + bias[j] : sum;
-        }
-      }
+      if (whole < steps) step(std::make_integer_sequence<int, NR>{}, whole * 16, true);
+      ((_mm512_store_ps(BlockedAcc<16>(acc, A / NR, A % NR), a[A])), ...);
     }
+    (std::make_integer_sequence<int, MR * NR>{});
   }
-}
+};
 
 // The row-major panels (F32, F16, BF16): the tiles above below kBlockedMinM rows.
 template <class Loader>
@@ -348,7 +228,7 @@ void RowMajorPanel(const float* x, int m, int k, const void* wv, int n0, int n1,
                    float* y, int ldy) {
   if (!Blocked(m)) return MatmulPanel<Avx512Micro<Loader>>(x, m, k, wv, n0, n1, bias, y, ldy);
   const auto* w = static_cast<const typename Loader::W*>(wv);
-  BlockedPanel(x, m, k, n0, n1, bias, y, ldy, [w, k](int j) {
+  BlockedPanel<Avx512Blocked>(x, m, k, n0, n1, bias, y, ldy, [w, k](int j) {
     return RowMajorRows<Loader>{w + static_cast<int64_t>(j) * k, k};
   });
 }
@@ -362,7 +242,7 @@ void PackedPanel(const float* x, int m, int k, const void* wv, int n0, int n1, c
                                                                          y, ldy);
   }
   const auto* w = static_cast<const uint16_t*>(wv);
-  BlockedPanel(x, m, k, n0, n1, bias, y, ldy, [w, k, n1](int g) {
+  BlockedPanel<Avx512Blocked>(x, m, k, n0, n1, bias, y, ldy, [w, k, n1](int g) {
     return PackedRows16<Loader>{w + static_cast<int64_t>(g) * k,
                                 n1 - g < kF16PackRows ? n1 - g : kF16PackRows, k};
   });

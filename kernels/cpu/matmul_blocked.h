@@ -1,0 +1,156 @@
+// The k-blocked float panels shared by the AVX-512 and AVX2 sets (matmul_avx512.cc,
+// matmul_avx2.cc), for kBlockedMinM ... kBlockedMaxM input rows (batched decode).
+//
+// The row tiles (matmul_internal.h's MatmulPanel / PackedRowsPanel) walk a whole row of k with a
+// few x rows and 4 weight rows: at k = 4096 a 6 x 4 AVX-512 tile's operands are 160 KiB, so every
+// step's loads come from L2, and each tile widens its 4 weight rows again (F16 at m = 16 on the
+// Xeon: 164 GFLOP/s of ~440). Here x comes in blocks of kFloatBlockK columns (MakeFloatBlocks),
+// the weights of kBlockRows rows are widened once into a per-thread buffer, and every tile of a
+// chunk of x rows runs over a block with its accumulators kept in L1 between blocks. An
+// element's operations are those of the row tiles: the same FMA chain per lane in increasing p
+// (the accumulators are stored and reloaded exactly), the same zero-filled tail, the same
+// reduction tree and bias.
+//
+// Like matmul_internal.h, everything here is a template over the TU's own types (Blk lives in an
+// anonymous namespace), so no code compiled for one ISA is shared with another TU.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "kernels/cpu/matmul_internal.h"
+
+namespace llm::kernels::internal {
+
+constexpr int kBlockRows = 16;   // weight rows widened together (whole groups of kF16PackRows)
+constexpr int kBlockedMinM = 6;  // below this the row tiles (kernel_bench matmul)
+// Above this the row tiles again: prefill 512 (TinyLlama F16, AVX-512, 2 threads, alternating
+// runs) gave 95.2 / 97.8 tok/s on them against 92.7 / 98.4 with the blocks (each panel streams
+// all the x chunks from L3 either way), so the proven tiles keep prefill; m = 16 ... 128 gain.
+constexpr int kBlockedMaxM = 128;
+// Whether a panel of m input rows gets x as float blocks (matmul.cc chooses by the set's bounds,
+// float_blocks_min_m / float_blocks_max_m, which the sets take from here).
+constexpr bool Blocked(int m) {
+  return m >= kBlockedMinM && m <= kBlockedMaxM;
+}
+static_assert(kFloatBlockK % 16 == 0 && kBlockRows % kF16PackRows == 0, "whole steps, groups");
+
+// The widened weights of a thread's panel: kBlockRows rows of ldw floats (64-byte aligned; grown
+// with the C allocator: no inline library function).
+template <class Blk>
+struct WidenedRows {
+  float* w = nullptr;
+  int64_t ldw = 0;
+  ~WidenedRows() { std::free(w); }
+  // Room for rows of k weights rounded up to whole blocks; false when out of memory.
+  bool Reserve(int k) {
+    const int64_t need = (static_cast<int64_t>(k) + kFloatBlockK - 1) / kFloatBlockK * kFloatBlockK;
+    if (need <= ldw) return true;
+    std::free(w);
+    w = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kBlockRows * need));
+    ldw = w != nullptr ? need : 0;
+    return w != nullptr;
+  }
+};
+
+// Accumulator (i, j) of a tile whose first one is at acc: rows of kBlockRows accumulators of
+// `lanes` floats.
+template <int kLanes>
+inline float* BlockedAcc(float* acc, int i, int j) {
+  return acc + (i * kBlockRows + j) * kLanes;
+}
+
+// Dispatches a tile of mr x nr (mr <= MR, nr <= NR) to Blk::Tile<mr, nr, kWiden>.
+template <class Blk, int MR, int NR, bool kWiden, class Rows>
+void BlockedTileOf(int mr, int nr, const float* x, float* w, int64_t ldw, int steps, float* acc,
+                   const Rows& src, int p0, int k, int pf0, int pf1) {
+  if constexpr (MR > 1) {
+    if (mr < MR) {
+      return BlockedTileOf<Blk, MR - 1, NR, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf0,
+                                                    pf1);
+    }
+  }
+  if constexpr (NR > 1) {
+    if (nr < NR) {
+      return BlockedTileOf<Blk, MR, NR - 1, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf0,
+                                                    pf1);
+    }
+  }
+  Blk::template Tile<MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
+}
+
+// y[0:m, n0:n1] from x in float blocks (MakeFloatBlocks), with rows_of(j) the Rows view of the
+// TU (its RowMajorRows, PackedRows16) whose row i is weight row j + i, for j = n0, n0 + 4, ...
+//
+// Blk: kLanes (floats per vector), kMR x kNR (the tile), and
+//   Tile<MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf0, pf1): the tile over `steps`
+//   kLanes-weight steps of the block from weight p0: accumulators from acc and back, x rows
+//   kFloatBlockK floats apart, weights from w (row j at w + j * ldw, whole rows: the block's
+//   weights at w + p0). With kWiden (the panel's first tile of a row group) it widens the weights
+//   from src as it goes and leaves them in w for the others, so the weight stream overlaps its
+//   FMAs. Steps [pf0, pf1) (offsets in the block) fetch the same steps of the row group's next
+//   block into L2: split over all the group's tiles of the first chunk, the weights stream from
+//   DRAM at an even rate (from the widening tile alone the prefetches waited on each other's fill
+//   buffers; TinyLlama F16 decode b16 on the AVX-512 Xeon 76-77 -> 79-80 tok/s);
+//   Zero(acc) and Reduce(acc) -> float: one accumulator, zeroed / summed by the row tiles' tree.
+template <class Blk, class RowsOf>
+void BlockedPanel(const float* x, int m, int k, int n0, int n1, const float* bias, float* y,
+                  int ldy, const RowsOf& rows_of) {
+  constexpr int kLanes = Blk::kLanes, kMR = Blk::kMR, kNR = Blk::kNR;
+  constexpr int kChunk = kFloatBlockRows;
+  static_assert(kChunk % kMR == 0 && kFloatBlockK % kLanes == 0, "whole tiles and steps");
+  struct Scratch {
+    alignas(64) float acc[kChunk][kBlockRows][kLanes];  // lane sums between blocks
+    WidenedRows<Blk> rows;
+  };
+  static thread_local Scratch s;
+  if (!s.rows.Reserve(k)) {  // 64 KiB per 1024 of k: as a std::vector would, give up
+    std::fprintf(stderr, "matmul: out of memory for %d widened weight rows of %d\n", kBlockRows, k);
+    std::abort();
+  }
+  const int64_t ldw = s.rows.ldw;
+  const int blocks = (k + kFloatBlockK - 1) / kFloatBlockK;
+  for (int r0 = n0; r0 < n1; r0 += kBlockRows) {
+    const int r1 = n1 - r0 < kBlockRows ? n1 : r0 + kBlockRows;
+    for (int c0 = 0; c0 < m; c0 += kChunk) {
+      const int c1 = m - c0 < kChunk ? m : c0 + kChunk;
+      for (int i = 0; i < c1 - c0; ++i) {
+        for (int j = 0; j < r1 - r0; ++j) Blk::Zero(s.acc[i][j]);
+      }
+      for (int p0 = 0; p0 < k; p0 += kFloatBlockK) {
+        const int steps = ((k - p0 < kFloatBlockK ? k - p0 : kFloatBlockK) + kLanes - 1) / kLanes;
+        const float* xb = x + (static_cast<int64_t>(c0 / kChunk) * blocks + p0 / kFloatBlockK) *
+                                  kChunk * kFloatBlockK;
+        for (int j = r0; j < r1; j += kNR) {
+          const int nr = r1 - j < kNR ? r1 - j : kNR;
+          float* const w = s.rows.w + (j - r0) * ldw;
+          for (int i = c0; i < c1; i += kMR) {
+            const int mr = c1 - i < kMR ? c1 - i : kMR;
+            float* const acc = s.acc[i - c0][j - r0];
+            // the first chunk's tiles of the group share the next block's prefetch
+            const int t = (i - c0) / kMR, tiles = (c1 - c0 + kMR - 1) / kMR;
+            const int pf0 = c0 == 0 ? steps * t / tiles * kLanes : 0;
+            const int pf1 = c0 == 0 ? steps * (t + 1) / tiles * kLanes : 0;
+            const float* xi = xb + static_cast<int64_t>(i - c0) * kFloatBlockK;
+            if (i == 0) {  // the panel's first tile of the row group widens its weights
+              BlockedTileOf<Blk, kMR, kNR, true>(mr, nr, xi, w, ldw, steps, acc, rows_of(j), p0, k,
+                                                 pf0, pf1);
+            } else {
+              BlockedTileOf<Blk, kMR, kNR, false>(mr, nr, xi, w, ldw, steps, acc, rows_of(j), p0, k,
+                                                  pf0, pf1);
+            }
+          }
+        }
+      }
+      for (int i = c0; i < c1; ++i) {
+        for (int j = r0; j < r1; ++j) {
+          const float sum = Blk::Reduce(s.acc[i - c0][j - r0]);
+          y[static_cast<int64_t>(i) * ldy + j] = bias != nullptr ? sum + bias[j] : sum;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace llm::kernels::internal
