@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
+#include "kernels/cpu/matmul_blocked.h"
 #include "kernels/cpu/matmul_internal.h"
 
 namespace llm::kernels::internal {
@@ -50,6 +52,10 @@ struct RowMajorRows {  // the file's layout: row j at w + j * ld
   const W* Chunk(int j, int p) const { return w + j * ld + p; }
   const W* Tail(int j) const { return w + j * ld + k8; }
   void Prefetch(int) const {}
+  // A step's weights of rows [0, nr) from weight p, into L2.
+  void PrefetchL2(int nr, int p) const {
+    for (int j = 0; j < nr; ++j) __builtin_prefetch(w + j * ld + p, 0, 2);
+  }
 };
 struct PackedRows16 {  // rows of one group of r rows of kF16Packed / kBF16Packed (f16_packed.h)
   const uint16_t* group;
@@ -59,6 +65,8 @@ struct PackedRows16 {  // rows of one group of r rows of kF16Packed / kBF16Packe
   const uint16_t* Tail(int j) const { return group + F16PackedTail(r, j, k); }
   // One sequential stream, fetched ahead where the CPU's prefetchers fall short of DRAM speed.
   void Prefetch(int p) const { PrefetchPackedStep(group, r, p, 8); }
+  // A step's weights of the group (8 of each row, one run of at most a line) from p, into L2.
+  void PrefetchL2(int, int p) const { __builtin_prefetch(group + F16PackedChunk(r, 0, p), 0, 2); }
 };
 
 template <class Loader>
@@ -115,16 +123,96 @@ struct Avx2Micro {
   }
 };
 
+// The k-blocked tiles (matmul_blocked.h): 3 x rows by 4 weight rows (12 accumulators + 4 weights
+// of the 16 ymm; x is an FMA operand from L1).
+template <class Loader>
+struct Avx2Blocked {
+  using W = typename Loader::W;
+  static constexpr int kLanes = 8;
+  static constexpr int kMR = 3;
+  static constexpr int kNR = 4;
+  static void Zero(float* acc) { _mm256_store_ps(acc, _mm256_setzero_ps()); }
+  static float Reduce(const float* acc) { return ReduceAdd(_mm256_load_ps(acc)); }
+
+  // Row j's k % 8 tail weights from src, zero after (as the row tiles take them).
+  template <class Rows>
+  static __m256 TailOf(const Rows& src, int j, int rest) {
+    W buf[8] = {};
+    std::memcpy(buf, src.Tail(j), sizeof(W) * rest);
+    return Loader::Load(buf);
+  }
+
+  template <int MR, int NR, bool kWiden, class Rows>
+  static void Tile(const float* x, float* w, int64_t ldw, int steps, float* acc, const Rows src,
+                   int p0, int k, int pf0, int pf1) {
+    // whole steps inside the row (the widening tile takes the tail step from src's tail)
+    const int whole = !kWiden || (k - p0) / 8 >= steps ? steps : (k - p0) / 8;
+    // Indices are constants before GCC's scalar replacement (pack expansions, not loops), so the
+    // accumulators stay in registers (see matmul_avx512.cc).
+    [ x, w, ldw, acc, src, p0, k, steps, whole, pf0,
+      pf1 ]<int... A>(std::integer_sequence<int, A...>) {
+      __m256 a[MR * NR];
+      ((a[A] = _mm256_load_ps(BlockedAcc<8>(acc, A / NR, A % NR))), ...);
+      const auto step = [&]<int... J>(std::integer_sequence<int, J...>, int p, bool tail)
+          __attribute__((always_inline)) {
+        __m256 wv[NR];
+        float* const wp = w + p0 + p;
+        if (p >= pf0 && p < pf1) src.PrefetchL2(NR, p0 + p + kFloatBlockK);
+        if constexpr (kWiden) {
+          if (tail) {
+            ((wv[J] = TailOf(src, J, k - p0 - p)), ...);
+          } else {
+            ((wv[J] = Loader::Load(src.Chunk(J, p0 + p))), ...);
+          }
+          ((_mm256_store_ps(wp + J * ldw, wv[J])), ...);
+        } else {
+          ((wv[J] = _mm256_load_ps(wp + J * ldw)), ...);
+        }
+        ((a[A] =
+              _mm256_fmadd_ps(_mm256_load_ps(x + (A / NR) * kFloatBlockK + p), wv[A % NR], a[A])),
+         ...);
+      };
+      for (int p = 0; p < whole * 8; p += 8) step(std::make_integer_sequence<int, NR>{}, p, false);
+      if (whole < steps) step(std::make_integer_sequence<int, NR>{}, whole * 8, true);
+      ((_mm256_store_ps(BlockedAcc<8>(acc, A / NR, A % NR), a[A])), ...);
+    }
+    (std::make_integer_sequence<int, MR * NR>{});
+  }
+};
+
+// The row-major panels (F32, F16, BF16): the row tiles outside the blocked rows' range.
+template <class Loader>
+void RowMajorPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                   float* y, int ldy) {
+  if (!Blocked(m)) return MatmulPanel<Avx2Micro<Loader>>(x, m, k, wv, n0, n1, bias, y, ldy);
+  using W = typename Loader::W;
+  const auto* w = static_cast<const W*>(wv);
+  BlockedPanel<Avx2Blocked<Loader>>(x, m, k, n0, n1, bias, y, ldy, [w, k](int j) {
+    return RowMajorRows<W>{w + static_cast<int64_t>(j) * k, k, k - k % 8};
+  });
+}
+
+// The packed F16 / BF16 panels (groups of 4 rows, f16_packed.h; n0 a multiple of 4).
+template <class Loader>
+void PackedPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                 float* y, int ldy) {
+  if (!Blocked(m)) {
+    return PackedRowsPanel<Avx2Micro<Loader>, PackedRows16>(x, m, k, wv, n0, n1, bias, y, ldy);
+  }
+  const auto* w = static_cast<const uint16_t*>(wv);
+  BlockedPanel<Avx2Blocked<Loader>>(x, m, k, n0, n1, bias, y, ldy, [w, k, n1](int g) {
+    return PackedRows16{w + static_cast<int64_t>(g) * k,
+                        n1 - g < kF16PackRows ? n1 - g : kF16PackRows, k};
+  });
+}
+
 }  // namespace
 
 const MatmulKernels& Avx2MatmulKernels() {
-  static const MatmulKernels kKernels = {"avx2-fma",
-                                         MatmulPanel<Avx2Micro<F32Load>>,
-                                         MatmulPanel<Avx2Micro<F16Load>>,
-                                         MatmulPanel<Avx2Micro<Bf16Load>>,
-                                         &Avx2QuantKernels(),
-                                         PackedRowsPanel<Avx2Micro<F16Load>, PackedRows16>,
-                                         PackedRowsPanel<Avx2Micro<Bf16Load>, PackedRows16>};
+  static const MatmulKernels kKernels = {
+      "avx2-fma",          RowMajorPanel<F32Load>, RowMajorPanel<F16Load>, RowMajorPanel<Bf16Load>,
+      &Avx2QuantKernels(), PackedPanel<F16Load>,   PackedPanel<Bf16Load>,  kBlockedMinM,
+      kBlockedMaxM};
   return kKernels;
 }
 
