@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <utility>
 
 #include "kernels/cpu/matmul_blocked.h"
 #include "kernels/cpu/matmul_internal.h"
@@ -127,57 +126,26 @@ struct Avx2Micro {
 // of the 16 ymm; x is an FMA operand from L1).
 template <class Loader>
 struct Avx2Blocked {
+  using V = __m256;
   using W = typename Loader::W;
   static constexpr int kLanes = 8;
   static constexpr int kMR = 3;
   static constexpr int kNR = 4;
-  static void Zero(float* acc) { _mm256_store_ps(acc, _mm256_setzero_ps()); }
-  static float Reduce(const float* acc) { return ReduceAdd(_mm256_load_ps(acc)); }
-
-  // Row j's k % 8 tail weights from src, zero after (as the row tiles take them).
+  static V Load(const float* p) { return _mm256_load_ps(p); }
+  static void Store(float* p, V v) { _mm256_store_ps(p, v); }
+  static V Fma(V x, V w, V acc) { return _mm256_fmadd_ps(x, w, acc); }
   template <class Rows>
-  static __m256 TailOf(const Rows& src, int j, int rest) {
+  static V Widen(const Rows& src, int j, int p) {
+    return Loader::Load(src.Chunk(j, p));
+  }
+  template <class Rows>
+  static V WidenTail(const Rows& src, int j, int p, int k) {  // the k % 8 tail (p = k8)
     W buf[8] = {};
-    std::memcpy(buf, src.Tail(j), sizeof(W) * rest);
+    std::memcpy(buf, src.Tail(j), sizeof(W) * (k - p));
     return Loader::Load(buf);
   }
-
-  template <int MR, int NR, bool kWiden, class Rows>
-  static void Tile(const float* x, float* w, int64_t ldw, int steps, float* acc, const Rows src,
-                   int p0, int k, int pf0, int pf1) {
-    // whole steps inside the row (the widening tile takes the tail step from src's tail)
-    const int whole = !kWiden || (k - p0) / 8 >= steps ? steps : (k - p0) / 8;
-    // Indices are constants before GCC's scalar replacement (pack expansions, not loops), so the
-    // accumulators stay in registers (see matmul_avx512.cc).
-    [ x, w, ldw, acc, src, p0, k, steps, whole, pf0,
-      pf1 ]<int... A>(std::integer_sequence<int, A...>) {
-      __m256 a[MR * NR];
-      ((a[A] = _mm256_load_ps(BlockedAcc<8>(acc, A / NR, A % NR))), ...);
-      const auto step = [&]<int... J>(std::integer_sequence<int, J...>, int p, bool tail)
-          __attribute__((always_inline)) {
-        __m256 wv[NR];
-        float* const wp = w + p0 + p;
-        if (p >= pf0 && p < pf1) src.PrefetchL2(NR, p0 + p + kFloatBlockK);
-        if constexpr (kWiden) {
-          if (tail) {
-            ((wv[J] = TailOf(src, J, k - p0 - p)), ...);
-          } else {
-            ((wv[J] = Loader::Load(src.Chunk(J, p0 + p))), ...);
-          }
-          ((_mm256_store_ps(wp + J * ldw, wv[J])), ...);
-        } else {
-          ((wv[J] = _mm256_load_ps(wp + J * ldw)), ...);
-        }
-        ((a[A] =
-              _mm256_fmadd_ps(_mm256_load_ps(x + (A / NR) * kFloatBlockK + p), wv[A % NR], a[A])),
-         ...);
-      };
-      for (int p = 0; p < whole * 8; p += 8) step(std::make_integer_sequence<int, NR>{}, p, false);
-      if (whole < steps) step(std::make_integer_sequence<int, NR>{}, whole * 8, true);
-      ((_mm256_store_ps(BlockedAcc<8>(acc, A / NR, A % NR), a[A])), ...);
-    }
-    (std::make_integer_sequence<int, MR * NR>{});
-  }
+  static void Zero(float* acc) { _mm256_store_ps(acc, _mm256_setzero_ps()); }
+  static float Reduce(const float* acc) { return ReduceAdd(_mm256_load_ps(acc)); }
 };
 
 // The row-major panels (F32, F16, BF16): the row tiles outside the blocked rows' range.

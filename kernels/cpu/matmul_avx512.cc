@@ -11,7 +11,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <utility>
 
 #include "kernels/cpu/matmul_blocked.h"
 #include "kernels/cpu/matmul_internal.h"
@@ -174,52 +173,23 @@ struct Avx512Micro {
 // + 1 x of the 32 zmm). Block width 512 against 128 / 256 / 1024 (2 threads, F16 packed, m = 16
 // and 64 at k = 2048 and 5632): 195-248 GFLOP/s against 167-189 / 174-201 / 163-233.
 struct Avx512Blocked {
+  using V = __m512;
   static constexpr int kLanes = 16;
   static constexpr int kMR = 6;
   static constexpr int kNR = 4;
+  static V Load(const float* p) { return _mm512_load_ps(p); }
+  static void Store(float* p, V v) { _mm512_store_ps(p, v); }
+  static V Fma(V x, V w, V acc) { return _mm512_fmadd_ps(x, w, acc); }
+  template <class Rows>
+  static V Widen(const Rows& src, int j, int p) {
+    return src.Load(j, p);
+  }
+  template <class Rows>
+  static V WidenTail(const Rows& src, int j, int p, int k) {
+    return src.LoadTail(j, p, static_cast<__mmask16>((1u << (k - p)) - 1));
+  }
   static void Zero(float* acc) { _mm512_store_ps(acc, _mm512_setzero_ps()); }
   static float Reduce(const float* acc) { return ReduceAdd(_mm512_load_ps(acc)); }
-
-  template <int MR, int NR, bool kWiden, class Rows>
-  static void Tile(const float* x, float* w, int64_t ldw, int steps, float* acc, const Rows src,
-                   int p0, int k, int pf0, int pf1) {
-    // whole steps inside the row (the widening tile loads the tail step masked)
-    const int whole = !kWiden || (k - p0) / 16 >= steps ? steps : (k - p0) / 16;
-    // Every index below is a constant before GCC's scalar replacement runs (a pack expansion, not
-    // a loop that is unrolled later), so the accumulators live in registers only: with loops GCC
-    // kept a stack copy of them and spent a store and a load per accumulator and call on it.
-    [ x, w, ldw, acc, src, p0, k, steps, whole, pf0,
-      pf1 ]<int... A>(std::integer_sequence<int, A...>) {
-      __m512 a[MR * NR];
-      ((a[A] = _mm512_load_ps(BlockedAcc<16>(acc, A / NR, A % NR))), ...);
-      const auto step = [&]<int... J>(std::integer_sequence<int, J...>, int p, bool tail)
-          __attribute__((always_inline)) {
-        __m512 wv[NR];
-        float* const wp = w + p0 + p;
-        if (p >= pf0 && p < pf1) src.PrefetchL2(NR, p0 + p + kFloatBlockK);
-        if constexpr (kWiden) {
-          if (tail) {
-            const __mmask16 mask = static_cast<__mmask16>((1u << (k - p0 - p)) - 1);
-            ((wv[J] = src.LoadTail(J, p0 + p, mask)), ...);
-          } else {
-            ((wv[J] = src.Load(J, p0 + p)), ...);
-          }
-          ((_mm512_store_ps(wp + J * ldw, wv[J])), ...);
-        } else {
-          ((wv[J] = _mm512_load_ps(wp + J * ldw)), ...);
-        }
-        ((a[A] =
-              _mm512_fmadd_ps(_mm512_load_ps(x + (A / NR) * kFloatBlockK + p), wv[A % NR], a[A])),
-         ...);
-      };
-      for (int p = 0; p < whole * 16; p += 16) {
-        step(std::make_integer_sequence<int, NR>{}, p, false);
-      }
-      if (whole < steps) step(std::make_integer_sequence<int, NR>{}, whole * 16, true);
-      ((_mm512_store_ps(BlockedAcc<16>(acc, A / NR, A % NR), a[A])), ...);
-    }
-    (std::make_integer_sequence<int, MR * NR>{});
-  }
 };
 
 // The row-major panels (F32, F16, BF16): the tiles above below kBlockedMinM rows.

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "kernels/cpu/matmul_internal.h"
 
@@ -61,7 +62,57 @@ inline float* BlockedAcc(float* acc, int i, int j) {
   return acc + (i * kBlockRows + j) * kLanes;
 }
 
-// Dispatches a tile of mr x nr (mr <= MR, nr <= NR) to Blk::Tile<mr, nr, kWiden>.
+// Tile MR x NR over `steps` kLanes-weight steps of the block from weight p0: accumulators from
+// acc and back, x rows kFloatBlockK floats apart, weights from w (row j at w + j * ldw, whole
+// rows: the block's weights at w + p0). x and w are zero past k, so a row's tail is one more
+// step, as the row tiles zero-fill theirs. With kWiden (the panel's first tile of a row group)
+// it widens the weights from src (the Rows view whose row j is the tile's row j) as it goes and
+// leaves them in w for the others, so the weight stream overlaps its FMAs. Steps [pf0, pf1)
+// (offsets in the block) fetch the same steps of the row group's next block into L2: split over
+// all the group's tiles of the first chunk, the weights stream from DRAM at an even rate (from
+// the widening tile alone the prefetches waited on each other's fill buffers; TinyLlama F16
+// decode b16 on the AVX-512 Xeon 76-77 -> 79-80 tok/s).
+template <class Blk, int MR, int NR, bool kWiden, class Rows>
+void BlockedTile(const float* x, float* w, int64_t ldw, int steps, float* acc, const Rows src,
+                 int p0, int k, int pf0, int pf1) {
+  constexpr int kLanes = Blk::kLanes;
+  using V = typename Blk::V;
+  // whole steps inside the row (the widening tile takes the tail step with WidenTail)
+  const int whole = !kWiden || (k - p0) / kLanes >= steps ? steps : (k - p0) / kLanes;
+  // Every index below is a constant before GCC's scalar replacement runs (a pack expansion, not a
+  // loop that is unrolled later), so the accumulators live in registers only: with loops GCC kept
+  // a stack copy of them and spent a store and a load per accumulator and call on it.
+  [ x, w, ldw, acc, src, p0, k, steps, whole, pf0,
+    pf1 ]<int... A>(std::integer_sequence<int, A...>) {
+    V a[MR * NR];
+    ((a[A] = Blk::Load(BlockedAcc<kLanes>(acc, A / NR, A % NR))), ...);
+    const auto step = [&]<int... J>(std::integer_sequence<int, J...>, int p, bool tail)
+        __attribute__((always_inline)) {
+      V wv[NR];
+      float* const wp = w + p0 + p;
+      if (p >= pf0 && p < pf1) src.PrefetchL2(NR, p0 + p + kFloatBlockK);
+      if constexpr (kWiden) {
+        if (tail) {
+          ((wv[J] = Blk::WidenTail(src, J, p0 + p, k)), ...);
+        } else {
+          ((wv[J] = Blk::Widen(src, J, p0 + p)), ...);
+        }
+        ((Blk::Store(wp + J * ldw, wv[J])), ...);
+      } else {
+        ((wv[J] = Blk::Load(wp + J * ldw)), ...);
+      }
+      ((a[A] = Blk::Fma(Blk::Load(x + (A / NR) * kFloatBlockK + p), wv[A % NR], a[A])), ...);
+    };
+    for (int p = 0; p < whole * kLanes; p += kLanes) {
+      step(std::make_integer_sequence<int, NR>{}, p, false);
+    }
+    if (whole < steps) step(std::make_integer_sequence<int, NR>{}, whole * kLanes, true);
+    ((Blk::Store(BlockedAcc<kLanes>(acc, A / NR, A % NR), a[A])), ...);
+  }
+  (std::make_integer_sequence<int, MR * NR>{});
+}
+
+// Dispatches a tile of mr x nr (mr <= MR, nr <= NR) to BlockedTile<Blk, mr, nr, kWiden>.
 template <class Blk, int MR, int NR, bool kWiden, class Rows>
 void BlockedTileOf(int mr, int nr, const float* x, float* w, int64_t ldw, int steps, float* acc,
                    const Rows& src, int p0, int k, int pf0, int pf1) {
@@ -77,22 +128,17 @@ void BlockedTileOf(int mr, int nr, const float* x, float* w, int64_t ldw, int st
                                                     pf1);
     }
   }
-  Blk::template Tile<MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
+  BlockedTile<Blk, MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
 }
 
 // y[0:m, n0:n1] from x in float blocks (MakeFloatBlocks), with rows_of(j) the Rows view of the
 // TU (its RowMajorRows, PackedRows16) whose row i is weight row j + i, for j = n0, n0 + 4, ...
 //
-// Blk: kLanes (floats per vector), kMR x kNR (the tile), and
-//   Tile<MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf0, pf1): the tile over `steps`
-//   kLanes-weight steps of the block from weight p0: accumulators from acc and back, x rows
-//   kFloatBlockK floats apart, weights from w (row j at w + j * ldw, whole rows: the block's
-//   weights at w + p0). With kWiden (the panel's first tile of a row group) it widens the weights
-//   from src as it goes and leaves them in w for the others, so the weight stream overlaps its
-//   FMAs. Steps [pf0, pf1) (offsets in the block) fetch the same steps of the row group's next
-//   block into L2: split over all the group's tiles of the first chunk, the weights stream from
-//   DRAM at an even rate (from the widening tile alone the prefetches waited on each other's fill
-//   buffers; TinyLlama F16 decode b16 on the AVX-512 Xeon 76-77 -> 79-80 tok/s);
+// Blk (the ISA's vector operations; all aligned):
+//   kLanes (floats per vector V), kMR x kNR (the tile);
+//   Load(const float*) -> V, Store(float*, V), Fma(x, w, acc) -> V (x * w + acc, one rounding);
+//   Widen(src, j, p) -> V: row j's kLanes weights from weight p of the matrix, as floats;
+//   WidenTail(src, j, p, k) -> V: row j's weights p .. k - 1 (the row's tail), zero after;
 //   Zero(acc) and Reduce(acc) -> float: one accumulator, zeroed / summed by the row tiles' tree.
 template <class Blk, class RowsOf>
 void BlockedPanel(const float* x, int m, int k, int n0, int n1, const float* bias, float* y,
