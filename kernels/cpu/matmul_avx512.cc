@@ -192,7 +192,7 @@ struct Avx512Blocked {
   static float Reduce(const float* acc) { return ReduceAdd(_mm512_load_ps(acc)); }
 };
 
-// The row-major panels (F32, F16, BF16): the tiles above below kBlockedMinM rows.
+// The row-major panels (F32, F16, BF16): the row tiles outside the blocked rows' range.
 template <class Loader>
 void RowMajorPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
                    float* y, int ldy) {

@@ -78,7 +78,8 @@ const QuantMatmulKernels& ScalarQuantKernels();  // matmul_quant_scalar.cc
 const QuantMatmulKernels& Avx2QuantKernels();    // matmul_quant_avx2.cc
 const QuantMatmulKernels& Avx512QuantKernels();  // matmul_quant_avx512.cc
 
-// Float input rows in k blocks (the AVX-512 set's k-blocked float panels, matmul_avx512.cc): for
+// Float input rows in k blocks (the k-blocked float panels of the AVX-512 and AVX2 sets,
+// matmul_blocked.h): for
 // each chunk of kFloatBlockRows rows and each block of kFloatBlockK columns, the chunk's rows'
 // columns of that block, kFloatBlockK floats each, so a tile's operands are one contiguous run
 // (rows k floats apart share L1 sets when k is a multiple of 1024). Row i's weights p of chunk c

@@ -127,6 +127,24 @@ TEST_P(MatmulBatchInvariance, BatchInvariantBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(MatmulTest, MatmulBatchInvariance, ::testing::Values(301, 1051));
 
+// The float blocks the k-blocked panels read (matmul_internal.h): every element of x where the
+// layout says, zero past k. k = one block and a 37-weight tail, m = one chunk and 2 rows more.
+TEST(MatmulTest, FloatBlocksHoldEachRowWhereTheLayoutSays) {
+  constexpr int kR = internal::kFloatBlockRows, kK = internal::kFloatBlockK;
+  const int m = kR + 2, k = kK + 37, blocks = 2;
+  const auto x = RandomVec(static_cast<size_t>(m) * k, 9);
+  std::vector<float> out(internal::FloatBlocksSize(m, k), -1.0f);
+  ASSERT_EQ(out.size(), static_cast<size_t>(2 * blocks * kR * kK));
+  internal::MakeFloatBlocks(x.data(), m, k, out.data());
+  for (int i = 0; i < m; ++i) {
+    for (int p = 0; p < blocks * kK; ++p) {
+      const float got =
+          out[((static_cast<size_t>(i / kR) * blocks + p / kK) * kR + i % kR) * kK + p % kK];
+      ASSERT_EQ(got, p < k ? x[static_cast<size_t>(i) * k + p] : 0.0f) << i << "," << p;
+    }
+  }
+}
+
 TEST(MatmulTest, PublicEntryUsesBestIsa) {
   std::string isa = MatmulIsa();
   EXPECT_TRUE(isa == "avx512-amx" || isa == "avx512-vnni" || isa == "avx512" || isa == "avx2-fma" ||
