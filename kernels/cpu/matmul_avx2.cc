@@ -128,6 +128,8 @@ template <class Loader>
 struct Avx2Blocked {
   using V = __m256;
   using W = typename Loader::W;
+  static RowMajorRows<W> RowMajor(const W* w, int k) { return {w, k, k - k % 8}; }
+  static PackedRows16 Packed(const uint16_t* group, int r, int k) { return {group, r, k}; }
   static constexpr int kLanes = 8;
   static constexpr int kMR = 3;
   static constexpr int kNR = 4;
@@ -148,39 +150,25 @@ struct Avx2Blocked {
   static float Reduce(const float* acc) { return ReduceAdd(_mm256_load_ps(acc)); }
 };
 
-// The row-major panels (F32, F16, BF16): the row tiles outside the blocked rows' range.
 template <class Loader>
-void RowMajorPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
-                   float* y, int ldy) {
-  if (!Blocked(m)) return MatmulPanel<Avx2Micro<Loader>>(x, m, k, wv, n0, n1, bias, y, ldy);
-  using W = typename Loader::W;
-  const auto* w = static_cast<const W*>(wv);
-  BlockedPanel<Avx2Blocked<Loader>>(x, m, k, n0, n1, bias, y, ldy, [w, k](int j) {
-    return RowMajorRows<W>{w + static_cast<int64_t>(j) * k, k, k - k % 8};
-  });
-}
-
-// The packed F16 / BF16 panels (groups of 4 rows, f16_packed.h; n0 a multiple of 4).
+constexpr MatmulPanelFn kRowMajorPanel =
+    BlockedRowMajorPanel<Avx2Blocked<Loader>, MatmulPanel<Avx2Micro<Loader>>>;
 template <class Loader>
-void PackedPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
-                 float* y, int ldy) {
-  if (!Blocked(m)) {
-    return PackedRowsPanel<Avx2Micro<Loader>, PackedRows16>(x, m, k, wv, n0, n1, bias, y, ldy);
-  }
-  const auto* w = static_cast<const uint16_t*>(wv);
-  BlockedPanel<Avx2Blocked<Loader>>(x, m, k, n0, n1, bias, y, ldy, [w, k, n1](int g) {
-    return PackedRows16{w + static_cast<int64_t>(g) * k,
-                        n1 - g < kF16PackRows ? n1 - g : kF16PackRows, k};
-  });
-}
+constexpr MatmulPanelFn kPackedPanel =
+    BlockedPackedPanel<Avx2Blocked<Loader>, PackedRowsPanel<Avx2Micro<Loader>, PackedRows16>>;
 
 }  // namespace
 
 const MatmulKernels& Avx2MatmulKernels() {
-  static const MatmulKernels kKernels = {
-      "avx2-fma",          RowMajorPanel<F32Load>, RowMajorPanel<F16Load>, RowMajorPanel<Bf16Load>,
-      &Avx2QuantKernels(), PackedPanel<F16Load>,   PackedPanel<Bf16Load>,  kBlockedMinM,
-      kBlockedMaxM};
+  static const MatmulKernels kKernels = {"avx2-fma",
+                                         kRowMajorPanel<F32Load>,
+                                         kRowMajorPanel<F16Load>,
+                                         kRowMajorPanel<Bf16Load>,
+                                         &Avx2QuantKernels(),
+                                         kPackedPanel<F16Load>,
+                                         kPackedPanel<Bf16Load>,
+                                         kBlockedMinM,
+                                         kBlockedMaxM};
   return kKernels;
 }
 

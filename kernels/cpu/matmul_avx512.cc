@@ -68,11 +68,11 @@ struct RowMajorRows {  // the file's layout: row j at w + j * ld
   int64_t ld;
   __m512 Load(int j, int p) const { return Loader::Load(w + j * ld + p); }
   __m512 LoadTail(int j, int p, __mmask16 m) const { return Loader::LoadTail(w + j * ld + p, m); }
-  // A GEMV row's software prefetch (g_prefetch.f16_gemv): one line per 2 steps.
   // A step's weights of rows [0, nr) from weight p, into L2.
   void PrefetchL2(int nr, int p) const {
     for (int j = 0; j < nr; ++j) __builtin_prefetch(w + j * ld + p, 0, 2);
   }
+  // A GEMV row's software prefetch (g_prefetch.f16_gemv): one line per 2 steps.
   void Prefetch(int nr, int p) const {
     if (g_prefetch.f16_gemv != 0 && (p & 31) == 0) {
       for (int j = 0; j < nr; ++j) {
@@ -172,8 +172,12 @@ struct Avx512Micro {
 // The k-blocked tiles (matmul_blocked.h): 6 x rows by 4 weight rows (24 accumulators + 4 weights
 // + 1 x of the 32 zmm). Block width 512 against 128 / 256 / 1024 (2 threads, F16 packed, m = 16
 // and 64 at k = 2048 and 5632): 195-248 GFLOP/s against 167-189 / 174-201 / 163-233.
+template <class Loader>
 struct Avx512Blocked {
   using V = __m512;
+  using W = typename Loader::W;
+  static RowMajorRows<Loader> RowMajor(const W* w, int k) { return {w, k}; }
+  static PackedRows16<Loader> Packed(const uint16_t* group, int r, int k) { return {group, r, k}; }
   static constexpr int kLanes = 16;
   static constexpr int kMR = 6;
   static constexpr int kNR = 4;
@@ -192,42 +196,24 @@ struct Avx512Blocked {
   static float Reduce(const float* acc) { return ReduceAdd(_mm512_load_ps(acc)); }
 };
 
-// The row-major panels (F32, F16, BF16): the row tiles outside the blocked rows' range.
 template <class Loader>
-void RowMajorPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
-                   float* y, int ldy) {
-  if (!Blocked(m)) return MatmulPanel<Avx512Micro<Loader>>(x, m, k, wv, n0, n1, bias, y, ldy);
-  const auto* w = static_cast<const typename Loader::W*>(wv);
-  BlockedPanel<Avx512Blocked>(x, m, k, n0, n1, bias, y, ldy, [w, k](int j) {
-    return RowMajorRows<Loader>{w + static_cast<int64_t>(j) * k, k};
-  });
-}
-
-// The packed F16 / BF16 panels (groups of 4 rows, f16_packed.h; n0 a multiple of 4).
+constexpr MatmulPanelFn kRowMajorPanel =
+    BlockedRowMajorPanel<Avx512Blocked<Loader>, MatmulPanel<Avx512Micro<Loader>>>;
 template <class Loader>
-void PackedPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
-                 float* y, int ldy) {
-  if (!Blocked(m)) {
-    return PackedRowsPanel<Avx512Micro<Loader, 6>, PackedRows16<Loader>>(x, m, k, wv, n0, n1, bias,
-                                                                         y, ldy);
-  }
-  const auto* w = static_cast<const uint16_t*>(wv);
-  BlockedPanel<Avx512Blocked>(x, m, k, n0, n1, bias, y, ldy, [w, k, n1](int g) {
-    return PackedRows16<Loader>{w + static_cast<int64_t>(g) * k,
-                                n1 - g < kF16PackRows ? n1 - g : kF16PackRows, k};
-  });
-}
+constexpr MatmulPanelFn kPackedPanel =
+    BlockedPackedPanel<Avx512Blocked<Loader>,
+                       PackedRowsPanel<Avx512Micro<Loader, 6>, PackedRows16<Loader>>>;
 
 }  // namespace
 
 const MatmulKernels& Avx512MatmulKernels() {
   static const MatmulKernels kKernels = {"avx512",
-                                         RowMajorPanel<F32Load>,
-                                         RowMajorPanel<F16Load>,
-                                         RowMajorPanel<Bf16Load>,
+                                         kRowMajorPanel<F32Load>,
+                                         kRowMajorPanel<F16Load>,
+                                         kRowMajorPanel<Bf16Load>,
                                          &Avx512QuantKernels(),
-                                         PackedPanel<F16Load>,
-                                         PackedPanel<Bf16Load>,
+                                         kPackedPanel<F16Load>,
+                                         kPackedPanel<Bf16Load>,
                                          kBlockedMinM,
                                          kBlockedMaxM};
   return kKernels;

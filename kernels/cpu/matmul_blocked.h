@@ -199,4 +199,27 @@ void BlockedPanel(const float* x, int m, int k, int n0, int n1, const float* bia
   }
 }
 
+// A set's float panels: its row tiles (RowTiles) outside Blocked(m), else BlockedPanel on the
+// matrix's rows. Blk also names W (the weight type) and the TU's two views of weight rows:
+// RowMajor(w, k) (row i at w + i * k) and Packed(group, r, k) (a kF16Packed group of r rows).
+template <class Blk, MatmulPanelFn RowTiles>
+void BlockedRowMajorPanel(const float* x, int m, int k, const void* wv, int n0, int n1,
+                          const float* bias, float* y, int ldy) {
+  if (!Blocked(m)) return RowTiles(x, m, k, wv, n0, n1, bias, y, ldy);
+  const auto* w = static_cast<const typename Blk::W*>(wv);
+  BlockedPanel<Blk>(x, m, k, n0, n1, bias, y, ldy,
+                    [w, k](int j) { return Blk::RowMajor(w + static_cast<int64_t>(j) * k, k); });
+}
+// The same for packed F16 / BF16 rows (groups of 4, f16_packed.h; n0 a multiple of 4).
+template <class Blk, MatmulPanelFn RowTiles>
+void BlockedPackedPanel(const float* x, int m, int k, const void* wv, int n0, int n1,
+                        const float* bias, float* y, int ldy) {
+  if (!Blocked(m)) return RowTiles(x, m, k, wv, n0, n1, bias, y, ldy);
+  const auto* w = static_cast<const uint16_t*>(wv);
+  BlockedPanel<Blk>(x, m, k, n0, n1, bias, y, ldy, [w, k, n1](int g) {
+    return Blk::Packed(w + static_cast<int64_t>(g) * k,
+                       n1 - g < kF16PackRows ? n1 - g : kF16PackRows, k);
+  });
+}
+
 }  // namespace llm::kernels::internal

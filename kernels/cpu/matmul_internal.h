@@ -79,13 +79,12 @@ const QuantMatmulKernels& Avx2QuantKernels();    // matmul_quant_avx2.cc
 const QuantMatmulKernels& Avx512QuantKernels();  // matmul_quant_avx512.cc
 
 // Float input rows in k blocks (the k-blocked float panels of the AVX-512 and AVX2 sets,
-// matmul_blocked.h): for
-// each chunk of kFloatBlockRows rows and each block of kFloatBlockK columns, the chunk's rows'
-// columns of that block, kFloatBlockK floats each, so a tile's operands are one contiguous run
-// (rows k floats apart share L1 sets when k is a multiple of 1024). Row i's weights p of chunk c
-// and block b: out[((c * blocks + b) * kFloatBlockRows + i % kFloatBlockRows) * kFloatBlockK +
-// p % kFloatBlockK] with blocks = ceil(k / kFloatBlockK); zero past k (rows past m are not
-// written).
+// matmul_blocked.h): for each chunk of kFloatBlockRows rows and each block of kFloatBlockK
+// columns, the chunk's rows' columns of that block, kFloatBlockK floats each, so a tile's
+// operands are one contiguous run (rows k floats apart share L1 sets when k is a multiple of
+// 1024). Row i's weights p of chunk c and block b: out[((c * blocks + b) * kFloatBlockRows +
+// i % kFloatBlockRows) * kFloatBlockK + p % kFloatBlockK] with blocks = ceil(k / kFloatBlockK);
+// zero past k (rows past m are not written).
 constexpr int kFloatBlockK = 512;
 constexpr int kFloatBlockRows = 18;
 int64_t FloatBlocksSize(int m, int k);                               // floats
