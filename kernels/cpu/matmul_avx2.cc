@@ -133,6 +133,7 @@ struct Avx2Blocked {
   static constexpr int kLanes = 8;
   static constexpr int kMR = 3;
   static constexpr int kNR = 4;
+  static constexpr bool kSpreadPrefetch = false;  // matmul_blocked.h's PrefetchShare
   static V Load(const float* p) { return _mm256_load_ps(p); }
   static void Store(float* p, V v) { _mm256_store_ps(p, v); }
   static V Fma(V x, V w, V acc) { return _mm256_fmadd_ps(x, w, acc); }

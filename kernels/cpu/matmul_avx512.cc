@@ -181,6 +181,7 @@ struct Avx512Blocked {
   static constexpr int kLanes = 16;
   static constexpr int kMR = 6;
   static constexpr int kNR = 4;
+  static constexpr bool kSpreadPrefetch = true;  // matmul_blocked.h's PrefetchShare
   static V Load(const float* p) { return _mm512_load_ps(p); }
   static void Store(float* p, V v) { _mm512_store_ps(p, v); }
   static V Fma(V x, V w, V acc) { return _mm512_fmadd_ps(x, w, acc); }

@@ -62,19 +62,49 @@ inline float* BlockedAcc(float* acc, int i, int j) {
   return acc + (i * kBlockRows + j) * kLanes;
 }
 
+// What a tile fetches into L2 ahead of the row group's widening tile, one step of `rows` (kLanes
+// weights of each row) at a time. Blk::kSpreadPrefetch: at its steps p = at, at + stride, ...,
+// weights q, q + kLanes, ...; otherwise at its steps p in [at, end), weights q + p. A tile that
+// fetches nothing has at = -1.
+template <class Rows>
+struct BlockPrefetch {
+  Rows rows;
+  int at = -1, stride = 0, end = 0, q = 0;
+};
+
+// Tile t's share of fetching the `steps` steps of rows from weight q0, split over `tiles` tiles of
+// `steps` steps each (none when tiles is 0). Blk::kSpreadPrefetch spreads them evenly over all
+// the tiles' steps (tile t takes its steps s with (t * steps + s) % tiles == 0): on the AVX-512
+// Xeon a software prefetch holds a fill buffer until DRAM answers, and a run of them (each tile
+// its third of the block, step after step) left the tiles' own loads waiting (F16 packed, m = 16,
+// k = 2048, n = 5632, weights from DRAM, 2 threads: 141-153 -> 152-171 GFLOP/s; TinyLlama F16
+// decode b16 +7-15%). Otherwise tile t takes the t-th run of steps: the AVX2 set's 3 x 4 tiles
+// ran 6-11% slower with the spread's counter in their step.
+template <class Blk, class Rows>
+BlockPrefetch<Rows> PrefetchShare(int t, int tiles, int steps, const Rows& rows, int q0) {
+  constexpr int kLanes = Blk::kLanes;
+  if (tiles == 0) return {rows};
+  if constexpr (Blk::kSpreadPrefetch) {
+    const int first = t * steps, s0 = (tiles - first % tiles) % tiles;
+    return {rows, s0 * kLanes, tiles * kLanes, 0, q0 + (first + s0) / tiles * kLanes};
+  } else {
+    return {rows, steps * t / tiles * kLanes, 0, steps * (t + 1) / tiles * kLanes, q0};
+  }
+}
+
 // Tile MR x NR over `steps` kLanes-weight steps of the block from weight p0: accumulators from
 // acc and back, x rows kFloatBlockK floats apart, weights from w (row j at w + j * ldw, whole
 // rows: the block's weights at w + p0). x and w are zero past k, so a row's tail is one more
 // step, as the row tiles zero-fill theirs. With kWiden (the panel's first tile of a row group)
 // it widens the weights from src (the Rows view whose row j is the tile's row j) as it goes and
-// leaves them in w for the others, so the weight stream overlaps its FMAs. Steps [pf0, pf1)
-// (offsets in the block) fetch the same steps of the row group's next block into L2: split over
-// all the group's tiles of the first chunk, the weights stream from DRAM at an even rate (from
-// the widening tile alone the prefetches waited on each other's fill buffers; TinyLlama F16
-// decode b16 on the AVX-512 Xeon 76-77 -> 79-80 tok/s).
+// leaves them in w for the others, so the weight stream overlaps its FMAs. pf says which of its
+// steps fetch which weights ahead into L2 (PrefetchShare): shared by all the group's tiles of the
+// first chunk, the weights stream from DRAM at an even rate (from the widening tile alone the
+// prefetches waited on each other's fill buffers; TinyLlama F16 decode b16 on the AVX-512 Xeon
+// 76-77 -> 79-80 tok/s).
 template <class Blk, int MR, int NR, bool kWiden, class Rows>
 void BlockedTile(const float* x, float* w, int64_t ldw, int steps, float* acc, const Rows src,
-                 int p0, int k, int pf0, int pf1) {
+                 int p0, int k, const BlockPrefetch<Rows> pf) {
   constexpr int kLanes = Blk::kLanes;
   using V = typename Blk::V;
   // whole steps inside the row (the widening tile takes the tail step with WidenTail)
@@ -82,15 +112,23 @@ void BlockedTile(const float* x, float* w, int64_t ldw, int steps, float* acc, c
   // Every index below is a constant before GCC's scalar replacement runs (a pack expansion, not a
   // loop that is unrolled later), so the accumulators live in registers only: with loops GCC kept
   // a stack copy of them and spent a store and a load per accumulator and call on it.
-  [ x, w, ldw, acc, src, p0, k, steps, whole, pf0,
-    pf1 ]<int... A>(std::integer_sequence<int, A...>) {
+  [ x, w, ldw, acc, src, p0, k, steps, whole, pf ]<int... A>(std::integer_sequence<int, A...>) {
     V a[MR * NR];
+    int pf_at = pf.at, pf_q = pf.q;  // the next step that prefetches, and from which weight
     ((a[A] = Blk::Load(BlockedAcc<kLanes>(acc, A / NR, A % NR))), ...);
     const auto step = [&]<int... J>(std::integer_sequence<int, J...>, int p, bool tail)
         __attribute__((always_inline)) {
       V wv[NR];
       float* const wp = w + p0 + p;
-      if (p >= pf0 && p < pf1) src.PrefetchL2(NR, p0 + p + kFloatBlockK);
+      if constexpr (Blk::kSpreadPrefetch) {
+        if (p == pf_at) {
+          pf.rows.PrefetchL2(NR, pf_q);
+          pf_at += pf.stride;
+          pf_q += kLanes;
+        }
+      } else if (p >= pf.at && p < pf.end) {
+        pf.rows.PrefetchL2(NR, pf.q + p);
+      }
       if constexpr (kWiden) {
         if (tail) {
           ((wv[J] = Blk::WidenTail(src, J, p0 + p, k)), ...);
@@ -115,20 +153,18 @@ void BlockedTile(const float* x, float* w, int64_t ldw, int steps, float* acc, c
 // Dispatches a tile of mr x nr (mr <= MR, nr <= NR) to BlockedTile<Blk, mr, nr, kWiden>.
 template <class Blk, int MR, int NR, bool kWiden, class Rows>
 void BlockedTileOf(int mr, int nr, const float* x, float* w, int64_t ldw, int steps, float* acc,
-                   const Rows& src, int p0, int k, int pf0, int pf1) {
+                   const Rows& src, int p0, int k, const BlockPrefetch<Rows>& pf) {
   if constexpr (MR > 1) {
     if (mr < MR) {
-      return BlockedTileOf<Blk, MR - 1, NR, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf0,
-                                                    pf1);
+      return BlockedTileOf<Blk, MR - 1, NR, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf);
     }
   }
   if constexpr (NR > 1) {
     if (nr < NR) {
-      return BlockedTileOf<Blk, MR, NR - 1, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf0,
-                                                    pf1);
+      return BlockedTileOf<Blk, MR, NR - 1, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf);
     }
   }
-  BlockedTile<Blk, MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf0, pf1);
+  BlockedTile<Blk, MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf);
 }
 
 // y[0:m, n0:n1] from x in float blocks (MakeFloatBlocks), with rows_of(j) the Rows view of the
@@ -171,20 +207,24 @@ void BlockedPanel(const float* x, int m, int k, int n0, int n1, const float* bia
         for (int j = r0; j < r1; j += kNR) {
           const int nr = r1 - j < kNR ? r1 - j : kNR;
           float* const w = s.rows.w + (j - r0) * ldw;
+          // The first chunk's tiles of the group fetch into L2 its next block, or after its last
+          // block the same group of the next panel (a thread takes its panels in runs:
+          // panel_schedule.h; past the matrix's last row that is a hint that nothing reads).
+          const bool last = p0 + kFloatBlockK >= k;
+          const auto ahead = rows_of(last ? j + kBlockRows : j);
+          const int ahead_p = last ? 0 : p0 + kFloatBlockK;
+          const int tiles = c0 == 0 ? (c1 - c0 + kMR - 1) / kMR : 0;
           for (int i = c0; i < c1; i += kMR) {
             const int mr = c1 - i < kMR ? c1 - i : kMR;
             float* const acc = s.acc[i - c0][j - r0];
-            // the first chunk's tiles of the group share the next block's prefetch
-            const int t = (i - c0) / kMR, tiles = (c1 - c0 + kMR - 1) / kMR;
-            const int pf0 = c0 == 0 ? steps * t / tiles * kLanes : 0;
-            const int pf1 = c0 == 0 ? steps * (t + 1) / tiles * kLanes : 0;
+            const auto pf = PrefetchShare<Blk>((i - c0) / kMR, tiles, steps, ahead, ahead_p);
             const float* xi = xb + static_cast<int64_t>(i - c0) * kFloatBlockK;
             if (i == 0) {  // the panel's first tile of the row group widens its weights
               BlockedTileOf<Blk, kMR, kNR, true>(mr, nr, xi, w, ldw, steps, acc, rows_of(j), p0, k,
-                                                 pf0, pf1);
+                                                 pf);
             } else {
               BlockedTileOf<Blk, kMR, kNR, false>(mr, nr, xi, w, ldw, steps, acc, rows_of(j), p0, k,
-                                                  pf0, pf1);
+                                                  pf);
             }
           }
         }
@@ -218,7 +258,7 @@ void BlockedPackedPanel(const float* x, int m, int k, const void* wv, int n0, in
   const auto* w = static_cast<const uint16_t*>(wv);
   BlockedPanel<Blk>(x, m, k, n0, n1, bias, y, ldy, [w, k, n1](int g) {
     return Blk::Packed(w + static_cast<int64_t>(g) * k,
-                       n1 - g < kF16PackRows ? n1 - g : kF16PackRows, k);
+                       g < n1 && n1 - g < kF16PackRows ? n1 - g : kF16PackRows, k);
   });
 }
 
