@@ -62,33 +62,32 @@ inline float* BlockedAcc(float* acc, int i, int j) {
   return acc + (i * kBlockRows + j) * kLanes;
 }
 
-// What a tile fetches into L2 ahead of the row group's widening tile, one step of `rows` (kLanes
-// weights of each row) at a time. Blk::kSpreadPrefetch: at its steps p = at, at + stride, ...,
-// weights q, q + kLanes, ...; otherwise at its steps p in [at, end), weights q + p. A tile that
-// fetches nothing has at = -1.
-template <class Rows>
-struct BlockPrefetch {
-  Rows rows;
+// Which of a tile's steps fetch which weights into L2 ahead of the row group's widening tile, one
+// step (kLanes weights of each row) at a time. Blk::kSpreadPrefetch: at its steps p = at,
+// at + stride, ..., weights q, q + kLanes, ... of the rows ahead; otherwise at its steps p in
+// [at, end), weights q + p. A tile that fetches nothing has at = -1.
+struct PrefetchSteps {
   int at = -1, stride = 0, end = 0, q = 0;
 };
 
-// Tile t's share of fetching the `steps` steps of rows from weight q0, split over `tiles` tiles of
-// `steps` steps each (none when tiles is 0). Blk::kSpreadPrefetch spreads them evenly over all
-// the tiles' steps (tile t takes its steps s with (t * steps + s) % tiles == 0): on the AVX-512
-// Xeon a software prefetch holds a fill buffer until DRAM answers, and a run of them (each tile
-// its third of the block, step after step) left the tiles' own loads waiting (F16 packed, m = 16,
-// k = 2048, n = 5632, weights from DRAM, 2 threads: 141-153 -> 152-171 GFLOP/s; TinyLlama F16
-// decode b16 +7-15%). Otherwise tile t takes the t-th run of steps: the AVX2 set's 3 x 4 tiles
-// ran 6-11% slower with the spread's counter in their step.
-template <class Blk, class Rows>
-BlockPrefetch<Rows> PrefetchShare(int t, int tiles, int steps, const Rows& rows, int q0) {
+// Tile t's share of fetching the `steps` steps of a block, split over `tiles` tiles of `steps`
+// steps each (none when tiles is 0), with q relative to the block's first weight.
+// Blk::kSpreadPrefetch spreads them evenly over all the tiles' steps (tile t takes its steps s
+// with (t * steps + s) % tiles == 0): on the AVX-512 Xeon a software prefetch holds a fill buffer
+// until DRAM answers, and a run of them (each tile its third of the block, step after step) left
+// the tiles' own loads waiting (F16 packed, m = 16, k = 2048, n = 5632, weights from DRAM, 2
+// threads: 141-153 -> 152-171 GFLOP/s; TinyLlama F16 decode b16 +7-15%). Otherwise tile t takes
+// the t-th run of steps: the AVX2 set's 3 x 4 tiles ran 6-11% slower with the spread's counter in
+// their step.
+template <class Blk>
+PrefetchSteps PrefetchShare(int t, int tiles, int steps) {
   constexpr int kLanes = Blk::kLanes;
-  if (tiles == 0) return {rows};
+  if (tiles == 0) return {};
   if constexpr (Blk::kSpreadPrefetch) {
     const int first = t * steps, s0 = (tiles - first % tiles) % tiles;
-    return {rows, s0 * kLanes, tiles * kLanes, 0, q0 + (first + s0) / tiles * kLanes};
+    return {s0 * kLanes, tiles * kLanes, 0, (first + s0) / tiles * kLanes};
   } else {
-    return {rows, steps * t / tiles * kLanes, 0, steps * (t + 1) / tiles * kLanes, q0};
+    return {steps * t / tiles * kLanes, 0, steps * (t + 1) / tiles * kLanes, 0};
   }
 }
 
@@ -104,7 +103,7 @@ BlockPrefetch<Rows> PrefetchShare(int t, int tiles, int steps, const Rows& rows,
 // 76-77 -> 79-80 tok/s).
 template <class Blk, int MR, int NR, bool kWiden, class Rows>
 void BlockedTile(const float* x, float* w, int64_t ldw, int steps, float* acc, const Rows src,
-                 int p0, int k, const BlockPrefetch<Rows> pf) {
+                 int p0, int k, const Rows ahead, const PrefetchSteps pf) {
   constexpr int kLanes = Blk::kLanes;
   using V = typename Blk::V;
   // whole steps inside the row (the widening tile takes the tail step with WidenTail)
@@ -112,9 +111,10 @@ void BlockedTile(const float* x, float* w, int64_t ldw, int steps, float* acc, c
   // Every index below is a constant before GCC's scalar replacement runs (a pack expansion, not a
   // loop that is unrolled later), so the accumulators live in registers only: with loops GCC kept
   // a stack copy of them and spent a store and a load per accumulator and call on it.
-  [ x, w, ldw, acc, src, p0, k, steps, whole, pf ]<int... A>(std::integer_sequence<int, A...>) {
+  [ x, w, ldw, acc, src, p0, k, steps, whole, ahead,
+    pf ]<int... A>(std::integer_sequence<int, A...>) {
     V a[MR * NR];
-    int pf_at = pf.at, pf_q = pf.q;  // the next step that prefetches, and from which weight
+    int pf_at = pf.at, pf_q = pf.q;  // the next step that fetches, and what
     ((a[A] = Blk::Load(BlockedAcc<kLanes>(acc, A / NR, A % NR))), ...);
     const auto step = [&]<int... J>(std::integer_sequence<int, J...>, int p, bool tail)
         __attribute__((always_inline)) {
@@ -122,12 +122,12 @@ void BlockedTile(const float* x, float* w, int64_t ldw, int steps, float* acc, c
       float* const wp = w + p0 + p;
       if constexpr (Blk::kSpreadPrefetch) {
         if (p == pf_at) {
-          pf.rows.PrefetchL2(NR, pf_q);
+          ahead.PrefetchL2(NR, pf_q);
           pf_at += pf.stride;
           pf_q += kLanes;
         }
       } else if (p >= pf.at && p < pf.end) {
-        pf.rows.PrefetchL2(NR, pf.q + p);
+        ahead.PrefetchL2(NR, pf.q + p);
       }
       if constexpr (kWiden) {
         if (tail) {
@@ -153,18 +153,20 @@ void BlockedTile(const float* x, float* w, int64_t ldw, int steps, float* acc, c
 // Dispatches a tile of mr x nr (mr <= MR, nr <= NR) to BlockedTile<Blk, mr, nr, kWiden>.
 template <class Blk, int MR, int NR, bool kWiden, class Rows>
 void BlockedTileOf(int mr, int nr, const float* x, float* w, int64_t ldw, int steps, float* acc,
-                   const Rows& src, int p0, int k, const BlockPrefetch<Rows>& pf) {
+                   const Rows& src, int p0, int k, const Rows& ahead, const PrefetchSteps& pf) {
   if constexpr (MR > 1) {
     if (mr < MR) {
-      return BlockedTileOf<Blk, MR - 1, NR, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf);
+      return BlockedTileOf<Blk, MR - 1, NR, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k,
+                                                    ahead, pf);
     }
   }
   if constexpr (NR > 1) {
     if (nr < NR) {
-      return BlockedTileOf<Blk, MR, NR - 1, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k, pf);
+      return BlockedTileOf<Blk, MR, NR - 1, kWiden>(mr, nr, x, w, ldw, steps, acc, src, p0, k,
+                                                    ahead, pf);
     }
   }
-  BlockedTile<Blk, MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, pf);
+  BlockedTile<Blk, MR, NR, kWiden>(x, w, ldw, steps, acc, src, p0, k, ahead, pf);
 }
 
 // y[0:m, n0:n1] from x in float blocks (MakeFloatBlocks), with rows_of(j) the Rows view of the
@@ -204,6 +206,10 @@ void BlockedPanel(const float* x, int m, int k, int n0, int n1, const float* bia
         const int steps = ((k - p0 < kFloatBlockK ? k - p0 : kFloatBlockK) + kLanes - 1) / kLanes;
         const float* xb = x + (static_cast<int64_t>(c0 / kChunk) * blocks + p0 / kFloatBlockK) *
                                   kChunk * kFloatBlockK;
+        // each tile's share of the prefetch (the same for every row group: divisions once)
+        PrefetchSteps shares[kChunk / kMR];
+        const int tiles = c0 == 0 ? (c1 - c0 + kMR - 1) / kMR : 0;
+        for (int t = 0; t < tiles; ++t) shares[t] = PrefetchShare<Blk>(t, tiles, steps);
         for (int j = r0; j < r1; j += kNR) {
           const int nr = r1 - j < kNR ? r1 - j : kNR;
           float* const w = s.rows.w + (j - r0) * ldw;
@@ -213,26 +219,30 @@ void BlockedPanel(const float* x, int m, int k, int n0, int n1, const float* bia
           const bool last = p0 + kFloatBlockK >= k;
           const auto ahead = rows_of(last ? j + kBlockRows : j);
           const int ahead_p = last ? 0 : p0 + kFloatBlockK;
-          const int tiles = c0 == 0 ? (c1 - c0 + kMR - 1) / kMR : 0;
           for (int i = c0; i < c1; i += kMR) {
             const int mr = c1 - i < kMR ? c1 - i : kMR;
             float* const acc = s.acc[i - c0][j - r0];
-            const auto pf = PrefetchShare<Blk>((i - c0) / kMR, tiles, steps, ahead, ahead_p);
+            PrefetchSteps pf;
+            if (tiles > 0) {
+              pf = shares[(i - c0) / kMR];
+              pf.q += ahead_p;
+            }
             const float* xi = xb + static_cast<int64_t>(i - c0) * kFloatBlockK;
             if (i == 0) {  // the panel's first tile of the row group widens its weights
               BlockedTileOf<Blk, kMR, kNR, true>(mr, nr, xi, w, ldw, steps, acc, rows_of(j), p0, k,
-                                                 pf);
+                                                 ahead, pf);
             } else {
               BlockedTileOf<Blk, kMR, kNR, false>(mr, nr, xi, w, ldw, steps, acc, rows_of(j), p0, k,
-                                                  pf);
+                                                  ahead, pf);
             }
           }
         }
       }
       for (int i = c0; i < c1; ++i) {
+        float* const yi = y + static_cast<int64_t>(i) * ldy;
         for (int j = r0; j < r1; ++j) {
           const float sum = Blk::Reduce(s.acc[i - c0][j - r0]);
-          y[static_cast<int64_t>(i) * ldy + j] = bias != nullptr ? sum + bias[j] : sum;
+          yi[j] = bias != nullptr ? sum + bias[j] : sum;
         }
       }
     }
