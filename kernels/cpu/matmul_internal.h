@@ -155,10 +155,21 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    1.5-3 KiB ahead (AVX-512; AVX2 29.5), 21-23 at 4-8 KiB; TinyLlama F16 decode 9.7-10.0 ->
 //    11.0-12.1 tok/s. AMD keeps none: there the hardware prefetcher follows the one stream
 //    (3894cc7 measured the packed layout on Zen 4 without).
+//  - l2_ahead: a second prefetch of the same stream, this much further ahead and into L2 only
+//    (T2), for the packed 32-block formats and the K-quant GEMVs. Further ahead, the prefetches
+//    into L1 alone measured worse (the F16 packed GEMV 22-24 GB/s at 2 KiB, 17-18 at 4 KiB: they
+//    hold the Xeon's few fill buffers longer), while an L2 one beside them overlaps more of
+//    DRAM's latency. kernel_bench gemv from DRAM (a round robin over twice the L3), 2 threads,
+//    30 Nov 2026, two alternating rounds, GB/s without / with 2 KiB more: Q4_0 packed 21.1-26.0 /
+//    23.2-27.6, Q4_K 21.2-24.2 / 22.2-25.2, Q6_K 19.6-22.9 / 24.6-27.3. TinyLlama decode b1,
+//    three alternating pairs: Q4_K_M 37.6-37.9 / 38.2-39.2 tok/s, Q4_0 43.2-43.9 / 43.8-46.4.
+//    Not for the packed F16 rows: 11.7-12.5 / 10.1-10.4 tok/s (their GEMV does little work per
+//    line, so the extra instructions cost; in cache 55 -> 50 GB/s). AMD: unmeasured, none.
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
   uintptr_t f16_packed;
+  uintptr_t l2_ahead;
 };
 extern PrefetchDistances g_prefetch;
 // The packed Q8_0 GEMV (m = 1) of an AVX-512 set runs the AVX2 set's panel (the same bits: both
@@ -172,10 +183,13 @@ extern bool g_q8_0_gemv_avx2;
 bool Q8_0GemvOnAvx2(const char* env, bool has_avx2, bool is_amd);
 // (static: every TU, compiled with its own ISA flags, keeps its own copy.)
 [[gnu::always_inline]] static inline void PrefetchAhead(const void* at, uintptr_t bytes,
-                                                        uintptr_t ahead = kPrefetchBytes) {
+                                                        uintptr_t ahead = kPrefetchBytes,
+                                                        uintptr_t l2_ahead = 0) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(at) + ahead;
   for (uintptr_t line = (a + 63) & ~uintptr_t{63}; line < a + bytes; line += 64) {
     __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+    // the same line l2_ahead further on, into L2 (g_prefetch.l2_ahead)
+    if (l2_ahead != 0) __builtin_prefetch(reinterpret_cast<const void*>(line + l2_ahead), 0, 1);
   }
 }
 // The packed F16 / BF16 rows' one stream (f16_packed.h): a GEMV step's `weights` weights of each

@@ -262,8 +262,12 @@ template <class Block>
   constexpr int kCount = (sizeof(Block) + 63) / 64, kStep = sizeof(Block) / kCount;
   static_assert(kStep <= 64 && sizeof(Block) - (kCount - 1) * kStep <= 64);
   const char* a = reinterpret_cast<const char*>(block) + kPrefetchBytes;
+  const uintptr_t l2 = g_prefetch.l2_ahead;  // and into L2 further on (matmul_internal.h)
 #pragma GCC unroll 8
-  for (int i = 0; i < kCount; ++i) __builtin_prefetch(a + i * kStep, 0, 3);
+  for (int i = 0; i < kCount; ++i) {
+    __builtin_prefetch(a + i * kStep, 0, 3);
+    if (l2 != 0) __builtin_prefetch(a + l2 + i * kStep, 0, 1);
+  }
 }
 
 template <class F>

@@ -289,7 +289,8 @@ struct PackedLegacyMicro {
       for (int i = 0; i < MR; ++i) xg[i] = x + i * ldx + g;
       for (int j = 0; j < NR; ++j) {
         wg[j] = w + j * ldw + g * kGroupBytes;
-        PrefetchAhead(wg[j], kGroupBytes, ::llm::kernels::internal::g_prefetch.packed_legacy);
+        PrefetchAhead(wg[j], kGroupBytes, ::llm::kernels::internal::g_prefetch.packed_legacy,
+                      ::llm::kernels::internal::g_prefetch.l2_ahead);
       }
       Group<MR, NR>(acc, xg, wg);
     }
