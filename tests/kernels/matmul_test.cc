@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/matmul_blocked.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu_ops.h"
 #include "kernels/reference_ops.h"
@@ -143,6 +144,54 @@ TEST(MatmulTest, FloatBlocksHoldEachRowWhereTheLayoutSays) {
       ASSERT_EQ(got, p < k ? x[static_cast<size_t>(i) * k + p] : 0.0f) << i << "," << p;
     }
   }
+}
+
+// The blocked tiles' prefetch of the next block (matmul_blocked.h): however a chunk's tiles share
+// it, spread (AVX-512) or in runs (AVX2), each of the block's steps is fetched exactly once, by a
+// step of some tile, as PrefetchSteps says (a step missed is streamed from DRAM by the widening
+// tile; one fetched twice costs a fill buffer).
+template <bool kSpread>
+struct FakeBlk {
+  static constexpr int kLanes = 16;
+  static constexpr bool kSpreadPrefetch = kSpread;
+};
+template <bool kSpread>
+void ExpectEveryStepFetchedOnce() {
+  constexpr int kLanes = FakeBlk<kSpread>::kLanes;
+  for (int tiles = 1; tiles <= internal::kFloatBlockRows / 6; ++tiles) {
+    for (int steps : {1, 2, 5, 31, internal::kFloatBlockK / kLanes}) {
+      std::vector<int> fetched(steps, 0);
+      for (int t = 0; t < tiles; ++t) {
+        const internal::PrefetchSteps pf =
+            internal::PrefetchShare<FakeBlk<kSpread>>(t, tiles, steps);
+        int at = pf.at, q = pf.q;
+        for (int p = 0; p < steps * kLanes; p += kLanes) {
+          int what = -1;
+          if (kSpread && p == at) {
+            what = q;
+            at += pf.stride;
+            q += kLanes;
+          } else if (!kSpread && p >= pf.at && p < pf.end) {
+            what = pf.q + p;
+          }
+          if (what < 0) continue;
+          ASSERT_EQ(what % kLanes, 0);
+          ASSERT_LT(what / kLanes, steps) << "tiles " << tiles << " steps " << steps;
+          ++fetched[what / kLanes];
+        }
+      }
+      for (int s = 0; s < steps; ++s) {
+        EXPECT_EQ(fetched[s], 1) << "spread " << kSpread << " tiles " << tiles << " steps " << steps
+                                 << " step " << s;
+      }
+    }
+  }
+  const internal::PrefetchSteps none = internal::PrefetchShare<FakeBlk<kSpread>>(0, 0, 32);
+  EXPECT_EQ(none.at, -1);  // the tiles of later chunks fetch nothing
+}
+TEST(MatmulTest, BlockedPrefetchFetchesEachStepOnce) {
+  ExpectEveryStepFetchedOnce<true>();
+  ExpectEveryStepFetchedOnce<false>();
 }
 
 TEST(MatmulTest, PublicEntryUsesBestIsa) {
