@@ -183,7 +183,7 @@ namespace {
 
 // The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (the 32-block
 // formats on the scalar set: ggml's vec_dot_type), Q8_K (K-quants), Q8_K with paired
-// chunks (the AVX-512 Q4_K GEMV, PairChunksQ8K), PackedX groups (the packed 32-block
+// chunks (the AVX-512 Q4_K / Q5_K panels, PairChunksQ8K), PackedX groups (the packed 32-block
 // kernels, legacy_packed.h) and Q8_K / Q8_0 token tiles (the AMX panels).
 enum InputForm {
   kFloatInput,
@@ -202,8 +202,7 @@ InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
     return IsKQuant(t) ? kQ8_KTilesInput : kQ8_0TilesInput;
   }
   if (IsKQuant(t)) {  // Q8_K, packed layout (kQ3_KPacked) or not
-    return m == 1 && ks.quant->gemv_pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput
-                                                                      : kQ8_KInput;
+    return ks.quant->pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput : kQ8_KInput;
   }
   if (PackedLayoutOf(t) != t || FileFormatOf(t) != t) {
     return NativePacked(ks, t) ? kPackedXInput : kQ8_0Input;
@@ -262,9 +261,10 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
       MakePackedX(xq, nb0, in.packed_x.data() + static_cast<int64_t>(i) * groups);
     }
   }
-  if (need[kQ8_KPairedInput]) {  // m == 1
-    in.q8_k_paired.assign(in.q8_k.begin(), in.q8_k.begin() + nbk);
-    PairChunksQ8K(in.q8_k_paired.data(), nbk);
+  if (need[kQ8_KPairedInput]) {
+    const int64_t blocks = static_cast<int64_t>(m) * nbk;
+    in.q8_k_paired.assign(in.q8_k.begin(), in.q8_k.begin() + blocks);
+    PairChunksQ8K(in.q8_k_paired.data(), static_cast<int>(blocks));
   }
   if (need[kQ8_KTilesInput]) {
     const size_t tiles = static_cast<size_t>(Q8KTokenTileCount(m)) * nbk;

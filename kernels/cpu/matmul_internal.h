@@ -37,9 +37,9 @@ struct QuantMatmulKernels {
   // activations, as their file formats' panels, which pack on the fly); the scalar set unpacks
   // their rows (matmul.cc).
   MatmulBlockPanelFn fn[kNumMatmulFormats] = {};
-  // At m = 1 the panel of this format wants its Q8_K activations with paired chunks
-  // (PairChunksQ8K): the AVX-512 Q4_K GEMV.
-  bool gemv_pairs_chunks[kNumMatmulFormats] = {};
+  // The panel of this format wants its Q8_K activations with paired chunks (PairChunksQ8K) at
+  // every m below tiles_min_m: the AVX-512 Q4_K / Q5_K GEMV and panels (KMicro512).
+  bool pairs_chunks[kNumMatmulFormats] = {};
   // Panels on token tiles (the AMX set: K-quants on Q8KTokenTile, the 32-block formats on
   // Q8_0TokenTile activations), used from tiles_min_m input rows on; null where the set has none.
   MatmulBlockPanelFn tiles[kNumMatmulFormats] = {};
@@ -320,10 +320,22 @@ constexpr bool HasGemvRow() {
     return false;
   }
 }
+// A micro-kernel's panel: its own Panel where it has one, else MatmulBlockPanel over its tiles.
 template <class Micro>
-constexpr bool GemvPairsChunks() {
-  if constexpr (HasGemvRow<Micro>()) {
-    return Micro::kGemvPairsChunks;
+void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int n1,
+                      const float* bias, float* y, int ldy);
+template <class Micro>
+constexpr MatmulBlockPanelFn BlockPanelOf() {
+  if constexpr (requires { Micro::Panel; }) {
+    return Micro::Panel;
+  } else {
+    return MatmulBlockPanel<Micro>;
+  }
+}
+template <class Micro>
+constexpr bool PairsChunks() {
+  if constexpr (requires { Micro::kPairsChunks; }) {
+    return Micro::kPairsChunks;
   } else {
     return false;
   }

@@ -47,13 +47,39 @@ inline __m512i AddScaledDotPair512(__m512i acc, __m512i u0, __m512i x0, __m512i 
 }
 #endif
 
+// Half r (0, 1) of a Q4_K (kFifthBit false) or Q5_K block's quants as two registers of bytes:
+// qs[64r .. 64r + 63]'s low nibbles are chunks 4r | 4r + 2 (u_lo), its high nibbles 4r + 1 |
+// 4r + 3 (u_hi); Q5_K adds its fifth bits from `high` (the 32 bytes of qh in both halves).
+template <bool kFifthBit>
+inline void K4Quants512(const uint8_t* qs, [[maybe_unused]] __m512i high, int r, __m512i& u_lo,
+                        __m512i& u_hi) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i q = _mm512_loadu_si512(qs + 64 * r);
+  u_lo = _mm512_and_si512(q, low4);
+  u_hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+  if constexpr (kFifthBit) {
+    // Bit c of qh to bit 4 for chunk c: left shifts 4 - c for chunks 0..3 (r = 0), right
+    // shifts c - 4 for chunks 4..7, per 256-bit half (16-bit lanes: no bit crosses a byte
+    // into bit 4 at these counts); then u |= that & 0x10.
+    const int64_t a = r == 0 ? 0x0004000400040004ll : 0, b = 0x0002000200020002ll;
+    const int64_t c = r == 0 ? 0x0003000300030003ll : 0x0001000100010001ll,
+                  e = r == 0 ? 0x0001000100010001ll : 0x0003000300030003ll;
+    const __m512i cnt_lo = _mm512_set_epi64(b, b, b, b, a, a, a, a);
+    const __m512i cnt_hi = _mm512_set_epi64(e, e, e, e, c, c, c, c);
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    const __m512i h_lo = r == 0 ? _mm512_sllv_epi16(high, cnt_lo) : _mm512_srlv_epi16(high, cnt_lo);
+    const __m512i h_hi = r == 0 ? _mm512_sllv_epi16(high, cnt_hi) : _mm512_srlv_epi16(high, cnt_hi);
+    u_lo = _mm512_ternarylogic_epi32(u_lo, h_lo, bit4, 0xF8);  // u | (h & 0x10)
+    u_hi = _mm512_ternarylogic_epi32(u_hi, h_hi, bit4, 0xF8);
+  }
+}
+
 // Q4_K (kFifthBit false) and Q5_K lane sums of one block: x with its chunks paired
 // (PairChunksQ8K, matmul_internal.h); sm = ScalesMinsK4 (bytes 0..7 the scales, so 16-bit word
 // k = sc[2k] | sc[2k + 1] << 8); qh: Q5_K's fifth bits (bit c of qh[i] for element 32c + i).
 template <bool kFifthBit>
 inline __m256i K4LaneSums512(const uint8_t* qs, const uint8_t* qh, const BlockQ8_K& x, __m128i sm) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] __m512i high;
+  __m512i high = _mm512_setzero_si512();
   if constexpr (kFifthBit) {
     high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
   }
@@ -67,27 +93,8 @@ inline __m256i K4LaneSums512(const uint8_t* qs, const uint8_t* qh, const BlockQ8
   __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 2
   for (int r = 0; r < 2; ++r) {
-    // qs[64r .. 64r + 63]: low nibbles are chunks 4r | 4r + 2, high nibbles 4r + 1 | 4r + 3.
-    const __m512i q = _mm512_loadu_si512(qs + 64 * r);
-    __m512i u_lo = _mm512_and_si512(q, low4);
-    __m512i u_hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-    if constexpr (kFifthBit) {
-      // Bit c of qh to bit 4 for chunk c: left shifts 4 - c for chunks 0..3 (r = 0), right
-      // shifts c - 4 for chunks 4..7, per 256-bit half (16-bit lanes: no bit crosses a byte
-      // into bit 4 at these counts); then u |= that & 0x10.
-      const int64_t a = r == 0 ? 0x0004000400040004ll : 0, b = 0x0002000200020002ll;
-      const int64_t c = r == 0 ? 0x0003000300030003ll : 0x0001000100010001ll,
-                    e = r == 0 ? 0x0001000100010001ll : 0x0003000300030003ll;
-      const __m512i cnt_lo = _mm512_set_epi64(b, b, b, b, a, a, a, a);
-      const __m512i cnt_hi = _mm512_set_epi64(e, e, e, e, c, c, c, c);
-      const __m512i bit4 = _mm512_set1_epi8(0x10);
-      const __m512i h_lo =
-          r == 0 ? _mm512_sllv_epi16(high, cnt_lo) : _mm512_srlv_epi16(high, cnt_lo);
-      const __m512i h_hi =
-          r == 0 ? _mm512_sllv_epi16(high, cnt_hi) : _mm512_srlv_epi16(high, cnt_hi);
-      u_lo = _mm512_ternarylogic_epi32(u_lo, h_lo, bit4, 0xF8);  // u | (h & 0x10)
-      u_hi = _mm512_ternarylogic_epi32(u_hi, h_hi, bit4, 0xF8);
-    }
+    __m512i u_lo, u_hi;
+    K4Quants512<kFifthBit>(qs, high, r, u_lo, u_hi);
 #if defined(__AVX512VNNI__)
     // Half h: chunks 4r + 2h (u_lo) and 4r + 2h + 1 (u_hi), scales dword 2r + h of sc16.
     const __m512i sc = _mm512_permutexvar_epi32(
@@ -211,10 +218,10 @@ inline __m256i K2LaneSums512(const uint8_t* qs, const uint8_t* hmask, const Bloc
                           _mm256_srai_epi32(_mm512_extracti64x4_epi64(s, 1), 2));
 }
 
-// Q6_K lane sums of one block (x in natural order). Register p = 2n + j holds elements
-// 128n + 64j .. + 63: low 4 bits from nibble j of ql[64n .. 64n + 63], high 2 bits from bits
-// 4j + 2t of qh[32n + i] (t = which half of the register), moved to bits 4-5.
-inline __m256i Q6KLaneSums512(const BlockQ6_K& w, const BlockQ8_K& x) {
+// Registers 2n and 2n + 1 (n = 0, 1) of a Q6_K block's quants as bytes: register p = 2n + j
+// holds elements 128n + 64j .. + 63, low 4 bits from nibble j of ql[64n .. 64n + 63], high 2 bits
+// from bits 4j + 2t of qh[32n + i] (t = which half of the register), moved to bits 4-5.
+inline void Q6KQuants512(const BlockQ6_K& w, int n, __m512i& u0, __m512i& u1) {
   const __m512i bits45 = _mm512_set1_epi8(0x30);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i shl = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
@@ -222,20 +229,26 @@ inline __m256i Q6KLaneSums512(const BlockQ6_K& w, const BlockQ8_K& x) {
                                        0x0004000400040004, 0x0004000400040004);
   const __m512i shr = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
                                        0x0002000200020002, 0, 0, 0, 0);
+  const __m512i ql = _mm512_loadu_si512(w.ql + 64 * n);
+  const __m512i qh =
+      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh + 32 * n)));
+  // (lo & 0x0F) | (hi & 0x30)
+  u0 = _mm512_ternarylogic_epi32(ql, _mm512_and_si512(_mm512_sllv_epi16(qh, shl), bits45), low4,
+                                 0xEC);
+  u1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4),
+                                 _mm512_and_si512(_mm512_srlv_epi16(qh, shr), bits45), low4, 0xEC);
+}
+
+// Q6_K lane sums of one block (x in natural order), on Q6KQuants512's registers.
+inline __m256i Q6KLaneSums512(const BlockQ6_K& w, const BlockQ8_K& x) {
   // The 16 int8 scales as int16 words; lane g of register p takes scale 4p + g.
   const __m512i scales = _mm512_castsi256_si512(
       _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales))));
   __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 2
   for (int n = 0; n < 2; ++n) {
-    const __m512i ql = _mm512_loadu_si512(w.ql + 64 * n);
-    const __m512i qh =
-        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh + 32 * n)));
-    // (lo & 0x0F) | (hi & 0x30)
-    const __m512i u0 = _mm512_ternarylogic_epi32(
-        ql, _mm512_and_si512(_mm512_sllv_epi16(qh, shl), bits45), low4, 0xEC);
-    const __m512i u1 = _mm512_ternarylogic_epi32(
-        _mm512_srli_epi16(ql, 4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr), bits45), low4, 0xEC);
+    __m512i u0, u1;
+    Q6KQuants512(w, n, u0, u1);
 #if defined(__AVX512VNNI__)
     sum[0] = AddScaledDotPair512(sum[0], u0, _mm512_loadu_si512(x.qs + 128 * n), u1,
                                  _mm512_loadu_si512(x.qs + 128 * n + 64),

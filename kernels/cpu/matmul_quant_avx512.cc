@@ -1,6 +1,7 @@
 // AVX-512 micro-kernels of the block formats (compiled with AVX-512 F, BW, VL flags): those of
-// matmul_quant_x86.h with 4 x 2 tiles (the packed 32-block formats on 512-bit registers, the
-// K-quants on 256-bit ones), which the 32 vector registers of AVX-512 hold.
+// matmul_quant_x86.h with 4 x 2 tiles (the packed 32-block formats on 512-bit registers, Q2_K and
+// Q3_K on 256-bit ones), which the 32 vector registers of AVX-512 hold, and Q4_K, Q5_K and Q6_K
+// on 512-bit panels (KMicroAvx512).
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593, see matmul_avx512.cc).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -23,7 +24,7 @@ namespace {
 template <class F>
 using PackedLegacy = qx::PackedLegacyMicro<F, 4, 2>;
 template <class F>
-using K = qx::KMicro<F, 4, 2>;
+using K = qx::KMicroAvx512<F>;
 
 }  // namespace
 

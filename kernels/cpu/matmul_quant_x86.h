@@ -227,7 +227,9 @@ inline __m256i ScaleOf(__m256i sc, int h) {
 
 namespace qx {
 
-template <class F, int kMRv, int kNRv>
+// kPairedX: x comes with paired chunks (PairChunksQ8K: chunk h at position h with bits 0 and 1
+// swapped), as the AVX-512 sets give it to Q4_K / Q5_K at every m.
+template <class F, int kMRv, int kNRv, bool kPairedX = false>
 struct KMicro {
   using XBlock = BlockQ8_K;
   using WBlock = typename F::B;
@@ -235,14 +237,19 @@ struct KMicro {
   static constexpr int kMR = kMRv;
   static constexpr int kNR = kNRv;
 #if defined(__AVX512BW__)
-  // One weight row at m = 1 (MatmulBlockPanel): the 512-bit rows where they exist.
-  static constexpr bool kHasGemvRow = kHasGemv512<F>;
-  static constexpr bool kGemvPairsChunks = kGemv512PairsChunks<F>;
+  // One weight row at m = 1 (MatmulBlockPanel): the 512-bit rows where they exist and read x as
+  // the tiles do (the formats with paired chunks take KMicro512 on these sets).
+  static constexpr bool kHasGemvRow = kHasGemv512<F> && !kGemv512PairsChunks<F>;
   static float GemvRow(const void* x, const WBlock* w, int nb) {
     if constexpr (kHasGemvRow) return KGemvRow512<F>(static_cast<const XBlock*>(x), w, nb);
     return 0.0f;
   }
 #endif
+
+  // Where x has chunk h.
+  static constexpr int XAt(int h) {
+    return kPairedX ? (h & 4) | (h & 1) << 1 | (h >> 1 & 1) : h;
+  }
 
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
@@ -275,7 +282,7 @@ struct KMicro {
         }
         for (int i = 0; i < MR; ++i) {
           const __m256i xv =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * ldx + b].qs + 32 * h));
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * ldx + b].qs + 32 * XAt(h)));
           for (int j = 0; j < NR; ++j) {
             isum[c][i][j] = AddScaledDotU8S8(isum[c][i][j], wq[j], xv, sp[j]);
           }
@@ -308,6 +315,167 @@ struct KMicro {
   }
 };
 
+#if defined(__AVX512BW__)
+// The formats KMicro512 takes.
+template <class F>
+constexpr bool kHasTile512 =
+    std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF> || std::is_same_v<F, Q6_KF>;
+
+// One weight block on four 512-bit registers: register p's 64 quants as bytes (u) and each
+// one's scale as int16 words (sc): Q4_K / Q5_K chunks 4r + h | 4r + h + 2 for p = 2r + h, which
+// x with paired chunks (PairChunksQ8K) has at qs + 64p; Q6_K elements 64p .. 64p + 63, 128-bit
+// lane g taking scale 4p + g (x in natural order).
+struct KWeights512 {
+  __m512i u[4], sc[4];
+};
+template <class F>
+inline KWeights512 KWeightsOf512(const typename F::B& w, const KHeader& hw) {
+  KWeights512 q;
+  const __m512i words = _mm512_castsi256_si512(hw.sc);
+  if constexpr (kGemv512PairsChunks<F>) {
+    __m512i high = _mm512_setzero_si512();
+    if constexpr (std::is_same_v<F, Q5_KF>) {
+      high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh)));
+    }
+    constexpr bool kFifthBit = std::is_same_v<F, Q5_KF>;
+    K4Quants512<kFifthBit>(w.qs, high, 0, q.u[0], q.u[1]);
+    K4Quants512<kFifthBit>(w.qs, high, 1, q.u[2], q.u[3]);
+    // hw.sc (Scales8): words 0..7 are the 8 scales
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const int c = 4 * (p >> 1) + (p & 1);
+      q.sc[p] = _mm512_permutexvar_epi16(
+          _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(c)),
+                             _mm256_set1_epi16(static_cast<int16_t>(c + 2)), 1),
+          words);
+    }
+  } else {
+    Q6KQuants512(w, 0, q.u[0], q.u[1]);
+    Q6KQuants512(w, 1, q.u[2], q.u[3]);
+    // hw.sc: the 16 scales as words
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+      const ScalePair512 sc = ScalesOfRegisters(words, n);
+      q.sc[2 * n] = sc.even;
+      q.sc[2 * n + 1] = sc.odd;
+    }
+  }
+  return q;
+}
+
+// The AVX-512 sets' K-quant panels for 2 <= m < tiles_min_m (batched decode; the AMX set has
+// tiles from there on), on 512-bit registers.
+//  - KMicro's 256-bit tiles left half of this Xeon's integer multiply throughput unused:
+//    vpmaddubsw / vpdpwssd on zmm issue two per cycle here as on ymm (a microbench of independent
+//    chains, 30 Nov 2026: 6.4-6.9 G zmm ops/s a core against 7.0-7.7 on ymm), each with twice
+//    the lanes. A weight block is decoded once into KWeights512 (its scale words by one
+//    permutation per register), and each input row takes 4 maddubs + 4 dpwssd for it.
+//  - Its tiles walked a whole weight row per tile, so the x rows of a tile (292 bytes a block)
+//    came from L2 for every weight row: at m = 16 that, not the multiplies, bound them (~15
+//    cycles per row and block). Here k goes in steps of kStepBlocks blocks: the step's x blocks
+//    of up to kRowChunk rows stay in L1 while every weight row of the panel passes over them,
+//    with the accumulators (kRowChunk x kPanelCols of 8 floats) in L1 between steps.
+// Same integers as KMicro (maddubs on the same byte pairs, exact int32 sums; int32 lane q < 8
+// sums lane q of the low chunks, q >= 8 of the high ones, added at the end) and the same float
+// steps per block in the same order: the bits of every set.
+template <class F>
+struct KMicro512 {
+  using XBlock = BlockQ8_K;
+  using WBlock = typename F::B;
+  static constexpr int kBlock = 256;
+  static constexpr int kStepBlocks = 4;
+  // Below this many rows KMicro's 4 x 2 tiles: the block's decode here (its scale words above
+  // all) is shared by fewer rows (kernel_bench matmul, Q4_K at m = 4: 177-180 GFLOP/s here
+  // against 215-231 there; at m = 8 219-236 against 221-235; at m = 16 this is ahead).
+  static constexpr int kMinRows = 12;
+  static constexpr int kPanelCols = 16;
+  // Q4_K / Q5_K read x with paired chunks at every m (QuantMatmulKernels::pairs_chunks)
+  static constexpr bool kPairsChunks = kGemv512PairsChunks<F>;
+
+  static void Panel(const void* xv, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                    float* y, int ldy) {
+    const auto* x = static_cast<const XBlock*>(xv);
+    const auto* w = static_cast<const WBlock*>(wv);
+    const int nb = k / kBlock;
+    if (m == 1) {
+      for (int j = n0; j < n1; ++j) {
+        const float s = KGemvRow512<F>(x, w + static_cast<int64_t>(j) * nb, nb);
+        y[j] = bias != nullptr ? s + bias[j] : s;
+      }
+      return;
+    }
+    if (m < kMinRows)
+      return MatmulBlockPanel<KMicro<F, 4, 2, kPairsChunks>>(xv, m, k, wv, n0, n1, bias, y, ldy);
+    alignas(32) float acc[kRowChunk][kPanelCols][8];
+    for (int j0 = n0; j0 < n1; j0 += kPanelCols) {
+      const int cols = n1 - j0 < kPanelCols ? n1 - j0 : kPanelCols;
+      for (int c0 = 0; c0 < m; c0 += kRowChunk) {
+        const int rows = m - c0 < kRowChunk ? m - c0 : kRowChunk;
+        for (int i = 0; i < rows; ++i) {
+          for (int j = 0; j < cols; ++j) _mm256_store_ps(acc[i][j], _mm256_setzero_ps());
+        }
+        const XBlock* xc = x + static_cast<int64_t>(c0) * nb;
+        for (int b0 = 0; b0 < nb; b0 += kStepBlocks) {
+          const int b1 = nb - b0 < kStepBlocks ? nb : b0 + kStepBlocks;
+          for (int j = 0; j < cols; ++j) {
+            const WBlock* wj = w + static_cast<int64_t>(j0 + j) * nb;
+            for (int b = b0; b < b1; ++b) Block(xc, nb, rows, wj[b], b, acc, j);
+          }
+        }
+        for (int i = 0; i < rows; ++i) {
+          float* const yi = y + static_cast<int64_t>(c0 + i) * ldy + j0;
+          for (int j = 0; j < cols; ++j) {
+            const float s = ReduceAdd(_mm256_load_ps(acc[i][j]));
+            yi[j] = bias != nullptr ? s + bias[j0 + j] : s;
+          }
+        }
+      }
+    }
+  }
+
+  // Weight block wb (block b of its row) against block b of `rows` x rows (row i at x + i * nb),
+  // into accumulators acc[i][j].
+  static void Block(const XBlock* x, int nb, int rows, const WBlock& wb, int b,
+                    float (*acc)[kPanelCols][8], int j) {
+    PrefetchWeights(&wb);
+    const KHeader hw = F::Header(wb);
+    const KWeights512 q = KWeightsOf512<F>(wb, hw);
+    // The per-block factors of every row go through memory, as in KGemvRow512: an FMA's
+    // broadcast operand from memory is a load, where set1 from a register takes a shuffle-port
+    // uop and the negation a vector one (fnmadd rounds -(a * b) + c once, as KMicro's
+    // fmadd(-a, b, c) does).
+    float dd[kRowChunk], dm[kRowChunk];
+    for (int i = 0; i < rows; ++i) {
+      dd[i] = hw.d * x[static_cast<int64_t>(i) * nb + b].d;
+      dm[i] = hw.dmin * x[static_cast<int64_t>(i) * nb + b].d;
+    }
+    asm("" : "+m"(dd), "+m"(dm));
+    for (int i = 0; i < rows; ++i) {
+      const XBlock& xb = x[static_cast<int64_t>(i) * nb + b];
+      // the first register's products start the sum (pmaddwd: no zeroed accumulator)
+      __m512i s =
+          _mm512_madd_epi16(_mm512_maddubs_epi16(q.u[0], _mm512_loadu_si512(xb.qs)), q.sc[0]);
+#pragma GCC unroll 3
+      for (int p = 1; p < 4; ++p) {
+        s = AddScaledDotU8S8x512(s, q.u[p], _mm512_loadu_si512(xb.qs + 64 * p), q.sc[p]);
+      }
+      const __m256i lsum =
+          _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+      const __m256i ms = _mm256_madd_epi16(hw.mn, bs);
+      __m256 a = _mm256_load_ps(acc[i][j]);
+      a = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[i]), _mm256_cvtepi32_ps(lsum), a);
+      a = _mm256_fnmadd_ps(_mm256_broadcast_ss(&dm[i]), _mm256_cvtepi32_ps(ms), a);
+      _mm256_store_ps(acc[i][j], a);
+    }
+  }
+};
+
+// The K-quant micro-kernel of an AVX-512 set for F.
+template <class F>
+using KMicroAvx512 = std::conditional_t<kHasTile512<F>, KMicro512<F>, KMicro<F, 4, 2>>;
+#endif
+
 }  // namespace qx
 
 // The kernel table of one ISA's translation unit: every block format through its micro-kernel
@@ -326,15 +494,15 @@ QuantMatmulKernels MakeQuantKernels() {
   legacy(qx::Q5_0F{});
   legacy(qx::Q5_1F{});
   legacy(qx::Q8_0F{});
-  k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<K<qx::Q2_KF>>;
-  k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<K<qx::Q3_KF>>;
+  k.fn[static_cast<int>(DType::kQ2_K)] = BlockPanelOf<K<qx::Q2_KF>>();
+  k.fn[static_cast<int>(DType::kQ3_K)] = BlockPanelOf<K<qx::Q3_KF>>();
 #if defined(__AVX512BW__)
-  k.fn[static_cast<int>(DType::kQ3_KPacked)] = MatmulBlockPanel<K<qx::Q3_KPackedF>>;
+  k.fn[static_cast<int>(DType::kQ3_KPacked)] = BlockPanelOf<K<qx::Q3_KPackedF>>();
 #endif
-  k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<K<qx::Q4_KF>>;
-  k.fn[static_cast<int>(DType::kQ5_K)] = MatmulBlockPanel<K<qx::Q5_KF>>;
-  k.fn[static_cast<int>(DType::kQ6_K)] = MatmulBlockPanel<K<qx::Q6_KF>>;
-  k.gemv_pairs_chunks[static_cast<int>(DType::kQ4_K)] = GemvPairsChunks<K<qx::Q4_KF>>();
-  k.gemv_pairs_chunks[static_cast<int>(DType::kQ5_K)] = GemvPairsChunks<K<qx::Q5_KF>>();
+  k.fn[static_cast<int>(DType::kQ4_K)] = BlockPanelOf<K<qx::Q4_KF>>();
+  k.fn[static_cast<int>(DType::kQ5_K)] = BlockPanelOf<K<qx::Q5_KF>>();
+  k.fn[static_cast<int>(DType::kQ6_K)] = BlockPanelOf<K<qx::Q6_KF>>();
+  k.pairs_chunks[static_cast<int>(DType::kQ4_K)] = PairsChunks<K<qx::Q4_KF>>();
+  k.pairs_chunks[static_cast<int>(DType::kQ5_K)] = PairsChunks<K<qx::Q5_KF>>();
   return k;
 }

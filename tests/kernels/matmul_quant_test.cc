@@ -60,8 +60,9 @@ std::vector<const internal::MatmulKernels*> Isas() {
 struct Shape {
   int m, k, n;
 };
-// GEMV and GEMM, n not a multiple of any tile, m across the 16-row chunks.
-constexpr Shape kShapes[] = {{1, 512, 37}, {3, 256, 5}, {7, 768, 20}, {19, 512, 9}};
+// GEMV and GEMM, n not a multiple of any tile, m across the 16-row chunks, k over several steps
+// of the AVX-512 K-quant panels (KMicro512).
+constexpr Shape kShapes[] = {{1, 512, 37}, {3, 256, 5}, {7, 768, 20}, {19, 512, 9}, {9, 1536, 37}};
 // The legacy formats also with an odd number of 32-blocks (the even chain's last block alone) and
 // with one block (the odd chain empty).
 constexpr Shape kLegacyShapes[] = {{1, 96, 11}, {5, 32, 6}, {6, 160, 9}, {1, 2080, 7}};
