@@ -163,6 +163,35 @@ inline __m512i HalfBytes(int lo, int hi) {
 // 2 threads 18.8 -> 23.0.
 enum class HighBits { kNone, kHmask, kPlanes };
 
+// Registers 2n and 2n + 1 (n = 0, 1) of a Q2_K (kHigh kNone) or Q3_K block's quants as bytes,
+// the high halves times 4 (K2LaneSums512 below says how); `high`: ggml's hmask in both halves
+// (kHmask only).
+template <HighBits kHigh>
+inline void K2Quants512(const uint8_t* qs, [[maybe_unused]] const uint8_t* hmask,
+                        [[maybe_unused]] __m512i high, int n, __m512i& u0, __m512i& u1) {
+  const __m512i low2 = HalfBytes(0x03, 0x0C);
+  const __m512i q =
+      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * n)));
+  __m512i u[2] = {_mm512_and_si512(q, low2), _mm512_and_si512(_mm512_srli_epi16(q, 4), low2)};
+  if constexpr (kHigh != HighBits::kNone) {
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j) {
+      const int p = 2 * n + j;
+      __mmask64 set;
+      if constexpr (kHigh == HighBits::kPlanes) {
+        uint64_t bits;
+        std::memcpy(&bits, hmask + 8 * p, 8);
+        set = _cvtu64_mask64(bits);
+      } else {
+        set = _mm512_test_epi8_mask(high, HalfBytes(1 << (2 * p), 1 << (2 * p + 1)));
+      }
+      u[j] = _mm512_mask_add_epi8(u[j], set, u[j], HalfBytes(0x04, 0x10));
+    }
+  }
+  u0 = u[0];
+  u1 = u[1];
+}
+
 // Q2_K (kHigh kNone) and Q3_K lane sums of one block (x in natural order). Register p holds
 // chunks 2p and 2p + 1, whose low 2 bits are bits 4 (p % 2) and 4 (p % 2) + 2 of the same 32-byte
 // half p / 2 of qs: that half is broadcast to both register halves and masked with 0x03 (low half)
@@ -176,33 +205,16 @@ enum class HighBits { kNone, kHmask, kPlanes };
 template <HighBits kHigh>
 inline __m256i K2LaneSums512(const uint8_t* qs, const uint8_t* hmask, const BlockQ8_K& x,
                              __m256i scale_words) {
-  const __m512i low2 = HalfBytes(0x03, 0x0C);
   const __m512i scales = _mm512_castsi256_si512(scale_words);
-  [[maybe_unused]] __m512i high;
+  __m512i high = _mm512_setzero_si512();
   if constexpr (kHigh == HighBits::kHmask) {
     high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)));
   }
   __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 2
   for (int n = 0; n < 2; ++n) {
-    const __m512i q =
-        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * n)));
-    __m512i u[2] = {_mm512_and_si512(q, low2), _mm512_and_si512(_mm512_srli_epi16(q, 4), low2)};
-    if constexpr (kHigh != HighBits::kNone) {
-#pragma GCC unroll 2
-      for (int j = 0; j < 2; ++j) {
-        const int p = 2 * n + j;
-        __mmask64 set;
-        if constexpr (kHigh == HighBits::kPlanes) {
-          uint64_t bits;
-          std::memcpy(&bits, hmask + 8 * p, 8);
-          set = _cvtu64_mask64(bits);
-        } else {
-          set = _mm512_test_epi8_mask(high, HalfBytes(1 << (2 * p), 1 << (2 * p + 1)));
-        }
-        u[j] = _mm512_mask_add_epi8(u[j], set, u[j], HalfBytes(0x04, 0x10));
-      }
-    }
+    __m512i u[2];
+    K2Quants512<kHigh>(qs, hmask, high, n, u[0], u[1]);
 #if defined(__AVX512VNNI__)
     sum[0] = AddScaledDotPair512(sum[0], u[0], _mm512_loadu_si512(x.qs + 128 * n), u[1],
                                  _mm512_loadu_si512(x.qs + 128 * n + 64),
@@ -283,10 +295,6 @@ template <class Block>
   }
 }
 
-template <class F>
-constexpr bool kHasGemv512 =
-    std::is_same_v<F, Q2_KF> || std::is_same_v<F, Q3_KF> || std::is_same_v<F, Q3_KPackedF> ||
-    std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF> || std::is_same_v<F, Q6_KF>;
 // Whether the GEMV of F wants its activations paired (PairChunksQ8K).
 template <class F>
 constexpr bool kGemv512PairsChunks = std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF>;

@@ -236,15 +236,6 @@ struct KMicro {
   static constexpr int kBlock = 256;
   static constexpr int kMR = kMRv;
   static constexpr int kNR = kNRv;
-#if defined(__AVX512BW__)
-  // One weight row at m = 1 (MatmulBlockPanel): the 512-bit rows where they exist and read x as
-  // the tiles do (the formats with paired chunks take KMicro512 on these sets).
-  static constexpr bool kHasGemvRow = kHasGemv512<F> && !kGemv512PairsChunks<F>;
-  static float GemvRow(const void* x, const WBlock* w, int nb) {
-    if constexpr (kHasGemvRow) return KGemvRow512<F>(static_cast<const XBlock*>(x), w, nb);
-    return 0.0f;
-  }
-#endif
 
   // Where x has chunk h.
   static constexpr int XAt(int h) {
@@ -316,15 +307,16 @@ struct KMicro {
 };
 
 #if defined(__AVX512BW__)
-// The formats KMicro512 takes.
+// The 2-bit formats' registers hold 4 u in their high halves (K2LaneSums512).
 template <class F>
-constexpr bool kHasTile512 =
-    std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF> || std::is_same_v<F, Q6_KF>;
+constexpr bool kHighTimes4 =
+    std::is_same_v<F, Q2_KF> || std::is_same_v<F, Q3_KF> || std::is_same_v<F, Q3_KPackedF>;
 
 // One weight block on four 512-bit registers: register p's 64 quants as bytes (u) and each
 // one's scale as int16 words (sc): Q4_K / Q5_K chunks 4r + h | 4r + h + 2 for p = 2r + h, which
-// x with paired chunks (PairChunksQ8K) has at qs + 64p; Q6_K elements 64p .. 64p + 63, 128-bit
-// lane g taking scale 4p + g (x in natural order).
+// x with paired chunks (PairChunksQ8K) has at qs + 64p; the 16-group formats (Q2_K, Q3_K, Q6_K)
+// elements 64p .. 64p + 63, 128-bit lane g taking scale 4p + g (x in natural order), Q2_K's and
+// Q3_K's high halves times 4 (kHighTimes4).
 struct KWeights512 {
   __m512i u[4], sc[4];
 };
@@ -350,8 +342,23 @@ inline KWeights512 KWeightsOf512(const typename F::B& w, const KHeader& hw) {
           words);
     }
   } else {
-    Q6KQuants512(w, 0, q.u[0], q.u[1]);
-    Q6KQuants512(w, 1, q.u[2], q.u[3]);
+    if constexpr (std::is_same_v<F, Q6_KF>) {
+      Q6KQuants512(w, 0, q.u[0], q.u[1]);
+      Q6KQuants512(w, 1, q.u[2], q.u[3]);
+    } else if constexpr (std::is_same_v<F, Q2_KF>) {
+      const __m512i none = _mm512_setzero_si512();
+      K2Quants512<HighBits::kNone>(w.qs, nullptr, none, 0, q.u[0], q.u[1]);
+      K2Quants512<HighBits::kNone>(w.qs, nullptr, none, 1, q.u[2], q.u[3]);
+    } else if constexpr (std::is_same_v<F, Q3_KF>) {
+      const __m512i high =
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.hmask)));
+      K2Quants512<HighBits::kHmask>(w.qs, w.hmask, high, 0, q.u[0], q.u[1]);
+      K2Quants512<HighBits::kHmask>(w.qs, w.hmask, high, 1, q.u[2], q.u[3]);
+    } else {
+      const __m512i none = _mm512_setzero_si512();
+      K2Quants512<HighBits::kPlanes>(w.qs, w.hmask, none, 0, q.u[0], q.u[1]);
+      K2Quants512<HighBits::kPlanes>(w.qs, w.hmask, none, 1, q.u[2], q.u[3]);
+    }
     // hw.sc: the 16 scales as words
 #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
@@ -459,8 +466,9 @@ struct KMicro512 {
       for (int p = 1; p < 4; ++p) {
         s = AddScaledDotU8S8x512(s, q.u[p], _mm512_loadu_si512(xb.qs + 64 * p), q.sc[p]);
       }
-      const __m256i lsum =
-          _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+      __m256i high = _mm512_extracti64x4_epi64(s, 1);
+      if constexpr (kHighTimes4<F>) high = _mm256_srai_epi32(high, 2);  // exact: 4 times a sum
+      const __m256i lsum = _mm256_add_epi32(_mm512_castsi512_si256(s), high);
       const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
       const __m256i ms = _mm256_madd_epi16(hw.mn, bs);
       __m256 a = _mm256_load_ps(acc[i][j]);
@@ -473,7 +481,7 @@ struct KMicro512 {
 
 // The K-quant micro-kernel of an AVX-512 set for F.
 template <class F>
-using KMicroAvx512 = std::conditional_t<kHasTile512<F>, KMicro512<F>, KMicro<F, 4, 2>>;
+using KMicroAvx512 = KMicro512<F>;
 #endif
 
 }  // namespace qx
