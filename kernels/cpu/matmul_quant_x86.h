@@ -238,9 +238,7 @@ struct KMicro {
   static constexpr int kNR = kNRv;
 
   // Where x has chunk h.
-  static constexpr int XAt(int h) {
-    return kPairedX ? (h & 4) | (h & 1) << 1 | (h >> 1 & 1) : h;
-  }
+  static constexpr int XAt(int h) { return kPairedX ? (h & 4) | (h & 1) << 1 | (h >> 1 & 1) : h; }
 
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
