@@ -411,26 +411,35 @@ struct KMicro512 {
     }
     if (m < kMinRows)
       return MatmulBlockPanel<KMicro<F, 4, 2, kPairsChunks>>(xv, m, k, wv, n0, n1, bias, y, ldy);
-    alignas(32) float acc[kRowChunk][kPanelCols][8];
+    // Rows in pairs: pair r's accumulators hold row 2r in lanes 0..7 and 2r + 1 in 8..15, so
+    // the float steps of two rows are one 512-bit operation each.
+    alignas(64) float acc[kRowChunk / 2][kPanelCols][16];
+    alignas(64) float xd[kStepBlocks][kRowChunk / 2][16];  // the rows' x scales, per lane
     for (int j0 = n0; j0 < n1; j0 += kPanelCols) {
       const int cols = n1 - j0 < kPanelCols ? n1 - j0 : kPanelCols;
       for (int c0 = 0; c0 < m; c0 += kRowChunk) {
-        const int rows = m - c0 < kRowChunk ? m - c0 : kRowChunk;
-        for (int i = 0; i < rows; ++i) {
-          for (int j = 0; j < cols; ++j) _mm256_store_ps(acc[i][j], _mm256_setzero_ps());
+        const int rows = m - c0 < kRowChunk ? m - c0 : kRowChunk, pairs = (rows + 1) / 2;
+        for (int r = 0; r < pairs; ++r) {
+          for (int j = 0; j < cols; ++j) _mm512_store_ps(acc[r][j], _mm512_setzero_ps());
         }
         const XBlock* xc = x + static_cast<int64_t>(c0) * nb;
         for (int b0 = 0; b0 < nb; b0 += kStepBlocks) {
           const int b1 = nb - b0 < kStepBlocks ? nb : b0 + kStepBlocks;
+          for (int b = b0; b < b1; ++b) {
+            for (int i = 0; i < 2 * pairs; ++i) {  // an odd last row's partner: itself, unused
+              const float d = xc[static_cast<int64_t>(i < rows ? i : i - 1) * nb + b].d;
+              for (int l = 0; l < 8; ++l) xd[b - b0][i / 2][8 * (i % 2) + l] = d;
+            }
+          }
           for (int j = 0; j < cols; ++j) {
             const WBlock* wj = w + static_cast<int64_t>(j0 + j) * nb;
-            for (int b = b0; b < b1; ++b) Block(xc, nb, rows, wj[b], b, acc, j);
+            for (int b = b0; b < b1; ++b) Block(xc, nb, rows, wj[b], b, xd[b - b0], acc, j);
           }
         }
         for (int i = 0; i < rows; ++i) {
           float* const yi = y + static_cast<int64_t>(c0 + i) * ldy + j0;
           for (int j = 0; j < cols; ++j) {
-            const float s = ReduceAdd(_mm256_load_ps(acc[i][j]));
+            const float s = ReduceAdd(_mm256_load_ps(&acc[i / 2][j][8 * (i % 2)]));
             yi[j] = bias != nullptr ? s + bias[j0 + j] : s;
           }
         }
@@ -438,41 +447,47 @@ struct KMicro512 {
     }
   }
 
-  // Weight block wb (block b of its row) against block b of `rows` x rows (row i at x + i * nb),
-  // into accumulators acc[i][j].
+  // Row i's 16 int32 lane sums of weight block q against x block xb: lanes q < 8 the low
+  // chunks' lane q, q >= 8 the high ones' (times 4 for kHighTimes4).
+  static __m512i Sums(const KWeights512& q, const XBlock& xb) {
+    // the first register's products start the sum (pmaddwd: no zeroed accumulator)
+    __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(q.u[0], _mm512_load_si512(xb.qs)), q.sc[0]);
+#pragma GCC unroll 3
+    for (int p = 1; p < 4; ++p) {
+      s = AddScaledDotU8S8x512(s, q.u[p], _mm512_load_si512(xb.qs + 64 * p), q.sc[p]);
+    }
+    return s;
+  }
+
+  // Weight block wb (block b of its row) against block b of `rows` x rows (row i at x + i * nb;
+  // xd their scales as Panel lays them out), into accumulators acc[r][j].
   static void Block(const XBlock* x, int nb, int rows, const WBlock& wb, int b,
-                    float (*acc)[kPanelCols][8], int j) {
+                    const float (*xd)[16], float (*acc)[kPanelCols][16], int j) {
     PrefetchWeights(&wb);
     const KHeader hw = F::Header(wb);
     const KWeights512 q = KWeightsOf512<F>(wb, hw);
-    // The per-block factors of every row go through memory, as in KGemvRow512: an FMA's
-    // broadcast operand from memory is a load, where set1 from a register takes a shuffle-port
-    // uop and the negation a vector one (fnmadd rounds -(a * b) + c once, as KMicro's
-    // fmadd(-a, b, c) does).
-    float dd[kRowChunk], dm[kRowChunk];
-    for (int i = 0; i < rows; ++i) {
-      dd[i] = hw.d * x[static_cast<int64_t>(i) * nb + b].d;
-      dm[i] = hw.dmin * x[static_cast<int64_t>(i) * nb + b].d;
-    }
-    asm("" : "+m"(dd), "+m"(dm));
-    for (int i = 0; i < rows; ++i) {
-      const XBlock& xb = x[static_cast<int64_t>(i) * nb + b];
-      // the first register's products start the sum (pmaddwd: no zeroed accumulator)
-      __m512i s =
-          _mm512_madd_epi16(_mm512_maddubs_epi16(q.u[0], _mm512_loadu_si512(xb.qs)), q.sc[0]);
-#pragma GCC unroll 3
-      for (int p = 1; p < 4; ++p) {
-        s = AddScaledDotU8S8x512(s, q.u[p], _mm512_loadu_si512(xb.qs + 64 * p), q.sc[p]);
-      }
-      __m256i high = _mm512_extracti64x4_epi64(s, 1);
-      if constexpr (kHighTimes4<F>) high = _mm256_srai_epi32(high, 2);  // exact: 4 times a sum
-      const __m256i lsum = _mm256_add_epi32(_mm512_castsi512_si256(s), high);
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
-      const __m256i ms = _mm256_madd_epi16(hw.mn, bs);
-      __m256 a = _mm256_load_ps(acc[i][j]);
-      a = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[i]), _mm256_cvtepi32_ps(lsum), a);
-      a = _mm256_fnmadd_ps(_mm256_broadcast_ss(&dm[i]), _mm256_cvtepi32_ps(ms), a);
-      _mm256_store_ps(acc[i][j], a);
+    const __m512 d = _mm512_set1_ps(hw.d), dmin = _mm512_set1_ps(hw.dmin);
+    const __m512i mn = _mm512_broadcast_i64x4(hw.mn);
+    for (int i = 0; i < rows; i += 2) {
+      const XBlock& x0 = x[static_cast<int64_t>(i) * nb + b];
+      const XBlock& x1 = i + 1 < rows ? x[static_cast<int64_t>(i + 1) * nb + b] : x0;
+      const __m512i s0 = Sums(q, x0), s1 = Sums(q, x1);
+      // [row i's low chunks | row i + 1's], then their high chunks
+      const __m512i lo = _mm512_shuffle_i64x2(s0, s1, 0x44);
+      __m512i hi = _mm512_shuffle_i64x2(s0, s1, 0xEE);
+      if constexpr (kHighTimes4<F>) hi = _mm512_srai_epi32(hi, 2);  // exact: 4 times a sum
+      const __m512i lsum = _mm512_add_epi32(lo, hi);
+      const __m512i bs = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(x0.bsums))),
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(x1.bsums)), 1);
+      const __m512i ms = _mm512_madd_epi16(mn, bs);
+      // the per-block factors hw.d * x.d, hw.dmin * x.d of both rows (the same products as
+      // KMicro's scalar ones; fnmadd rounds -(a * b) + c once, as its fmadd(-a, b, c) does)
+      const __m512 xdv = _mm512_load_ps(xd[i / 2]);
+      __m512 a = _mm512_load_ps(acc[i / 2][j]);
+      a = _mm512_fmadd_ps(_mm512_mul_ps(d, xdv), _mm512_cvtepi32_ps(lsum), a);
+      a = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, xdv), _mm512_cvtepi32_ps(ms), a);
+      _mm512_store_ps(acc[i / 2][j], a);
     }
   }
 };
