@@ -390,9 +390,10 @@ struct KMicro512 {
   static constexpr int kBlock = 256;
   static constexpr int kStepBlocks = 4;
   // Below this many rows KMicro's 4 x 2 tiles: the block's decode here (its scale words above
-  // all) is shared by fewer rows (kernel_bench matmul, Q4_K at m = 4: 177-180 GFLOP/s here
-  // against 215-231 there; at m = 8 219-236 against 221-235; at m = 16 this is ahead).
-  static constexpr int kMinRows = 12;
+  // all) is shared by fewer rows. kernel_bench matmul (k = n = 4096, 2 threads, two alternating
+  // rounds), GFLOP/s here / there: Q4_K m = 4 211-222 / 201-205, m = 8 256-258 / 210-230; Q6_K
+  // m = 4 165-176 / 175-182, m = 8 226-238 / 176-185.
+  static constexpr int kMinRows = 6;
   static constexpr int kPanelCols = 16;
   // Q4_K / Q5_K read x with paired chunks at every m (QuantMatmulKernels::pairs_chunks)
   static constexpr bool kPairsChunks = kGemv512PairsChunks<F>;
