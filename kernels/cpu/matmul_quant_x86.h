@@ -368,21 +368,23 @@ inline KWeights512 KWeightsOf512(const typename F::B& w, const KHeader& hw) {
   return q;
 }
 
-// The AVX-512 sets' K-quant panels for 2 <= m < tiles_min_m (batched decode; the AMX set has
-// tiles from there on), on 512-bit registers.
+// The AVX-512 sets' K-quant panels for kMinRows <= m < tiles_min_m (batched decode; the AMX set
+// has tiles from there on) and their GEMV rows at m = 1, on 512-bit registers.
 //  - KMicro's 256-bit tiles left half of this Xeon's integer multiply throughput unused:
 //    vpmaddubsw / vpdpwssd on zmm issue two per cycle here as on ymm (a microbench of independent
 //    chains, 30 Nov 2026: 6.4-6.9 G zmm ops/s a core against 7.0-7.7 on ymm), each with twice
 //    the lanes. A weight block is decoded once into KWeights512 (its scale words by one
 //    permutation per register), and each input row takes 4 maddubs + 4 dpwssd for it.
-//  - Its tiles walked a whole weight row per tile, so the x rows of a tile (292 bytes a block)
-//    came from L2 for every weight row: at m = 16 that, not the multiplies, bound them (~15
-//    cycles per row and block). Here k goes in steps of kStepBlocks blocks: the step's x blocks
-//    of up to kRowChunk rows stay in L1 while every weight row of the panel passes over them,
-//    with the accumulators (kRowChunk x kPanelCols of 8 floats) in L1 between steps.
+//  - Rows go in pairs: an accumulator holds row 2r in lanes 0..7 and 2r + 1 in 8..15, so the
+//    float steps of a block (halves added, converted, the factors, two FMAs) are one 512-bit
+//    operation for two rows (in L1, m = 16: 3.80-3.85 -> 3.53-3.57 ns per row and block).
+//  - k goes in steps of kStepBlocks blocks: the step's x blocks of up to kRowChunk rows stay in
+//    L1 while the panel's weight rows pass over them, the accumulators in L1 between steps.
+//    (Steps of 2 and 4 blocks and the weight prefetch 2 KiB or one step ahead measured alike:
+//    in cache the loop is bound by the two vector ports that take 512-bit work, not by loads.)
 // Same integers as KMicro (maddubs on the same byte pairs, exact int32 sums; int32 lane q < 8
-// sums lane q of the low chunks, q >= 8 of the high ones, added at the end) and the same float
-// steps per block in the same order: the bits of every set.
+// sums lane q of the low chunks, q >= 8 of the high ones, added before converting) and the same
+// float steps per lane and block in the same order: the bits of every set.
 template <class F>
 struct KMicro512 {
   using XBlock = BlockQ8_K;
