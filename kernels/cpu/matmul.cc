@@ -236,6 +236,9 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
   if (kquant && in.q8_k.size() < static_cast<size_t>(m) * nbk) {
     in.q8_k.resize(static_cast<size_t>(m) * nbk);
   }
+  if (need[kQ8_KPairedInput] && in.q8_k_paired.size() < static_cast<size_t>(m) * nbk) {
+    in.q8_k_paired.resize(static_cast<size_t>(m) * nbk);
+  }
   const int groups = PackedXGroups(nb0);
   if (need[kPackedXInput] && in.packed_x.size() < static_cast<size_t>(m) * groups) {
     in.packed_x.resize(static_cast<size_t>(m) * groups);
@@ -255,16 +258,17 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
     const float* xr = x + static_cast<int64_t>(i) * k;
     BlockQ8_0* xq = q8_0 ? in.q8_0.data() + static_cast<int64_t>(i) * nb0 : nullptr;
     if (q8_0) QuantizeRowQ8_0(xr, k, xq);
-    if (kquant) QuantizeRowQ8_K(xr, k, in.q8_k.data() + static_cast<int64_t>(i) * nbk);
+    BlockQ8_K* const xk = kquant ? in.q8_k.data() + static_cast<int64_t>(i) * nbk : nullptr;
+    if (kquant) QuantizeRowQ8_K(xr, k, xk);
+    if (need[kQ8_KPairedInput]) {  // the row again, its chunks paired (with the other rows')
+      BlockQ8_K* const paired = in.q8_k_paired.data() + static_cast<int64_t>(i) * nbk;
+      std::copy(xk, xk + nbk, paired);
+      PairChunksQ8K(paired, nbk);
+    }
     if (need[kFloatBlocksInput]) MakeFloatBlocksRow(xr, i, k, float_blocks);
     if (need[kPackedXInput]) {
       MakePackedX(xq, nb0, in.packed_x.data() + static_cast<int64_t>(i) * groups);
     }
-  }
-  if (need[kQ8_KPairedInput]) {
-    const int64_t blocks = static_cast<int64_t>(m) * nbk;
-    in.q8_k_paired.assign(in.q8_k.begin(), in.q8_k.begin() + blocks);
-    PairChunksQ8K(in.q8_k_paired.data(), static_cast<int>(blocks));
   }
   if (need[kQ8_KTilesInput]) {
     const size_t tiles = static_cast<size_t>(Q8KTokenTileCount(m)) * nbk;

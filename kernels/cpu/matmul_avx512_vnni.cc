@@ -24,7 +24,7 @@ namespace {
 template <class F>
 using PackedLegacy = qx::PackedLegacyMicro<F, 4, 2>;
 template <class F>
-using K = qx::KMicroAvx512<F>;
+using K = qx::KMicro512<F>;
 
 }  // namespace
 

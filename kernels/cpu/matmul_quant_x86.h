@@ -495,9 +495,6 @@ struct KMicro512 {
   }
 };
 
-// The K-quant micro-kernel of an AVX-512 set for F.
-template <class F>
-using KMicroAvx512 = KMicro512<F>;
 #endif
 
 }  // namespace qx
