@@ -194,10 +194,19 @@ enum InputForm {
   kQ8_KTilesInput,
   kQ8_0TilesInput,
   kFloatBlocksInput,
+  kBf16TilesInput,
   kNumInputForms
 };
 
-InputForm FormFor(const MatmulKernels& ks, DType t, int m) {
+// The F16 panels on tiles, or null (then the float ones run).
+MatmulBlockPanelFn F16TilesPanel(const MatmulKernels& ks, DType t, int k) {
+  if (k % 16 != 0) return nullptr;
+  if (t == DType::kF16) return ks.f16_tiles;
+  return t == DType::kF16Packed ? ks.f16_packed_tiles : nullptr;
+}
+
+InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
+  if (F16TilesPanel(ks, t, k) != nullptr) return kBf16TilesInput;  // every m: batch invariance
   if (ks.quant->tiles[static_cast<int>(t)] != nullptr && m >= ks.quant->tiles_min_m) {
     return IsKQuant(t) ? kQ8_KTilesInput : kQ8_0TilesInput;
   }
@@ -222,6 +231,7 @@ struct QuantizedInputs {
   std::vector<Q8KTokenTile> q8_k_tiles;
   std::vector<Q8_0TokenTile> q8_0_tiles;
   std::vector<float> float_blocks;
+  std::vector<Bf16TokenTile> bf16_tiles;
 };
 
 // Returns the float blocks (64-byte aligned) when need[kFloatBlocksInput], else null.
@@ -247,6 +257,10 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
     const auto size = static_cast<size_t>(FloatBlocksSize(m, k)) + 16;  // + alignment
     if (in.float_blocks.size() < size) in.float_blocks.resize(size);
   }
+  const int token_tiles = (m + 15) / 16;
+  if (need[kBf16TilesInput] && in.bf16_tiles.size() < static_cast<size_t>(token_tiles) * (k / 16)) {
+    in.bf16_tiles.resize(static_cast<size_t>(token_tiles) * (k / 16));
+  }
   // 64-byte aligned: each block row is whole cache lines
   float* const float_blocks =
       need[kFloatBlocksInput]
@@ -266,8 +280,14 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
       PairChunksQ8K(paired, nbk);
     }
     if (need[kFloatBlocksInput]) MakeFloatBlocksRow(xr, i, k, float_blocks);
+    if (need[kBf16TilesInput]) MakeBf16TokenTilesRow(xr, i, k, in.bf16_tiles.data());
     if (need[kPackedXInput]) {
       MakePackedX(xq, nb0, in.packed_x.data() + static_cast<int64_t>(i) * groups);
+    }
+  }
+  if (need[kBf16TilesInput]) {  // the last tile's columns past m
+    for (int i = m; i < 16 * token_tiles; ++i) {
+      MakeBf16TokenTilesRow(nullptr, i, k, in.bf16_tiles.data());
     }
   }
   if (need[kQ8_KTilesInput]) {
@@ -295,7 +315,7 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
   }
   static thread_local QuantizedInputs inputs;
   bool need[kNumInputForms] = {};
-  for (int j = 0; j < count; ++j) need[FormFor(ks, jobs[j].type, m)] = true;
+  for (int j = 0; j < count; ++j) need[FormFor(ks, jobs[j].type, m, k)] = true;
   const float* float_blocks = QuantizeInputs(x, m, k, need, inputs);
   const void* input[kNumInputForms] = {x,
                                        inputs.q8_0.data(),
@@ -304,7 +324,8 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
                                        inputs.packed_x.data(),
                                        inputs.q8_k_tiles.data(),
                                        inputs.q8_0_tiles.data(),
-                                       float_blocks};
+                                       float_blocks,
+                                       inputs.bf16_tiles.data()};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;
@@ -318,8 +339,12 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     while (p >= first_panel[j + 1]) ++j;
     const MatmulJob& job = jobs[j];
     const int n0 = (p - first_panel[j]) * kPanelRows, n1 = std::min(job.n, n0 + kPanelRows);
-    const InputForm form = FormFor(ks, job.type, m);
+    const InputForm form = FormFor(ks, job.type, m, k);
     const void* in = input[form];
+    if (form == kBf16TilesInput) {
+      F16TilesPanel(ks, job.type, k)(in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+      return;
+    }
     if (form == kQ8_KTilesInput || form == kQ8_0TilesInput) {
       ks.quant->tiles[static_cast<int>(job.type)](in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
       return;

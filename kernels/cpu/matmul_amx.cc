@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -38,6 +39,7 @@
 namespace llm::kernels::internal {
 namespace {
 
+#include "kernels/cpu/amx_tiles.h"         // NOLINT: included into this TU's anonymous namespace
 #include "kernels/cpu/matmul_quant_x86.h"  // NOLINT: included into this TU's anonymous namespace
 
 // 16 weight rows of one 256-block, decoded for the tiles: lo[l] / hi[l] is lane l's A tile
@@ -100,12 +102,6 @@ void DecodeRow(const typename F::B& block, int r, WeightTileK* t) {
 
 // Tiles 0, 1: a lane of the weights (lo, hi); 2, 3: a lane of two token tiles; 4..7 the
 // products (lo and hi of each token tile). The 32-block panels use 0, 2, 4 and 5 of these shapes.
-struct TileConfig {
-  uint8_t palette, start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
 void ConfigureTiles() {
   TileConfig c{};
   c.palette = 1;
@@ -115,20 +111,6 @@ void ConfigureTiles() {
   // Not _tile_loadconfig: GCC 12's asm for it tells the compiler it reads 8 bytes of the config,
   // so the stores of the rest could be dropped or sunk past it (seen: a zero config, SIGILL).
   __asm__ volatile("ldtilecfg %0" : : "m"(c));
-}
-
-// out[row][token] (16 x 16, a token tile's outputs) into y for tokens t0 .. m - 1 and rows
-// n0 .. n0 + rows - 1: one token's row of outputs at a time, one cache line of y per token.
-void StoreRows(const float (*out)[16], int t0, int m, int rows, float* y, int ldy, int n0) {
-  const int count = m - t0 < 16 ? m - t0 : 16;
-  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
-  const __m512i column =
-      _mm512_set_epi32(240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64, 48, 32, 16, 0);
-  for (int e = 0; e < count; ++e) {
-    const __m512 v =
-        _mm512_i32gather_ps(_mm512_add_epi32(column, _mm512_set1_epi32(e)), &out[0][0], 4);
-    _mm512_mask_storeu_ps(y + static_cast<int64_t>(t0 + e) * ldy + n0, valid, v);
-  }
 }
 
 // y[0:m, n0:n1] for the K-quant F on token tiles (the panel has at most 16 rows).
@@ -479,6 +461,13 @@ const MatmulKernels& AmxMatmulKernels() {
     MatmulKernels k = Avx512VnniMatmulKernels();  // the float formats: the AVX-512 set's
     k.isa = "avx512-amx";
     k.quant = &kQuant;
+    // Opt-in until measured and tested on an AMX host (written on 1 Dec 2026 on a Zen 4
+    // machine, which has no AMX: the code compiles here but has not run; see README).
+    const char* f16 = std::getenv("LLM_AMX_F16");
+    if (AmxBf16Usable() && f16 != nullptr && std::strcmp(f16, "1") == 0) {
+      k.f16_tiles = AmxF16PlainPanel();
+      k.f16_packed_tiles = AmxF16PackedPanel();
+    }
     return k;
   }();
   return kKernels;

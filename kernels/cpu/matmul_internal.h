@@ -66,6 +66,17 @@ struct alignas(64) Q8_0TokenTile {
 // Tile t, block b at out[t * nb + b], for (m + 15) / 16 tiles.
 void MakeQ8_0TokenTiles(const BlockQ8_0* x, int m, int nb, Q8_0TokenTile* out);
 
+// F32 activations of 16 tokens for 16 k, split for the F16 panels on AMX-BF16 tiles
+// (matmul_amx_f16.cc): x = xh + xl, both bf16 (xh: x's bits with the low 16 cleared; xl: x - xh
+// rounded to nearest even); hi[p][t] holds token t's xh of weight p as both words of the dword,
+// lo[p][t] its xl. Tile t, chunk c at out[t * (k / 16) + c]; tokens past m are zero.
+struct alignas(64) Bf16TokenTile {
+  uint32_t hi[16][16];
+  uint32_t lo[16][16];
+};
+// Writes token i's column of its tiles (x: its k floats, or null for zeros); k % 16 == 0.
+void MakeBf16TokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out);
+
 // The token tiles of m rows of nb Q8_K blocks: tile t, block b at out[t * nb + b], for
 // Q8KTokenTileCount(m) tiles (an even count: the panels take two at a time).
 int Q8KTokenTileCount(int m);
@@ -105,6 +116,10 @@ struct MatmulKernels {
   // bf16_packed) read x as float blocks (MakeFloatBlocks); 0: never.
   int float_blocks_min_m = 0;
   int float_blocks_max_m = 0;
+  // F16 rows (plain, packed) on Bf16TokenTile inputs, for every m when k % 16 == 0 (the AMX set
+  // on a CPU with AMX-BF16); null: the panels above.
+  MatmulBlockPanelFn f16_tiles = nullptr;
+  MatmulBlockPanelFn f16_packed_tiles = nullptr;
 };
 
 const MatmulKernels& ScalarMatmulKernels();
@@ -117,6 +132,12 @@ const MatmulKernels& AmxMatmulKernels();
 // Whether this CPU has AMX-INT8 and the kernel let this process use its tile data (Linux asks
 // for it with arch_prctl; asked once).
 bool AmxUsable();
+// AmxUsable and AMX-BF16; then AmxF16PlainPanel / AmxF16PackedPanel may run (matmul_amx_f16.cc).
+bool AmxBf16Usable();
+MatmulBlockPanelFn AmxF16PlainPanel();
+MatmulBlockPanelFn AmxF16PackedPanel();
+// Those panels with the tile operations in software (tests on CPUs with AVX-512 but no AMX).
+MatmulBlockPanelFn SoftF16TilesPanel(bool packed);
 
 constexpr int kMaxMatmulIsas = 5;
 

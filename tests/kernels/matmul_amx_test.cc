@@ -6,12 +6,15 @@
 // jobs of other formats in one call; below tiles_min_m rows the set's AVX-512 panels run, with
 // the same bits. Skips where the CPU (or the kernel) gives no AMX.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/f16_packed.h"
 #include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
@@ -153,6 +156,145 @@ TEST(AmxTiles, TokenTilesHoldEachLaneOfEachToken) {
         }
         EXPECT_EQ(o.d[e], i < m ? x[i * nb + b].d : 0.0f);
       }
+    }
+  }
+}
+
+bool HasAvx512() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+}
+
+// y = x w^T (F16 rows, plain or packed) for a matmul on Bf16 token tiles.
+using F16Matmul = void (*)(const float* x, int m, int k, const void* w, DType t, int n,
+                           const float* bias, float* y);
+
+// F16 on tiles: within 2^-16 of the float64 sum of |x w| (x kept to ~16 bits: bf16 alone would
+// be off by ~2^-9, and so would F16 weights cut to bf16), plain and packed rows with the same
+// bits, each row's bits those of the row alone (m = 1) whatever its batch, with and without a
+// bias, on panels with a tail of rows (also a partial group of 4) and one or several chunks of
+// 16 k, 1 to 5 token tiles.
+void ExpectF16OnTiles(F16Matmul matmul) {
+  const Shape shapes[] = {{1, 16, 16}, {17, 37, 48}, {70, 20, 528}, {65, 50, 1024}, {16, 3, 64}};
+  for (const Shape s : shapes) {
+    SCOPED_TRACE("m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " +
+                 std::to_string(s.k));
+    const auto wf = testing::RandomFloats(static_cast<size_t>(s.n) * s.k, 3 + s.k, -0.5f, 0.5f);
+    std::vector<uint16_t> w(wf.size()), packed(wf.size());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToF16(wf[i]);
+    internal::PackF16Rows(w.data(), s.n, s.k, packed.data());
+    const auto x = testing::RandomFloats(static_cast<size_t>(s.m) * s.k, 5 + s.m, -2.0f, 2.0f);
+    const auto bias = testing::RandomFloats(s.n, 7);
+    for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+      std::vector<float> y(static_cast<size_t>(s.m) * s.n), yp(y.size()), one(s.n);
+      matmul(x.data(), s.m, s.k, w.data(), DType::kF16, s.n, b, y.data());
+      matmul(x.data(), s.m, s.k, packed.data(), DType::kF16Packed, s.n, b, yp.data());
+      ASSERT_EQ(std::memcmp(y.data(), yp.data(), 4 * y.size()), 0) << "plain against packed";
+      for (int i = 0; i < s.m; ++i) {
+        const float* xi = x.data() + static_cast<size_t>(i) * s.k;
+        matmul(xi, 1, s.k, packed.data(), DType::kF16Packed, s.n, b, one.data());
+        ASSERT_EQ(std::memcmp(one.data(), y.data() + static_cast<size_t>(i) * s.n, 4 * s.n), 0)
+            << "row " << i << " alone";
+        for (int j = 0; j < s.n; ++j) {
+          double ref = b != nullptr ? b[j] : 0.0, mag = std::fabs(ref);
+          for (int p = 0; p < s.k; ++p) {
+            const double t =
+                static_cast<double>(xi[p]) * F16ToF32(w[static_cast<size_t>(j) * s.k + p]);
+            ref += t;
+            mag += std::fabs(t);
+          }
+          ASSERT_NEAR(y[static_cast<size_t>(i) * s.n + j], ref, mag * 0x1p-16) << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(AmxTiles, F16OnBf16TilesIsCloseToFloat64AndBatchInvariant) {
+  if (!internal::AmxBf16Usable()) {
+    GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-BF16 tiles";
+  }
+  if (internal::AmxMatmulKernels().f16_tiles == nullptr) {
+    GTEST_SKIP() << "F16 on AMX tiles is opt-in: LLM_AMX_F16=1 (ctest: kernels_test.AmxF16OptIn)";
+  }
+  ASSERT_NE(internal::AmxMatmulKernels().f16_packed_tiles, nullptr);
+  ExpectF16OnTiles(
+      [](const float* x, int m, int k, const void* w, DType t, int n, const float* bias, float* y) {
+        internal::MatmulWith(internal::AmxMatmulKernels(), x, m, k, w, t, n, bias, y);
+      });
+}
+
+// The same panels with the tile operations in software: the layouts of A (weights split from
+// plain and packed rows) and B (MakeBf16TokenTilesRow) and the walk over panels, chunks and
+// token tiles, on any CPU with AVX-512.
+TEST(AmxTiles, F16PanelsOnSoftwareTilesAreCloseToFloat64AndBatchInvariant) {
+  if (!HasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512 (F, BW, VL)";
+  ExpectF16OnTiles(
+      [](const float* x, int m, int k, const void* w, DType t, int n, const float* bias, float* y) {
+        const int token_tiles = (m + 15) / 16;
+        std::vector<internal::Bf16TokenTile> tiles(static_cast<size_t>(token_tiles) * (k / 16));
+        for (int i = 0; i < 16 * token_tiles; ++i) {
+          internal::MakeBf16TokenTilesRow(i < m ? x + static_cast<size_t>(i) * k : nullptr, i, k,
+                                          tiles.data());
+        }
+        const auto panel = internal::SoftF16TilesPanel(t == DType::kF16Packed);
+        for (int n0 = 0; n0 < n; n0 += 16) {
+          panel(tiles.data(), m, k, w, n0, std::min(n, n0 + 16), bias, y, n);
+        }
+      });
+}
+
+// k not a multiple of 16: the AVX-512 F16 panels, with their bits, at every m.
+TEST(AmxTiles, F16WithKNotAMultipleOf16RunsTheAvx512Panels) {
+  if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-INT8 tiles";
+  const int m = 20, n = 24, k = 40;
+  const auto wf = testing::RandomFloats(static_cast<size_t>(n) * k, 1);
+  std::vector<uint16_t> w(wf.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToF16(wf[i]);
+  const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 2);
+  std::vector<float> want(static_cast<size_t>(m) * n), got(want.size());
+  internal::MatmulWith(internal::Avx512VnniMatmulKernels(), x.data(), m, k, w.data(), DType::kF16,
+                       n, nullptr, want.data());
+  internal::MatmulWith(internal::AmxMatmulKernels(), x.data(), m, k, w.data(), DType::kF16, n,
+                       nullptr, got.data());
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0);
+}
+
+// Token i's column of its tiles: xh is x with the low 16 bits cleared, xl = x - xh rounded to
+// nearest even, each twice in its dword; the columns past m (written as zeros) are zero.
+TEST(AmxTiles, Bf16TokenTilesSplitEachActivation) {
+  if (!HasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512 (F, BW, VL)";
+  const int m = 19, k = 32, tiles = 2;
+  const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 9, -100.0f, 100.0f);
+  std::vector<internal::Bf16TokenTile> t(static_cast<size_t>(tiles) * (k / 16));
+  std::memset(t.data(), 0xFF, sizeof(t[0]) * t.size());
+  for (int i = 0; i < 16 * tiles; ++i) {
+    internal::MakeBf16TokenTilesRow(i < m ? x.data() + static_cast<size_t>(i) * k : nullptr, i, k,
+                                    t.data());
+  }
+  auto as_float = [](uint32_t high) {
+    float f;
+    std::memcpy(&f, &high, 4);
+    return f;
+  };
+  for (int i = 0; i < 16 * tiles; ++i) {
+    for (int p = 0; p < k; ++p) {
+      const internal::Bf16TokenTile& o = t[(i / 16) * (k / 16) + p / 16];
+      const uint32_t hi = o.hi[p % 16][i % 16], lo = o.lo[p % 16][i % 16];
+      ASSERT_EQ(hi >> 16, hi & 0xFFFF) << "token " << i << " k " << p;
+      ASSERT_EQ(lo >> 16, lo & 0xFFFF) << "token " << i << " k " << p;
+      if (i >= m) {
+        ASSERT_EQ(hi, 0u);
+        ASSERT_EQ(lo, 0u);
+        continue;
+      }
+      const float v = x[static_cast<size_t>(i) * k + p];
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      ASSERT_EQ(hi >> 16, bits >> 16);
+      const float rest = v - as_float(bits & 0xFFFF0000u);
+      const float xl = as_float(lo & 0xFFFF0000u);
+      ASSERT_EQ(xl, Bf16ToF32(F32ToBf16(rest))) << "token " << i << " k " << p;  // nearest even
     }
   }
 }

@@ -92,7 +92,8 @@ TEST(MatmulTest, MatchesReferenceAllDtypes) {
 
 // Each output row must be bitwise the same whatever m, the row's index and the thread count.
 // k = 301: 19 chunks of 16 lanes with the zero-padded tail on an even chunk, in one block of
-// the AVX-512 wide tiles; k = 1051: 66 chunks, the tail on an odd one, over three blocks.
+// the AVX-512 wide tiles; k = 1051: 66 chunks, the tail on an odd one, over three blocks;
+// k = 1024: F16 on the AMX set's tiles (k a multiple of 16).
 class MatmulBatchInvariance : public ::testing::TestWithParam<int> {};
 
 TEST_P(MatmulBatchInvariance, BatchInvariantBitwise) {
@@ -126,7 +127,7 @@ TEST_P(MatmulBatchInvariance, BatchInvariantBitwise) {
   omp_set_num_threads(saved);
 }
 
-INSTANTIATE_TEST_SUITE_P(MatmulTest, MatmulBatchInvariance, ::testing::Values(301, 1051));
+INSTANTIATE_TEST_SUITE_P(MatmulTest, MatmulBatchInvariance, ::testing::Values(301, 1051, 1024));
 
 // The float blocks the k-blocked panels read (matmul_internal.h): every element of x where the
 // layout says, zero past k. k = one block and a 37-weight tail, m = one chunk and 2 rows more.

@@ -1,0 +1,299 @@
+// F16 weights on AMX-BF16 tiles (the "avx512-amx" set, where the CPU has AMX-BF16): every m,
+// so that an output row has the same bits in a decode step, a batch or a prefill chunk.
+//
+// Why: with 16 input rows or more the AVX-512 F16 tiles are bound by their FMAs (one 16-lane
+// FMA per weight chunk per row), so batch 16 was 6.7-7x batch 1; a tile product does 16 x 16 x
+// 16 of them per instruction. BF16 holds 8 significant bits, F16 11 and the activations 24, so
+// both sides are split, exactly where it matters:
+// - a weight w (F16) is hi + lo, hi = w's float with the low 16 bits cleared (bf16, exact) and
+//   lo = w - hi (at most 3 significant bits: exact in bf16). A's dword for weight k of a row is
+//   the pair (lo, hi): the tile's pair sum lo * x + hi * x is w * x.
+// - an activation x (F32) is xh + xl: xh its bits cleared the same way, xl = x - xh rounded to
+//   bf16 (nearest even): x to ~16 significant bits, so the result is within ~2^-17 of the F32
+//   product sum per term (llama.cpp rounds x to F16: 11 bits). B holds xh and xl in two tiles,
+//   each dword the value twice, so that it meets both halves of A's pair.
+// Products of bf16 values are exact in F32; the tiles sum them in F32, and a row's sum runs
+// over k in chunks of 16 in increasing order, xh then xl per chunk, whatever m and the token's
+// place in its tile (tested bitwise against m = 1). k must be a multiple of 16, else the set's
+// AVX-512 F16 panels run, for every m alike.
+//
+// Per panel (16 weight rows) and chunk of 16 k the rows are split into one A tile (in L1) and
+// every token tile (16 input rows, MakeBf16TokenTilesRow) multiplies it, up to 4 at a time (C
+// in tiles 4..7). From the packed layout (f16_packed.h) two 8-weight chunks of a group of 4
+// rows are 128 contiguous bytes: one stream per group, converted to F32 by vcvtph2ps.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/f16_packed.h"
+#include "kernels/cpu/matmul_internal.h"
+
+namespace llm::kernels::internal {
+namespace {
+
+#include "kernels/cpu/amx_tiles.h"  // NOLINT: included into this TU's anonymous namespace
+
+// All eight tiles 16 rows x 64 bytes: 0, 1 A (alternating chunks), 2, 3 B (xh, xl), 4..7 C.
+void ConfigureF16Tiles() {
+  TileConfig c{};
+  c.palette = 1;
+  for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  __asm__ volatile("ldtilecfg %0" : : "m"(c));  // see ConfigureTiles in matmul_amx.cc
+}
+
+// 16 weights as floats -> 16 (lo, hi) bf16 pairs, lo in the low word.
+inline __m512i SplitPairs(__m512 f) {
+  const __m512i hi = _mm512_and_si512(_mm512_castps_si512(f), _mm512_set1_epi32(-65536));
+  const __m512 lo = _mm512_sub_ps(f, _mm512_castsi512_ps(hi));
+  return _mm512_or_si512(hi, _mm512_srli_epi32(_mm512_castps_si512(lo), 16));
+}
+
+// A for chunk kc from 16 plain rows (row r at w + r * k; rows past `rows` are zero).
+void SplitPlainRows(const uint16_t* w, int64_t k, int rows, int kc, uint32_t (*a)[16]) {
+  for (int r = 0; r < rows; ++r) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + 16 * kc));
+    _mm512_store_si512(a[r], SplitPairs(_mm512_cvtph_ps(h)));
+  }
+  for (int r = rows; r < 16; ++r) _mm512_store_si512(a[r], _mm512_setzero_si512());
+}
+
+// A for chunk kc from 4 whole groups of packed rows (group g starts at w + 4 g k): chunks 2 kc
+// and 2 kc + 1 of a group are 4 rows x 8 weights each, one after the other.
+void SplitPackedRows(const uint16_t* w, int64_t k, int kc, uint32_t (*a)[16]) {
+  for (int g = 0; g < 4; ++g) {
+    const uint16_t* c = w + 4 * g * k + 64 * kc;
+    const __m512i v0 = _mm512_loadu_si512(c), v1 = _mm512_loadu_si512(c + 32);
+    const __m512i f01 = SplitPairs(_mm512_cvtph_ps(_mm512_castsi512_si256(v0)));
+    const __m512i f23 = SplitPairs(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(v0, 1)));
+    const __m512i g01 = SplitPairs(_mm512_cvtph_ps(_mm512_castsi512_si256(v1)));
+    const __m512i g23 = SplitPairs(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(v1, 1)));
+    _mm512_store_si512(a[4 * g + 0], _mm512_shuffle_i64x2(f01, g01, 0x44));
+    _mm512_store_si512(a[4 * g + 1], _mm512_shuffle_i64x2(f01, g01, 0xEE));
+    _mm512_store_si512(a[4 * g + 2], _mm512_shuffle_i64x2(f23, g23, 0x44));
+    _mm512_store_si512(a[4 * g + 3], _mm512_shuffle_i64x2(f23, g23, 0xEE));
+  }
+}
+
+// The tile operations of the panel on the hardware: tiles 0, 1 A; 2, 3 B (xh, xl); 4..7 C.
+// GCC's tile intrinsics stringify their tile numbers, so each tile is spelled out.
+#define LLM_F16_DP(C, A)   \
+  _tile_dpbf16ps(C, A, 2); \
+  _tile_dpbf16ps(C, A, 3)
+struct HardwareTiles {
+  static void Configure() { ConfigureF16Tiles(); }
+  static void Release() { _tile_release(); }
+  static void ZeroC() {
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+  }
+  template <int kA>
+  static void LoadA(const void* a) {
+    if constexpr (kA == 0) {
+      _tile_loadd(0, a, 64);
+    } else {
+      _tile_loadd(1, a, 64);
+    }
+  }
+  // C tile 4 + j += A tile kA times token tile b: xh, then xl.
+  template <int kA>
+  static void Product(int j, const Bf16TokenTile& b) {
+    _tile_loadd(2, b.hi, 64);
+    _tile_loadd(3, b.lo, 64);
+    if constexpr (kA == 0) {
+      switch (j) {
+        case 0:
+          LLM_F16_DP(4, 0);
+          break;
+        case 1:
+          LLM_F16_DP(5, 0);
+          break;
+        case 2:
+          LLM_F16_DP(6, 0);
+          break;
+        default:
+          LLM_F16_DP(7, 0);
+          break;
+      }
+    } else {
+      switch (j) {
+        case 0:
+          LLM_F16_DP(4, 1);
+          break;
+        case 1:
+          LLM_F16_DP(5, 1);
+          break;
+        case 2:
+          LLM_F16_DP(6, 1);
+          break;
+        default:
+          LLM_F16_DP(7, 1);
+          break;
+      }
+    }
+  }
+  static void StoreC(int j, float (*out)[16]) {
+    switch (j) {
+      case 0:
+        _tile_stored(4, out, 64);
+        break;
+      case 1:
+        _tile_stored(5, out, 64);
+        break;
+      case 2:
+        _tile_stored(6, out, 64);
+        break;
+      default:
+        _tile_stored(7, out, 64);
+        break;
+    }
+  }
+};
+#undef LLM_F16_DP
+
+// The same operations in software (SoftF16TilesPanel): tdpbf16ps as its definition reads, each
+// pair's two products added to the F32 sum in turn. For the tests of the layouts on CPUs
+// without AMX; the hardware may round its sums otherwise.
+struct SoftTiles {
+  static uint32_t (*T())[16][16] {
+    alignas(64) static thread_local uint32_t t[8][16][16];
+    return t;
+  }
+  // (not dtype.h's Bf16ToF32: an inline function compiled here could be the one linked for all)
+  static float Bits(uint32_t v) {
+    float f;
+    std::memcpy(&f, &v, 4);
+    return f;
+  }
+  static float Low(uint32_t v) { return Bits(v << 16); }
+  static float High(uint32_t v) { return Bits(v & 0xFFFF0000u); }
+  static void Configure() {}
+  static void Release() {}
+  static void ZeroC() { std::memset(T()[4], 0, 4 * sizeof(T()[0])); }
+  template <int kA>
+  static void LoadA(const void* a) {
+    std::memcpy(T()[kA], a, sizeof(T()[0]));
+  }
+  static void Dp(int c, int a, int b) {
+    for (int r = 0; r < 16; ++r) {
+      for (int n = 0; n < 16; ++n) {
+        float sum;
+        std::memcpy(&sum, &T()[c][r][n], 4);
+        for (int p = 0; p < 16; ++p) {
+          sum += Low(T()[a][r][p]) * Low(T()[b][p][n]);
+          sum += High(T()[a][r][p]) * High(T()[b][p][n]);
+        }
+        std::memcpy(&T()[c][r][n], &sum, 4);
+      }
+    }
+  }
+  template <int kA>
+  static void Product(int j, const Bf16TokenTile& b) {
+    std::memcpy(T()[2], b.hi, sizeof(T()[0]));
+    std::memcpy(T()[3], b.lo, sizeof(T()[0]));
+    Dp(4 + j, kA, 2);
+    Dp(4 + j, kA, 3);
+  }
+  static void StoreC(int j, float (*out)[16]) { std::memcpy(out, T()[4 + j], sizeof(T()[0])); }
+};
+
+// y[0:m, n0:n1] for F16 rows, plain or packed (f16_packed.h), on token tiles.
+template <class Tiles, bool kPacked>
+void AmxF16Panel(const void* xv, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                 float* y, int ldy) {
+  const auto* tiles = static_cast<const Bf16TokenTile*>(xv);
+  const int rows = n1 - n0, kcs = k / 16, token_tiles = (m + 15) / 16;
+  const uint16_t* w = static_cast<const uint16_t*>(wv) + static_cast<int64_t>(n0) * k;
+  const bool whole_groups = kPacked && rows == 16;
+  if (kPacked && !whole_groups) {  // the last panel of the matrix: its rows unpacked
+    static thread_local std::vector<uint16_t> plain;
+    if (plain.size() < static_cast<size_t>(rows) * k) plain.resize(static_cast<size_t>(rows) * k);
+    UnpackF16Rows(w, rows, k, plain.data());
+    w = plain.data();
+  }
+  Tiles::Configure();
+  alignas(64) uint32_t a[2][16][16];
+  for (int t0 = 0; t0 < token_tiles; t0 += 4) {
+    const int count = token_tiles - t0 < 4 ? token_tiles - t0 : 4;
+    Tiles::ZeroC();
+    const Bf16TokenTile* b = tiles + static_cast<int64_t>(t0) * kcs;
+    for (int kc = 0; kc < kcs; ++kc) {
+      uint32_t(*ak)[16] = a[kc & 1];
+      if (whole_groups) {
+        SplitPackedRows(w, k, kc, ak);
+      } else {
+        SplitPlainRows(w, k, rows, kc, ak);
+      }
+      if (kc & 1) {  // the next chunk's A loads while this one's products run
+        Tiles::template LoadA<1>(ak);
+        for (int j = 0; j < count; ++j) Tiles::template Product<1>(j, b[j * kcs + kc]);
+      } else {
+        Tiles::template LoadA<0>(ak);
+        for (int j = 0; j < count; ++j) Tiles::template Product<0>(j, b[j * kcs + kc]);
+      }
+    }
+    alignas(64) float out[4][16][16];  // [token tile][row][token]
+    for (int j = 0; j < count; ++j) Tiles::StoreC(j, out[j]);
+    for (int j = 0; j < count; ++j) {
+      if (bias != nullptr) {  // added last, as in every other panel
+        for (int r = 0; r < rows; ++r) {
+          _mm512_store_ps(out[j][r],
+                          _mm512_add_ps(_mm512_load_ps(out[j][r]), _mm512_set1_ps(bias[n0 + r])));
+        }
+      }
+      StoreRows(out[j], 16 * (t0 + j), m, rows, y, ldy, n0);
+    }
+  }
+  Tiles::Release();
+}
+
+}  // namespace
+
+bool AmxBf16Usable() {
+  static const bool usable = [] {
+    unsigned a, b, c, d;
+    if (!AmxUsable() || __get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    return ((d >> 22) & 1) != 0;  // AMX-BF16
+  }();
+  return usable;
+}
+
+void MakeBf16TokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out) {
+  const int kcs = k / 16;
+  Bf16TokenTile* t = out + static_cast<int64_t>(i / 16) * kcs;
+  // dword p of a chunk goes to row p, column i % 16 of the tile
+  const __m512i at = _mm512_add_epi32(
+      _mm512_set_epi32(240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64, 48, 32, 16, 0),
+      _mm512_set1_epi32(i % 16));
+  const __m512i high = _mm512_set1_epi32(-65536);
+  for (int kc = 0; kc < kcs; ++kc) {
+    const __m512 v = x != nullptr ? _mm512_loadu_ps(x + 16 * kc) : _mm512_setzero_ps();
+    const __m512i hi = _mm512_and_si512(_mm512_castps_si512(v), high);
+    const __m512i lo = _mm512_castps_si512(_mm512_sub_ps(v, _mm512_castsi512_ps(hi)));
+    // round to nearest even at bit 16
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(lo, 16), _mm512_set1_epi32(1));
+    const __m512i lo_r = _mm512_and_si512(
+        _mm512_add_epi32(lo, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), high);
+    _mm512_i32scatter_epi32(t[kc].hi, at, _mm512_or_si512(hi, _mm512_srli_epi32(hi, 16)), 4);
+    _mm512_i32scatter_epi32(t[kc].lo, at, _mm512_or_si512(lo_r, _mm512_srli_epi32(lo_r, 16)), 4);
+  }
+}
+
+MatmulBlockPanelFn AmxF16PlainPanel() {
+  return AmxF16Panel<HardwareTiles, false>;
+}
+MatmulBlockPanelFn AmxF16PackedPanel() {
+  return AmxF16Panel<HardwareTiles, true>;
+}
+MatmulBlockPanelFn SoftF16TilesPanel(bool packed) {
+  return packed ? AmxF16Panel<SoftTiles, true> : AmxF16Panel<SoftTiles, false>;
+}
+
+}  // namespace llm::kernels::internal
