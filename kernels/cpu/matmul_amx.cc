@@ -307,6 +307,12 @@ void DecodePackedRow(const uint8_t* row, int nb, int r, WeightTileLegacy* out) {
   }
 }
 
+// A byte of weight rows as a type of this TU: std::vector<uint8_t>'s members compiled here (with
+// AVX-512) could be the copies the linker keeps for every TU; this vector's are this TU's own.
+struct RowByte {
+  uint8_t byte;
+};
+
 // The panel's rows (file format F, or its packed layout) decoded block by block; rows past the
 // panel are zero. The packed Q5 layouts (their fifth bits in masks across a group) are unpacked
 // to ggml's layout first.
@@ -317,10 +323,10 @@ void DecodeLegacyPanel(const void* wv, int k, int n0, int rows, WeightTileLegacy
   const auto* w = static_cast<const uint8_t*>(wv) + row_bytes * n0;
   constexpr bool kUnpackFirst = kPacked && F::kFifth;
   if constexpr (kUnpackFirst) {
-    static thread_local std::vector<uint8_t> unpacked;
+    static thread_local std::vector<RowByte> unpacked;
     if (unpacked.size() < row_bytes * 16) unpacked.resize(row_bytes * 16);
-    UnpackLegacyRows(F::kType, w, rows, k, unpacked.data());
-    w = unpacked.data();
+    UnpackLegacyRows(F::kType, w, rows, k, &unpacked.data()->byte);
+    w = &unpacked.data()->byte;
   }
   for (int r = 0; r < rows; ++r) {
     if constexpr (kPacked && !kUnpackFirst) {

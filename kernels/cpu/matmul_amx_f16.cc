@@ -39,6 +39,13 @@ namespace {
 
 #include "kernels/cpu/amx_tiles.h"  // NOLINT: included into this TU's anonymous namespace
 
+// A weight's 16 bits as a type of this TU: std::vector<uint16_t>'s members compiled here (with
+// AVX-512) could be the copies the linker keeps for every TU; this vector's are this TU's own.
+struct F16Bits {
+  uint16_t bits;
+};
+static_assert(sizeof(F16Bits) == 2);
+
 // All eight tiles 16 rows x 64 bytes: 0, 1 A (alternating chunks), 2, 3 B (xh, xl), 4..7 C.
 void ConfigureF16Tiles() {
   TileConfig c{};
@@ -213,10 +220,10 @@ void AmxF16Panel(const void* xv, int m, int k, const void* wv, int n0, int n1, c
   const uint16_t* w = static_cast<const uint16_t*>(wv) + static_cast<int64_t>(n0) * k;
   const bool whole_groups = kPacked && rows == 16;
   if (kPacked && !whole_groups) {  // the last panel of the matrix: its rows unpacked
-    static thread_local std::vector<uint16_t> plain;
+    static thread_local std::vector<F16Bits> plain;
     if (plain.size() < static_cast<size_t>(rows) * k) plain.resize(static_cast<size_t>(rows) * k);
-    UnpackF16Rows(w, rows, k, plain.data());
-    w = plain.data();
+    UnpackF16Rows(w, rows, k, &plain.data()->bits);
+    w = &plain.data()->bits;
   }
   Tiles::Configure();
   alignas(64) uint32_t a[2][16][16];
