@@ -195,18 +195,29 @@ enum InputForm {
   kQ8_0TilesInput,
   kFloatBlocksInput,
   kBf16TilesInput,
+  kBf16PairTilesInput,
   kNumInputForms
 };
 
-// The F16 panels on tiles, or null (then the float ones run).
-MatmulBlockPanelFn F16TilesPanel(const MatmulKernels& ks, DType t, int k) {
-  if (k % 16 != 0) return nullptr;
-  if (t == DType::kF16) return ks.f16_tiles;
-  return t == DType::kF16Packed ? ks.f16_packed_tiles : nullptr;
+// The 16-bit float formats' panels on tiles and the token tiles they read; panel null: none
+// (then the float panels run, at every m).
+struct FloatTiles {
+  MatmulBlockPanelFn panel;
+  InputForm form;
+};
+FloatTiles FloatTilesFor(const MatmulKernels& ks, DType t, int k) {
+  if ((t == DType::kF16 || t == DType::kF16Packed) && k % 16 == 0) {
+    return {t == DType::kF16 ? ks.f16_tiles : ks.f16_packed_tiles, kBf16TilesInput};
+  }
+  if ((t == DType::kBF16 || t == DType::kBF16Packed) && k % 32 == 0) {
+    return {t == DType::kBF16 ? ks.bf16_tiles : ks.bf16_packed_tiles, kBf16PairTilesInput};
+  }
+  return {nullptr, kFloatInput};
 }
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
-  if (F16TilesPanel(ks, t, k) != nullptr) return kBf16TilesInput;  // every m: batch invariance
+  // every m: batch invariance
+  if (const FloatTiles ft = FloatTilesFor(ks, t, k); ft.panel != nullptr) return ft.form;
   if (ks.quant->tiles[static_cast<int>(t)] != nullptr && m >= ks.quant->tiles_min_m) {
     return IsKQuant(t) ? kQ8_KTilesInput : kQ8_0TilesInput;
   }
@@ -231,7 +242,7 @@ struct QuantizedInputs {
   std::vector<Q8KTokenTile> q8_k_tiles;
   std::vector<Q8_0TokenTile> q8_0_tiles;
   std::vector<float> float_blocks;
-  std::vector<Bf16TokenTile> bf16_tiles;
+  std::vector<Bf16TokenTile> bf16_tiles, bf16_pair_tiles;
 };
 
 // Returns the float blocks (64-byte aligned) when need[kFloatBlocksInput], else null.
@@ -261,6 +272,10 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
   if (need[kBf16TilesInput] && in.bf16_tiles.size() < static_cast<size_t>(token_tiles) * (k / 16)) {
     in.bf16_tiles.resize(static_cast<size_t>(token_tiles) * (k / 16));
   }
+  if (need[kBf16PairTilesInput] &&
+      in.bf16_pair_tiles.size() < static_cast<size_t>(token_tiles) * (k / 32)) {
+    in.bf16_pair_tiles.resize(static_cast<size_t>(token_tiles) * (k / 32));
+  }
   // 64-byte aligned: each block row is whole cache lines
   float* const float_blocks =
       need[kFloatBlocksInput]
@@ -281,14 +296,15 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
     }
     if (need[kFloatBlocksInput]) MakeFloatBlocksRow(xr, i, k, float_blocks);
     if (need[kBf16TilesInput]) MakeBf16TokenTilesRow(xr, i, k, in.bf16_tiles.data());
+    if (need[kBf16PairTilesInput]) MakeBf16PairTokenTilesRow(xr, i, k, in.bf16_pair_tiles.data());
     if (need[kPackedXInput]) {
       MakePackedX(xq, nb0, in.packed_x.data() + static_cast<int64_t>(i) * groups);
     }
   }
-  if (need[kBf16TilesInput]) {  // the last tile's columns past m
-    for (int i = m; i < 16 * token_tiles; ++i) {
-      MakeBf16TokenTilesRow(nullptr, i, k, in.bf16_tiles.data());
-    }
+  for (int i = m; i < 16 * token_tiles; ++i) {  // the last tile's columns past m
+    if (need[kBf16TilesInput]) MakeBf16TokenTilesRow(nullptr, i, k, in.bf16_tiles.data());
+    if (need[kBf16PairTilesInput])
+      MakeBf16PairTokenTilesRow(nullptr, i, k, in.bf16_pair_tiles.data());
   }
   if (need[kQ8_KTilesInput]) {
     const size_t tiles = static_cast<size_t>(Q8KTokenTileCount(m)) * nbk;
@@ -325,7 +341,8 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
                                        inputs.q8_k_tiles.data(),
                                        inputs.q8_0_tiles.data(),
                                        float_blocks,
-                                       inputs.bf16_tiles.data()};
+                                       inputs.bf16_tiles.data(),
+                                       inputs.bf16_pair_tiles.data()};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;
@@ -341,8 +358,8 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     const int n0 = (p - first_panel[j]) * kPanelRows, n1 = std::min(job.n, n0 + kPanelRows);
     const InputForm form = FormFor(ks, job.type, m, k);
     const void* in = input[form];
-    if (form == kBf16TilesInput) {
-      F16TilesPanel(ks, job.type, k)(in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+    if (form == kBf16TilesInput || form == kBf16PairTilesInput) {
+      FloatTilesFor(ks, job.type, k).panel(in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
       return;
     }
     if (form == kQ8_KTilesInput || form == kQ8_0TilesInput) {

@@ -471,8 +471,10 @@ const MatmulKernels& AmxMatmulKernels() {
     // machine, which has no AMX: the code compiles here but has not run; see README).
     const char* f16 = std::getenv("LLM_AMX_F16");
     if (AmxBf16Usable() && f16 != nullptr && std::strcmp(f16, "1") == 0) {
-      k.f16_tiles = AmxF16PlainPanel();
-      k.f16_packed_tiles = AmxF16PackedPanel();
+      k.f16_tiles = AmxFloatTilesPanel(DType::kF16);
+      k.f16_packed_tiles = AmxFloatTilesPanel(DType::kF16Packed);
+      k.bf16_tiles = AmxFloatTilesPanel(DType::kBF16);
+      k.bf16_packed_tiles = AmxFloatTilesPanel(DType::kBF16Packed);
     }
     return k;
   }();

@@ -1,26 +1,30 @@
-// F16 weights on AMX-BF16 tiles (the "avx512-amx" set, where the CPU has AMX-BF16): every m,
-// so that an output row has the same bits in a decode step, a batch or a prefill chunk.
+// F16 and BF16 weights on AMX-BF16 tiles (the "avx512-amx" set, where the CPU has AMX-BF16,
+// opt-in: LLM_AMX_F16=1): every m, so that an output row has the same bits in a decode step, a
+// batch or a prefill chunk.
 //
 // Why: with 16 input rows or more the AVX-512 F16 tiles are bound by their FMAs (one 16-lane
 // FMA per weight chunk per row), so batch 16 was 6.7-7x batch 1; a tile product does 16 x 16 x
 // 16 of them per instruction. BF16 holds 8 significant bits, F16 11 and the activations 24, so
 // both sides are split, exactly where it matters:
-// - a weight w (F16) is hi + lo, hi = w's float with the low 16 bits cleared (bf16, exact) and
+// - an F16 weight w is hi + lo, hi = w's float with the low 16 bits cleared (bf16, exact) and
 //   lo = w - hi (at most 3 significant bits: exact in bf16). A's dword for weight k of a row is
-//   the pair (lo, hi): the tile's pair sum lo * x + hi * x is w * x.
+//   the pair (lo, hi): the tile's pair sum lo * x + hi * x is w * x. A BF16 weight is exact as
+//   it is: A's dword is weights (2p, 2p + 1) of the row, as the format stores them.
 // - an activation x (F32) is xh + xl: xh its bits cleared the same way, xl = x - xh rounded to
 //   bf16 (nearest even): x to ~16 significant bits, so the result is within ~2^-17 of the F32
-//   product sum per term (llama.cpp rounds x to F16: 11 bits). B holds xh and xl in two tiles,
-//   each dword the value twice, so that it meets both halves of A's pair.
+//   product sum per term (llama.cpp rounds x to F16: 11 bits). B holds xh and xl in two tiles:
+//   for F16 each dword holds the value twice, meeting both halves of A's pair
+//   (MakeBf16TokenTilesRow); for BF16 the values of weights 2p and 2p + 1
+//   (MakeBf16PairTokenTilesRow).
 // Products of bf16 values are exact in F32; the tiles sum them in F32, and a row's sum runs
-// over k in chunks of 16 in increasing order, xh then xl per chunk, whatever m and the token's
-// place in its tile (tested bitwise against m = 1). k must be a multiple of 16, else the set's
-// AVX-512 F16 panels run, for every m alike.
+// over k in chunks (16 k for F16, 32 for BF16) in increasing order, xh then xl per chunk,
+// whatever m and the token's place in its tile (tested bitwise against m = 1). k must be a
+// multiple of the chunk, else the set's AVX-512 panels run, for every m alike.
 //
-// Per panel (16 weight rows) and chunk of 16 k the rows are split into one A tile (in L1) and
-// every token tile (16 input rows, MakeBf16TokenTilesRow) multiplies it, up to 4 at a time (C
-// in tiles 4..7). From the packed layout (f16_packed.h) two 8-weight chunks of a group of 4
-// rows are 128 contiguous bytes: one stream per group, converted to F32 by vcvtph2ps.
+// Per panel (16 weight rows) and chunk the rows are made into one A tile (in L1) and every token
+// tile (16 input rows) multiplies it, up to 4 at a time (C in tiles 4..7). From the packed
+// layout (f16_packed.h) the 8-weight chunks of a group of 4 rows that a chunk needs are
+// contiguous (128 bytes for F16, 256 for BF16): one stream per group.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -61,31 +65,60 @@ inline __m512i SplitPairs(__m512 f) {
   return _mm512_or_si512(hi, _mm512_srli_epi32(_mm512_castps_si512(lo), 16));
 }
 
-// A for chunk kc from 16 plain rows (row r at w + r * k; rows past `rows` are zero).
-void SplitPlainRows(const uint16_t* w, int64_t k, int rows, int kc, uint32_t (*a)[16]) {
-  for (int r = 0; r < rows; ++r) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + 16 * kc));
-    _mm512_store_si512(a[r], SplitPairs(_mm512_cvtph_ps(h)));
+// The weight formats: A for chunk kc (kChunk weights of 16 rows) from plain rows (row r at
+// w + r * k; rows past `rows` are zero) or from 4 whole groups of packed rows (f16_packed.h:
+// group g starts at w + 4 g k, its 8-weight chunks of 4 rows one after the other).
+struct F16Rows {
+  static constexpr int kChunk = 16;  // a dword per weight: (lo, hi)
+  static void Plain(const uint16_t* w, int64_t k, int rows, int kc, uint32_t (*a)[16]) {
+    for (int r = 0; r < rows; ++r) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + 16 * kc));
+      _mm512_store_si512(a[r], SplitPairs(_mm512_cvtph_ps(h)));
+    }
+    for (int r = rows; r < 16; ++r) _mm512_store_si512(a[r], _mm512_setzero_si512());
   }
-  for (int r = rows; r < 16; ++r) _mm512_store_si512(a[r], _mm512_setzero_si512());
-}
-
-// A for chunk kc from 4 whole groups of packed rows (group g starts at w + 4 g k): chunks 2 kc
-// and 2 kc + 1 of a group are 4 rows x 8 weights each, one after the other.
-void SplitPackedRows(const uint16_t* w, int64_t k, int kc, uint32_t (*a)[16]) {
-  for (int g = 0; g < 4; ++g) {
-    const uint16_t* c = w + 4 * g * k + 64 * kc;
-    const __m512i v0 = _mm512_loadu_si512(c), v1 = _mm512_loadu_si512(c + 32);
-    const __m512i f01 = SplitPairs(_mm512_cvtph_ps(_mm512_castsi512_si256(v0)));
-    const __m512i f23 = SplitPairs(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(v0, 1)));
-    const __m512i g01 = SplitPairs(_mm512_cvtph_ps(_mm512_castsi512_si256(v1)));
-    const __m512i g23 = SplitPairs(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(v1, 1)));
-    _mm512_store_si512(a[4 * g + 0], _mm512_shuffle_i64x2(f01, g01, 0x44));
-    _mm512_store_si512(a[4 * g + 1], _mm512_shuffle_i64x2(f01, g01, 0xEE));
-    _mm512_store_si512(a[4 * g + 2], _mm512_shuffle_i64x2(f23, g23, 0x44));
-    _mm512_store_si512(a[4 * g + 3], _mm512_shuffle_i64x2(f23, g23, 0xEE));
+  // Chunks 2 kc and 2 kc + 1 of a group: 4 rows x 8 weights each.
+  static void Packed(const uint16_t* w, int64_t k, int kc, uint32_t (*a)[16]) {
+    for (int g = 0; g < 4; ++g) {
+      const uint16_t* c = w + 4 * g * k + 64 * kc;
+      const __m512i v0 = _mm512_loadu_si512(c), v1 = _mm512_loadu_si512(c + 32);
+      const __m512i f01 = SplitPairs(_mm512_cvtph_ps(_mm512_castsi512_si256(v0)));
+      const __m512i f23 = SplitPairs(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(v0, 1)));
+      const __m512i g01 = SplitPairs(_mm512_cvtph_ps(_mm512_castsi512_si256(v1)));
+      const __m512i g23 = SplitPairs(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(v1, 1)));
+      _mm512_store_si512(a[4 * g + 0], _mm512_shuffle_i64x2(f01, g01, 0x44));
+      _mm512_store_si512(a[4 * g + 1], _mm512_shuffle_i64x2(f01, g01, 0xEE));
+      _mm512_store_si512(a[4 * g + 2], _mm512_shuffle_i64x2(f23, g23, 0x44));
+      _mm512_store_si512(a[4 * g + 3], _mm512_shuffle_i64x2(f23, g23, 0xEE));
+    }
   }
-}
+};
+struct Bf16Rows {
+  static constexpr int kChunk = 32;  // a dword per two weights: (k, k + 1), as they are
+  static void Plain(const uint16_t* w, int64_t k, int rows, int kc, uint32_t (*a)[16]) {
+    for (int r = 0; r < rows; ++r) {
+      _mm512_store_si512(a[r], _mm512_loadu_si512(w + r * k + 32 * kc));
+    }
+    for (int r = rows; r < 16; ++r) _mm512_store_si512(a[r], _mm512_setzero_si512());
+  }
+  // Chunks 4 kc .. 4 kc + 3 of a group: 128-bit lane i of chunk j is row i's 8 weights of chunk
+  // j; a 4 x 4 transpose of lanes makes each row's 32.
+  static void Packed(const uint16_t* w, int64_t k, int kc, uint32_t (*a)[16]) {
+    for (int g = 0; g < 4; ++g) {
+      const uint16_t* c = w + 4 * g * k + 128 * kc;
+      const __m512i c0 = _mm512_loadu_si512(c), c1 = _mm512_loadu_si512(c + 32);
+      const __m512i c2 = _mm512_loadu_si512(c + 64), c3 = _mm512_loadu_si512(c + 96);
+      const __m512i t0 = _mm512_shuffle_i64x2(c0, c1, 0x44),
+                    t1 = _mm512_shuffle_i64x2(c0, c1, 0xEE);
+      const __m512i t2 = _mm512_shuffle_i64x2(c2, c3, 0x44),
+                    t3 = _mm512_shuffle_i64x2(c2, c3, 0xEE);
+      _mm512_store_si512(a[4 * g + 0], _mm512_shuffle_i64x2(t0, t2, 0x88));
+      _mm512_store_si512(a[4 * g + 1], _mm512_shuffle_i64x2(t0, t2, 0xDD));
+      _mm512_store_si512(a[4 * g + 2], _mm512_shuffle_i64x2(t1, t3, 0x88));
+      _mm512_store_si512(a[4 * g + 3], _mm512_shuffle_i64x2(t1, t3, 0xDD));
+    }
+  }
+};
 
 // The tile operations of the panel on the hardware: tiles 0, 1 A; 2, 3 B (xh, xl); 4..7 C.
 // GCC's tile intrinsics stringify their tile numbers, so each tile is spelled out.
@@ -165,7 +198,7 @@ struct HardwareTiles {
 };
 #undef LLM_F16_DP
 
-// The same operations in software (SoftF16TilesPanel): tdpbf16ps as its definition reads, each
+// The same operations in software (SoftFloatTilesPanel): tdpbf16ps as its definition reads, each
 // pair's two products added to the F32 sum in turn. For the tests of the layouts on CPUs
 // without AMX; the hardware may round its sums otherwise.
 struct SoftTiles {
@@ -211,12 +244,12 @@ struct SoftTiles {
   static void StoreC(int j, float (*out)[16]) { std::memcpy(out, T()[4 + j], sizeof(T()[0])); }
 };
 
-// y[0:m, n0:n1] for F16 rows, plain or packed (f16_packed.h), on token tiles.
-template <class Tiles, bool kPacked>
-void AmxF16Panel(const void* xv, int m, int k, const void* wv, int n0, int n1, const float* bias,
-                 float* y, int ldy) {
+// y[0:m, n0:n1] for F16 or BF16 rows (Rows), plain or packed (f16_packed.h), on token tiles.
+template <class Tiles, class Rows, bool kPacked>
+void AmxFloatPanel(const void* xv, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                   float* y, int ldy) {
   const auto* tiles = static_cast<const Bf16TokenTile*>(xv);
-  const int rows = n1 - n0, kcs = k / 16, token_tiles = (m + 15) / 16;
+  const int rows = n1 - n0, kcs = k / Rows::kChunk, token_tiles = (m + 15) / 16;
   const uint16_t* w = static_cast<const uint16_t*>(wv) + static_cast<int64_t>(n0) * k;
   const bool whole_groups = kPacked && rows == 16;
   if (kPacked && !whole_groups) {  // the last panel of the matrix: its rows unpacked
@@ -234,9 +267,9 @@ void AmxF16Panel(const void* xv, int m, int k, const void* wv, int n0, int n1, c
     for (int kc = 0; kc < kcs; ++kc) {
       uint32_t(*ak)[16] = a[kc & 1];
       if (whole_groups) {
-        SplitPackedRows(w, k, kc, ak);
+        Rows::Packed(w, k, kc, ak);
       } else {
-        SplitPlainRows(w, k, rows, kc, ak);
+        Rows::Plain(w, k, rows, kc, ak);
       }
       if (kc & 1) {  // the next chunk's A loads while this one's products run
         Tiles::template LoadA<1>(ak);
@@ -272,35 +305,83 @@ bool AmxBf16Usable() {
   return usable;
 }
 
+namespace {
+
+// x (16 floats) as xh and xl, each a bf16 in the upper word of its dword (low words zero): xh
+// x's bits with the low 16 cleared, xl = x - xh rounded to nearest even at bit 16.
+inline void SplitActivations(__m512 v, __m512i& hi, __m512i& lo) {
+  const __m512i high = _mm512_set1_epi32(-65536);
+  hi = _mm512_and_si512(_mm512_castps_si512(v), high);
+  const __m512i rest = _mm512_castps_si512(_mm512_sub_ps(v, _mm512_castsi512_ps(hi)));
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(rest, 16), _mm512_set1_epi32(1));
+  lo = _mm512_and_si512(_mm512_add_epi32(rest, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))),
+                        high);
+}
+
+// Dword p of a chunk to row p, column i % 16 of a tile.
+inline __m512i TileColumn(int i) {
+  return _mm512_add_epi32(
+      _mm512_set_epi32(240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64, 48, 32, 16, 0),
+      _mm512_set1_epi32(i % 16));
+}
+
+}  // namespace
+
 void MakeBf16TokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out) {
   const int kcs = k / 16;
   Bf16TokenTile* t = out + static_cast<int64_t>(i / 16) * kcs;
-  // dword p of a chunk goes to row p, column i % 16 of the tile
-  const __m512i at = _mm512_add_epi32(
-      _mm512_set_epi32(240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64, 48, 32, 16, 0),
-      _mm512_set1_epi32(i % 16));
-  const __m512i high = _mm512_set1_epi32(-65536);
+  const __m512i at = TileColumn(i);
   for (int kc = 0; kc < kcs; ++kc) {
-    const __m512 v = x != nullptr ? _mm512_loadu_ps(x + 16 * kc) : _mm512_setzero_ps();
-    const __m512i hi = _mm512_and_si512(_mm512_castps_si512(v), high);
-    const __m512i lo = _mm512_castps_si512(_mm512_sub_ps(v, _mm512_castsi512_ps(hi)));
-    // round to nearest even at bit 16
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(lo, 16), _mm512_set1_epi32(1));
-    const __m512i lo_r = _mm512_and_si512(
-        _mm512_add_epi32(lo, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), high);
+    __m512i hi, lo;
+    SplitActivations(x != nullptr ? _mm512_loadu_ps(x + 16 * kc) : _mm512_setzero_ps(), hi, lo);
     _mm512_i32scatter_epi32(t[kc].hi, at, _mm512_or_si512(hi, _mm512_srli_epi32(hi, 16)), 4);
-    _mm512_i32scatter_epi32(t[kc].lo, at, _mm512_or_si512(lo_r, _mm512_srli_epi32(lo_r, 16)), 4);
+    _mm512_i32scatter_epi32(t[kc].lo, at, _mm512_or_si512(lo, _mm512_srli_epi32(lo, 16)), 4);
   }
 }
 
-MatmulBlockPanelFn AmxF16PlainPanel() {
-  return AmxF16Panel<HardwareTiles, false>;
+void MakeBf16PairTokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out) {
+  const int kcs = k / 32;
+  Bf16TokenTile* t = out + static_cast<int64_t>(i / 16) * kcs;
+  const __m512i at = TileColumn(i);
+  // the upper words of 32 dwords (two registers), in order
+  const __m512i odd_words =
+      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int kc = 0; kc < kcs; ++kc) {
+    __m512i hi0, lo0, hi1, lo1;
+    SplitActivations(x != nullptr ? _mm512_loadu_ps(x + 32 * kc) : _mm512_setzero_ps(), hi0, lo0);
+    SplitActivations(x != nullptr ? _mm512_loadu_ps(x + 32 * kc + 16) : _mm512_setzero_ps(), hi1,
+                     lo1);
+    _mm512_i32scatter_epi32(t[kc].hi, at, _mm512_permutex2var_epi16(hi0, odd_words, hi1), 4);
+    _mm512_i32scatter_epi32(t[kc].lo, at, _mm512_permutex2var_epi16(lo0, odd_words, lo1), 4);
+  }
 }
-MatmulBlockPanelFn AmxF16PackedPanel() {
-  return AmxF16Panel<HardwareTiles, true>;
+
+namespace {
+
+template <class Tiles>
+MatmulBlockPanelFn FloatTilesPanel(DType t) {
+  switch (t) {
+    case DType::kF16:
+      return AmxFloatPanel<Tiles, F16Rows, false>;
+    case DType::kF16Packed:
+      return AmxFloatPanel<Tiles, F16Rows, true>;
+    case DType::kBF16:
+      return AmxFloatPanel<Tiles, Bf16Rows, false>;
+    case DType::kBF16Packed:
+      return AmxFloatPanel<Tiles, Bf16Rows, true>;
+    default:
+      return nullptr;
+  }
 }
-MatmulBlockPanelFn SoftF16TilesPanel(bool packed) {
-  return packed ? AmxF16Panel<SoftTiles, true> : AmxF16Panel<SoftTiles, false>;
+
+}  // namespace
+
+MatmulBlockPanelFn AmxFloatTilesPanel(DType t) {
+  return FloatTilesPanel<HardwareTiles>(t);
+}
+MatmulBlockPanelFn SoftFloatTilesPanel(DType t) {
+  return FloatTilesPanel<SoftTiles>(t);
 }
 
 }  // namespace llm::kernels::internal

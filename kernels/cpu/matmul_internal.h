@@ -76,6 +76,10 @@ struct alignas(64) Bf16TokenTile {
 };
 // Writes token i's column of its tiles (x: its k floats, or null for zeros); k % 16 == 0.
 void MakeBf16TokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out);
+// The same tiles for BF16 weights (exact in bf16, so no weight split): per 32 k, hi[p][t] holds
+// token t's xh of weights 2p and 2p + 1 as the low and high word, lo[p][t] its xl; tile t,
+// chunk c at out[t * (k / 32) + c]; k % 32 == 0.
+void MakeBf16PairTokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out);
 
 // The token tiles of m rows of nb Q8_K blocks: tile t, block b at out[t * nb + b], for
 // Q8KTokenTileCount(m) tiles (an even count: the panels take two at a time).
@@ -116,10 +120,12 @@ struct MatmulKernels {
   // bf16_packed) read x as float blocks (MakeFloatBlocks); 0: never.
   int float_blocks_min_m = 0;
   int float_blocks_max_m = 0;
-  // F16 rows (plain, packed) on Bf16TokenTile inputs, for every m when k % 16 == 0 (the AMX set
-  // on a CPU with AMX-BF16); null: the panels above.
+  // F16 rows (plain, packed) on Bf16TokenTile inputs for every m when k % 16 == 0, BF16 rows on
+  // the pair tiles when k % 32 == 0 (the AMX set on a CPU with AMX-BF16); null: the panels above.
   MatmulBlockPanelFn f16_tiles = nullptr;
   MatmulBlockPanelFn f16_packed_tiles = nullptr;
+  MatmulBlockPanelFn bf16_tiles = nullptr;
+  MatmulBlockPanelFn bf16_packed_tiles = nullptr;
 };
 
 const MatmulKernels& ScalarMatmulKernels();
@@ -132,12 +138,12 @@ const MatmulKernels& AmxMatmulKernels();
 // Whether this CPU has AMX-INT8 and the kernel let this process use its tile data (Linux asks
 // for it with arch_prctl; asked once).
 bool AmxUsable();
-// AmxUsable and AMX-BF16; then AmxF16PlainPanel / AmxF16PackedPanel may run (matmul_amx_f16.cc).
+// AmxUsable and AMX-BF16; then the panels of AmxFloatTilesPanel may run (matmul_amx_f16.cc).
 bool AmxBf16Usable();
-MatmulBlockPanelFn AmxF16PlainPanel();
-MatmulBlockPanelFn AmxF16PackedPanel();
+// The tiles panel of kF16, kF16Packed, kBF16 or kBF16Packed rows; null for other formats.
+MatmulBlockPanelFn AmxFloatTilesPanel(DType t);
 // Those panels with the tile operations in software (tests on CPUs with AVX-512 but no AMX).
-MatmulBlockPanelFn SoftF16TilesPanel(bool packed);
+MatmulBlockPanelFn SoftFloatTilesPanel(DType t);
 
 constexpr int kMaxMatmulIsas = 5;
 

@@ -165,41 +165,44 @@ bool HasAvx512() {
          __builtin_cpu_supports("avx512vl");
 }
 
-// y = x w^T (F16 rows, plain or packed) for a matmul on Bf16 token tiles.
-using F16Matmul = void (*)(const float* x, int m, int k, const void* w, DType t, int n,
-                           const float* bias, float* y);
+// y = x w^T (F16 or BF16 rows, plain or packed) for a matmul on Bf16 token tiles.
+using FloatMatmul = void (*)(const float* x, int m, int k, const void* w, DType t, int n,
+                             const float* bias, float* y);
 
-// F16 on tiles: within 2^-16 of the float64 sum of |x w| (x kept to ~16 bits: bf16 alone would
-// be off by ~2^-9, and so would F16 weights cut to bf16), plain and packed rows with the same
-// bits, each row's bits those of the row alone (m = 1) whatever its batch, with and without a
-// bias, on panels with a tail of rows (also a partial group of 4) and one or several chunks of
-// 16 k, 1 to 5 token tiles.
-void ExpectF16OnTiles(F16Matmul matmul) {
-  const Shape shapes[] = {{1, 16, 16}, {17, 37, 48}, {70, 20, 528}, {65, 50, 1024}, {16, 3, 64}};
+// F16 or BF16 (`type`) on tiles: within 2^-16 of the float64 sum of |x w| (x kept to ~16 bits:
+// bf16 alone would be off by ~2^-9, and so would F16 weights cut to bf16), plain and packed rows
+// with the same bits, each row's bits those of the row alone (m = 1) whatever its batch, with
+// and without a bias, on panels with a tail of rows (also a partial group of 4) and one or
+// several chunks (16 k for F16, 32 for BF16), 1 to 5 token tiles.
+void ExpectFloatTiles(DType type, FloatMatmul matmul) {
+  const bool f16 = type == DType::kF16;
+  const DType packed_type = f16 ? DType::kF16Packed : DType::kBF16Packed;
+  const Shape shapes[] = {
+      {1, 16, 32}, {17, 37, f16 ? 48 : 96}, {70, 20, 544}, {65, 50, 1024}, {16, 3, 64}};
   for (const Shape s : shapes) {
-    SCOPED_TRACE("m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " +
-                 std::to_string(s.k));
+    SCOPED_TRACE(std::string(DTypeName(type)) + " m " + std::to_string(s.m) + " n " +
+                 std::to_string(s.n) + " k " + std::to_string(s.k));
     const auto wf = testing::RandomFloats(static_cast<size_t>(s.n) * s.k, 3 + s.k, -0.5f, 0.5f);
     std::vector<uint16_t> w(wf.size()), packed(wf.size());
-    for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToF16(wf[i]);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = f16 ? F32ToF16(wf[i]) : F32ToBf16(wf[i]);
     internal::PackF16Rows(w.data(), s.n, s.k, packed.data());
     const auto x = testing::RandomFloats(static_cast<size_t>(s.m) * s.k, 5 + s.m, -2.0f, 2.0f);
     const auto bias = testing::RandomFloats(s.n, 7);
     for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
       std::vector<float> y(static_cast<size_t>(s.m) * s.n), yp(y.size()), one(s.n);
-      matmul(x.data(), s.m, s.k, w.data(), DType::kF16, s.n, b, y.data());
-      matmul(x.data(), s.m, s.k, packed.data(), DType::kF16Packed, s.n, b, yp.data());
+      matmul(x.data(), s.m, s.k, w.data(), type, s.n, b, y.data());
+      matmul(x.data(), s.m, s.k, packed.data(), packed_type, s.n, b, yp.data());
       ASSERT_EQ(std::memcmp(y.data(), yp.data(), 4 * y.size()), 0) << "plain against packed";
       for (int i = 0; i < s.m; ++i) {
         const float* xi = x.data() + static_cast<size_t>(i) * s.k;
-        matmul(xi, 1, s.k, packed.data(), DType::kF16Packed, s.n, b, one.data());
+        matmul(xi, 1, s.k, packed.data(), packed_type, s.n, b, one.data());
         ASSERT_EQ(std::memcmp(one.data(), y.data() + static_cast<size_t>(i) * s.n, 4 * s.n), 0)
             << "row " << i << " alone";
         for (int j = 0; j < s.n; ++j) {
           double ref = b != nullptr ? b[j] : 0.0, mag = std::fabs(ref);
           for (int p = 0; p < s.k; ++p) {
-            const double t =
-                static_cast<double>(xi[p]) * F16ToF32(w[static_cast<size_t>(j) * s.k + p]);
+            const uint16_t wb = w[static_cast<size_t>(j) * s.k + p];
+            const double t = static_cast<double>(xi[p]) * (f16 ? F16ToF32(wb) : Bf16ToF32(wb));
             ref += t;
             mag += std::fabs(t);
           }
@@ -210,38 +213,46 @@ void ExpectF16OnTiles(F16Matmul matmul) {
   }
 }
 
-TEST(AmxTiles, F16OnBf16TilesIsCloseToFloat64AndBatchInvariant) {
+TEST(AmxTiles, F16AndBf16OnBf16TilesAreCloseToFloat64AndBatchInvariant) {
   if (!internal::AmxBf16Usable()) {
     GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-BF16 tiles";
   }
   if (internal::AmxMatmulKernels().f16_tiles == nullptr) {
     GTEST_SKIP() << "F16 on AMX tiles is opt-in: LLM_AMX_F16=1 (ctest: kernels_test.AmxF16OptIn)";
   }
-  ASSERT_NE(internal::AmxMatmulKernels().f16_packed_tiles, nullptr);
-  ExpectF16OnTiles(
-      [](const float* x, int m, int k, const void* w, DType t, int n, const float* bias, float* y) {
-        internal::MatmulWith(internal::AmxMatmulKernels(), x, m, k, w, t, n, bias, y);
-      });
+  for (const DType t : {DType::kF16, DType::kBF16}) {
+    ExpectFloatTiles(t, [](const float* x, int m, int k, const void* w, DType type, int n,
+                           const float* bias, float* y) {
+      internal::MatmulWith(internal::AmxMatmulKernels(), x, m, k, w, type, n, bias, y);
+    });
+  }
 }
 
-// The same panels with the tile operations in software: the layouts of A (weights split from
-// plain and packed rows) and B (MakeBf16TokenTilesRow) and the walk over panels, chunks and
-// token tiles, on any CPU with AVX-512.
-TEST(AmxTiles, F16PanelsOnSoftwareTilesAreCloseToFloat64AndBatchInvariant) {
+// The same panels with the tile operations in software: the layouts of A (weights from plain
+// and packed rows) and B (MakeBf16TokenTilesRow, MakeBf16PairTokenTilesRow) and the walk over
+// panels, chunks and token tiles, on any CPU with AVX-512.
+TEST(AmxTiles, FloatPanelsOnSoftwareTilesAreCloseToFloat64AndBatchInvariant) {
   if (!HasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512 (F, BW, VL)";
-  ExpectF16OnTiles(
-      [](const float* x, int m, int k, const void* w, DType t, int n, const float* bias, float* y) {
-        const int token_tiles = (m + 15) / 16;
-        std::vector<internal::Bf16TokenTile> tiles(static_cast<size_t>(token_tiles) * (k / 16));
-        for (int i = 0; i < 16 * token_tiles; ++i) {
-          internal::MakeBf16TokenTilesRow(i < m ? x + static_cast<size_t>(i) * k : nullptr, i, k,
-                                          tiles.data());
+  for (const DType t : {DType::kF16, DType::kBF16}) {
+    ExpectFloatTiles(t, [](const float* x, int m, int k, const void* w, DType type, int n,
+                           const float* bias, float* y) {
+      const bool f16 = type == DType::kF16 || type == DType::kF16Packed;
+      const int chunk = f16 ? 16 : 32, token_tiles = (m + 15) / 16;
+      std::vector<internal::Bf16TokenTile> tiles(static_cast<size_t>(token_tiles) * (k / chunk));
+      for (int i = 0; i < 16 * token_tiles; ++i) {
+        const float* xi = i < m ? x + static_cast<size_t>(i) * k : nullptr;
+        if (f16) {
+          internal::MakeBf16TokenTilesRow(xi, i, k, tiles.data());
+        } else {
+          internal::MakeBf16PairTokenTilesRow(xi, i, k, tiles.data());
         }
-        const auto panel = internal::SoftF16TilesPanel(t == DType::kF16Packed);
-        for (int n0 = 0; n0 < n; n0 += 16) {
-          panel(tiles.data(), m, k, w, n0, std::min(n, n0 + 16), bias, y, n);
-        }
-      });
+      }
+      const auto panel = internal::SoftFloatTilesPanel(type);
+      for (int n0 = 0; n0 < n; n0 += 16) {
+        panel(tiles.data(), m, k, w, n0, std::min(n, n0 + 16), bias, y, n);
+      }
+    });
+  }
 }
 
 // k not a multiple of 16: the AVX-512 F16 panels, with their bits, at every m.
@@ -262,7 +273,7 @@ TEST(AmxTiles, F16WithKNotAMultipleOf16RunsTheAvx512Panels) {
 
 // Token i's column of its tiles: xh is x with the low 16 bits cleared, xl = x - xh rounded to
 // nearest even, each twice in its dword; the columns past m (written as zeros) are zero.
-TEST(AmxTiles, Bf16TokenTilesSplitEachActivation) {
+TEST(AmxTiles, Bf16TokenTilesSplitEachActivation) {  // and the pair tiles
   if (!HasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512 (F, BW, VL)";
   const int m = 19, k = 32, tiles = 2;
   const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 9, -100.0f, 100.0f);
@@ -295,6 +306,34 @@ TEST(AmxTiles, Bf16TokenTilesSplitEachActivation) {
       const float rest = v - as_float(bits & 0xFFFF0000u);
       const float xl = as_float(lo & 0xFFFF0000u);
       ASSERT_EQ(xl, Bf16ToF32(F32ToBf16(rest))) << "token " << i << " k " << p;  // nearest even
+    }
+  }
+  // The pair tiles (BF16 weights): dword p of a 32-k chunk holds the splits of k = 2p (low
+  // word) and 2p + 1 (high word).
+  std::vector<internal::Bf16TokenTile> pairs(static_cast<size_t>(tiles) * (k / 32));
+  std::memset(pairs.data(), 0xFF, sizeof(pairs[0]) * pairs.size());
+  for (int i = 0; i < 16 * tiles; ++i) {
+    internal::MakeBf16PairTokenTilesRow(i < m ? x.data() + static_cast<size_t>(i) * k : nullptr, i,
+                                        k, pairs.data());
+  }
+  for (int i = 0; i < 16 * tiles; ++i) {
+    for (int p = 0; p < k; ++p) {
+      const internal::Bf16TokenTile& o = pairs[(i / 16) * (k / 32) + p / 32];
+      const int shift = 16 * (p % 2);
+      const uint32_t hi = (o.hi[(p % 32) / 2][i % 16] >> shift) & 0xFFFF;
+      const uint32_t lo = (o.lo[(p % 32) / 2][i % 16] >> shift) & 0xFFFF;
+      if (i >= m) {
+        ASSERT_EQ(hi, 0u);
+        ASSERT_EQ(lo, 0u);
+        continue;
+      }
+      const float v = x[static_cast<size_t>(i) * k + p];
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      ASSERT_EQ(hi, bits >> 16) << "token " << i << " k " << p;
+      ASSERT_EQ(Bf16ToF32(static_cast<uint16_t>(lo)),
+                Bf16ToF32(F32ToBf16(v - as_float(bits & 0xFFFF0000u))))
+          << "token " << i << " k " << p;
     }
   }
 }
