@@ -271,69 +271,54 @@ TEST(AmxTiles, F16WithKNotAMultipleOf16RunsTheAvx512Panels) {
   EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0);
 }
 
-// Token i's column of its tiles: xh is x with the low 16 bits cleared, xl = x - xh rounded to
-// nearest even, each twice in its dword; the columns past m (written as zeros) are zero.
-TEST(AmxTiles, Bf16TokenTilesSplitEachActivation) {  // and the pair tiles
+// Token i's xh and xl (bf16 bits) of weight p as read from a tile: x's high 16 bits and x - xh
+// rounded to nearest even; zeros for a token past m.
+void ExpectSplitOf(const std::vector<float>& x, int m, int k, int i, int p, uint32_t xh,
+                   uint32_t xl) {
+  SCOPED_TRACE("token " + std::to_string(i) + " k " + std::to_string(p));
+  if (i >= m) {
+    EXPECT_EQ(xh, 0u);
+    EXPECT_EQ(xl, 0u);
+    return;
+  }
+  const float v = x[static_cast<size_t>(i) * k + p];
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  EXPECT_EQ(xh, bits >> 16);
+  const uint32_t head_bits = bits & 0xFFFF0000u;
+  float head;
+  std::memcpy(&head, &head_bits, 4);
+  EXPECT_EQ(xl, F32ToBf16(v - head));
+}
+
+// Token i's column of its tiles (F16 and pair tiles) holds its split of every weight's
+// activation; the columns past m (written as zeros) are zero.
+TEST(AmxTiles, Bf16TokenTilesSplitEachActivation) {
   if (!HasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512 (F, BW, VL)";
   const int m = 19, k = 32, tiles = 2;
   const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 9, -100.0f, 100.0f);
-  std::vector<internal::Bf16TokenTile> t(static_cast<size_t>(tiles) * (k / 16));
+  // F16 weights: each value twice in its dword. BF16 weights (pair tiles): dword p of a 32-k
+  // chunk holds the splits of k = 2p (low word) and 2p + 1 (high word).
+  std::vector<internal::Bf16TokenTile> t(static_cast<size_t>(tiles) * (k / 16)),
+      pairs(static_cast<size_t>(tiles) * (k / 32));
   std::memset(t.data(), 0xFF, sizeof(t[0]) * t.size());
+  std::memset(pairs.data(), 0xFF, sizeof(pairs[0]) * pairs.size());
   for (int i = 0; i < 16 * tiles; ++i) {
-    internal::MakeBf16TokenTilesRow(i < m ? x.data() + static_cast<size_t>(i) * k : nullptr, i, k,
-                                    t.data());
+    const float* xi = i < m ? x.data() + static_cast<size_t>(i) * k : nullptr;
+    internal::MakeBf16TokenTilesRow(xi, i, k, t.data());
+    internal::MakeBf16PairTokenTilesRow(xi, i, k, pairs.data());
   }
-  auto as_float = [](uint32_t high) {
-    float f;
-    std::memcpy(&f, &high, 4);
-    return f;
-  };
   for (int i = 0; i < 16 * tiles; ++i) {
     for (int p = 0; p < k; ++p) {
       const internal::Bf16TokenTile& o = t[(i / 16) * (k / 16) + p / 16];
       const uint32_t hi = o.hi[p % 16][i % 16], lo = o.lo[p % 16][i % 16];
       ASSERT_EQ(hi >> 16, hi & 0xFFFF) << "token " << i << " k " << p;
       ASSERT_EQ(lo >> 16, lo & 0xFFFF) << "token " << i << " k " << p;
-      if (i >= m) {
-        ASSERT_EQ(hi, 0u);
-        ASSERT_EQ(lo, 0u);
-        continue;
-      }
-      const float v = x[static_cast<size_t>(i) * k + p];
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      ASSERT_EQ(hi >> 16, bits >> 16);
-      const float rest = v - as_float(bits & 0xFFFF0000u);
-      const float xl = as_float(lo & 0xFFFF0000u);
-      ASSERT_EQ(xl, Bf16ToF32(F32ToBf16(rest))) << "token " << i << " k " << p;  // nearest even
-    }
-  }
-  // The pair tiles (BF16 weights): dword p of a 32-k chunk holds the splits of k = 2p (low
-  // word) and 2p + 1 (high word).
-  std::vector<internal::Bf16TokenTile> pairs(static_cast<size_t>(tiles) * (k / 32));
-  std::memset(pairs.data(), 0xFF, sizeof(pairs[0]) * pairs.size());
-  for (int i = 0; i < 16 * tiles; ++i) {
-    internal::MakeBf16PairTokenTilesRow(i < m ? x.data() + static_cast<size_t>(i) * k : nullptr, i,
-                                        k, pairs.data());
-  }
-  for (int i = 0; i < 16 * tiles; ++i) {
-    for (int p = 0; p < k; ++p) {
-      const internal::Bf16TokenTile& o = pairs[(i / 16) * (k / 32) + p / 32];
+      ExpectSplitOf(x, m, k, i, p, hi >> 16, lo >> 16);
+      const internal::Bf16TokenTile& q = pairs[(i / 16) * (k / 32) + p / 32];
       const int shift = 16 * (p % 2);
-      const uint32_t hi = (o.hi[(p % 32) / 2][i % 16] >> shift) & 0xFFFF;
-      const uint32_t lo = (o.lo[(p % 32) / 2][i % 16] >> shift) & 0xFFFF;
-      if (i >= m) {
-        ASSERT_EQ(hi, 0u);
-        ASSERT_EQ(lo, 0u);
-        continue;
-      }
-      const float v = x[static_cast<size_t>(i) * k + p];
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      ASSERT_EQ(hi, bits >> 16) << "token " << i << " k " << p;
-      ASSERT_EQ(Bf16ToF32(static_cast<uint16_t>(lo)),
-                Bf16ToF32(F32ToBf16(v - as_float(bits & 0xFFFF0000u))))
-          << "token " << i << " k " << p;
+      ExpectSplitOf(x, m, k, i, p, (q.hi[(p % 32) / 2][i % 16] >> shift) & 0xFFFF,
+                    (q.lo[(p % 32) / 2][i % 16] >> shift) & 0xFFFF);
     }
   }
 }
