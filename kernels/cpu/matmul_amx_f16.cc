@@ -125,6 +125,21 @@ struct Bf16Rows {
 #define LLM_F16_DP(C, A)   \
   _tile_dpbf16ps(C, A, 2); \
   _tile_dpbf16ps(C, A, 3)
+#define LLM_F16_PRODUCT_INTO_C(A) \
+  switch (j) {                    \
+    case 0:                       \
+      LLM_F16_DP(4, A);           \
+      break;                      \
+    case 1:                       \
+      LLM_F16_DP(5, A);           \
+      break;                      \
+    case 2:                       \
+      LLM_F16_DP(6, A);           \
+      break;                      \
+    default:                      \
+      LLM_F16_DP(7, A);           \
+      break;                      \
+  }
 struct HardwareTiles {
   static void Configure() { ConfigureF16Tiles(); }
   static void Release() { _tile_release(); }
@@ -148,35 +163,9 @@ struct HardwareTiles {
     _tile_loadd(2, b.hi, 64);
     _tile_loadd(3, b.lo, 64);
     if constexpr (kA == 0) {
-      switch (j) {
-        case 0:
-          LLM_F16_DP(4, 0);
-          break;
-        case 1:
-          LLM_F16_DP(5, 0);
-          break;
-        case 2:
-          LLM_F16_DP(6, 0);
-          break;
-        default:
-          LLM_F16_DP(7, 0);
-          break;
-      }
+      LLM_F16_PRODUCT_INTO_C(0);
     } else {
-      switch (j) {
-        case 0:
-          LLM_F16_DP(4, 1);
-          break;
-        case 1:
-          LLM_F16_DP(5, 1);
-          break;
-        case 2:
-          LLM_F16_DP(6, 1);
-          break;
-        default:
-          LLM_F16_DP(7, 1);
-          break;
-      }
+      LLM_F16_PRODUCT_INTO_C(1);
     }
   }
   static void StoreC(int j, float (*out)[16]) {
@@ -196,6 +185,7 @@ struct HardwareTiles {
     }
   }
 };
+#undef LLM_F16_PRODUCT_INTO_C
 #undef LLM_F16_DP
 
 // The same operations in software (SoftFloatTilesPanel): tdpbf16ps as its definition reads, each
