@@ -1,10 +1,10 @@
 // kernel_bench: speed of the CPU kernels (not a test). Prints GFLOP/s and GB/s of Matmul for F32,
-// BF16, F16, Q8_0, Q4_K and Q6_K weights at m = 1, 16, 32, 64, 128 (and 512 for the quantized
-// ones) on a 4096 x 4096 weight (in L3; packed F16 at m = 16 and 64 also from DRAM), and
-// PagedAttention for a
-// decode batch and a prefill (`kernel_bench matmul` or `kernel_bench attention` runs one).
-// `kernel_bench gemv` (only when named) prints the GEMV GB/s of every weight format and ISA, in
-// cache and from DRAM. Threads: OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.
+// BF16, F16, Q8_0, Q4_K, Q6_K, Q2_K and packed Q3_K weights at m = 1, 4, 8, 16, 32, 64, 128 (and
+// 512 for the quantized ones) on a 4096 x 4096 weight (in L3; packed F16 at m = 16 and 64 also
+// from DRAM), and PagedAttention for a decode batch and a prefill (`kernel_bench matmul` or
+// `kernel_bench attention` runs one). `kernel_bench gemv` (only when named) prints the GEMV GB/s
+// of every weight format and ISA, in cache and from DRAM. `--dtype` keeps only the formats named
+// (matmul, gemv). Threads: OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.
 #include <omp.h>
 #include <unistd.h>
 
@@ -22,6 +22,7 @@
 #include "common/cli.h"
 #include "common/dtype.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/q8_0.h"
@@ -62,7 +63,26 @@ size_t DramRoundRobinBytes() {
   return std::max<size_t>(256u << 20, l3 > 0 ? 2 * static_cast<size_t>(l3) : 0);
 }
 
-void BenchMatmul() {
+// Whether every name in `only` is a format of `types` (else says which are, on stderr).
+bool KnownTypes(const char* part, const std::vector<std::string>& only,
+                std::span<const DType> types) {
+  for (const std::string& name : only) {
+    if (std::none_of(types.begin(), types.end(),
+                     [&](DType t) { return name == llm::DTypeName(t); })) {
+      std::string known;
+      for (DType t : types) known += std::string(known.empty() ? "" : ", ") + llm::DTypeName(t);
+      std::fprintf(stderr, "kernel_bench %s: --dtype '%s' is none of: %s\n", part, name.c_str(),
+                   known.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+bool Wanted(const std::vector<std::string>& only, DType t) {
+  return only.empty() || std::find(only.begin(), only.end(), llm::DTypeName(t)) != only.end();
+}
+
+bool BenchMatmul(const std::vector<std::string>& only_types) {
   const int k = 4096, n = 4096;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> d(-1, 1);
@@ -80,6 +100,13 @@ void BenchMatmul() {
       wq6k(llm::RowBytes(DType::kQ6_K, k) * n);
   kn::QuantizeRows(DType::kQ4_K, wf.data(), n, k, wq4k.data());
   kn::QuantizeRows(DType::kQ6_K, wf.data(), n, k, wq6k.data());
+  // Q2_K, and Q3_K in the layout the CPU backend gives it (bit planes, kquant_packed.h)
+  std::vector<uint8_t> wq2k(llm::RowBytes(DType::kQ2_K, k) * n),
+      wq3k(llm::RowBytes(DType::kQ3_K, k) * n), wq3kp(wq3k.size());
+  kn::QuantizeRows(DType::kQ2_K, wf.data(), n, k, wq2k.data());
+  kn::QuantizeRows(DType::kQ3_K, wf.data(), n, k, wq3k.data());
+  kn::internal::PackQ3KBlocks(
+      wq3k.data(), static_cast<int64_t>(wq3k.size() / llm::BlockBytes(DType::kQ3_K)), wq3kp.data());
   std::vector<float> x(static_cast<size_t>(512) * k), y(static_cast<size_t>(512) * n);
   for (float& v : x) v = d(rng);
   std::printf("Matmul k=%d n=%d isa=%s threads=%d\n", k, n, kn::MatmulIsa(), omp_get_max_threads());
@@ -87,11 +114,16 @@ void BenchMatmul() {
   const struct {
     DType t;
     const void* w;
-  } cases[] = {{DType::kF32, wf.data()},   {DType::kBF16, wbf.data()},
-               {DType::kF16, wh.data()},   {DType::kF16Packed, whp.data()},
-               {DType::kQ8_0, wq.data()},  {DType::kQ4_K, wq4k.data()},
-               {DType::kQ6_K, wq6k.data()}};
+  } cases[] = {{DType::kF32, wf.data()},          {DType::kBF16, wbf.data()},
+               {DType::kF16, wh.data()},          {DType::kF16Packed, whp.data()},
+               {DType::kQ8_0, wq.data()},         {DType::kQ4_K, wq4k.data()},
+               {DType::kQ6_K, wq6k.data()},       {DType::kQ2_K, wq2k.data()},
+               {DType::kQ3_KPacked, wq3kp.data()}};
+  DType case_types[std::size(cases)];
+  for (size_t i = 0; i < std::size(cases); ++i) case_types[i] = cases[i].t;
+  if (!KnownTypes("matmul", only_types, case_types)) return false;
   for (const auto& c : cases) {
+    if (!Wanted(only_types, c.t)) continue;
     for (int m : {1, 4, 8, 16, 32, 64, 128, 512}) {
       if (m == 512 && !llm::IsBlockFormat(c.t)) continue;  // seconds a call
       const double s = TimeIt([&] { kn::Matmul(x.data(), m, k, c.w, c.t, n, nullptr, y.data()); });
@@ -100,6 +132,7 @@ void BenchMatmul() {
                   2.0 * m * n * k / s * 1e-9, bytes / s * 1e-9);
     }
   }
+  if (!Wanted(only_types, DType::kF16Packed)) return true;
   // Batched decode as the engine meets it: the weights from DRAM (a round robin over copies that
   // span DramRoundRobinBytes), not from the L3 the cases above reuse.
   const size_t bytes = whp.size() * sizeof(uint16_t);
@@ -115,6 +148,7 @@ void BenchMatmul() {
                 m, s * 1e3, 2.0 * m * n * k / s * 1e-9,
                 (static_cast<double>(bytes) + 4.0 * m * (k + n)) / s * 1e-9, copies);
   }
+  return true;
 }
 
 // GEMV (m = 1, a decode step's matmul) per weight format and ISA: GB/s of weights with the
@@ -135,16 +169,7 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
                          DType::kQ5_0Packed, DType::kQ5_1Packed, DType::kQ4_K,
                          DType::kQ5_K,       DType::kQ6_K,       DType::kQ3_K,
                          DType::kQ3_KPacked, DType::kQ2_K};
-  for (const std::string& name : only_types) {
-    if (std::none_of(std::begin(types), std::end(types),
-                     [&](DType t) { return name == llm::DTypeName(t); })) {
-      std::string known;
-      for (DType t : types) known += std::string(known.empty() ? "" : ", ") + llm::DTypeName(t);
-      std::fprintf(stderr, "kernel_bench gemv: --dtype '%s' is none of: %s\n", name.c_str(),
-                   known.c_str());
-      return false;
-    }
-  }
+  if (!KnownTypes("gemv", only_types, types)) return false;
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);
   std::printf(
@@ -274,18 +299,19 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape s
 
 int main(int argc, char** argv) {
   std::string only;
-  std::vector<std::string> gemv_types;
+  std::vector<std::string> only_types;
   CLI::App app("CPU kernel throughput (matmul per weight format and ISA, paged attention).",
                "kernel_bench");
   app.add_option("only", only, "run just this part")
       ->check(CLI::IsMember({"matmul", "gemv", "attention"}));
-  app.add_option("--dtype", gemv_types,
-                 "gemv: only these weight formats, as printed (e.g. Q2_K, \"F16 (packed)\")");
+  app.add_option("--dtype", only_types,
+                 "matmul, gemv: only these weight formats, as printed (e.g. Q2_K, \"F16 "
+                 "(packed)\")");
   if (auto rc = llm::ParseCommandLine(app, argc, argv)) return *rc;
   if (only == "gemv") {
-    return BenchGemv(gemv_types) ? 0 : 2;
+    return BenchGemv(only_types) ? 0 : 2;
   }
-  if (only != "attention") BenchMatmul();
+  if (only != "attention" && !BenchMatmul(only_types)) return 2;
   if (only == "matmul") return 0;
   std::printf(
       "PagedAttention (q_heads/kv_heads x head_dim) block_size=16 threads=%d, K/V in F32 "

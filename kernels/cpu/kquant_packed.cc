@@ -20,9 +20,9 @@ uint64_t TransposeBits8x8(uint64_t x) {
 }
 
 // ggml's hmask is 32 rows (element i of every chunk) of 8 bits (chunk c); the bit planes are its
-// transpose, 8 rows (chunk c, 4 bytes each) of 32 bits (element i). Group g of 8 elements
-// (bytes 8g .. 8g + 7 of ggml's) is the 8 x 8 block whose transpose is byte g of every plane.
-// `to_planes` picks the direction; every other byte of the block is copied.
+// transpose, 8 rows (chunk c, 4 bytes each, at plane PlaneOf(c)) of 32 bits (element i). Group g
+// of 8 elements (bytes 8g .. 8g + 7 of ggml's) is the 8 x 8 block whose transpose is byte g of
+// every plane. `to_planes` picks the direction; every other byte of the block is copied.
 void MoveHighBits(const void* src, int64_t count, void* dst, bool to_planes) {
   const auto* in = static_cast<const BlockQ3_K*>(src);
   auto* out = static_cast<BlockQ3_K*>(dst);
@@ -31,13 +31,13 @@ void MoveHighBits(const void* src, int64_t count, void* dst, bool to_planes) {
     for (int g = 0; g < 4; ++g) {
       uint8_t rows[8];
       for (int r = 0; r < 8; ++r)
-        rows[r] = to_planes ? in[b].hmask[8 * g + r] : in[b].hmask[4 * r + g];
+        rows[r] = to_planes ? in[b].hmask[8 * g + r] : in[b].hmask[4 * Q3KPlaneOf(r) + g];
       uint64_t x;
       std::memcpy(&x, rows, 8);
       x = TransposeBits8x8(x);
       std::memcpy(rows, &x, 8);
       for (int r = 0; r < 8; ++r)
-        (to_planes ? block.hmask[4 * r + g] : block.hmask[8 * g + r]) = rows[r];
+        (to_planes ? block.hmask[4 * Q3KPlaneOf(r) + g] : block.hmask[8 * g + r]) = rows[r];
     }
     out[b] = block;
   }

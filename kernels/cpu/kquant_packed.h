@@ -4,8 +4,10 @@
 // ggml's hmask (quant_blocks.h) keeps the high bit of element 32c + i (chunk c = 0..7, i = 0..31)
 // as bit c of byte i, so 64 weights' bits are spread over 32 bytes and the AVX-512 GEMV spent a
 // vptestmb per 64 weights (four per block) to gather them into a byte mask. Packed, the 32 bytes
-// of hmask are 8 little-endian 32-bit words, word c holding chunk c's 32 bits in element order:
-// the 64-bit word p (chunks 2p, 2p + 1) is the byte mask of the 64 weights of register p as it is.
+// of hmask are 8 little-endian 32-bit words, chunk c's 32 bits in element order at word
+// Q3KPlaneOf(c) (chunks 0 4 1 5 2 6 3 7): the 64-bit word j (chunks j, j + 4) is the byte mask of
+// the 64 weights of the GEMV's register j (matmul_kquant_gemv512.h: chunk j in the low half, j + 4
+// in the high one) as it is.
 // Everything else in the block (qs, scales, d) is unchanged, so a packed row has Q3_K's RowBytes
 // and a matmul on it gives Q3_K's bits (tested).
 #pragma once
@@ -13,6 +15,11 @@
 #include <cstdint>
 
 namespace llm::kernels::internal {
+
+// The 32-bit word of the packed hmask that holds chunk c's high bits.
+constexpr int Q3KPlaneOf(int c) {
+  return 2 * (c & 3) + (c >> 2);
+}
 
 // `count` Q3_K blocks from ggml's layout to the packed one; src and dst must not overlap.
 // Unpack is its inverse.

@@ -68,15 +68,12 @@ bool g_q8_0_gemv_avx2 = [] {
                         __builtin_cpu_is("amd"));
 }();
 
-void PairChunksQ8K(BlockQ8_K* x, int nb) {
+void ReorderChunksQ8K(BlockQ8_K* x, int nb, Q8KOrder order) {
   for (int b = 0; b < nb; ++b) {
-    for (int half = 0; half < 2; ++half) {
-      int8_t* q = x[b].qs + 128 * half;
-      int8_t c1[32];
-      std::memcpy(c1, q + 32, 32);
-      std::memcpy(q + 32, q + 64, 32);
-      std::memcpy(q + 64, c1, 32);
-    }
+    int8_t natural[kQK_K];
+    std::memcpy(natural, x[b].qs, kQK_K);
+    for (int h = 0; h < 8; ++h)
+      std::memcpy(x[b].qs + 32 * Q8KChunkAt(order, h), natural + 32 * h, 32);
   }
 }
 
@@ -182,14 +179,15 @@ void MakeFloatBlocks(const float* x, int m, int k, float* out) {
 namespace {
 
 // The forms of the input rows a panel reads: float (F32, F16, BF16 weights), Q8_0 (the 32-block
-// formats on the scalar set: ggml's vec_dot_type), Q8_K (K-quants), Q8_K with paired
-// chunks (the AVX-512 Q4_K / Q5_K panels, PairChunksQ8K), PackedX groups (the packed 32-block
-// kernels, legacy_packed.h) and Q8_K / Q8_0 token tiles (the AMX panels).
+// formats on the scalar set: ggml's vec_dot_type), Q8_K (K-quants), Q8_K with its chunks paired
+// or halved (the AVX-512 panels of Q4_K / Q5_K and of Q2_K / Q3_K, Q8KOrder), PackedX groups (the
+// packed 32-block kernels, legacy_packed.h) and Q8_K / Q8_0 token tiles (the AMX panels).
 enum InputForm {
   kFloatInput,
   kQ8_0Input,
   kQ8_KInput,
   kQ8_KPairedInput,
+  kQ8_KHalvedInput,
   kPackedXInput,
   kQ8_KTilesInput,
   kQ8_0TilesInput,
@@ -222,7 +220,14 @@ InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
     return IsKQuant(t) ? kQ8_KTilesInput : kQ8_0TilesInput;
   }
   if (IsKQuant(t)) {  // Q8_K, packed layout (kQ3_KPacked) or not
-    return ks.quant->pairs_chunks[static_cast<int>(t)] ? kQ8_KPairedInput : kQ8_KInput;
+    switch (ks.quant->x_order[static_cast<int>(t)]) {
+      case Q8KOrder::kPairs:
+        return kQ8_KPairedInput;
+      case Q8KOrder::kHalves:
+        return kQ8_KHalvedInput;
+      default:
+        return kQ8_KInput;
+    }
   }
   if (PackedLayoutOf(t) != t || FileFormatOf(t) != t) {
     return NativePacked(ks, t) ? kPackedXInput : kQ8_0Input;
@@ -237,7 +242,7 @@ InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
 // The quantized input rows, per thread (buffers that only grow).
 struct QuantizedInputs {
   std::vector<BlockQ8_0> q8_0;
-  std::vector<BlockQ8_K> q8_k, q8_k_paired;
+  std::vector<BlockQ8_K> q8_k, q8_k_paired, q8_k_halved;
   std::vector<PackedXGroup> packed_x;
   std::vector<Q8KTokenTile> q8_k_tiles;
   std::vector<Q8_0TokenTile> q8_0_tiles;
@@ -249,7 +254,8 @@ struct QuantizedInputs {
 float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
                       QuantizedInputs& in) {
   const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
-  const bool kquant = need[kQ8_KInput] || need[kQ8_KPairedInput] || need[kQ8_KTilesInput];
+  const bool kquant =
+      need[kQ8_KInput] || need[kQ8_KPairedInput] || need[kQ8_KHalvedInput] || need[kQ8_KTilesInput];
   const bool q8_0 = need[kQ8_0Input] || need[kPackedXInput] || need[kQ8_0TilesInput];
   if (q8_0 && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
     in.q8_0.resize(static_cast<size_t>(m) * nb0);
@@ -259,6 +265,9 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
   }
   if (need[kQ8_KPairedInput] && in.q8_k_paired.size() < static_cast<size_t>(m) * nbk) {
     in.q8_k_paired.resize(static_cast<size_t>(m) * nbk);
+  }
+  if (need[kQ8_KHalvedInput] && in.q8_k_halved.size() < static_cast<size_t>(m) * nbk) {
+    in.q8_k_halved.resize(static_cast<size_t>(m) * nbk);
   }
   const int groups = PackedXGroups(nb0);
   if (need[kPackedXInput] && in.packed_x.size() < static_cast<size_t>(m) * groups) {
@@ -289,10 +298,16 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
     if (q8_0) QuantizeRowQ8_0(xr, k, xq);
     BlockQ8_K* const xk = kquant ? in.q8_k.data() + static_cast<int64_t>(i) * nbk : nullptr;
     if (kquant) QuantizeRowQ8_K(xr, k, xk);
-    if (need[kQ8_KPairedInput]) {  // the row again, its chunks paired (with the other rows')
+    // the row again, its chunks reordered (with the other rows')
+    if (need[kQ8_KPairedInput]) {
       BlockQ8_K* const paired = in.q8_k_paired.data() + static_cast<int64_t>(i) * nbk;
       std::copy(xk, xk + nbk, paired);
-      PairChunksQ8K(paired, nbk);
+      ReorderChunksQ8K(paired, nbk, Q8KOrder::kPairs);
+    }
+    if (need[kQ8_KHalvedInput]) {
+      BlockQ8_K* const halved = in.q8_k_halved.data() + static_cast<int64_t>(i) * nbk;
+      std::copy(xk, xk + nbk, halved);
+      ReorderChunksQ8K(halved, nbk, Q8KOrder::kHalves);
     }
     if (need[kFloatBlocksInput]) MakeFloatBlocksRow(xr, i, k, float_blocks);
     if (need[kBf16TilesInput]) MakeBf16TokenTilesRow(xr, i, k, in.bf16_tiles.data());
@@ -337,6 +352,7 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
                                        inputs.q8_0.data(),
                                        inputs.q8_k.data(),
                                        inputs.q8_k_paired.data(),
+                                       inputs.q8_k_halved.data(),
                                        inputs.packed_x.data(),
                                        inputs.q8_k_tiles.data(),
                                        inputs.q8_0_tiles.data(),

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/q8_0.h"

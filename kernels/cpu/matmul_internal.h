@@ -31,15 +31,37 @@ using MatmulPanelFn = void (*)(const float* x, int m, int k, const void* w, int 
 // 32-block formats; PackedXGroups for their packed kernels) or Q8_K (K-quants).
 using MatmulBlockPanelFn = void (*)(const void* xq, int m, int k, const void* w, int n0, int n1,
                                     const float* bias, float* y, int ldy);
+// Orders of a Q8_K block's 8 chunks of 32 activations (bsums unchanged) that a K-quant panel
+// may read (QuantMatmulKernels::x_order):
+//  - kPairs 0 2 1 3 4 6 5 7: 64 consecutive bytes meet the low (or high) nibbles of 64
+//    consecutive bytes of Q4_K / Q5_K quants;
+//  - kHalves 0 4 1 5 2 6 3 7: 64 consecutive bytes meet bits 2j, 2j + 1 of Q2_K / Q3_K's 64 bytes
+//    of quants (chunk j in qs[0..31], chunk j + 4 in qs[32..63]).
+enum class Q8KOrder : uint8_t { kNatural, kPairs, kHalves };
+// Where x in `order` has chunk h.
+constexpr int Q8KChunkAt(Q8KOrder order, int h) {
+  switch (order) {
+    case Q8KOrder::kPairs:
+      return (h & 4) | (h & 1) << 1 | (h >> 1 & 1);
+    case Q8KOrder::kHalves:
+      return 2 * (h & 3) + (h >> 2);
+    default:
+      return h;
+  }
+}
+// Reorders the chunks of nb blocks from natural order to `order`.
+void ReorderChunksQ8K(BlockQ8_K* x, int nb, Q8KOrder order);
+
 struct QuantMatmulKernels {
   // Indexed by DType; null for the non-block formats. The packed layouts kQ4_0Packed ...
   // kQ5_1Packed (legacy_packed.h) have panels in the AVX2 and AVX-512 sets (on PackedXGroup
   // activations, as their file formats' panels, which pack on the fly); the scalar set unpacks
   // their rows (matmul.cc).
   MatmulBlockPanelFn fn[kNumMatmulFormats] = {};
-  // The panel of this format wants its Q8_K activations with paired chunks (PairChunksQ8K) at
-  // every m below tiles_min_m: the AVX-512 Q4_K / Q5_K GEMV and panels (KMicro512).
-  bool pairs_chunks[kNumMatmulFormats] = {};
+  // The order of the chunks of the Q8_K activations the panel of this format reads, at every m
+  // below tiles_min_m: the AVX-512 GEMV and panels (KMicro512) of Q4_K / Q5_K (kPairs) and of
+  // Q2_K / Q3_K (kHalves).
+  Q8KOrder x_order[kNumMatmulFormats] = {};
   // Panels on token tiles (the AMX set: K-quants on Q8KTokenTile, the 32-block formats on
   // Q8_0TokenTile activations), used from tiles_min_m input rows on; null where the set has none.
   MatmulBlockPanelFn tiles[kNumMatmulFormats] = {};
@@ -86,9 +108,6 @@ void MakeBf16PairTokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out)
 int Q8KTokenTileCount(int m);
 void MakeQ8KTokenTiles(const BlockQ8_K* x, int m, int nb, Q8KTokenTile* out);
 
-// Reorders each Q8_K block's 8 chunks of 32 activations to 0 2 1 3 4 6 5 7 (bsums unchanged):
-// then 64 consecutive bytes meet the low (or high) nibbles of 64 consecutive bytes of Q4_K quants.
-void PairChunksQ8K(BlockQ8_K* x, int nb);
 const QuantMatmulKernels& ScalarQuantKernels();  // matmul_quant_scalar.cc
 const QuantMatmulKernels& Avx2QuantKernels();    // matmul_quant_avx2.cc
 const QuantMatmulKernels& Avx512QuantKernels();  // matmul_quant_avx512.cc
@@ -360,11 +379,11 @@ constexpr MatmulBlockPanelFn BlockPanelOf() {
   }
 }
 template <class Micro>
-constexpr bool PairsChunks() {
-  if constexpr (requires { Micro::kPairsChunks; }) {
-    return Micro::kPairsChunks;
+constexpr Q8KOrder XOrderOf() {
+  if constexpr (requires { Micro::kXOrder; }) {
+    return Micro::kXOrder;
   } else {
-    return false;
+    return Q8KOrder::kNatural;
   }
 }
 // A row's stride in XBlocks (activations) and WBlocks (weights) for nb blocks of the format:

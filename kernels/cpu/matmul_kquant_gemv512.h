@@ -7,18 +7,19 @@
 // shuffle:
 //  - Q4_K / Q5_K: 64 bytes of qs are loaded as they are; their low nibbles are chunks 4r, 4r + 2 of
 //    the 8 chunks of 32 weights (r = 0, 1), their high nibbles chunks 4r + 1 and 4r + 3. The
-//    activations are laid out to match once per GEMV (PairChunksQ8K in matmul_internal.h:
+//    activations are laid out to match once per GEMV (Q8KOrder::kPairs in matmul_internal.h:
 //    chunk order 0 2 1 3 4 6 5 7). Q5_K's fifth bits (one 32-byte qh, bit c for chunk c) are
 //    moved to bit 4 by a shift per register half.
 //  - Q6_K: the low 4 bits of 64 consecutive elements are one 64-byte load of ql (natural order).
-//  - Q2_K / Q3_K (natural order): 64 consecutive elements take their low 2 bits from one 32-byte
-//    half of qs, broadcast to both register halves and shifted by a count per half.
+//  - Q2_K / Q3_K: bits 2j, 2j + 1 of the 64 bytes of qs are chunks j (low half) and j + 4 (high
+//    half), so one 64-byte load, one shift and four masks give the four registers; the
+//    activations are laid out to match (Q8KOrder::kHalves: chunk order 0 4 1 5 2 6 3 7).
 //  - With VNNI (AddScaledDotPair512) two registers' 4-byte dot products (vpdpbusd) share one
 //    vpdpwssd by their scales, packed as the low and high words of each int32 lane; the scale
 //    word pairs take one permutation per two registers. Without VNNI, the sub-block scales of
 //    Q4_K / Q5_K (two registers) come from one word permutation that packs both into each 16-bit
 //    word (low and high byte), split by a mask and a shift; those of the 16-group formats from
-//    one word permutation per register (ScalesOfRegisters).
+//    one word permutation per register (ScalesOfRegisters, ScalesOfHalvedRegister).
 //
 // Same integers and same float operations as KMicro (quant_blocks.h): int32 lane q of a 512-bit
 // sum holds canonical lane q % 8 of one chunk (q < 8) or another (q >= 8), so adding the halves
@@ -116,12 +117,11 @@ inline __m256i K4LaneSums512(const uint8_t* qs, const uint8_t* qh, const BlockQ8
   return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
-// The int16 scales of registers 2n and 2n + 1 of a 16-group format (Q2_K, Q3_K, Q6_K), whose
-// register p holds elements 64p .. 64p + 63 (chunks 2p, 2p + 1) in natural order, so its 128-bit
-// lane g takes scale 4p + g. `words`: the 16 scales as int16 words 0..15 (sign- or zero-extended
-// once per block). One word permutation per register: a byte shuffle of both registers' scales
-// into each word, split by two shifts (three to sign-extend), measured 9-10% slower on Q3_K and
-// Q6_K (AMD Zen 4, 29 Nov 2026).
+// The int16 scales of registers 2n and 2n + 1 of Q6_K, whose register p holds elements
+// 64p .. 64p + 63 (chunks 2p, 2p + 1) in natural order, so its 128-bit lane g takes scale 4p + g.
+// `words`: the 16 scales as int16 words 0..15 (sign- or zero-extended once per block). One word
+// permutation per register: a byte shuffle of both registers' scales into each word, split by two
+// shifts (three to sign-extend), measured 9-10% slower on Q3_K and Q6_K (AMD Zen 4, 29 Nov 2026).
 struct ScalePair512 {
   __m512i even, odd;
 };
@@ -150,84 +150,140 @@ inline __m512i ScalePairsOfRegisters(__m512i words, int n) {
 }
 #endif
 
+// Where a 2-bit format's third bit comes from: none (Q2_K), ggml's hmask (Q3_K), or the
+// packed bit planes (kQ3_KPacked, kquant_packed.h), where register j's 64 bits are the 64-bit
+// word j of hmask: a byte mask as they are, where ggml's layout takes a vptestmb per register.
+// Measured on AMD Zen 4 (29 Nov 2026, kernel_bench gemv, in cache): 1 thread 9.8 -> 14.4 GB/s,
+// 2 threads 18.8 -> 23.0.
+enum class HighBits { kNone, kHmask, kPlanes };
+template <class F>
+constexpr HighBits K2HighBitsOf = std::is_same_v<F, Q2_KF>   ? HighBits::kNone
+                                  : std::is_same_v<F, Q3_KF> ? HighBits::kHmask
+                                                             : HighBits::kPlanes;
+
 // Byte lo in every byte of the low 256-bit half, hi in the high half.
 inline __m512i HalfBytes(int lo, int hi) {
   return _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(lo)),
                             _mm256_set1_epi8(static_cast<char>(hi)), 1);
 }
 
-// Where a 16-group format's third bit comes from: none (Q2_K), ggml's hmask (Q3_K), or the
-// packed bit planes (kQ3_KPacked, kquant_packed.h), where register p's 64 bits are the 64-bit
-// word p of hmask: a byte mask as they are, where ggml's layout takes a vptestmb per register.
-// Measured on AMD Zen 4 (29 Nov 2026, kernel_bench gemv, in cache): 1 thread 9.8 -> 14.4 GB/s,
-// 2 threads 18.8 -> 23.0.
-enum class HighBits { kNone, kHmask, kPlanes };
-
-// Registers 2n and 2n + 1 (n = 0, 1) of a Q2_K (kHigh kNone) or Q3_K block's quants as bytes,
-// the high halves times 4 (K2LaneSums512 below says how); `high`: ggml's hmask in both halves
-// (kHmask only).
+// The four registers of a Q2_K (kHigh kNone) or Q3_K block's quants as bytes, for x with halved
+// chunks (Q8KOrder::kHalves): register j holds chunks j (low half) and j + 4 (high half), whose
+// low 2 bits are bits 2j, 2j + 1 of qs[0..31] and qs[32..63]: q & 0x03, q & 0x0C, (q >> 4) & 0x03,
+// (q >> 4) & 0x0C for one 64-byte load q, so registers 1 and 3 hold 4 u. One shift per block,
+// where 32-byte halves broadcast to both register halves (x in natural order) took two and a
+// final shift of the sums (kernel_bench-like loop in L2, 1 thread, AMD Zen 4, 2 Dec 2026: Q2_K
+// 17.1 -> 15.6 cycles per block, Q3_K packed ~6% fewer). Q3_K's third bit adds 4 (16 in
+// registers 1 and 3) where set.
 template <HighBits kHigh>
-inline void K2Quants512(const uint8_t* qs, [[maybe_unused]] const uint8_t* hmask,
-                        [[maybe_unused]] __m512i high, int n, __m512i& u0, __m512i& u1) {
-  const __m512i low2 = HalfBytes(0x03, 0x0C);
-  const __m512i q =
-      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * n)));
-  __m512i u[2] = {_mm512_and_si512(q, low2), _mm512_and_si512(_mm512_srli_epi16(q, 4), low2)};
+[[gnu::always_inline]] inline void K2Quants512(const uint8_t* qs,
+                                               [[maybe_unused]] const uint8_t* hmask,
+                                               __m512i u[4]) {
+  const __m512i low2 = _mm512_set1_epi8(0x03), high2 = _mm512_set1_epi8(0x0C);
+  const __m512i q = _mm512_loadu_si512(qs), q4 = _mm512_srli_epi16(q, 4);
+  u[0] = _mm512_and_si512(q, low2);
+  u[1] = _mm512_and_si512(q, high2);
+  u[2] = _mm512_and_si512(q4, low2);
+  u[3] = _mm512_and_si512(q4, high2);
   if constexpr (kHigh != HighBits::kNone) {
-#pragma GCC unroll 2
-    for (int j = 0; j < 2; ++j) {
-      const int p = 2 * n + j;
+    [[maybe_unused]] __m512i high;
+    if constexpr (kHigh == HighBits::kHmask) {
+      high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
       __mmask64 set;
       if constexpr (kHigh == HighBits::kPlanes) {
         uint64_t bits;
-        std::memcpy(&bits, hmask + 8 * p, 8);
+        std::memcpy(&bits, hmask + 8 * j, 8);
         set = _cvtu64_mask64(bits);
       } else {
-        set = _mm512_test_epi8_mask(high, HalfBytes(1 << (2 * p), 1 << (2 * p + 1)));
+        set = _mm512_test_epi8_mask(high, HalfBytes(1 << j, 1 << (j + 4)));
       }
-      u[j] = _mm512_mask_add_epi8(u[j], set, u[j], HalfBytes(0x04, 0x10));
+      u[j] = _mm512_mask_add_epi8(u[j], set, u[j], _mm512_set1_epi8(j & 1 ? 16 : 4));
     }
   }
-  u0 = u[0];
-  u1 = u[1];
+}
+template <class F>
+inline void K2QuantsOf512(const typename F::B& w, __m512i u[4]) {
+  if constexpr (K2HighBitsOf<F> == HighBits::kNone) {
+    K2Quants512<HighBits::kNone>(w.qs, nullptr, u);
+  } else {
+    K2Quants512<K2HighBitsOf<F>>(w.qs, w.hmask, u);
+  }
 }
 
-// Q2_K (kHigh kNone) and Q3_K lane sums of one block (x in natural order). Register p holds
-// chunks 2p and 2p + 1, whose low 2 bits are bits 4 (p % 2) and 4 (p % 2) + 2 of the same 32-byte
-// half p / 2 of qs: that half is broadcast to both register halves and masked with 0x03 (low half)
-// and 0x0C (high half), after a shift by 4 for odd p. So the high half holds 4 u: its int32 lanes
-// sum to 4 times the canonical ones (no int16 pair saturates: 2 * 28 * 127), and an exact
-// arithmetic shift by 2 undoes it before the halves are added. This leaves two shifts on the
-// weight path per block where a shift per half and register took eight: on Zen 4 the shift and
-// shuffle ports bound these GEMVs. Q3_K's third bit: bit 2p (low half) and 2p + 1 (high half) of
-// hmask[i] (or bit i of the packed word p), added as 4 (16 in the high half) where set.
-// scale_words: the 16 scales as int16 words (KHeader::sc).
+// Scale group of 128-bit lane g of halved register p (K2Quants512): chunk p (g < 2) or p + 4.
+constexpr int HalvedGroup(int p, int g) {
+  return 2 * p + 8 * (g >> 1) + (g & 1);
+}
+
+// The 16 scales as int16 words (KHeader::sc) in words 0..15, four times them in 16..31.
+inline __m512i ScalesAndTimes4(__m256i scale_words) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(scale_words), _mm256_slli_epi16(scale_words, 2),
+                            1);
+}
+// The scale words of halved register p from ScalesAndTimes4: lane g's scale, times 4 for
+// registers 0 and 2 (whose u are not), so every product is 4 times its value.
+inline __m512i ScalesOfHalvedRegister(__m512i both, int p) {
+  auto word = [p](int g) { return (HalvedGroup(p, g) + (p & 1 ? 0 : 16)) * 0x0001000100010001ll; };
+  return _mm512_permutexvar_epi16(
+      _mm512_set_epi64(word(3), word(3), word(2), word(2), word(1), word(1), word(0), word(0)),
+      both);
+}
+
+#if defined(__AVX512VNNI__)
+// For AddScaledDotPair512 on halved registers 2n and 2n + 1: lane g's word pair (scale of
+// register 2n, scale of register 2n + 1) in every int32 lane. One word permutation for two
+// registers.
+inline __m512i ScalePairsOfHalvedRegisters(__m512i words, int n) {
+  auto pair = [n](int g) {
+    const int64_t d = HalvedGroup(2 * n, g) | HalvedGroup(2 * n + 1, g) << 16;
+    return d | d << 32;
+  };
+  return _mm512_permutexvar_epi16(
+      _mm512_set_epi64(pair(3), pair(3), pair(2), pair(2), pair(1), pair(1), pair(0), pair(0)),
+      words);
+}
+#endif
+
+// Q2_K (kHigh kNone) and Q3_K lane sums of one block (x with halved chunks). With VNNI, the two
+// registers of a pair go through AddScaledDotPair512's packing with the second one's dot products
+// shifted left by 14, not 16: they are 4 times their value (u times 4), so the high word gets
+// the value itself (exact: a multiple of 4 shifted), and the sums need no correction. Without
+// VNNI the scale words of registers 0 and 2 are times 4 (ScalesOfHalvedRegister) and the sum is
+// shifted back, exactly. scale_words: the 16 scales as int16 words (KHeader::sc). Always inlined:
+// GCC 12 called it once per block otherwise (5-8% slower).
 template <HighBits kHigh>
-inline __m256i K2LaneSums512(const uint8_t* qs, const uint8_t* hmask, const BlockQ8_K& x,
-                             __m256i scale_words) {
+[[gnu::always_inline]] inline __m256i K2LaneSums512(const uint8_t* qs, const uint8_t* hmask,
+                                                    const BlockQ8_K& x, __m256i scale_words) {
+  __m512i u[4];
+  K2Quants512<kHigh>(qs, hmask, u);
+#if defined(__AVX512VNNI__)
   const __m512i scales = _mm512_castsi256_si512(scale_words);
-  __m512i high = _mm512_setzero_si512();
-  if constexpr (kHigh == HighBits::kHmask) {
-    high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)));
-  }
-  __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  __m512i sum = _mm512_setzero_si512();
 #pragma GCC unroll 2
   for (int n = 0; n < 2; ++n) {
-    __m512i u[2];
-    K2Quants512<kHigh>(qs, hmask, high, n, u[0], u[1]);
-#if defined(__AVX512VNNI__)
-    sum[0] = AddScaledDotPair512(sum[0], u[0], _mm512_loadu_si512(x.qs + 128 * n), u[1],
-                                 _mm512_loadu_si512(x.qs + 128 * n + 64),
-                                 ScalePairsOfRegisters(scales, n));
+    const __m512i d0 =
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[2 * n], _mm512_loadu_si512(x.qs + 128 * n));
+    const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[2 * n + 1],
+                                           _mm512_loadu_si512(x.qs + 128 * n + 64));
+    const __m512i packed = _mm512_mask_blend_epi16(0xAAAAAAAA, d0, _mm512_slli_epi32(d1, 14));
+    sum = _mm512_dpwssd_epi32(sum, packed, ScalePairsOfHalvedRegisters(scales, n));
+  }
+  return _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
 #else
-    const ScalePair512 sc = ScalesOfRegisters(scales, n);
-    sum[0] = AddScaledDotU8S8x512(sum[0], u[0], _mm512_loadu_si512(x.qs + 128 * n), sc.even);
-    sum[1] = AddScaledDotU8S8x512(sum[1], u[1], _mm512_loadu_si512(x.qs + 128 * n + 64), sc.odd);
-#endif
+  const __m512i both = ScalesAndTimes4(scale_words);
+  __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    sum[p & 1] = AddScaledDotU8S8x512(sum[p & 1], u[p], _mm512_loadu_si512(x.qs + 64 * p),
+                                      ScalesOfHalvedRegister(both, p));
   }
   const __m512i s = _mm512_add_epi32(sum[0], sum[1]);
-  return _mm256_add_epi32(_mm512_castsi512_si256(s),
-                          _mm256_srai_epi32(_mm512_extracti64x4_epi64(s, 1), 2));
+  return _mm256_srai_epi32(
+      _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)), 2);
+#endif
 }
 
 // Registers 2n and 2n + 1 (n = 0, 1) of a Q6_K block's quants as bytes: register p = 2n + j
@@ -295,12 +351,14 @@ template <class Block>
   }
 }
 
-// Whether the GEMV of F wants its activations paired (PairChunksQ8K).
+// The chunk order of the activations the GEMV and panels of F read.
 template <class F>
-constexpr bool kGemv512PairsChunks = std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF>;
+constexpr Q8KOrder Gemv512XOrder =
+    std::is_same_v<F, Q4_KF> || std::is_same_v<F, Q5_KF> ? Q8KOrder::kPairs
+    : std::is_same_v<F, Q6_KF>                           ? Q8KOrder::kNatural
+                                                         : Q8KOrder::kHalves;
 
-// One weight row of F on nb blocks (x prepared as kGemv512PairsChunks<F> says): KMicro's
-// Tile<1, 1> result, bitwise.
+// One weight row of F on nb blocks (x in Gemv512XOrder<F>): KMicro's Tile<1, 1> result, bitwise.
 template <class F>
 inline float KGemvRow512(const BlockQ8_K* x, const typename F::B* w, int nb) {
   __m256 acc = _mm256_setzero_ps();
@@ -310,7 +368,7 @@ inline float KGemvRow512(const BlockQ8_K* x, const typename F::B* w, int nb) {
     // x's d gives both per-block factors, the same products as two scalar ones.
     __m128 dd;
     __m256i lsum, mn;
-    if constexpr (kGemv512PairsChunks<F>) {
+    if constexpr (Gemv512XOrder<F> == Q8KOrder::kPairs) {
       const __m128i head = LoadHead16(&w[b]);
       dd = _mm_cvtph_ps(head);
       const __m128i sm = ScalesMinsK4(head);

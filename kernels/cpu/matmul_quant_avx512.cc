@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/q8_0.h"

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/int8_dot_x86.h"
+#include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -131,13 +132,13 @@ struct Q3_KF {
 };
 #if defined(__AVX512BW__)
 // Q3_K with its high bits in bit planes (kQ3_KPacked, kquant_packed.h): chunk h's 32 high bits
-// are the 32-bit word h of hmask, which a masked add takes as it is: the same integers as
-// Q3_KF::Chunk (a low part under 4 plus 4 is the low part or 4).
+// are the 32-bit word Q3KPlaneOf(h) of hmask, which a masked add takes as it is: the same
+// integers as Q3_KF::Chunk (a low part under 4 plus 4 is the low part or 4).
 struct Q3_KPackedF : Q3_KF {
   static __m256i Chunk(const B& b, int h) {
     const __m256i lo = Bits(Load32(b.qs + 32 * (h >> 2)), 2 * (h & 3), 3);
     uint32_t bits;
-    std::memcpy(&bits, b.hmask + 4 * h, 4);
+    std::memcpy(&bits, b.hmask + 4 * Q3KPlaneOf(h), 4);
     return _mm256_mask_add_epi8(lo, _cvtu32_mask32(bits), lo, _mm256_set1_epi8(4));
   }
 };
@@ -227,9 +228,9 @@ inline __m256i ScaleOf(__m256i sc, int h) {
 
 namespace qx {
 
-// kPairedX: x comes with paired chunks (PairChunksQ8K: chunk h at position h with bits 0 and 1
-// swapped), as the AVX-512 sets give it to Q4_K / Q5_K at every m.
-template <class F, int kMRv, int kNRv, bool kPairedX = false>
+// kXOrder: the order of x's chunks (Q8KOrder): the AVX-512 sets give x to Q4_K / Q5_K with its
+// chunks paired and to Q2_K / Q3_K with them halved, at every m.
+template <class F, int kMRv, int kNRv, Q8KOrder kXOrder = Q8KOrder::kNatural>
 struct KMicro {
   using XBlock = BlockQ8_K;
   using WBlock = typename F::B;
@@ -238,7 +239,7 @@ struct KMicro {
   static constexpr int kNR = kNRv;
 
   // Where x has chunk h.
-  static constexpr int XAt(int h) { return kPairedX ? (h & 4) | (h & 1) << 1 | (h >> 1 & 1) : h; }
+  static constexpr int XAt(int h) { return Q8KChunkAt(kXOrder, h); }
 
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
@@ -305,16 +306,17 @@ struct KMicro {
 };
 
 #if defined(__AVX512BW__)
-// The 2-bit formats' registers hold 4 u in their high halves (K2LaneSums512).
+// The 2-bit formats (x with halved chunks): registers 1 and 3 hold 4 u (K2Quants512), so their
+// scale words are the scales and those of registers 0 and 2 four times the scales.
 template <class F>
-constexpr bool kHighTimes4 =
+constexpr bool kTimes4 =
     std::is_same_v<F, Q2_KF> || std::is_same_v<F, Q3_KF> || std::is_same_v<F, Q3_KPackedF>;
 
 // One weight block on four 512-bit registers: register p's 64 quants as bytes (u) and each
-// one's scale as int16 words (sc): Q4_K / Q5_K chunks 4r + h | 4r + h + 2 for p = 2r + h, which
-// x with paired chunks (PairChunksQ8K) has at qs + 64p; the 16-group formats (Q2_K, Q3_K, Q6_K)
-// elements 64p .. 64p + 63, 128-bit lane g taking scale 4p + g (x in natural order), Q2_K's and
-// Q3_K's high halves times 4 (kHighTimes4).
+// one's scale as int16 words (sc), against x at qs + 64p in the order Gemv512XOrder<F> gives:
+// Q4_K / Q5_K chunks 4r + h | 4r + h + 2 for p = 2r + h (paired x); Q2_K / Q3_K chunks p | p + 4
+// (halved x), every lane sum 4 times its value (kTimes4); Q6_K elements 64p .. 64p + 63, 128-bit
+// lane g taking scale 4p + g (x in natural order).
 struct KWeights512 {
   __m512i u[4], sc[4];
 };
@@ -322,7 +324,7 @@ template <class F>
 inline KWeights512 KWeightsOf512(const typename F::B& w, const KHeader& hw) {
   KWeights512 q;
   const __m512i words = _mm512_castsi256_si512(hw.sc);
-  if constexpr (kGemv512PairsChunks<F>) {
+  if constexpr (Gemv512XOrder<F> == Q8KOrder::kPairs) {
     __m512i high = _mm512_setzero_si512();
     if constexpr (std::is_same_v<F, Q5_KF>) {
       high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh)));
@@ -339,24 +341,15 @@ inline KWeights512 KWeightsOf512(const typename F::B& w, const KHeader& hw) {
                              _mm256_set1_epi16(static_cast<int16_t>(c + 2)), 1),
           words);
     }
+  } else if constexpr (Gemv512XOrder<F> == Q8KOrder::kHalves) {
+    K2QuantsOf512<F>(w, q.u);
+    const __m512i both = ScalesAndTimes4(hw.sc);
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) q.sc[p] = ScalesOfHalvedRegister(both, p);
   } else {
-    if constexpr (std::is_same_v<F, Q6_KF>) {
-      Q6KQuants512(w, 0, q.u[0], q.u[1]);
-      Q6KQuants512(w, 1, q.u[2], q.u[3]);
-    } else if constexpr (std::is_same_v<F, Q2_KF>) {
-      const __m512i none = _mm512_setzero_si512();
-      K2Quants512<HighBits::kNone>(w.qs, nullptr, none, 0, q.u[0], q.u[1]);
-      K2Quants512<HighBits::kNone>(w.qs, nullptr, none, 1, q.u[2], q.u[3]);
-    } else if constexpr (std::is_same_v<F, Q3_KF>) {
-      const __m512i high =
-          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.hmask)));
-      K2Quants512<HighBits::kHmask>(w.qs, w.hmask, high, 0, q.u[0], q.u[1]);
-      K2Quants512<HighBits::kHmask>(w.qs, w.hmask, high, 1, q.u[2], q.u[3]);
-    } else {
-      const __m512i none = _mm512_setzero_si512();
-      K2Quants512<HighBits::kPlanes>(w.qs, w.hmask, none, 0, q.u[0], q.u[1]);
-      K2Quants512<HighBits::kPlanes>(w.qs, w.hmask, none, 1, q.u[2], q.u[3]);
-    }
+    static_assert(std::is_same_v<F, Q6_KF>);
+    Q6KQuants512(w, 0, q.u[0], q.u[1]);
+    Q6KQuants512(w, 1, q.u[2], q.u[3]);
     // hw.sc: the 16 scales as words
 #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
@@ -397,8 +390,8 @@ struct KMicro512 {
   // m = 4 165-176 / 175-182, m = 8 226-238 / 176-185.
   static constexpr int kMinRows = 6;
   static constexpr int kPanelCols = 16;
-  // Q4_K / Q5_K read x with paired chunks at every m (QuantMatmulKernels::pairs_chunks)
-  static constexpr bool kPairsChunks = kGemv512PairsChunks<F>;
+  // x's chunk order at every m (QuantMatmulKernels::x_order)
+  static constexpr Q8KOrder kXOrder = Gemv512XOrder<F>;
 
   static void Panel(const void* xv, int m, int k, const void* wv, int n0, int n1, const float* bias,
                     float* y, int ldy) {
@@ -413,7 +406,7 @@ struct KMicro512 {
       return;
     }
     if (m < kMinRows)
-      return MatmulBlockPanel<KMicro<F, 4, 2, kPairsChunks>>(xv, m, k, wv, n0, n1, bias, y, ldy);
+      return MatmulBlockPanel<KMicro<F, 4, 2, kXOrder>>(xv, m, k, wv, n0, n1, bias, y, ldy);
     // Rows in pairs: pair r's accumulators hold row 2r in lanes 0..7 and 2r + 1 in 8..15, so
     // the float steps of two rows are one 512-bit operation each.
     alignas(64) float acc[kRowChunk / 2][kPanelCols][16];
@@ -451,7 +444,7 @@ struct KMicro512 {
   }
 
   // Row i's 16 int32 lane sums of weight block q against x block xb: lanes q < 8 the low
-  // chunks' lane q, q >= 8 the high ones' (times 4 for kHighTimes4).
+  // chunks' lane q, q >= 8 the high ones' (all 4 times their value for kTimes4).
   static __m512i Sums(const KWeights512& q, const XBlock& xb) {
     // the first register's products start the sum (pmaddwd: no zeroed accumulator)
     __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(q.u[0], _mm512_load_si512(xb.qs)), q.sc[0]);
@@ -477,9 +470,9 @@ struct KMicro512 {
       const __m512i s0 = Sums(q, x0), s1 = Sums(q, x1);
       // [row i's low chunks | row i + 1's], then their high chunks
       const __m512i lo = _mm512_shuffle_i64x2(s0, s1, 0x44);
-      __m512i hi = _mm512_shuffle_i64x2(s0, s1, 0xEE);
-      if constexpr (kHighTimes4<F>) hi = _mm512_srai_epi32(hi, 2);  // exact: 4 times a sum
-      const __m512i lsum = _mm512_add_epi32(lo, hi);
+      const __m512i hi = _mm512_shuffle_i64x2(s0, s1, 0xEE);
+      __m512i lsum = _mm512_add_epi32(lo, hi);
+      if constexpr (kTimes4<F>) lsum = _mm512_srai_epi32(lsum, 2);  // exact: 4 times a sum
       const __m512i bs = _mm512_inserti64x4(
           _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(x0.bsums))),
           _mm256_load_si256(reinterpret_cast<const __m256i*>(x1.bsums)), 1);
@@ -523,7 +516,12 @@ QuantMatmulKernels MakeQuantKernels() {
   k.fn[static_cast<int>(DType::kQ4_K)] = BlockPanelOf<K<qx::Q4_KF>>();
   k.fn[static_cast<int>(DType::kQ5_K)] = BlockPanelOf<K<qx::Q5_KF>>();
   k.fn[static_cast<int>(DType::kQ6_K)] = BlockPanelOf<K<qx::Q6_KF>>();
-  k.pairs_chunks[static_cast<int>(DType::kQ4_K)] = PairsChunks<K<qx::Q4_KF>>();
-  k.pairs_chunks[static_cast<int>(DType::kQ5_K)] = PairsChunks<K<qx::Q5_KF>>();
+  k.x_order[static_cast<int>(DType::kQ2_K)] = XOrderOf<K<qx::Q2_KF>>();
+  k.x_order[static_cast<int>(DType::kQ3_K)] = XOrderOf<K<qx::Q3_KF>>();
+#if defined(__AVX512BW__)
+  k.x_order[static_cast<int>(DType::kQ3_KPacked)] = XOrderOf<K<qx::Q3_KPackedF>>();
+#endif
+  k.x_order[static_cast<int>(DType::kQ4_K)] = XOrderOf<K<qx::Q4_KF>>();
+  k.x_order[static_cast<int>(DType::kQ5_K)] = XOrderOf<K<qx::Q5_KF>>();
   return k;
 }

@@ -63,12 +63,14 @@ TEST(Q3KPacked, PackingIsABijectionThatMovesOnlyTheHighBits) {
     ASSERT_EQ(std::memcmp(a[i].scales, b[i].scales, sizeof(a[i].scales)), 0);
     ASSERT_EQ(a[i].d, b[i].d);
     for (int e = 0; e < 256; ++e) {
-      // ggml: bit e / 32 of hmask[e % 32]; packed: bit e of the little-endian bit string, so the
-      // 64-bit word p holds elements 64p .. 64p + 63 in order.
+      // ggml: bit e / 32 of hmask[e % 32]; packed: chunk c = e / 32 in the 32-bit word
+      // 2 (c % 4) + c / 4 (chunks 0 4 1 5 2 6 3 7), its elements in order, so the 64-bit word j
+      // holds chunks j and j + 4.
       const int want = (a[i].hmask[e % 32] >> (e / 32)) & 1;
-      uint64_t word;
-      std::memcpy(&word, b[i].hmask + 8 * (e / 64), 8);
-      ASSERT_EQ(static_cast<int>((word >> (e % 64)) & 1), want) << "block " << i << " e " << e;
+      const int c = e / 32, at = 2 * (c % 4) + c / 4;
+      uint32_t word;
+      std::memcpy(&word, b[i].hmask + 4 * at, 4);
+      ASSERT_EQ(static_cast<int>((word >> (e % 32)) & 1), want) << "block " << i << " e " << e;
     }
   }
   std::vector<uint8_t> back(q.size());

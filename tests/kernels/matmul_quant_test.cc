@@ -126,15 +126,16 @@ TEST(MatmulQuant, IsasAgreeBitwiseAndStayNearTheFloatProduct) {
   }
 }
 
-// Matmuls of one input in one call (q, k, v; gate, up), weights of mixed formats (the Q4_K GEMV
-// pairs its activations' chunks, Q6_K reads them as they are, Q4_0 wants Q8_0, F16 floats):
-// each output is bitwise Matmul's, at m = 1 and m > 1, in one group and in several (> 4 jobs).
+// Matmuls of one input in one call (q, k, v; gate, up), weights of mixed formats (the AVX-512
+// Q4_K panels pair their activations' chunks, the Q2_K / Q3_K ones halve them, Q6_K reads them as
+// they are, Q4_0 wants Q8_0, F16 floats): each output is bitwise Matmul's, at m = 1, m < 6 and
+// m >= 6 (the 512-bit K-quant panels), in one group and in several (> 4 jobs).
 TEST(MatmulQuant, SameInputJobsGiveMatmulsBits) {
   const int k = 512;
-  const DType types[] = {DType::kQ4_K, DType::kQ6_K, DType::kQ4_0, DType::kF16,
-                         DType::kQ8_0, DType::kQ4_K, DType::kQ5_K};
-  const int rows[] = {37, 16, 5, 20, 33, 1, 9};
-  constexpr int kJobs = 7;
+  const DType types[] = {DType::kQ4_K, DType::kQ2_K, DType::kQ6_K, DType::kQ4_0, DType::kF16,
+                         DType::kQ8_0, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K};
+  const int rows[] = {37, 16, 16, 5, 20, 33, 7, 1, 9};
+  constexpr int kJobs = 9;
   std::vector<std::vector<uint8_t>> w(kJobs);
   std::vector<std::vector<float>> bias(kJobs);
   for (int j = 0; j < kJobs; ++j) {
@@ -150,7 +151,7 @@ TEST(MatmulQuant, SameInputJobsGiveMatmulsBits) {
     }
     bias[j] = RandomVec(rows[j], 60 + j);
   }
-  for (int m : {1, 5}) {
+  for (int m : {1, 5, 7}) {
     const auto x = RandomVec(static_cast<size_t>(m) * k, 70 + m);
     for (int count : {2, kJobs}) {
       std::vector<std::vector<float>> got(count), want(count);
