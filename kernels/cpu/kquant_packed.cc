@@ -43,14 +43,50 @@ void MoveHighBits(const void* src, int64_t count, void* dst, bool to_planes) {
   }
 }
 
+// ggml's 12 bytes of scales hold scale g's low 4 bits in byte g % 8 (low nibble for g < 8, high
+// for g >= 8) and its high 2 bits at bits 2 (g / 4) of byte 8 + g % 4; the packed ones hold the
+// 16 6-bit values one after another (scale g at bits 6g .. 6g + 5, little-endian: scales 0..7
+// in bytes 0..5, 8..15 in bytes 6..11). Both biased by 32, as stored.
+void MoveScales(uint8_t* scales, bool to_fields) {
+  uint64_t fields[2] = {0, 0};  // scales 0..7, 8..15: 48 bits each
+  if (!to_fields) {
+    std::memcpy(&fields[0], scales, 6);
+    std::memcpy(&fields[1], scales + 6, 6);
+  }
+  uint8_t ggml[12] = {};
+  for (int g = 0; g < 16; ++g) {
+    if (to_fields) {
+      const uint64_t v = ((scales[g % 8] >> (4 * (g / 8))) & 0xF) |
+                         ((scales[8 + g % 4] >> (2 * (g / 4))) & 3) << 4;
+      fields[g / 8] |= v << (6 * (g % 8));
+    } else {
+      const int v = static_cast<int>((fields[g / 8] >> (6 * (g % 8))) & 0x3F);
+      ggml[g % 8] = static_cast<uint8_t>(ggml[g % 8] | (v & 0xF) << (4 * (g / 8)));
+      ggml[8 + g % 4] = static_cast<uint8_t>(ggml[8 + g % 4] | (v >> 4) << (2 * (g / 4)));
+    }
+  }
+  if (to_fields) {
+    std::memcpy(scales, &fields[0], 6);
+    std::memcpy(scales + 6, &fields[1], 6);
+  } else {
+    std::memcpy(scales, ggml, 12);
+  }
+}
+
+void Move(const void* src, int64_t count, void* dst, bool to_packed) {
+  MoveHighBits(src, count, dst, to_packed);
+  auto* out = static_cast<BlockQ3_K*>(dst);
+  for (int64_t b = 0; b < count; ++b) MoveScales(out[b].scales, to_packed);
+}
+
 }  // namespace
 
 void PackQ3KBlocks(const void* src, int64_t count, void* dst) {
-  MoveHighBits(src, count, dst, /*to_planes=*/true);
+  Move(src, count, dst, true);
 }
 
 void UnpackQ3KBlocks(const void* src, int64_t count, void* dst) {
-  MoveHighBits(src, count, dst, /*to_planes=*/false);
+  Move(src, count, dst, false);
 }
 
 }  // namespace llm::kernels::internal

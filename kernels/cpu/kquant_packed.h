@@ -1,5 +1,6 @@
-// Q3_K blocks with their high bits in bit planes (DType::kQ3_KPacked), made once at load by the
-// CPU backend (Backend::PrepareMatmulWeightInto) for its AVX-512 kernels.
+// Q3_K blocks with their high bits in bit planes and their scales as plain 6-bit fields
+// (DType::kQ3_KPacked), made once at load by the CPU backend (Backend::PrepareMatmulWeightInto)
+// for its AVX-512 kernels.
 //
 // ggml's hmask (quant_blocks.h) keeps the high bit of element 32c + i (chunk c = 0..7, i = 0..31)
 // as bit c of byte i, so 64 weights' bits are spread over 32 bytes and the AVX-512 GEMV spent a
@@ -8,8 +9,11 @@
 // Q3KPlaneOf(c) (chunks 0 4 1 5 2 6 3 7): the 64-bit word j (chunks j, j + 4) is the byte mask of
 // the 64 weights of the GEMV's register j (matmul_kquant_gemv512.h: chunk j in the low half, j + 4
 // in the high one) as it is.
-// Everything else in the block (qs, scales, d) is unchanged, so a packed row has Q3_K's RowBytes
-// and a matmul on it gives Q3_K's bits (tested).
+// The 12 bytes of scales hold the 16 biased 6-bit scales one after another (scale g at bits
+// 6g .. 6g + 5), where ggml splits each into a nibble and 2 high bits in other bytes: one byte
+// shuffle, one word shift and a mask unpack them (Q3_KPackedF::Header, matmul_quant_x86.h).
+// qs and d are unchanged, so a packed row has Q3_K's RowBytes and a matmul on it gives Q3_K's
+// bits (tested).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,10 @@
 // Q3_K with its high bits in bit planes (DType::kQ3_KPacked, kernels/cpu/kquant_packed.h):
-// packing is a bijection that puts each element's high bit at its own bit and leaves the rest of
-// the block as it is; a matmul on packed rows gives bitwise Q3_K's result (the scalar reference
-// on ggml's layout) on every kernel set (AVX-512 reads it natively, AVX2 and scalar unpack it),
-// for GEMV and GEMM shapes, alone and beside another format in one call; the CPU backend packs
-// Q3_K where its kernel set reads the packed layout, and not with LLM_PACK_WEIGHTS=0.
+// packing is a bijection that puts each element's high bit at its own bit and each scale in its
+// own 6-bit field, and leaves qs and d as they are; a matmul on packed rows gives bitwise Q3_K's
+// result (the scalar reference on ggml's layout) on every kernel set (AVX-512 reads it natively,
+// AVX2 and scalar unpack it), for GEMV and GEMM shapes, alone and beside another format in one
+// call; the CPU backend packs Q3_K where its kernel set reads the packed layout, and not with
+// LLM_PACK_WEIGHTS=0.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -44,7 +45,7 @@ std::vector<const internal::MatmulKernels*> Isas() {
   return {avail, avail + n};
 }
 
-TEST(Q3KPacked, PackingIsABijectionThatMovesOnlyTheHighBits) {
+TEST(Q3KPacked, PackingIsABijectionThatMovesTheHighBitsAndScales) {
   static_assert(sizeof(BlockQ3_K) == 110);
   EXPECT_EQ(BlockBytes(DType::kQ3_KPacked), BlockBytes(DType::kQ3_K));
   EXPECT_EQ(BlockSize(DType::kQ3_KPacked), 256);
@@ -60,7 +61,15 @@ TEST(Q3KPacked, PackingIsABijectionThatMovesOnlyTheHighBits) {
   const auto* b = reinterpret_cast<const BlockQ3_K*>(p.data());
   for (int i = 0; i < blocks; ++i) {
     ASSERT_EQ(std::memcmp(a[i].qs, b[i].qs, sizeof(a[i].qs)), 0);
-    ASSERT_EQ(std::memcmp(a[i].scales, b[i].scales, sizeof(a[i].scales)), 0);
+    for (int g = 0; g < 16; ++g) {
+      // ggml: low 4 bits in byte g % 8 (nibble g / 8), high 2 at bits 2 (g / 4) of byte
+      // 8 + g % 4; packed: bits 6g .. 6g + 5 of the 12 bytes
+      const int want = ((a[i].scales[g % 8] >> (4 * (g / 8))) & 0xF) |
+                       ((a[i].scales[8 + g % 4] >> (2 * (g / 4))) & 3) << 4;
+      uint16_t two = b[i].scales[6 * g / 8];
+      if (6 * g / 8 + 1 < 12) two |= static_cast<uint16_t>(b[i].scales[6 * g / 8 + 1] << 8);
+      ASSERT_EQ((two >> (6 * g % 8)) & 0x3F, want) << "block " << i << " scale " << g;
+    }
     ASSERT_EQ(a[i].d, b[i].d);
     for (int e = 0; e < 256; ++e) {
       // ggml: bit e / 32 of hmask[e % 32]; packed: chunk c = e / 32 in the 32-bit word
