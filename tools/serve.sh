@@ -22,7 +22,10 @@
 # listens on 127.0.0.1 only), GRACE_S (on Ctrl-C/SIGTERM requests in flight get this long to
 # finish before the workers stop, default 30), DEVICE (engine.device: cpu, the default, or cuda:
 # one rank per GPU; the KV cache then takes what engine.gpu_memory_utilization leaves, unless
-# KV_CACHE_MIB is set). Ctrl-C stops everything, in that order.
+# KV_CACHE_MIB is set), KV_CACHE_MIB (the KV cache per rank in MiB; deploy/cluster.yaml's 256
+# holds 2048 tokens of a Mistral-7B-shaped model, 512 of Llama-2-7B), MAX_MODEL_LEN (the longest
+# sequence served; default the model's context, or as much of it as the KV cache holds, with a
+# warning). Ctrl-C stops everything, in that order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for bin in build/worker/worker build/router/router build/tools/llm-admin; do
@@ -70,6 +73,11 @@ if [ -n "${DEVICE:-}" ]; then
   # deploy/cluster.yaml's kv_cache_mib is sized for a CPU; on a GPU the memory rule sizes it.
   [ "$DEVICE" = cuda ] && overrides+=(--engine.kv_cache_mib "${KV_CACHE_MIB:-0}")
 fi
+# The KV cache per rank in MiB (the config's otherwise) and the longest sequence served (the
+# model's context, or what the KV cache holds of it, otherwise).
+[ "${DEVICE:-cpu}" != cuda ] && [ -n "${KV_CACHE_MIB:-}" ] &&
+  overrides+=(--engine.kv_cache_mib "$KV_CACHE_MIB")
+[ -n "${MAX_MODEL_LEN:-}" ] && overrides+=(--model.max_model_len "$MAX_MODEL_LEN")
 coordinators=()
 for ((g = 0; g < DP; g++)); do coordinators+=("127.0.0.1:$((COORD_PORT + g))"); done
 

@@ -83,10 +83,11 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ClusterConfig& c,
 StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const ModelWeights& w,
                                                Communicator* comm, Communicator* stage_comm,
                                                kernels::Backend& backend, Communicator* host_comm) {
-  LLM_ASSIGN_OR_RETURN(const int max_len, ServedMaxModelLen(c, w.config));
+  LLM_ASSIGN_OR_RETURN(int max_len, ServedMaxModelLen(c, w.config));
   EngineConfig ec;
   static_cast<EngineSection&>(ec) = c.engine;
   ec.max_model_len = max_len;
+  ec.fit_max_model_len_to_cache = c.model.max_model_len <= 0;
   std::string source;
   const bool device = !backend.caps().host_memory;
   if (c.engine.kv_cache_blocks > 0) {
@@ -131,6 +132,14 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const ClusterConfig& c, const Mod
   if (!engine.ok()) return engine.status().WithContext("KV cache from " + source);
   const EngineStats st = (*engine)->stats();
   const int64_t tokens = static_cast<int64_t>(st.blocks_total) * c.engine.block_size;
+  if (const int served = (*engine)->max_model_len(); served < max_len) {
+    spdlog::warn(
+        "model.max_model_len: the model's context of {} tokens does not fit the KV cache ({}: "
+        "{} tokens); serving sequences of up to {} tokens. Raise engine.kv_cache_mib for longer "
+        "ones, or set model.max_model_len (a length asked for must fit, or the worker stops)",
+        max_len, source, tokens, served);
+    max_len = served;
+  }
   if (tokens < max_len) {
     return ResourceExhausted(
         "the model does not fit: the KV cache (" + source + ") holds " +

@@ -72,12 +72,18 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const ModelWeights& weights,
   LLM_RETURN_IF_ERROR(executor->AllocateCache(num_blocks, config.block_size, kv_dtype));
   // Decode graphs cover block tables as wide as the longest sequence served; the followers
   // record the same sizes (the start message carries them).
-  const int max_len =
+  int max_len =
       config.max_model_len > 0 ? config.max_model_len : weights.config.max_position_embeddings;
+  if (config.fit_max_model_len_to_cache) {
+    max_len = static_cast<int>(
+        std::min<int64_t>(max_len, static_cast<int64_t>(num_blocks) * config.block_size));
+  }
   const int graph_blocks = (max_len + config.block_size - 1) / config.block_size;
   const int graph_max_batch = std::min(config.cuda_graph_max_batch, kMaxGraphBatch);
   const bool graphs = executor->EnableGraphs(graph_max_batch, graph_blocks);
-  std::unique_ptr<Engine> engine(new Engine(std::move(executor), config, num_blocks, comm));
+  EngineConfig served = config;
+  served.max_model_len = max_len;
+  std::unique_ptr<Engine> engine(new Engine(std::move(executor), served, num_blocks, comm));
   engine->kv_dtype_ = kv_dtype;
   if (pp.num_stages > 1) {
     engine->sample_rank_ = (pp.num_stages - 1) * weights.tp.size;

@@ -32,6 +32,11 @@ struct EngineConfig : EngineSection {
   int num_blocks = 0;                    // > 0 wins over kv_cache_bytes
   size_t kv_cache_bytes = 256ull << 20;  // per rank: each rank holds its KV heads' share
   int max_model_len = 0;                 // 0: the model's max_position_embeddings
+  // max_model_len came from the model, not the user: when the KV cache holds fewer tokens, the
+  // engine serves sequences of what it holds (whole blocks) instead, as llama.cpp's default
+  // context is shorter than a model's trained one. Without it (a length the user asked for)
+  // the caller refuses a cache too small for one sequence.
+  bool fit_max_model_len_to_cache = false;
   // Pipeline stages: steps in flight at once (disjoint sets of sequences, so every stage has a
   // batch to run); 0: one per stage, as vLLM's virtual engines. 1 runs the stages in turn.
   int pipeline_steps_in_flight = 0;
