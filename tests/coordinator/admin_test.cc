@@ -446,7 +446,15 @@ TEST(CoordinatorLifecycle, SigtermDrainsRunningRequestsThenExits) {
   ASSERT_TRUE(reader->Read(&msg));
   int tokens = msg.token_ids_size();
   w.Signal(SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the signal thread's turn
+  // The signal thread's turn: until Health says so, not a fixed 200 ms sleep, which a loaded
+  // 2-core machine can outlast (the request below would then be accepted). Bounded: 20 s.
+  for (int i = 0; i < 200; ++i) {
+    grpc::ClientContext hctx;
+    hctx.set_deadline(In(5));
+    pb::HealthResponse h;
+    if (w.admin().Health(&hctx, pb::HealthRequest(), &h).ok() && !h.serving()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   const StreamResult refused = RunStream(w.generation(), MakeRequest({1, 403, 407}, 4));
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_TRUE(Contains(refused.status.error_message(), "shutting down"))
