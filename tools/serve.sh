@@ -70,13 +70,12 @@ overrides=(--model.path "$MODEL" --model.load_format "$LOAD_FORMAT"
            --coordinator.port "$COORD_PORT")
 if [ -n "${DEVICE:-}" ]; then
   overrides+=(--engine.device "$DEVICE")
-  # deploy/cluster.yaml's kv_cache_mib is sized for a CPU; on a GPU the memory rule sizes it.
-  [ "$DEVICE" = cuda ] && overrides+=(--engine.kv_cache_mib "${KV_CACHE_MIB:-0}")
+  # deploy/cluster.yaml's kv_cache_mib is sized for a CPU; on a GPU the memory rule sizes it (0).
+  [ "$DEVICE" = cuda ] && KV_CACHE_MIB=${KV_CACHE_MIB:-0}
 fi
 # The KV cache per rank in MiB (the config's otherwise) and the longest sequence served (the
 # model's context, or what the KV cache holds of it, otherwise).
-[ "${DEVICE:-cpu}" != cuda ] && [ -n "${KV_CACHE_MIB:-}" ] &&
-  overrides+=(--engine.kv_cache_mib "$KV_CACHE_MIB")
+[ -n "${KV_CACHE_MIB:-}" ] && overrides+=(--engine.kv_cache_mib "$KV_CACHE_MIB")
 [ -n "${MAX_MODEL_LEN:-}" ] && overrides+=(--model.max_model_len "$MAX_MODEL_LEN")
 coordinators=()
 for ((g = 0; g < DP; g++)); do coordinators+=("127.0.0.1:$((COORD_PORT + g))"); done

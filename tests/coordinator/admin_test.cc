@@ -22,6 +22,13 @@ bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
+// The admin service's Health (5 s deadline) into *h; false when the call fails.
+bool GetHealth(WorkerProcess& w, pb::HealthResponse* h) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(5));
+  return w.admin().Health(&ctx, pb::HealthRequest(), h).ok();
+}
+
 TEST(CoordinatorErrors, BadRequestsGetTheirStatusAndTheServerKeepsServing) {
   LLM_REQUIRE_SHARED(kModel);
   WorkerProcess w(StoriesFlags());
@@ -123,10 +130,8 @@ TEST(CoordinatorAdmin, HealthReportsTheModel) {
   LLM_REQUIRE_SHARED(kModel);
   WorkerProcess w(StoriesFlags({"--model.max_model_len", "256"}));
   ASSERT_TRUE(w.WaitHealthy()) << w.Log();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(In(5));
   pb::HealthResponse h;
-  ASSERT_TRUE(w.admin().Health(&ctx, pb::HealthRequest(), &h).ok());
+  ASSERT_TRUE(GetHealth(w, &h));
   EXPECT_TRUE(h.serving());
   EXPECT_EQ(h.model(), "stories260K");
   EXPECT_EQ(h.max_model_len(), 256);
@@ -163,9 +168,8 @@ TEST(CoordinatorAdmin, DrainRefusesNewRequestsAndLetsRunningOnesFinish) {
     ASSERT_TRUE(w.admin().Drain(&c, pb::DrainRequest(), &r).ok());
   }
   {
-    grpc::ClientContext c;
     pb::HealthResponse h;
-    ASSERT_TRUE(w.admin().Health(&c, pb::HealthRequest(), &h).ok());
+    ASSERT_TRUE(GetHealth(w, &h));
     EXPECT_FALSE(h.serving());
   }
   const StreamResult refused = RunStream(w.generation(), MakeRequest({1, 403}, 4));
@@ -449,10 +453,8 @@ TEST(CoordinatorLifecycle, SigtermDrainsRunningRequestsThenExits) {
   // The signal thread's turn: until Health says so, not a fixed 200 ms sleep, which a loaded
   // 2-core machine can outlast (the request below would then be accepted). Bounded: 20 s.
   for (int i = 0; i < 200; ++i) {
-    grpc::ClientContext hctx;
-    hctx.set_deadline(In(5));
     pb::HealthResponse h;
-    if (w.admin().Health(&hctx, pb::HealthRequest(), &h).ok() && !h.serving()) break;
+    if (GetHealth(w, &h) && !h.serving()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   const StreamResult refused = RunStream(w.generation(), MakeRequest({1, 403, 407}, 4));
@@ -460,10 +462,8 @@ TEST(CoordinatorLifecycle, SigtermDrainsRunningRequestsThenExits) {
   EXPECT_TRUE(Contains(refused.status.error_message(), "shutting down"))
       << refused.status.error_message();
   {
-    grpc::ClientContext hctx;
-    hctx.set_deadline(In(5));
     pb::HealthResponse h;
-    ASSERT_TRUE(w.admin().Health(&hctx, pb::HealthRequest(), &h).ok());
+    ASSERT_TRUE(GetHealth(w, &h));
     EXPECT_FALSE(h.serving());
     EXPECT_EQ(h.detail(), "shutting down");
   }
@@ -590,10 +590,8 @@ TEST(CoordinatorLifecycle, ModelLengthTheCacheCannotHoldIsFittedToIt) {
   ASSERT_TRUE(w.WaitHealthy()) << w.Log();
   EXPECT_TRUE(Contains(w.Log(), "context of 512 tokens does not fit the KV cache")) << w.Log();
   EXPECT_TRUE(Contains(w.Log(), "serving sequences of up to 128 tokens")) << w.Log();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(In(5));
   pb::HealthResponse h;
-  ASSERT_TRUE(w.admin().Health(&ctx, pb::HealthRequest(), &h).ok());
+  ASSERT_TRUE(GetHealth(w, &h));
   EXPECT_EQ(h.max_model_len(), 128);
   // 3 prompt tokens + 125 fit; one more is past the served length.
   const StreamResult fits = RunStream(w.generation(), MakeRequest({1, 403, 407}, 125));
