@@ -41,16 +41,23 @@ static_assert(kFloatBlockK % 16 == 0 && kBlockRows % kF16PackRows == 0, "whole s
 // with the C allocator: no inline library function).
 template <class Blk>
 struct WidenedRows {
+  // Rows one cache line longer than whole blocks: at k a multiple of 1024 the rows were a
+  // multiple of 4 KiB apart, so a widening tile's 4 stores a step and the loads after them shared
+  // their low 12 address bits (false store-to-load dependencies) and L1 sets. F16, m = 16,
+  // k = 4096, 1 thread, AMD Zen 4 (2 Dec 2026), FMAs a cycle: weights in L2 0.66-0.68 -> 0.70-0.76,
+  // from DRAM 0.58-0.62 -> 0.70-0.71; m = 6 (the widening tile alone) 0.46 -> 0.70; 2 threads,
+  // four alternating pairs, n = 1024: 134-150 -> 150-183 GFLOP/s. Layout only: the same bits.
+  static constexpr int64_t kRowPad = 16;
   float* w = nullptr;
   int64_t ldw = 0;
   ~WidenedRows() { std::free(w); }
   // Room for rows of k weights rounded up to whole blocks; false when out of memory.
   bool Reserve(int k) {
     const int64_t need = (static_cast<int64_t>(k) + kFloatBlockK - 1) / kFloatBlockK * kFloatBlockK;
-    if (need <= ldw) return true;
+    if (need + kRowPad <= ldw) return true;
     std::free(w);
-    w = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kBlockRows * need));
-    ldw = w != nullptr ? need : 0;
+    w = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kBlockRows * (need + kRowPad)));
+    ldw = w != nullptr ? need + kRowPad : 0;
     return w != nullptr;
   }
 };
@@ -63,11 +70,12 @@ inline float* BlockedAcc(float* acc, int i, int j) {
 }
 
 // Which of a tile's steps fetch which weights into L2 ahead of the row group's widening tile, one
-// step (kLanes weights of each row) at a time. Blk::kSpreadPrefetch: at its steps p = at,
-// at + stride, ..., weights q, q + kLanes, ... of the rows ahead; otherwise at its steps p in
-// [at, end), weights q + p. A tile that fetches nothing has at = -1.
+// step (kLanes weights of each row) at a time. Spread: at its steps p = at, at + stride, ...,
+// weights q, q + kLanes, ... of the rows ahead; otherwise at its steps p in [at, end), weights
+// q + p. A tile that fetches nothing has at = -1.
 struct PrefetchSteps {
   int at = -1, stride = 0, end = 0, q = 0;
+  bool spread = false;
 };
 
 // Tile t's share of fetching the `steps` steps of a block, split over `tiles` tiles of `steps`
@@ -78,14 +86,17 @@ struct PrefetchSteps {
 // the tiles' own loads waiting (F16 packed, m = 16, k = 2048, n = 5632, weights from DRAM, 2
 // threads: 141-153 -> 152-171 GFLOP/s; TinyLlama F16 decode b16 +7-15%). Otherwise tile t takes
 // the t-th run of steps: the AVX2 set's 3 x 4 tiles ran 6-11% slower with the spread's counter in
-// their step.
+// their step, and on AMD Zen 4 the AVX-512 tiles run a little faster with the runs too
+// (g_prefetch.blocked_spread false there; F16 packed, m = 16, k = 4096, n = 4096 from DRAM, both
+// in one process, alternating calls: 1 thread 66.0 -> 72.7 GFLOP/s, 2 threads 123.8-124.8 ->
+// 127.4-128.5; n = 1024 alike).
 template <class Blk>
 PrefetchSteps PrefetchShare(int t, int tiles, int steps) {
   constexpr int kLanes = Blk::kLanes;
   if (tiles == 0) return {};
-  if constexpr (Blk::kSpreadPrefetch) {
+  if (Blk::kSpreadPrefetch && g_prefetch.blocked_spread) {
     const int first = t * steps, s0 = (tiles - first % tiles) % tiles;
-    return {s0 * kLanes, tiles * kLanes, 0, (first + s0) / tiles * kLanes};
+    return {s0 * kLanes, tiles * kLanes, 0, (first + s0) / tiles * kLanes, true};
   } else {
     return {steps * t / tiles * kLanes, 0, steps * (t + 1) / tiles * kLanes, 0};
   }
@@ -120,7 +131,7 @@ void BlockedTile(const float* x, float* w, int64_t ldw, int steps, float* acc, c
         __attribute__((always_inline)) {
       V wv[NR];
       float* const wp = w + p0 + p;
-      if constexpr (Blk::kSpreadPrefetch) {
+      if (Blk::kSpreadPrefetch && pf.spread) {
         if (p == pf_at) {
           ahead.PrefetchL2(NR, pf_q);
           pf_at += pf.stride;

@@ -211,11 +211,15 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    three alternating pairs: Q4_K_M 37.6-37.9 / 38.2-39.2 tok/s, Q4_0 43.2-43.9 / 43.8-46.4.
 //    Not for the packed F16 rows: 11.7-12.5 / 10.1-10.4 tok/s (their GEMV does little work per
 //    line, so the extra instructions cost; in cache 55 -> 50 GB/s). AMD: unmeasured, none.
+//  - blocked_spread: how the k-blocked float panels' tiles share the fetching of the next
+//    weights (matmul_blocked.h's PrefetchShare): spread over all their steps (the Xeon) or in
+//    runs (AMD Zen 4).
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
   uintptr_t f16_packed;
   uintptr_t l2_ahead;
+  bool blocked_spread;
 };
 extern PrefetchDistances g_prefetch;
 // The packed Q8_0 GEMV (m = 1) of an AVX-512 set runs the AVX2 set's panel (the same bits: both

@@ -148,9 +148,10 @@ TEST(MatmulTest, FloatBlocksHoldEachRowWhereTheLayoutSays) {
 }
 
 // The blocked tiles' prefetch of the next block (matmul_blocked.h): however a chunk's tiles share
-// it, spread (AVX-512) or in runs (AVX2), each of the block's steps is fetched exactly once, by a
-// step of some tile, as PrefetchSteps says (a step missed is streamed from DRAM by the widening
-// tile; one fetched twice costs a fill buffer).
+// it, spread (AVX-512 where g_prefetch.blocked_spread) or in runs (AVX2, and AVX-512 on AMD),
+// each of the block's steps is fetched exactly once, by a step of some tile, as PrefetchSteps
+// says (a step missed is streamed from DRAM by the widening tile; one fetched twice costs a fill
+// buffer).
 template <bool kSpread>
 struct FakeBlk {
   static constexpr int kLanes = 16;
@@ -168,11 +169,11 @@ void ExpectEveryStepFetchedOnce() {
         int at = pf.at, q = pf.q;
         for (int p = 0; p < steps * kLanes; p += kLanes) {
           int what = -1;
-          if (kSpread && p == at) {
+          if (pf.spread && p == at) {
             what = q;
             at += pf.stride;
             q += kLanes;
-          } else if (!kSpread && p >= pf.at && p < pf.end) {
+          } else if (!pf.spread && p >= pf.at && p < pf.end) {
             what = pf.q + p;
           }
           if (what < 0) continue;
@@ -191,8 +192,15 @@ void ExpectEveryStepFetchedOnce() {
   EXPECT_EQ(none.at, -1);  // the tiles of later chunks fetch nothing
 }
 TEST(MatmulTest, BlockedPrefetchFetchesEachStepOnce) {
-  ExpectEveryStepFetchedOnce<true>();
+  const internal::PrefetchDistances saved = internal::g_prefetch;
+  for (bool spread : {true, false}) {
+    internal::g_prefetch.blocked_spread = spread;
+    ExpectEveryStepFetchedOnce<true>();
+    EXPECT_EQ(internal::PrefetchShare<FakeBlk<true>>(0, 3, 32).spread, spread);
+  }
+  internal::g_prefetch = saved;
   ExpectEveryStepFetchedOnce<false>();
+  EXPECT_FALSE(internal::PrefetchShare<FakeBlk<false>>(0, 3, 32).spread);  // AVX2: runs always
 }
 
 TEST(MatmulTest, PublicEntryUsesBestIsa) {
