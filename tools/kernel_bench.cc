@@ -1,5 +1,6 @@
 // kernel_bench: speed of the CPU kernels (not a test). Prints GFLOP/s and GB/s of Matmul for F32,
-// BF16, F16, Q8_0, Q4_K, Q6_K, Q2_K and packed Q3_K weights at m = 1, 4, 8, 16, 32, 64, 128 (and
+// BF16, F16, Q8_0 (as stored, packed at every call, and packed as the engine loads it), Q4_K,
+// Q6_K, Q2_K and packed Q3_K weights at m = 1, 4, 8, 16, 32, 64, 128 (and
 // 512 for the quantized ones) on a 4096 x 4096 weight (in L3; packed F16 at m = 16 and 64 also
 // from DRAM), and PagedAttention for a decode batch and a prefill (`kernel_bench matmul` or
 // `kernel_bench attention` runs one). `kernel_bench gemv` (only when named) prints the GEMV GB/s
@@ -96,6 +97,9 @@ bool BenchMatmul(const std::vector<std::string>& only_types) {
     kn::internal::QuantizeRowQ8_0(wf.data() + static_cast<size_t>(r) * k, k,
                                   wq.data() + static_cast<size_t>(r) * (k / llm::kQ8BlockSize));
   }
+  // Q8_0 also in the engine's layout (legacy_packed.h): "Q8_0" alone packs at every call
+  std::vector<uint8_t> wq8p(llm::RowBytes(DType::kQ8_0Packed, k) * n);
+  kn::PackRows(DType::kQ8_0, wq.data(), n, k, wq8p.data());
   std::vector<uint8_t> wq4k(llm::RowBytes(DType::kQ4_K, k) * n),
       wq6k(llm::RowBytes(DType::kQ6_K, k) * n);
   kn::QuantizeRows(DType::kQ4_K, wf.data(), n, k, wq4k.data());
@@ -114,11 +118,11 @@ bool BenchMatmul(const std::vector<std::string>& only_types) {
   const struct {
     DType t;
     const void* w;
-  } cases[] = {{DType::kF32, wf.data()},          {DType::kBF16, wbf.data()},
-               {DType::kF16, wh.data()},          {DType::kF16Packed, whp.data()},
-               {DType::kQ8_0, wq.data()},         {DType::kQ4_K, wq4k.data()},
-               {DType::kQ6_K, wq6k.data()},       {DType::kQ2_K, wq2k.data()},
-               {DType::kQ3_KPacked, wq3kp.data()}};
+  } cases[] = {{DType::kF32, wf.data()},    {DType::kBF16, wbf.data()},
+               {DType::kF16, wh.data()},    {DType::kF16Packed, whp.data()},
+               {DType::kQ8_0, wq.data()},   {DType::kQ8_0Packed, wq8p.data()},
+               {DType::kQ4_K, wq4k.data()}, {DType::kQ6_K, wq6k.data()},
+               {DType::kQ2_K, wq2k.data()}, {DType::kQ3_KPacked, wq3kp.data()}};
   DType case_types[std::size(cases)];
   for (size_t i = 0; i < std::size(cases); ++i) case_types[i] = cases[i].t;
   if (!KnownTypes("matmul", only_types, case_types)) return false;
