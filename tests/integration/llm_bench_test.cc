@@ -1,6 +1,7 @@
 // llm-bench (tools/) on the real stories260K model: --decode-context sets the prompt the decode
 // sequences start from (the decode line reports it, in the format tools/bench-vs-llama-cpp.sh
-// parses), and bad values are errors naming the flag or the model's context length.
+// parses), and bad values are errors naming the flag or the model's context length; the read
+// bandwidth line that tools/bench-vs-llama-cpp.sh parses, and the share of it that decode streams.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -59,6 +60,31 @@ TEST(LlmBench, DecodeContextSetsTheDecodePrompt) {
   EXPECT_GT(forward, 0.0) << run.log;
   EXPECT_LE(forward + sampling, step + 0.02) << run.log;  // printed to 0.01 ms
   EXPECT_GT(forward, sampling) << run.log;
+}
+
+// The read loop's line (its third field is what tools/bench-vs-llama-cpp.sh prints as "read bw")
+// names both kinds of pass, and its share is batch-1 decode's GB/s of weights over it.
+TEST(LlmBench, ReadBandwidthLineAndDecodeShare) {
+  LLM_E2E_REQUIRE_SHARED();
+  const BenchRun run = RunLlmBench({});
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  std::smatch decode, read;
+  ASSERT_TRUE(std::regex_search(
+      run.log, decode, std::regex(R"(decode   batch   1 .*\(([0-9.]+) GB/s of weights\))")))
+      << run.log;
+  ASSERT_TRUE(std::regex_search(
+      run.log, read,
+      std::regex(R"(\nread bandwidth ([0-9.]+) GB/s \(1 threads, best of 3 passes over 1 GiB, )"
+                 R"(plain and prefetched\): decode batch 1 streams ([0-9]+)% of it\n)")))
+      << run.log;
+  const double decode_gbs = std::stod(decode[1]), bandwidth = std::stod(read[1]);
+  ASSERT_GT(bandwidth, 0.0) << run.log;
+  // both figures are printed rounded to 0.1 GB/s, the share to 1%
+  const double lo = 100 * (decode_gbs - 0.05) / (bandwidth + 0.05) - 0.5;
+  const double hi = 100 * (decode_gbs + 0.05) / (bandwidth - 0.05) + 0.5;
+  const double share = std::stod(read[2]);
+  EXPECT_GE(share, lo) << run.log;
+  EXPECT_LE(share, hi) << run.log;
 }
 
 TEST(LlmBench, BadDecodeContextIsAnError) {
