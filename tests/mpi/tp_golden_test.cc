@@ -601,7 +601,7 @@ TEST_F(TpTest, IdleFollowerSleeps) {
   LLM_REQUIRE_SHARED(kStoriesGolden);
   LLM_REQUIRE_SHARED(kStories);
   const std::string args = "--model " + SharedPath(kStories) + " --requests " +
-                           WriteRequests(StoriesRequests()) + " --idle-ms 3000 --pid-dir " +
+                           WriteRequests(StoriesRequests()) + " --idle-ms 4000 --pid-dir " +
                            dir_.string();
   FILE* p = popen(Command(mpirun, 2, args, 120).c_str(), "r");
   ASSERT_NE(p, nullptr);
@@ -613,15 +613,17 @@ TEST_F(TpTest, IdleFollowerSleeps) {
     std::ifstream(dir_ / "rank1.pid") >> pid;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the spin phase
     const double before = CpuSeconds(pid);
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // 200 clock ticks: 1 tick is 0.5%
     const double after = CpuSeconds(pid);
-    if (before >= 0 && after >= 0) used = after - before;
+    if (before >= 0 && after >= 0) used = (after - before) / 2;
   }
   const int status = pclose(p);
   EXPECT_EQ(status, 0) << Stderr();
   ASSERT_GE(used, 0) << "could not sample the follower's CPU time\n" << Stderr();
-  std::printf("[ idle ] follower used %.3f CPU seconds in 1 s\n", used);
-  EXPECT_LT(used, 0.1) << "an idle follower used " << used << " CPU seconds in 1 s";
+  std::printf("[ idle ] follower used %.3f CPU seconds a second\n", used);
+  // A spinning follower uses ~1; one that sleeps < 0.01 (0.12 was seen at a 2 ms sleep cap on a
+  // loaded CI host, which had a wake-up every 2 ms).
+  EXPECT_LT(used, 0.05) << "an idle follower used " << used << " CPU seconds a second";
 }
 
 }  // namespace
