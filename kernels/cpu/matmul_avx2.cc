@@ -60,10 +60,12 @@ struct PackedRows16 {  // rows of one group of r rows of kF16Packed / kBF16Packe
   const uint16_t* group;
   int r;
   int k;
+  uintptr_t ahead = g_prefetch.f16_packed;  // PrefetchPackedStep's distances
+  uintptr_t l2 = g_prefetch.f16_packed_l2;
   const uint16_t* Chunk(int j, int p) const { return group + F16PackedChunk(r, j, p); }
   const uint16_t* Tail(int j) const { return group + F16PackedTail(r, j, k); }
   // One sequential stream, fetched ahead where the CPU's prefetchers fall short of DRAM speed.
-  void Prefetch(int p) const { PrefetchPackedStep(group, r, p, 8); }
+  void Prefetch(int p) const { PrefetchPackedStep(group, r, p, 8, ahead, l2); }
   // A step's weights of the group (8 of each row, one run of at most a line) from p, into L2.
   void PrefetchL2(int, int p) const { __builtin_prefetch(group + F16PackedChunk(r, 0, p), 0, 2); }
 };

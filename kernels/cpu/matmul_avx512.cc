@@ -90,6 +90,8 @@ struct PackedRows16 {
   const uint16_t* group;
   int r;
   int k;
+  uintptr_t ahead = g_prefetch.f16_packed;  // PrefetchPackedStep's distances
+  uintptr_t l2 = g_prefetch.f16_packed_l2;
   __m512 Load(int j, int p) const {
     const __m128i lo =
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(group + F16PackedChunk(r, j, p)));
@@ -108,7 +110,7 @@ struct PackedRows16 {
   }
   // One sequential stream: Intel's prefetchers leave it under DRAM speed, AMD's follow it
   // (g_prefetch.f16_packed: 0 there).
-  void Prefetch(int, int p) const { PrefetchPackedStep(group, r, p, 16); }
+  void Prefetch(int, int p) const { PrefetchPackedStep(group, r, p, 16, ahead, l2); }
   // A step's weights of the group (16 of each row, one run) from weight p, into L2.
   void PrefetchL2(int, int p) const {
     const auto* at = reinterpret_cast<const char*>(group + F16PackedChunk(r, 0, p));

@@ -209,17 +209,25 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    30 Nov 2026, two alternating rounds, GB/s without / with 2 KiB more: Q4_0 packed 21.1-26.0 /
 //    23.2-27.6, Q4_K 21.2-24.2 / 22.2-25.2, Q6_K 19.6-22.9 / 24.6-27.3. TinyLlama decode b1,
 //    three alternating pairs: Q4_K_M 37.6-37.9 / 38.2-39.2 tok/s, Q4_0 43.2-43.9 / 43.8-46.4.
-//    Not for the packed F16 rows: 11.7-12.5 / 10.1-10.4 tok/s (their GEMV does little work per
-//    line, so the extra instructions cost; in cache 55 -> 50 GB/s). AMD: unmeasured, none.
+//    AMD: unmeasured, none.
 //  - blocked_spread: how the k-blocked float panels' tiles share the fetching of the next
 //    weights (matmul_blocked.h's PrefetchShare): spread over all their steps (the Xeon) or in
 //    runs (AMD Zen 4).
+//  - f16_packed_l2: the packed F16 / BF16 GEMV's L2 prefetch, this much beyond its L1 one
+//    (PrefetchPackedStep). On the Xeon without AMX (Emerald Rapids, 2 Dec 2026), 2 threads, k =
+//    2048, n = 5632 from DRAM, alternating in one process, GB/s medians of 9-11: none 19.2-19.9,
+//    4 KiB beyond 2 KiB 20.4, 6 KiB 22.0-22.4, 8 KiB 21.9-22.0, 14 KiB 20.7-22.0; AVX2 19.2 ->
+//    21.7. TinyLlama F16 decode b1, four alternating pairs: 7.0-9.0 -> 9.3-10.9 tok/s. In cache
+//    (weights in L2) it costs ~10% (AVX-512 47 -> 40 GB/s), which only models that fit in the
+//    L3 see. (An earlier "slower with it" for these rows, 30 Nov, was measured while GCC had
+//    dropped the tile's L1 prefetch: see PrefetchLine.) AMD: none, as f16_packed.
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
   uintptr_t f16_packed;
   uintptr_t l2_ahead;
   bool blocked_spread;
+  uintptr_t f16_packed_l2;  // beyond f16_packed
 };
 extern PrefetchDistances g_prefetch;
 // The packed Q8_0 GEMV (m = 1) of an AVX-512 set runs the AVX2 set's panel (the same bits: both
@@ -242,14 +250,35 @@ bool Q8_0GemvOnAvx2(const char* env, bool has_avx2, bool is_amd);
     if (l2_ahead != 0) __builtin_prefetch(reinterpret_cast<const void*>(line + l2_ahead), 0, 1);
   }
 }
-// The packed F16 / BF16 rows' one stream (f16_packed.h): a GEMV step's `weights` weights of each
-// row of a group of r rows from weight p on, fetched g_prefetch.f16_packed ahead (none at 0).
-[[gnu::always_inline]] static inline void PrefetchPackedStep(const uint16_t* group, int r, int p,
-                                                             int weights) {
-  if (g_prefetch.f16_packed != 0) {
-    PrefetchAhead(group + F16PackedChunk(r, 0, p), sizeof(uint16_t) * weights * r,
-                  g_prefetch.f16_packed);
+// A software prefetch of the line at `at` (a hint: past the end of a buffer it does not fault)
+// into L1 (kL1) or L2, that the compiler keeps. GCC 12's IPA mod/ref analysis let it delete a
+// loop of __builtin_prefetch calls from the packed F16 GEMV tile once the loop had a second,
+// run-time L2 distance: the tile then streamed 14-15 GB/s from DRAM instead of 18-19.
+template <bool kL1>
+[[gnu::always_inline]] static inline void PrefetchLine(uintptr_t at) {
+#if defined(__x86_64__)
+  if constexpr (kL1) {
+    asm volatile("prefetcht0 %0" : : "m"(*reinterpret_cast<const char*>(at)));
+  } else {
+    asm volatile("prefetcht2 %0" : : "m"(*reinterpret_cast<const char*>(at)));
   }
+#else
+  __builtin_prefetch(reinterpret_cast<const void*>(at), 0, kL1 ? 3 : 1);
+#endif
+}
+// The packed F16 / BF16 rows' one stream (f16_packed.h): a GEMV step's `weights` weights of each
+// row of a group of r rows from weight p on (a run of 2 * weights * r bytes), fetched `ahead`
+// into L1 (none at 0) and `l2` further on into L2 (none at 0): g_prefetch.f16_packed and
+// .f16_packed_l2, read once per group by the caller.
+[[gnu::always_inline]] static inline void PrefetchPackedStep(const uint16_t* group, int r, int p,
+                                                             int weights, uintptr_t ahead,
+                                                             uintptr_t l2) {
+  if (ahead == 0) return;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(group + F16PackedChunk(r, 0, p)) + ahead;
+  const uintptr_t bytes = sizeof(uint16_t) * static_cast<uintptr_t>(weights) * r;
+  for (uintptr_t off = 0; off < bytes; off += 64) PrefetchLine<true>(a + off);
+  if (l2 == 0) return;
+  for (uintptr_t off = 0; off < bytes; off += 64) PrefetchLine<false>(a + l2 + off);
 }
 template <class Block>
 [[gnu::always_inline]] static inline void PrefetchWeights(const Block* block) {
