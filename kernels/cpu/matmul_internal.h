@@ -364,7 +364,10 @@ void PackedRowsPanel(const float* x, int m, int k, const void* wv, int n0, int n
     const int c1 = m < c0 + kChunk ? m : c0 + kChunk;
     for (int g = n0; g < n1; g += kF16PackRows) {
       const int r = n1 - g < kF16PackRows ? n1 - g : kF16PackRows;
-      const Rows rows{w + static_cast<int64_t>(g) * k, r, k};
+      Rows rows{w + static_cast<int64_t>(g) * k, r, k};
+      // Past one chunk of x the group's weights come from L2 for the later chunks (prefill):
+      // no software prefetch there, as before it was measured for the small batches.
+      if (m > kChunk) rows.ahead = 0;
       for (int i = c0; i < c1; i += Micro::kMR) {
         const int mr = c1 - i < Micro::kMR ? c1 - i : Micro::kMR;
         PackedRowsTile<Micro, Micro::kMR, Micro::kNR>(mr, r, x + static_cast<int64_t>(i) * k, k,
