@@ -209,6 +209,9 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    30 Nov 2026, two alternating rounds, GB/s without / with 2 KiB more: Q4_0 packed 21.1-26.0 /
 //    23.2-27.6, Q4_K 21.2-24.2 / 22.2-25.2, Q6_K 19.6-22.9 / 24.6-27.3. TinyLlama decode b1,
 //    three alternating pairs: Q4_K_M 37.6-37.9 / 38.2-39.2 tok/s, Q4_0 43.2-43.9 / 43.8-46.4.
+//    Then 6 KiB more, not 2 (the Xeon without AMX, 2 Dec 2026: k = 2048, n = 5632 from DRAM,
+//    2 threads, alternating in one process, GB/s medians of 9-11, 2 / 6 KiB): Q4_K 17.4-19.1 /
+//    18.4-19.8, Q2_K 15.1-17.8 / 16.1-18.3, Q4_0 packed 21.4 / 22.6, Q8_0 packed 24.0 / 23.9.
 //    AMD: unmeasured, none.
 //  - blocked_spread: how the k-blocked float panels' tiles share the fetching of the next
 //    weights (matmul_blocked.h's PrefetchShare): spread over all their steps (the Xeon) or in
