@@ -224,6 +224,12 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    (weights in L2) it costs ~10% (AVX-512 47 -> 40 GB/s), which only models that fit in the
 //    L3 see. (An earlier "slower with it" for these rows, 30 Nov, was measured while GCC had
 //    dropped the tile's L1 prefetch: see PrefetchLine.) AMD: none, as f16_packed.
+//  - f16_gemv_groups: the AVX-512 packed F16 / BF16 GEMV (m = 1) reads the 4 groups of a panel
+//    as 4 streams at once, as llama.cpp's F16 kernel reads 6 rows (matmul_avx512.cc,
+//    PackedGroups16): on the Xeon with AMX (2 Dec 2026), TinyLlama's shapes from DRAM, one
+//    against four groups in the same process 19.4 -> 26.4 and 15.3 -> 20.4 GB/s; TinyLlama F16
+//    decode b1, four alternating runs, 8.4-8.8 -> 10.1-11.1 tok/s (llama.cpp 9.7-10.8). AMD:
+//    off (unmeasured there; its prefetcher follows the one stream).
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
@@ -231,6 +237,7 @@ struct PrefetchDistances {
   uintptr_t l2_ahead;
   bool blocked_spread;
   uintptr_t f16_packed_l2;  // beyond f16_packed
+  bool f16_gemv_groups;     // the AVX-512 packed F16 / BF16 GEMV reads a panel's 4 groups at once
 };
 extern PrefetchDistances g_prefetch;
 // The packed Q8_0 GEMV (m = 1) of an AVX-512 set runs the AVX2 set's panel (the same bits: both
