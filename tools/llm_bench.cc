@@ -213,26 +213,48 @@ llm::StatusOr<std::shared_ptr<const llm::Grammar>> LoadGrammar(const std::string
   return std::shared_ptr<const llm::Grammar>(std::make_shared<llm::Grammar>(std::move(*g)));
 }
 
+// How a pass reads: plainly, with software prefetch, or as 4 prefetched streams per thread.
+enum class ReadKind { kPlain, kPrefetched, kFourStreams };
+
+// The 64-byte line at `at`, summed; with prefetch the line 2 KiB ahead into L1 and the one 4 KiB
+// ahead into L2, as the engine's GEMVs do (matmul_internal.h's g_prefetch).
+inline uint64_t SumLine(const uint64_t* at) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(at);  // past the end: a hint, no fault
+  __builtin_prefetch(reinterpret_cast<const void*>(a + 2048), 0, 3);
+  __builtin_prefetch(reinterpret_cast<const void*>(a + 4096), 0, 1);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < 64 / sizeof(uint64_t); ++i) sum += at[i];
+  return sum;
+}
+
 // One pass of every thread summing its share of buf (8-byte words, which the compiler
-// vectorizes); with `prefetch`, each cache line also fetches the line 2 KiB ahead into L1 and the
-// one 4 KiB ahead into L2, as the engine's GEMVs do (matmul_internal.h's g_prefetch). Seconds.
-double ReadPass(const uint64_t* buf, size_t words, bool prefetch, uint64_t* sink) {
+// vectorizes). kFourStreams: each thread reads the four quarters of its share in lockstep, a
+// line of each in turn, as the AVX-512 F16 GEMV reads a panel's four row groups (and llama.cpp's
+// F16 kernel six rows): on the Xeon with AMX (2 Dec 2026) batch-1 F16 decode then streamed
+// 119-127% of the best single-stream pass. Seconds.
+double ReadPass(const uint64_t* buf, size_t words, ReadKind kind, uint64_t* sink) {
+  constexpr size_t kLine = 64 / sizeof(uint64_t);
   const auto t0 = Clock::now();
   uint64_t total = 0;
-  if (!prefetch) {
+  if (kind == ReadKind::kPlain) {
 #pragma omp parallel for schedule(static) reduction(+ : total)
     for (size_t i = 0; i < words; ++i) total += buf[i];
-  } else {
-    constexpr size_t kLine = 64 / sizeof(uint64_t);
+  } else if (kind == ReadKind::kPrefetched) {
 #pragma omp parallel for schedule(static) reduction(+ : total)
-    for (size_t line = 0; line < words / kLine; ++line) {
-      const uint64_t* at = buf + line * kLine;
-      const uintptr_t a = reinterpret_cast<uintptr_t>(at);  // past the end: a hint, no fault
-      __builtin_prefetch(reinterpret_cast<const void*>(a + 2048), 0, 3);
-      __builtin_prefetch(reinterpret_cast<const void*>(a + 4096), 0, 1);
-      uint64_t sum = 0;
-      for (size_t i = 0; i < kLine; ++i) sum += at[i];
-      total += sum;
+    for (size_t line = 0; line < words / kLine; ++line) total += SumLine(buf + line * kLine);
+  } else {
+    const size_t lines = words / kLine;
+#pragma omp parallel reduction(+ : total)
+    {
+      const size_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+      const size_t begin = lines * t / threads, end = lines * (t + 1) / threads;
+      const size_t quarter = (end - begin) / 4;
+      for (size_t i = 0; i < quarter; ++i) {
+        for (size_t q = 0; q < 4; ++q) total += SumLine(buf + (begin + q * quarter + i) * kLine);
+      }
+      for (size_t line = begin + 4 * quarter; line < end; ++line) {
+        total += SumLine(buf + line * kLine);
+      }
     }
   }
   *sink += total;
@@ -240,14 +262,14 @@ double ReadPass(const uint64_t* buf, size_t words, bool prefetch, uint64_t* sink
 }
 
 // The machine's read bandwidth with the compute threads: the best of 3 passes over a 1 GiB
-// buffer, each pass read both plainly and with software prefetch (ReadPass), so decode's "GB/s
-// of weights" can be read against what the memory gives on this machine now. Both, because
-// machines differ: on an Intel Xeon (Emerald Rapids, 2 Dec 2026) the plain loop read 13.8-15.3
-// GB/s at 2 threads and the prefetched one 21.0-26.6, while batch-1 decode (which prefetches)
-// streamed 16.7-18.2, "115-132%" of the plain loop. On AMD Zen 4 the GEMVs measured best
-// without software prefetch, so the plain pass stays.
-// In huge pages where the CPU backend uses them (as the weights are then), else in small pages:
-// the read loop measures the best the machine streams, not a TLB-bound figure.
+// buffer, each pass read plainly, with software prefetch and as four streams (ReadPass), so
+// decode's "GB/s of weights" can be read against what the memory gives on this machine now.
+// All three, because machines differ: on an Intel Xeon (Emerald Rapids, 2 Dec 2026) the plain loop
+// read 13.8-15.3 GB/s at 2 threads and the prefetched one 21.0-26.6, while batch-1 decode (which
+// prefetches) streamed 16.7-18.2, "115-132%" of the plain loop. On AMD Zen 4 the GEMVs measured
+// best without software prefetch, so the plain pass stays. In huge pages where the CPU backend uses
+// them (as the weights are then), else in small pages: the read loop measures the best the machine
+// streams, not a TLB-bound figure.
 double ReadBandwidthGBs() {
   const size_t words = (size_t{1} << 30) / sizeof(uint64_t);
   std::vector<uint64_t> small;
@@ -265,8 +287,8 @@ double ReadBandwidthGBs() {
   double best = 0;
   uint64_t sink = 0;
   for (int pass = 0; pass < 3; ++pass) {
-    for (const bool prefetch : {false, true}) {
-      const double s = ReadPass(buf, words, prefetch, &sink);
+    for (const ReadKind kind : {ReadKind::kPlain, ReadKind::kPrefetched, ReadKind::kFourStreams}) {
+      const double s = ReadPass(buf, words, kind, &sink);
       best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s / 1e9);
     }
   }
@@ -364,7 +386,8 @@ Status Bench(const BenchOptions& o) {
   // After the RSS line: the 1 GiB buffer would count in the peak.
   const double bandwidth = ReadBandwidthGBs();
   std::printf(
-      "read bandwidth %.1f GB/s (%d threads, best of 3 passes over 1 GiB, plain and prefetched)",
+      "read bandwidth %.1f GB/s (%d threads, best of 3 passes over 1 GiB: plain, prefetched, 4 "
+      "streams)",
       bandwidth, omp_get_max_threads());
   if (decode_b1_gbs > 0)
     std::printf(": decode batch 1 streams %.0f%% of it", 100 * decode_b1_gbs / bandwidth);

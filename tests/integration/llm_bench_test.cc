@@ -74,8 +74,8 @@ TEST(LlmBench, ReadBandwidthLineAndDecodeShare) {
       << run.log;
   ASSERT_TRUE(std::regex_search(
       run.log, read,
-      std::regex(R"(\nread bandwidth ([0-9.]+) GB/s \(1 threads, best of 3 passes over 1 GiB, )"
-                 R"(plain and prefetched\): decode batch 1 streams ([0-9]+)% of it\n)")))
+      std::regex(R"(\nread bandwidth ([0-9.]+) GB/s \(1 threads, best of 3 passes over 1 GiB: )"
+                 R"(plain, prefetched, 4 streams\): decode batch 1 streams ([0-9]+)% of it\n)")))
       << run.log;
   const double decode_gbs = std::stod(decode[1]), bandwidth = std::stod(read[1]);
   ASSERT_GT(bandwidth, 0.0) << run.log;
