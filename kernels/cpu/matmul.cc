@@ -44,8 +44,8 @@ int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]) {
 
 PrefetchDistances g_prefetch = [] {
   __builtin_cpu_init();
-  if (__builtin_cpu_is("amd")) return PrefetchDistances{4096, 0, 0, 0, false, 0, false};
-  return PrefetchDistances{2048, 4096, 2048, 6144, true, 6144, true};
+  if (__builtin_cpu_is("amd")) return PrefetchDistances{4096, 0, 0, 0, false, 0, false, false};
+  return PrefetchDistances{2048, 4096, 2048, 6144, true, 6144, true, true};
 }();
 
 bool Q8_0GemvOnAvx2(const char* env, bool has_avx2, bool is_amd) {

@@ -230,14 +230,23 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    against four groups in the same process 19.4 -> 26.4 and 15.3 -> 20.4 GB/s; TinyLlama F16
 //    decode b1, four alternating runs, 8.4-8.8 -> 10.1-11.1 tok/s (llama.cpp 9.7-10.8). AMD:
 //    off (unmeasured there; its prefetcher follows the one stream).
+//  - legacy_gemv_streams: the AVX-512 GEMV of the packed 32-block formats reads a panel's rows as
+//    4 streams, a quarter of the panel each (MatmulBlockPanel): on the Xeon with AMX (3 Dec
+//    2026), TinyLlama's Q8_0 shapes from DRAM (22 x q k v o gate up down, then the output), 2
+//    threads, alternating in one process, GB/s medians of 12-15: one stream 15.6 / two 17.6 /
+//    four 18.3 (eight 15-18, worse than four); one / four 17.1 / 20.3. Q4_0, Q5_0 and Q5_1 alike
+//    (15.8-16.7 either way: these do more work per byte, and 2 threads compute them at about
+//    that speed in cache). TinyLlama Q8_0 decode b1, alternating runs: 19.0 / 20.7 -> 24.9 /
+//    24.0 tok/s. AMD: off (unmeasured; its Q8_0 GEMV runs the AVX2 panel there).
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
   uintptr_t f16_packed;
   uintptr_t l2_ahead;
   bool blocked_spread;
-  uintptr_t f16_packed_l2;  // beyond f16_packed
-  bool f16_gemv_groups;     // the AVX-512 packed F16 / BF16 GEMV reads a panel's 4 groups at once
+  uintptr_t f16_packed_l2;   // beyond f16_packed
+  bool f16_gemv_groups;      // the AVX-512 packed F16 / BF16 GEMV reads a panel's 4 groups at once
+  bool legacy_gemv_streams;  // the packed 32-block GEMV reads a panel as 4 streams
 };
 extern PrefetchDistances g_prefetch;
 // The packed Q8_0 GEMV (m = 1) of an AVX-512 set runs the AVX2 set's panel (the same bits: both
@@ -432,6 +441,16 @@ constexpr Q8KOrder XOrderOf() {
     return Q8KOrder::kNatural;
   }
 }
+// How many weight rows a micro-kernel's GEMV reads at once as separate streams
+// (Micro::kGemvStreams; the packed 32-block formats' AVX-512 tiles), else 1.
+template <class Micro>
+constexpr int GemvStreams() {
+  if constexpr (requires { Micro::kGemvStreams; }) {
+    return Micro::kGemvStreams;
+  } else {
+    return 1;
+  }
+}
 // A row's stride in XBlocks (activations) and WBlocks (weights) for nb blocks of the format:
 // nb, unless the micro-kernel reads another layout (the packed 32-block formats: groups of 16
 // activation blocks, weight rows in bytes).
@@ -466,6 +485,24 @@ void MatmulBlockPanel(const void* xv, int m, int k, const void* wv, int n0, int 
       for (int j = n0; j < n1; ++j) {
         const float s = Micro::GemvRow(xv, w + j * ldw, nb);
         y[j] = bias != nullptr ? s + bias[j] : s;
+      }
+      return;
+    }
+  }
+  if constexpr (constexpr int kS = GemvStreams<Micro>(); kS > 1) {
+    // A GEMV on a panel of kS equal parts: row j of every part in one 1 x kS tile, so each part is
+    // read front to back as a stream of its own (g_prefetch.legacy_gemv_streams: the Xeon's
+    // prefetchers keep more of DRAM busy for several streams than for one). A row's operations
+    // are those of the 1 x 1 tiles below: the same bits.
+    if (m == 1 && g_prefetch.legacy_gemv_streams && n1 - n0 >= kS && (n1 - n0) % kS == 0) {
+      const int part = (n1 - n0) / kS;
+      for (int j = n0; j < n0 + part; ++j) {
+        float s[kS] = {};
+        Micro::template Tile<1, kS>(xq, ldx, w + j * ldw, part * ldw, nb, nullptr, s, 0);
+        for (int t = 0; t < kS; ++t) {
+          const int r = j + t * part;
+          y[r] = bias != nullptr ? s[t] + bias[r] : s[t];
+        }
       }
       return;
     }

@@ -43,6 +43,8 @@ using Q5_1F = LegacyFormat<BlockQ5_1, DType::kQ5_1, true, true>;
 using Q8_0F = LegacyFormat<BlockQ8_0, DType::kQ8_0, false, false, true>;
 
 #if defined(__AVX512BW__)
+// The GEMV's weight rows at once (MatmulBlockPanel; 8 measured slower than 4).
+constexpr int kLegacyGemvStreams = 4;
 struct Vi {
   __m512i v;
 };
@@ -123,6 +125,7 @@ inline __m256 Halves(Vf a) {
                        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
 }
 #else
+constexpr int kLegacyGemvStreams = 1;  // 4 rows' registers in 256-bit halves would spill
 struct Vi {
   __m256i lo, hi;
 };
@@ -206,6 +209,7 @@ struct PackedLegacyMicro {
   static constexpr int kNR = kNRv;
   static constexpr DType kType = F::kType;
   static constexpr int64_t kGroupBytes = kPackGroupBlocks * sizeof(typename F::B);
+  static constexpr int kGemvStreams = kLegacyGemvStreams;
   // Offsets in a whole packed group (legacy_packed.h): runs, fifth-bit masks, scales, mins.
   static constexpr int kMasks = 64 * F::kRuns;
   static constexpr int kScales = kMasks + (F::kFifth ? 64 : 0);

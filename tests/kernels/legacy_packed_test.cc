@@ -165,10 +165,11 @@ TEST(LegacyPacked, MatmulGivesTheFormatsBitsOnEveryKernelSet) {
     int m, k, n;
   };
   // k: groups only (512, 2048), a tail of one block (544) or of 15 (1 group + 15), no group at
-  // all (96); m: GEMV, tiles short of 4 rows, more than a 16-row chunk; n not a multiple of 4.
-  const Shape shapes[] = {{1, 512, 37},   {1, 544, 9},  {1, 96, 5},    {1, 992, 6},
-                          {2, 512, 7},    {5, 544, 18}, {3, 96, 4},    {17, 1024, 9},
-                          {20, 2048, 13}, {4, 992, 3},  {7, 1056, 21}, {1, 2048, 64}};
+  // all (96); m: GEMV, tiles short of 4 rows, more than a 16-row chunk; n not a multiple of 4,
+  // and whole 16-row panels (48, 64: the AVX-512 GEMV's 4 streams, with and without a tail).
+  const Shape shapes[] = {{1, 512, 37},  {1, 544, 9},   {1, 96, 5},    {1, 992, 6},    {2, 512, 7},
+                          {5, 544, 18},  {3, 96, 4},    {17, 1024, 9}, {20, 2048, 13}, {4, 992, 3},
+                          {7, 1056, 21}, {1, 2048, 64}, {1, 544, 48}};
   const auto isas = Isas();
   // Both routes of the packed Q8_0 GEMV (g_q8_0_gemv_avx2: an AVX-512 set may run the AVX2
   // panel at m = 1), the second only where the CPU has AVX2.
@@ -176,10 +177,15 @@ TEST(LegacyPacked, MatmulGivesTheFormatsBitsOnEveryKernelSet) {
     return std::strcmp(ks->isa, "avx2-fma") == 0;
   });
   const bool saved_route = internal::g_q8_0_gemv_avx2;
-  for (bool route : {false, true}) {
+  const internal::PrefetchDistances saved_prefetch = internal::g_prefetch;
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool route = variant & 1;
     if (route && !has_avx2) continue;
     internal::g_q8_0_gemv_avx2 = route;
-    SCOPED_TRACE(route ? "Q8_0 GEMV on the AVX2 panel" : "each set's own panels");
+    // and the AVX-512 GEMV's row streams (one, or a panel's quarters at once), on any CPU
+    internal::g_prefetch.legacy_gemv_streams = variant & 2;
+    SCOPED_TRACE(std::string(route ? "Q8_0 GEMV on the AVX2 panel" : "each set's own panels") +
+                 (variant & 2 ? ", GEMV in 4 streams" : ", GEMV in 1 stream"));
     for (DType t : kFormats) {
       for (const Shape& s : shapes) {
         const auto q = QuantMatrix(t, s.n, s.k, 100 + s.k + s.n);
@@ -211,6 +217,7 @@ TEST(LegacyPacked, MatmulGivesTheFormatsBitsOnEveryKernelSet) {
     }
   }
   internal::g_q8_0_gemv_avx2 = saved_route;
+  internal::g_prefetch = saved_prefetch;
 }
 
 // The route's override: only "0" and "1" are taken; anything else keeps the vendor's default
