@@ -128,6 +128,10 @@ void AddBias(float* x, const float* bias, int rows, int cols);
 // if the CPU has it. Results differ between paths in the last bits (lane count, FMA); on one
 // machine they are fixed.
 const char* MatmulIsa();
+// From how many input rows that path runs F16 / BF16 weights on AMX-BF16 tiles: 0 never (the
+// default), 1 at every batch size (LLM_AMX_F16=1: batch-invariant), more (LLM_AMX_F16=batched)
+// from that many rows on, so that a row's last bits depend on the size of its batch.
+int MatmulFloatTilesMinM();
 // Chooses the SIMD path by name ("avx512-amx", "avx512-vnni", "avx512", "avx2-fma", "scalar") or
 // "auto" (the best one, or LLM_MATMUL_ISA's); InvalidArgument naming engine.matmul_isa when the CPU
 // lacks it. Call at start-up, before the first Matmul.

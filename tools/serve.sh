@@ -84,6 +84,10 @@ for ((g = 0; g < DP; g++)); do coordinators+=("127.0.0.1:$((COORD_PORT + g))"); 
 # the host idle; unbound ranks split the host's cores between them (engine.threads_per_rank).
 mpi_args=(--allow-run-as-root --oversubscribe --bind-to none -np "$RANKS")
 [ -n "${HOSTFILE:-}" ] && mpi_args+=(--hostfile "$HOSTFILE")
+# The kernels' environment switches (README, "Build and test") reach every rank, on every host.
+for v in LLM_AMX_F16 LLM_MATMUL_ISA LLM_ATTENTION_ISA LLM_Q8_0_GEMV_AVX2 LLM_PACK_WEIGHTS; do
+  [ -n "${!v:-}" ] && mpi_args+=(-x "$v")
+done
 # Own sessions (setsid): Ctrl-C reaches this script only, which stops the processes in order.
 setsid mpirun "${mpi_args[@]}" build/worker/worker --config "$CONFIG" "${overrides[@]}" &
 worker_pid=$!

@@ -214,8 +214,11 @@ FloatTiles FloatTilesFor(const MatmulKernels& ks, DType t, int k) {
 }
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
-  // every m: batch invariance
-  if (const FloatTiles ft = FloatTilesFor(ks, t, k); ft.panel != nullptr) return ft.form;
+  // every m where float_tiles_min_m is 1: batch invariance
+  if (const FloatTiles ft = FloatTilesFor(ks, t, k);
+      ft.panel != nullptr && m >= ks.float_tiles_min_m) {
+    return ft.form;
+  }
   if (ks.quant->tiles[static_cast<int>(t)] != nullptr && m >= ks.quant->tiles_min_m) {
     return IsKQuant(t) ? kQ8_KTilesInput : kQ8_0TilesInput;
   }
@@ -237,6 +240,17 @@ InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
     return kFloatBlocksInput;
   }
   return kFloatInput;
+}
+
+// How many token tiles the float tiles' panels take at once, for token tiles of `chunks` 2 KiB
+// chunks each: every 16-row panel reads all of them, so past L2 they come from L3 for each
+// panel (TinyLlama F16 prefill on an AMX host: the B tile loads take the time). A slice of
+// tokens whose tiles fill at most 1.5 MiB stays in L2 across the panels, and the weights are
+// read once per slice instead. A token's bits are the same in any slice (the panels' tiles
+// sum a token's chunks in order whatever its tile and its place in it).
+int TokenSliceTiles(int64_t chunks) {
+  constexpr int64_t kSliceBytes = 3 << 19;
+  return static_cast<int>(std::clamp<int64_t>(kSliceBytes / (chunks * 2048), 1, 4));
 }
 
 // The quantized input rows, per thread (buffers that only grow).
@@ -367,6 +381,9 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     work += static_cast<int64_t>(m) * jobs[j].n * k;
   }
   const int panels = first_panel[count];
+  // The float tiles' token slice [16 t0, 16 t0 + 16 slice_tiles) of the m rows (all of them but
+  // where TokenSliceTiles cuts them).
+  int t0 = 0, slice_tiles = (m + 15) / 16;
   auto run = [&](int p) {
     int j = 0;
     while (p >= first_panel[j + 1]) ++j;
@@ -375,7 +392,11 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     const InputForm form = FormFor(ks, job.type, m, k);
     const void* in = input[form];
     if (form == kBf16TilesInput || form == kBf16PairTilesInput) {
-      FloatTilesFor(ks, job.type, k).panel(in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+      const int r0 = 16 * t0, rows = std::min(m - r0, 16 * slice_tiles);
+      const int64_t chunks = k / (form == kBf16TilesInput ? 16 : 32);
+      FloatTilesFor(ks, job.type, k)
+          .panel(static_cast<const Bf16TokenTile*>(in) + t0 * chunks, rows, k, job.w, n0, n1,
+                 job.bias, job.y + static_cast<int64_t>(r0) * job.n, job.n);
       return;
     }
     if (form == kQ8_KTilesInput || form == kQ8_0TilesInput) {
@@ -442,19 +463,33 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     }
   };
   const int threads = work >= (1 << 18) ? std::min(omp_get_max_threads(), panels) : 1;
-  if (threads <= 1) {
-    for (int p = 0; p < panels; ++p) run(p);
-    return;
-  }
-  // One contiguous range of panels per thread, the tails stolen (panel_schedule.h).
-  static thread_local PanelSchedule schedule_of_caller;
-  PanelSchedule& schedule = schedule_of_caller;  // the team shares the caller's
-  schedule.Reset(panels, threads);
+  auto run_all = [&] {
+    if (threads <= 1) {
+      for (int p = 0; p < panels; ++p) run(p);
+      return;
+    }
+    // One contiguous range of panels per thread, the tails stolen (panel_schedule.h).
+    static thread_local PanelSchedule schedule_of_caller;
+    PanelSchedule& schedule = schedule_of_caller;  // the team shares the caller's
+    schedule.Reset(panels, threads);
 #pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num();
-    for (int p = schedule.Next(t); p >= 0; p = schedule.Next(t)) run(p);
+    {
+      const int t = omp_get_thread_num();
+      for (int p = schedule.Next(t); p >= 0; p = schedule.Next(t)) run(p);
+    }
+  };
+  const int token_tiles = slice_tiles;
+  bool tiles_only = true;
+  for (int j = 0; j < count; ++j) {
+    const InputForm form = FormFor(ks, jobs[j].type, m, k);
+    tiles_only = tiles_only && (form == kBf16TilesInput || form == kBf16PairTilesInput);
+    if (form == kBf16TilesInput || form == kBf16PairTilesInput) {
+      slice_tiles =
+          std::min(slice_tiles, TokenSliceTiles(form == kBf16TilesInput ? k / 16 : k / 32));
+    }
   }
+  if (!tiles_only) slice_tiles = token_tiles;
+  for (t0 = 0; t0 < token_tiles; t0 += slice_tiles) run_all();
 }
 
 void MatmulWith(const MatmulKernels& ks, const float* x, int m, int k, const void* w, DType w_type,
@@ -552,6 +587,10 @@ void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
 
 const char* MatmulIsa() {
   return Kernels().isa;
+}
+
+int MatmulFloatTilesMinM() {
+  return Kernels().f16_tiles != nullptr ? Kernels().float_tiles_min_m : 0;
 }
 
 }  // namespace llm::kernels

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -443,6 +444,14 @@ bool AmxUsable() {
   return usable;
 }
 
+int AmxF16TilesMinM(const char* env) {
+  if (env == nullptr || std::strcmp(env, "0") == 0) return 0;
+  if (std::strcmp(env, "1") == 0) return 1;
+  if (std::strcmp(env, "batched") == 0) return kAmxF16BatchedMinM;
+  std::fprintf(stderr, "LLM_AMX_F16: expected 0, 1 or batched, got '%.32s'; using 0\n", env);
+  return 0;
+}
+
 const MatmulKernels& AmxMatmulKernels() {
   static const QuantMatmulKernels kQuant = [] {
     QuantMatmulKernels q = *Avx512VnniMatmulKernels().quant;  // below tiles_min_m rows
@@ -471,13 +480,16 @@ const MatmulKernels& AmxMatmulKernels() {
     // Opt-in: on an AMX host (2 Dec 2026, 2 threads) the tiles are right and faster from 16
     // rows on (TinyLlama F16 decode b16 83-84 against 61-65 tok/s, b64 119-133 against 63-65),
     // but at m = 1 they take 3 ms where the AVX-512 GEMV takes 1 (b1 4.8-5.7 against 10.4-10.6
-    // tok/s), and batch invariance keeps them at m = 1 too (README, "On an Intel Xeon with AMX").
-    const char* f16 = std::getenv("LLM_AMX_F16");
-    if (AmxBf16Usable() && f16 != nullptr && std::strcmp(f16, "1") == 0) {
+    // tok/s): batch invariance keeps them at m = 1 too (LLM_AMX_F16=1), or they run from 16
+    // rows on, the GEMV below, and a row's bits depend on its batch (LLM_AMX_F16=batched; README,
+    // "On an Intel Xeon with AMX").
+    const int min_m = AmxF16TilesMinM(std::getenv("LLM_AMX_F16"));
+    if (AmxBf16Usable() && min_m > 0) {
       k.f16_tiles = AmxFloatTilesPanel(DType::kF16);
       k.f16_packed_tiles = AmxFloatTilesPanel(DType::kF16Packed);
       k.bf16_tiles = AmxFloatTilesPanel(DType::kBF16);
       k.bf16_packed_tiles = AmxFloatTilesPanel(DType::kBF16Packed);
+      k.float_tiles_min_m = min_m;
     }
     return k;
   }();

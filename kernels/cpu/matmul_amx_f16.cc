@@ -22,7 +22,7 @@
 // multiple of the chunk, else the set's AVX-512 panels run, for every m alike.
 //
 // Per panel (16 weight rows) and chunk the rows are made into one A tile (in L1) and every token
-// tile (16 input rows) multiplies it, up to 4 at a time (C in tiles 4..7). From the packed
+// tile (16 input rows) multiplies it, 2 at a time (C in tiles 4 and 5). From the packed
 // layout (f16_packed.h) the 8-weight chunks of a group of 4 rows that a chunk needs are
 // contiguous (128 bytes for F16, 256 for BF16): one stream per group.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -250,8 +250,13 @@ void AmxFloatPanel(const void* xv, int m, int k, const void* wv, int n0, int n1,
   }
   Tiles::Configure();
   alignas(64) uint32_t a[2][16][16];
-  for (int t0 = 0; t0 < token_tiles; t0 += 4) {
-    const int count = token_tiles - t0 < 4 ? token_tiles - t0 : 4;
+  // Token tiles per pass over the panel's chunks, C in tiles 4 and 5. Four (all of C's tiles)
+  // would make A half as often, but on the AMX host of 3 Dec each token tile then took twice as
+  // long (a harness of the loop, A made apart: 71-102 ns per chunk and token tile against
+  // 43-51 for two and 33-38 for one); TinyLlama F16 decode b64 54 -> 70-72 tok/s.
+  constexpr int kPerPass = 2;
+  for (int t0 = 0; t0 < token_tiles; t0 += kPerPass) {
+    const int count = token_tiles - t0 < kPerPass ? token_tiles - t0 : kPerPass;
     Tiles::ZeroC();
     const Bf16TokenTile* b = tiles + static_cast<int64_t>(t0) * kcs;
     for (int kc = 0; kc < kcs; ++kc) {

@@ -139,12 +139,15 @@ struct MatmulKernels {
   // bf16_packed) read x as float blocks (MakeFloatBlocks); 0: never.
   int float_blocks_min_m = 0;
   int float_blocks_max_m = 0;
-  // F16 rows (plain, packed) on Bf16TokenTile inputs for every m when k % 16 == 0, BF16 rows on
-  // the pair tiles when k % 32 == 0 (the AMX set on a CPU with AMX-BF16); null: the panels above.
+  // F16 rows (plain, packed) on Bf16TokenTile inputs when k % 16 == 0, BF16 rows on the pair
+  // tiles when k % 32 == 0 (the AMX set on a CPU with AMX-BF16); null: the panels above.
   MatmulBlockPanelFn f16_tiles = nullptr;
   MatmulBlockPanelFn f16_packed_tiles = nullptr;
   MatmulBlockPanelFn bf16_tiles = nullptr;
   MatmulBlockPanelFn bf16_packed_tiles = nullptr;
+  // The tiles above run from this many input rows on, the panels above them below: 1 keeps every
+  // row's bits those of the row alone (batch invariance); more gives that up for speed.
+  int float_tiles_min_m = 1;
 };
 
 const MatmulKernels& ScalarMatmulKernels();
@@ -161,6 +164,12 @@ bool AmxUsable();
 bool AmxBf16Usable();
 // The tiles panel of kF16, kF16Packed, kBF16 or kBF16Packed rows; null for other formats.
 MatmulBlockPanelFn AmxFloatTilesPanel(DType t);
+// From which m F16 / BF16 run on AMX-BF16 tiles, by LLM_AMX_F16 (env, may be null): unset or
+// "0": never (0); "1": every m (1, batch-invariant); "batched": from kAmxF16BatchedMinM rows
+// (not batch-invariant: a row's bits depend on its batch's size). Another value is reported on
+// stderr and read as unset.
+constexpr int kAmxF16BatchedMinM = 16;
+int AmxF16TilesMinM(const char* env);
 // Those panels with the tile operations in software (tests on CPUs with AVX-512 but no AMX).
 MatmulBlockPanelFn SoftFloatTilesPanel(DType t);
 

@@ -217,14 +217,87 @@ TEST(AmxTiles, F16AndBf16OnBf16TilesAreCloseToFloat64AndBatchInvariant) {
   if (!internal::AmxBf16Usable()) {
     GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-BF16 tiles";
   }
-  if (internal::AmxMatmulKernels().f16_tiles == nullptr) {
-    GTEST_SKIP() << "F16 on AMX tiles is opt-in: LLM_AMX_F16=1 (ctest: kernels_test.AmxF16OptIn)";
+  if (internal::AmxMatmulKernels().f16_tiles == nullptr ||
+      internal::AmxMatmulKernels().float_tiles_min_m != 1) {
+    GTEST_SKIP() << "F16 on AMX tiles at every m is opt-in: LLM_AMX_F16=1 (ctest: "
+                    "kernels_test.AmxF16OptIn)";
   }
   for (const DType t : {DType::kF16, DType::kBF16}) {
     ExpectFloatTiles(t, [](const float* x, int m, int k, const void* w, DType type, int n,
                            const float* bias, float* y) {
       internal::MatmulWith(internal::AmxMatmulKernels(), x, m, k, w, type, n, bias, y);
     });
+  }
+}
+
+TEST(AmxTiles, AmxF16EnvironmentVariableSaysFromWhichRowsTheTilesRun) {
+  using internal::AmxF16TilesMinM;
+  EXPECT_EQ(AmxF16TilesMinM(nullptr), 0);
+  EXPECT_EQ(AmxF16TilesMinM("0"), 0);
+  EXPECT_EQ(AmxF16TilesMinM("1"), 1);
+  EXPECT_EQ(AmxF16TilesMinM("batched"), internal::kAmxF16BatchedMinM);
+  for (const char* bad : {"", "2", "yes", "Batched", "batched ", "1 "}) {
+    EXPECT_EQ(AmxF16TilesMinM(bad), 0) << bad;
+  }
+  const std::string huge(1 << 16, 'b');
+  EXPECT_EQ(AmxF16TilesMinM(huge.c_str()), 0);
+}
+
+// LLM_AMX_F16=batched: the tiles from kAmxF16BatchedMinM rows on, the AVX-512 VNNI set's panels
+// below. A row of a batch that large has the same bits in every such batch (whatever its place)
+// and is within 2^-16 of float64 (as in ExpectFloatTiles); a row of a smaller batch has the bits
+// of the set below; the two differ (x kept to ~16 bits on the tiles), so the tiles did run.
+TEST(AmxTiles, BatchedModeRunsTheTilesFromSixteenRows) {
+  if (!internal::AmxBf16Usable()) {
+    GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-BF16 tiles";
+  }
+  const internal::MatmulKernels& amx = internal::AmxMatmulKernels();
+  if (amx.f16_tiles == nullptr || amx.float_tiles_min_m != internal::kAmxF16BatchedMinM) {
+    GTEST_SKIP() << "F16 on AMX tiles from 16 rows is opt-in: LLM_AMX_F16=batched (ctest: "
+                    "kernels_test.AmxF16Batched)";
+  }
+  const int big = 40, small = internal::kAmxF16BatchedMinM;
+  for (const DType type : {DType::kF16Packed, DType::kBF16Packed}) {
+    const bool f16 = type == DType::kF16Packed;
+    const int n = 37, k = 544;
+    SCOPED_TRACE(DTypeName(type));
+    const auto wf = testing::RandomFloats(static_cast<size_t>(n) * k, 11, -0.5f, 0.5f);
+    std::vector<uint16_t> w(wf.size()), packed(wf.size());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = f16 ? F32ToF16(wf[i]) : F32ToBf16(wf[i]);
+    internal::PackF16Rows(w.data(), n, k, packed.data());
+    const auto x = testing::RandomFloats(static_cast<size_t>(big) * k, 13, -2.0f, 2.0f);
+    auto run = [&](const internal::MatmulKernels& ks, int first, int m) {
+      std::vector<float> y(static_cast<size_t>(m) * n);
+      internal::MatmulWith(ks, x.data() + static_cast<size_t>(first) * k, m, k, packed.data(), type,
+                           n, nullptr, y.data());
+      return y;
+    };
+    const std::vector<float> y = run(amx, 0, big);
+    const std::vector<float> tail = run(amx, big - small, small);  // rows 24..39 on their own
+    ASSERT_EQ(
+        std::memcmp(tail.data(), y.data() + static_cast<size_t>(big - small) * n, 4 * tail.size()),
+        0)
+        << "a row's bits in a batch of " << small << " against " << big;
+    for (const int m : {1, small - 1}) {
+      const std::vector<float> below = run(amx, 0, m);
+      const std::vector<float> vnni = run(internal::Avx512VnniMatmulKernels(), 0, m);
+      ASSERT_EQ(std::memcmp(below.data(), vnni.data(), 4 * below.size()), 0) << "m " << m;
+    }
+    const std::vector<float> vnni = run(internal::Avx512VnniMatmulKernels(), 0, big);
+    EXPECT_NE(std::memcmp(y.data(), vnni.data(), 4 * y.size()), 0) << "the tiles did not run";
+    for (int i = 0; i < big; ++i) {
+      for (int j = 0; j < n; ++j) {
+        double ref = 0.0, mag = 0.0;
+        for (int p = 0; p < k; ++p) {
+          const uint16_t wb = w[static_cast<size_t>(j) * k + p];
+          const double t = static_cast<double>(x[static_cast<size_t>(i) * k + p]) *
+                           (f16 ? F16ToF32(wb) : Bf16ToF32(wb));
+          ref += t;
+          mag += std::fabs(t);
+        }
+        ASSERT_NEAR(y[static_cast<size_t>(i) * n + j], ref, mag * 0x1p-16) << i << "," << j;
+      }
+    }
   }
 }
 

@@ -186,7 +186,15 @@ Status Serve(const ClusterConfig& c, Communicator* comm, int ranks_on_host, int 
   }
   ConfigureThreads(c, ranks_on_host);
   LLM_RETURN_IF_ERROR(kernels::SelectMatmulIsa(c.engine.matmul_isa));
-  spdlog::info("matmul SIMD path: {}", kernels::MatmulIsa());
+  if (const int tiles = kernels::MatmulFloatTilesMinM(); tiles > 1) {
+    spdlog::info(
+        "matmul SIMD path: {}, F16/BF16 on AMX tiles from {} rows (LLM_AMX_F16=batched: "
+        "a row's last bits depend on its batch's size)",
+        kernels::MatmulIsa(), tiles);
+  } else {
+    spdlog::info("matmul SIMD path: {}{}", kernels::MatmulIsa(),
+                 tiles == 1 ? ", F16/BF16 on AMX tiles at every batch size" : "");
+  }
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
                        LoadWeights(c, EngineShardOf(c.engine, 0, world)));
   LLM_RETURN_IF_ERROR(PlaceWeightsFor(c.engine, *weights, *backend));
