@@ -324,17 +324,12 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
       ReorderChunksQ8K(halved, nbk, Q8KOrder::kHalves);
     }
     if (need[kFloatBlocksInput]) MakeFloatBlocksRow(xr, i, k, float_blocks);
-    if (need[kBf16TilesInput]) MakeBf16TokenTilesRow(xr, i, k, in.bf16_tiles.data());
-    if (need[kBf16PairTilesInput]) MakeBf16PairTokenTilesRow(xr, i, k, in.bf16_pair_tiles.data());
     if (need[kPackedXInput]) {
       MakePackedX(xq, nb0, in.packed_x.data() + static_cast<int64_t>(i) * groups);
     }
   }
-  for (int i = m; i < 16 * token_tiles; ++i) {  // the last tile's columns past m
-    if (need[kBf16TilesInput]) MakeBf16TokenTilesRow(nullptr, i, k, in.bf16_tiles.data());
-    if (need[kBf16PairTilesInput])
-      MakeBf16PairTokenTilesRow(nullptr, i, k, in.bf16_pair_tiles.data());
-  }
+  if (need[kBf16TilesInput]) MakeBf16TokenTiles(x, m, k, in.bf16_tiles.data());
+  if (need[kBf16PairTilesInput]) MakeBf16PairTokenTiles(x, m, k, in.bf16_pair_tiles.data());
   if (need[kQ8_KTilesInput]) {
     const size_t tiles = static_cast<size_t>(Q8KTokenTileCount(m)) * nbk;
     if (in.q8_k_tiles.size() < tiles) in.q8_k_tiles.resize(tiles);

@@ -14,8 +14,8 @@
 //   bf16 (nearest even): x to ~16 significant bits, so the result is within ~2^-17 of the F32
 //   product sum per term (llama.cpp rounds x to F16: 11 bits). B holds xh and xl in two tiles:
 //   for F16 each dword holds the value twice, meeting both halves of A's pair
-//   (MakeBf16TokenTilesRow); for BF16 the values of weights 2p and 2p + 1
-//   (MakeBf16PairTokenTilesRow).
+//   (MakeBf16TokenTiles); for BF16 the values of weights 2p and 2p + 1
+//   (MakeBf16PairTokenTiles).
 // Products of bf16 values are exact in F32; the tiles sum them in F32, and a row's sum runs
 // over k in chunks (16 k for F16, 32 for BF16) in increasing order, xh then xl per chunk,
 // whatever m and the token's place in its tile (tested bitwise against m = 1). k must be a
@@ -324,43 +324,84 @@ inline void SplitActivations(__m512 v, __m512i& hi, __m512i& lo) {
                         high);
 }
 
-// Dword p of a chunk to row p, column i % 16 of a tile.
-inline __m512i TileColumn(int i) {
-  return _mm512_add_epi32(
-      _mm512_set_epi32(240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64, 48, 32, 16, 0),
-      _mm512_set1_epi32(i % 16));
+// The 16 x 16 dwords of v transposed: afterwards v[p] holds dword p of each v[t] in lane t.
+// (Two unpack stages make each 128-bit lane hold one dword of four rows, then a 4 x 4
+// transpose of the lanes; 64 shuffles where the 32 scatters of a column at a time took ~4x as
+// long.)
+inline void Transpose16x16(__m512i v[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  __m512i u[4][4];  // u[g][j], lane l: dword 4 l + j of rows 4 g .. 4 g + 3
+  for (int g = 0; g < 4; ++g) {
+    u[g][0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[g][1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[g][2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[g][3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i a = _mm512_shuffle_i32x4(u[0][j], u[1][j], 0x44),
+                  b = _mm512_shuffle_i32x4(u[0][j], u[1][j], 0xEE),
+                  c = _mm512_shuffle_i32x4(u[2][j], u[3][j], 0x44),
+                  d = _mm512_shuffle_i32x4(u[2][j], u[3][j], 0xEE);
+    v[j] = _mm512_shuffle_i32x4(a, c, 0x88);
+    v[4 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);
+    v[8 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
+    v[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);
+  }
+}
+
+// Every (token tile, chunk) of the m rows: Row(row, c, hi, lo) writes a row's dwords of chunk c
+// (hi, lo: its row of the tile before the transpose), zeros for the rows past m. In parallel over
+// the tiles' chunks where the work is large enough to pay for the threads.
+template <class Row>
+void MakeTokenTiles(const float* x, int m, int k, int kcs, Bf16TokenTile* out, Row row) {
+  const int items = (m + 15) / 16 * kcs;
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(m) * k >= (1 << 16))
+  for (int item = 0; item < items; ++item) {
+    const int t = item / kcs, c = item % kcs;
+    __m512i hi[16], lo[16];
+    for (int r = 0; r < 16; ++r) {
+      const int i = 16 * t + r;
+      if (i < m) {
+        row(x + static_cast<int64_t>(i) * k, c, hi[r], lo[r]);
+      } else {
+        hi[r] = lo[r] = _mm512_setzero_si512();
+      }
+    }
+    Transpose16x16(hi);
+    Transpose16x16(lo);
+    for (int p = 0; p < 16; ++p) {
+      _mm512_store_si512(out[item].hi[p], hi[p]);
+      _mm512_store_si512(out[item].lo[p], lo[p]);
+    }
+  }
 }
 
 }  // namespace
 
-void MakeBf16TokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out) {
-  const int kcs = k / 16;
-  Bf16TokenTile* t = out + static_cast<int64_t>(i / 16) * kcs;
-  const __m512i at = TileColumn(i);
-  for (int kc = 0; kc < kcs; ++kc) {
-    __m512i hi, lo;
-    SplitActivations(x != nullptr ? _mm512_loadu_ps(x + 16 * kc) : _mm512_setzero_ps(), hi, lo);
-    _mm512_i32scatter_epi32(t[kc].hi, at, _mm512_or_si512(hi, _mm512_srli_epi32(hi, 16)), 4);
-    _mm512_i32scatter_epi32(t[kc].lo, at, _mm512_or_si512(lo, _mm512_srli_epi32(lo, 16)), 4);
-  }
+void MakeBf16TokenTiles(const float* x, int m, int k, Bf16TokenTile* out) {
+  MakeTokenTiles(x, m, k, k / 16, out, [](const float* xr, int c, __m512i& hi, __m512i& lo) {
+    SplitActivations(_mm512_loadu_ps(xr + 16 * c), hi, lo);
+    hi = _mm512_or_si512(hi, _mm512_srli_epi32(hi, 16));  // the value in both words
+    lo = _mm512_or_si512(lo, _mm512_srli_epi32(lo, 16));
+  });
 }
 
-void MakeBf16PairTokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out) {
-  const int kcs = k / 32;
-  Bf16TokenTile* t = out + static_cast<int64_t>(i / 16) * kcs;
-  const __m512i at = TileColumn(i);
-  // the upper words of 32 dwords (two registers), in order
-  const __m512i odd_words =
-      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
-                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  for (int kc = 0; kc < kcs; ++kc) {
+void MakeBf16PairTokenTiles(const float* x, int m, int k, Bf16TokenTile* out) {
+  MakeTokenTiles(x, m, k, k / 32, out, [](const float* xr, int c, __m512i& hi, __m512i& lo) {
+    // the upper words of 32 dwords (two registers), in order
+    const __m512i odd_words =
+        _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                         25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     __m512i hi0, lo0, hi1, lo1;
-    SplitActivations(x != nullptr ? _mm512_loadu_ps(x + 32 * kc) : _mm512_setzero_ps(), hi0, lo0);
-    SplitActivations(x != nullptr ? _mm512_loadu_ps(x + 32 * kc + 16) : _mm512_setzero_ps(), hi1,
-                     lo1);
-    _mm512_i32scatter_epi32(t[kc].hi, at, _mm512_permutex2var_epi16(hi0, odd_words, hi1), 4);
-    _mm512_i32scatter_epi32(t[kc].lo, at, _mm512_permutex2var_epi16(lo0, odd_words, lo1), 4);
-  }
+    SplitActivations(_mm512_loadu_ps(xr + 32 * c), hi0, lo0);
+    SplitActivations(_mm512_loadu_ps(xr + 32 * c + 16), hi1, lo1);
+    hi = _mm512_permutex2var_epi16(hi0, odd_words, hi1);
+    lo = _mm512_permutex2var_epi16(lo0, odd_words, lo1);
+  });
 }
 
 namespace {

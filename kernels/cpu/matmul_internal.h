@@ -96,12 +96,12 @@ struct alignas(64) Bf16TokenTile {
   uint32_t hi[16][16];
   uint32_t lo[16][16];
 };
-// Writes token i's column of its tiles (x: its k floats, or null for zeros); k % 16 == 0.
-void MakeBf16TokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out);
+// The (m + 15) / 16 tiles of the m rows of x (k floats each); k % 16 == 0.
+void MakeBf16TokenTiles(const float* x, int m, int k, Bf16TokenTile* out);
 // The same tiles for BF16 weights (exact in bf16, so no weight split): per 32 k, hi[p][t] holds
 // token t's xh of weights 2p and 2p + 1 as the low and high word, lo[p][t] its xl; tile t,
 // chunk c at out[t * (k / 32) + c]; k % 32 == 0.
-void MakeBf16PairTokenTilesRow(const float* x, int i, int k, Bf16TokenTile* out);
+void MakeBf16PairTokenTiles(const float* x, int m, int k, Bf16TokenTile* out);
 
 // The token tiles of m rows of nb Q8_K blocks: tile t, block b at out[t * nb + b], for
 // Q8KTokenTileCount(m) tiles (an even count: the panels take two at a time).

@@ -302,7 +302,7 @@ TEST(AmxTiles, BatchedModeRunsTheTilesFromSixteenRows) {
 }
 
 // The same panels with the tile operations in software: the layouts of A (weights from plain
-// and packed rows) and B (MakeBf16TokenTilesRow, MakeBf16PairTokenTilesRow) and the walk over
+// and packed rows) and B (MakeBf16TokenTiles, MakeBf16PairTokenTiles) and the walk over
 // panels, chunks and token tiles, on any CPU with AVX-512.
 TEST(AmxTiles, FloatPanelsOnSoftwareTilesAreCloseToFloat64AndBatchInvariant) {
   if (!HasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512 (F, BW, VL)";
@@ -312,13 +312,10 @@ TEST(AmxTiles, FloatPanelsOnSoftwareTilesAreCloseToFloat64AndBatchInvariant) {
       const bool f16 = type == DType::kF16 || type == DType::kF16Packed;
       const int chunk = f16 ? 16 : 32, token_tiles = (m + 15) / 16;
       std::vector<internal::Bf16TokenTile> tiles(static_cast<size_t>(token_tiles) * (k / chunk));
-      for (int i = 0; i < 16 * token_tiles; ++i) {
-        const float* xi = i < m ? x + static_cast<size_t>(i) * k : nullptr;
-        if (f16) {
-          internal::MakeBf16TokenTilesRow(xi, i, k, tiles.data());
-        } else {
-          internal::MakeBf16PairTokenTilesRow(xi, i, k, tiles.data());
-        }
+      if (f16) {
+        internal::MakeBf16TokenTiles(x, m, k, tiles.data());
+      } else {
+        internal::MakeBf16PairTokenTiles(x, m, k, tiles.data());
       }
       const auto panel = internal::SoftFloatTilesPanel(type);
       for (int n0 = 0; n0 < n; n0 += 16) {
@@ -364,23 +361,10 @@ void ExpectSplitOf(const std::vector<float>& x, int m, int k, int i, int p, uint
   EXPECT_EQ(xl, F32ToBf16(v - head));
 }
 
-// Token i's column of its tiles (F16 and pair tiles) holds its split of every weight's
-// activation; the columns past m (written as zeros) are zero.
-TEST(AmxTiles, Bf16TokenTilesSplitEachActivation) {
-  if (!HasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512 (F, BW, VL)";
-  const int m = 19, k = 32, tiles = 2;
-  const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 9, -100.0f, 100.0f);
-  // F16 weights: each value twice in its dword. BF16 weights (pair tiles): dword p of a 32-k
-  // chunk holds the splits of k = 2p (low word) and 2p + 1 (high word).
-  std::vector<internal::Bf16TokenTile> t(static_cast<size_t>(tiles) * (k / 16)),
-      pairs(static_cast<size_t>(tiles) * (k / 32));
-  std::memset(t.data(), 0xFF, sizeof(t[0]) * t.size());
-  std::memset(pairs.data(), 0xFF, sizeof(pairs[0]) * pairs.size());
-  for (int i = 0; i < 16 * tiles; ++i) {
-    const float* xi = i < m ? x.data() + static_cast<size_t>(i) * k : nullptr;
-    internal::MakeBf16TokenTilesRow(xi, i, k, t.data());
-    internal::MakeBf16PairTokenTilesRow(xi, i, k, pairs.data());
-  }
+// Every token's column of the tiles as ExpectSplitOf reads it.
+void ExpectTokenTiles(const std::vector<float>& x, int m, int k, int tiles,
+                      const std::vector<internal::Bf16TokenTile>& t,
+                      const std::vector<internal::Bf16TokenTile>& pairs) {
   for (int i = 0; i < 16 * tiles; ++i) {
     for (int p = 0; p < k; ++p) {
       const internal::Bf16TokenTile& o = t[(i / 16) * (k / 16) + p / 16];
@@ -393,6 +377,27 @@ TEST(AmxTiles, Bf16TokenTilesSplitEachActivation) {
       ExpectSplitOf(x, m, k, i, p, (q.hi[(p % 32) / 2][i % 16] >> shift) & 0xFFFF,
                     (q.lo[(p % 32) / 2][i % 16] >> shift) & 0xFFFF);
     }
+  }
+}
+
+// Token i's column of its tiles (F16 and pair tiles) holds its split of every weight's
+// activation; the columns past m are zero: one token, one whole tile, and three tiles (the last
+// partly filled) made in parallel (m * k past the threads' threshold).
+TEST(AmxTiles, Bf16TokenTilesSplitEachActivation) {
+  if (!HasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512 (F, BW, VL)";
+  for (const int m : {1, 16, 35}) {
+    SCOPED_TRACE("m " + std::to_string(m));
+    const int k = m == 35 ? 2048 : 128, tiles = (m + 15) / 16;
+    const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 9, -100.0f, 100.0f);
+    // F16 weights: each value twice in its dword. BF16 weights (pair tiles): dword p of a 32-k
+    // chunk holds the splits of k = 2p (low word) and 2p + 1 (high word).
+    std::vector<internal::Bf16TokenTile> t(static_cast<size_t>(tiles) * (k / 16)),
+        pairs(static_cast<size_t>(tiles) * (k / 32));
+    std::memset(t.data(), 0xFF, sizeof(t[0]) * t.size());
+    std::memset(pairs.data(), 0xFF, sizeof(pairs[0]) * pairs.size());
+    internal::MakeBf16TokenTiles(x.data(), m, k, t.data());
+    internal::MakeBf16PairTokenTiles(x.data(), m, k, pairs.data());
+    ExpectTokenTiles(x, m, k, tiles, t, pairs);
   }
 }
 
