@@ -355,7 +355,8 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
   }
   static thread_local QuantizedInputs inputs;
   bool need[kNumInputForms] = {};
-  for (int j = 0; j < count; ++j) need[FormFor(ks, jobs[j].type, m, k)] = true;
+  InputForm forms[kMaxSameInputJobs];  // each job's
+  for (int j = 0; j < count; ++j) need[forms[j] = FormFor(ks, jobs[j].type, m, k)] = true;
   const float* float_blocks = QuantizeInputs(x, m, k, need, inputs);
   const void* input[kNumInputForms] = {x,
                                        inputs.q8_0.data(),
@@ -384,7 +385,7 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     while (p >= first_panel[j + 1]) ++j;
     const MatmulJob& job = jobs[j];
     const int n0 = (p - first_panel[j]) * kPanelRows, n1 = std::min(job.n, n0 + kPanelRows);
-    const InputForm form = FormFor(ks, job.type, m, k);
+    const InputForm form = forms[j];
     const void* in = input[form];
     if (form == kBf16TilesInput || form == kBf16PairTilesInput) {
       const int r0 = 16 * t0, rows = std::min(m - r0, 16 * slice_tiles);
@@ -476,11 +477,11 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
   const int token_tiles = slice_tiles;
   bool tiles_only = true;
   for (int j = 0; j < count; ++j) {
-    const InputForm form = FormFor(ks, jobs[j].type, m, k);
-    tiles_only = tiles_only && (form == kBf16TilesInput || form == kBf16PairTilesInput);
-    if (form == kBf16TilesInput || form == kBf16PairTilesInput) {
+    const bool tiles = forms[j] == kBf16TilesInput || forms[j] == kBf16PairTilesInput;
+    tiles_only = tiles_only && tiles;
+    if (tiles) {
       slice_tiles =
-          std::min(slice_tiles, TokenSliceTiles(form == kBf16TilesInput ? k / 16 : k / 32));
+          std::min(slice_tiles, TokenSliceTiles(forms[j] == kBf16TilesInput ? k / 16 : k / 32));
     }
   }
   if (!tiles_only) slice_tiles = token_tiles;

@@ -169,6 +169,23 @@ bool HasAvx512() {
 using FloatMatmul = void (*)(const float* x, int m, int k, const void* w, DType t, int n,
                              const float* bias, float* y);
 
+// Row i of y (n outputs) within 2^-16 of the float64 sum of x_i w_j (+ bias), relative to the
+// sum of the terms' magnitudes: x kept to ~16 bits on the tiles, where bf16 alone would be off by
+// ~2^-9, and so would F16 weights cut to bf16.
+void ExpectRowCloseToFloat64(const float* xi, const std::vector<uint16_t>& w, bool f16, int n,
+                             int k, const float* bias, const float* yi, int i) {
+  for (int j = 0; j < n; ++j) {
+    double ref = bias != nullptr ? bias[j] : 0.0, mag = std::fabs(ref);
+    for (int p = 0; p < k; ++p) {
+      const uint16_t wb = w[static_cast<size_t>(j) * k + p];
+      const double t = static_cast<double>(xi[p]) * (f16 ? F16ToF32(wb) : Bf16ToF32(wb));
+      ref += t;
+      mag += std::fabs(t);
+    }
+    ASSERT_NEAR(yi[j], ref, mag * 0x1p-16) << i << "," << j;
+  }
+}
+
 // F16 or BF16 (`type`) on tiles: within 2^-16 of the float64 sum of |x w| (x kept to ~16 bits:
 // bf16 alone would be off by ~2^-9, and so would F16 weights cut to bf16), plain and packed rows
 // with the same bits, each row's bits those of the row alone (m = 1) whatever its batch, with
@@ -198,16 +215,9 @@ void ExpectFloatTiles(DType type, FloatMatmul matmul) {
         matmul(xi, 1, s.k, packed.data(), packed_type, s.n, b, one.data());
         ASSERT_EQ(std::memcmp(one.data(), y.data() + static_cast<size_t>(i) * s.n, 4 * s.n), 0)
             << "row " << i << " alone";
-        for (int j = 0; j < s.n; ++j) {
-          double ref = b != nullptr ? b[j] : 0.0, mag = std::fabs(ref);
-          for (int p = 0; p < s.k; ++p) {
-            const uint16_t wb = w[static_cast<size_t>(j) * s.k + p];
-            const double t = static_cast<double>(xi[p]) * (f16 ? F16ToF32(wb) : Bf16ToF32(wb));
-            ref += t;
-            mag += std::fabs(t);
-          }
-          ASSERT_NEAR(y[static_cast<size_t>(i) * s.n + j], ref, mag * 0x1p-16) << i << "," << j;
-        }
+        ExpectRowCloseToFloat64(xi, w, f16, s.n, s.k, b, y.data() + static_cast<size_t>(i) * s.n,
+                                i);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
@@ -286,17 +296,9 @@ TEST(AmxTiles, BatchedModeRunsTheTilesFromSixteenRows) {
     const std::vector<float> vnni = run(internal::Avx512VnniMatmulKernels(), 0, big);
     EXPECT_NE(std::memcmp(y.data(), vnni.data(), 4 * y.size()), 0) << "the tiles did not run";
     for (int i = 0; i < big; ++i) {
-      for (int j = 0; j < n; ++j) {
-        double ref = 0.0, mag = 0.0;
-        for (int p = 0; p < k; ++p) {
-          const uint16_t wb = w[static_cast<size_t>(j) * k + p];
-          const double t = static_cast<double>(x[static_cast<size_t>(i) * k + p]) *
-                           (f16 ? F16ToF32(wb) : Bf16ToF32(wb));
-          ref += t;
-          mag += std::fabs(t);
-        }
-        ASSERT_NEAR(y[static_cast<size_t>(i) * n + j], ref, mag * 0x1p-16) << i << "," << j;
-      }
+      ExpectRowCloseToFloat64(x.data() + static_cast<size_t>(i) * k, w, f16, n, k, nullptr,
+                              y.data() + static_cast<size_t>(i) * n, i);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
