@@ -18,13 +18,18 @@ int Shell(const std::string& cmd) {
 const std::string kDir = std::string(LLM_SOURCE_DIR) + "/tests/integration";
 
 // Empty when node and the openai package are there (installed on first use), else why not.
+// ctest runs the tests of this file side by side: the install runs under a lock and looks again
+// inside it, else one test's npm rewrites node_modules while another's node reads it (seen in
+// CI: "Cannot find package .../node_modules/openai/index.js").
 std::string NodeClientMissing() {
   if (Shell("command -v node >/dev/null 2>&1") != 0) return "node is not installed";
   if (!std::filesystem::exists(kDir + "/node_modules/openai/package.json")) {
     if (Shell("command -v npm >/dev/null 2>&1") != 0) return "npm is not installed";
+    if (Shell("command -v flock >/dev/null 2>&1") != 0) return "flock is not installed";
     const std::string install = "cd '" + kDir +
-                                "' && timeout 300 npm install --no-audit --no-fund "
-                                "--loglevel=error >/dev/null 2>&1";
+                                "' && timeout 330 flock .npm-install.lock sh -c "
+                                "'test -f node_modules/openai/package.json || timeout 300 npm "
+                                "install --no-audit --no-fund --loglevel=error' >/dev/null 2>&1";
     if (Shell(install) != 0) {
       return "could not install the openai npm package (offline?): " + install;
     }
