@@ -5,8 +5,11 @@
 // from DRAM), and PagedAttention for a decode batch and a prefill (`kernel_bench matmul` or
 // `kernel_bench attention` runs one). `kernel_bench gemv` (only when named) prints the GEMV GB/s
 // of every weight format and ISA, in cache and from DRAM. `--dtype` keeps only the formats named
-// (matmul, gemv). Threads: OMP_NUM_THREADS. Matmul ISA: LLM_MATMUL_ISA to force a lower one.
+// (matmul, gemv). `kernel_bench amx` (only when named) times the AMX-BF16 tile work of the F16
+// panel on each core, alone and all at once. Threads: OMP_NUM_THREADS. Matmul ISA:
+// LLM_MATMUL_ISA to force a lower one.
 #include <omp.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/cli.h"
@@ -299,6 +303,53 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape s
   std::printf("\n");
 }
 
+// The F16 tiles panel's tile work per core (TimeAmxF16Chunks), each core alone, then every core
+// at once: on a cloud VM a core's AMX unit may be shared with another guest, which this shows as
+// a core (or a minute) several times slower than the others.
+bool BenchAmx() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (!kn::internal::TimeAmxF16Chunks(2).usable) {
+    std::printf("AMX: no AMX-BF16 tiles here (CPU or kernel), nothing to time\n");
+    return true;
+  }
+  constexpr int kChunks = 1 << 16;
+  std::vector<kn::internal::AmxChunkTimes> times(cpus.size());
+  auto on = [&](size_t i) {
+    return std::thread([&, i] {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus[i], &one);
+      sched_setaffinity(0, sizeof(one), &one);  // best effort: unpinned it still measures
+      times[i] = kn::internal::TimeAmxF16Chunks(kChunks);
+    });
+  };
+  std::printf(
+      "AMX-BF16 tile work of the F16 panel, ns per 16-k chunk and token tile, best of 5 x %d "
+      "(two tdpbf16ps alone; with the A and token-tile loads, operands in L1)\n",
+      kChunks);
+  for (int all = 0; all < 2; ++all) {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < cpus.size(); ++i) {
+      threads.push_back(on(i));
+      if (!all) threads.back().join();
+    }
+    if (all) {
+      for (auto& t : threads) t.join();
+    }
+    for (size_t i = 0; i < cpus.size(); ++i) {
+      std::printf("  cpu %3d %-8s products %6.1f  with loads %6.1f\n", cpus[i],
+                  all ? "(all)" : "(alone)", times[i].products_ns, times[i].with_loads_ns);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,7 +358,7 @@ int main(int argc, char** argv) {
   CLI::App app("CPU kernel throughput (matmul per weight format and ISA, paged attention).",
                "kernel_bench");
   app.add_option("only", only, "run just this part")
-      ->check(CLI::IsMember({"matmul", "gemv", "attention"}));
+      ->check(CLI::IsMember({"matmul", "gemv", "attention", "amx"}));
   app.add_option("--dtype", only_types,
                  "matmul, gemv: only these weight formats, as printed (e.g. Q2_K, \"F16 "
                  "(packed)\")");
@@ -315,6 +366,7 @@ int main(int argc, char** argv) {
   if (only == "gemv") {
     return BenchGemv(only_types) ? 0 : 2;
   }
+  if (only == "amx") return BenchAmx() ? 0 : 2;
   if (only != "attention" && !BenchMatmul(only_types)) return 2;
   if (only == "matmul") return 0;
   std::printf(

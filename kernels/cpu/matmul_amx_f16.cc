@@ -31,6 +31,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -309,6 +310,51 @@ bool AmxBf16Usable() {
     return ((d >> 22) & 1) != 0;  // AMX-BF16
   }();
   return usable;
+}
+
+AmxChunkTimes TimeAmxF16Chunks(int chunks) {
+  if (!AmxBf16Usable() || chunks <= 0) return {};
+  // The panel's operands, all in L1: A in tiles 0 / 1 by chunk parity, a token tile (xh, xl).
+  alignas(64) static thread_local uint32_t a[2][16][16];
+  alignas(64) static thread_local Bf16TokenTile b;
+  std::memset(a, 0, sizeof(a));
+  std::memset(&b, 0, sizeof(b));
+  using Tiles = HardwareTiles;
+  Tiles::Configure();
+  Tiles::template LoadA<0>(a[0]);
+  Tiles::template LoadA<1>(a[1]);
+  Tiles::template Product<0>(0, b);  // tiles 2, 3 hold the token tile from here on
+  auto best_ns = [chunks](auto&& body) {
+    double best = 1e300;
+    for (int round = 0; round < 5; ++round) {
+      const auto t0 = std::chrono::steady_clock::now();
+      body();
+      const double ns =
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      best = ns < best ? ns : best;
+    }
+    return best / chunks;
+  };
+  AmxChunkTimes t;
+  t.products_ns = best_ns([chunks] {
+    for (int kc = 0; kc < chunks; kc += 2) {
+      _tile_dpbf16ps(4, 0, 2);
+      _tile_dpbf16ps(4, 0, 3);
+      _tile_dpbf16ps(4, 1, 2);
+      _tile_dpbf16ps(4, 1, 3);
+    }
+  });
+  t.with_loads_ns = best_ns([chunks] {
+    for (int kc = 0; kc < chunks; kc += 2) {
+      Tiles::template LoadA<0>(a[0]);
+      Tiles::template Product<0>(0, b);
+      Tiles::template LoadA<1>(a[1]);
+      Tiles::template Product<1>(0, b);
+    }
+  });
+  Tiles::Release();
+  t.usable = true;
+  return t;
 }
 
 namespace {

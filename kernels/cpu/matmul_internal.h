@@ -162,6 +162,17 @@ const MatmulKernels& AmxMatmulKernels();
 bool AmxUsable();
 // AmxUsable and AMX-BF16; then the panels of AmxFloatTilesPanel may run (matmul_amx_f16.cc).
 bool AmxBf16Usable();
+// What the F16 tiles panel's tile work costs on the calling thread's core, in ns per 16-k chunk
+// of a 16-row panel and one token tile (kernel_bench amx): its two tile products alone, and
+// with the loads of A and the token tile as the panel does them, every operand in L1. Zeros
+// (usable false) without AMX-BF16. On a cloud VM the core's AMX unit may be shared with
+// another guest's hyperthread: on the AMX host of 3 Dec 2026 the same loop took 15 ns or
+// 70-78 ns by the minute and core (see README, "AMX tiles").
+struct AmxChunkTimes {
+  bool usable = false;
+  double products_ns = 0, with_loads_ns = 0;
+};
+AmxChunkTimes TimeAmxF16Chunks(int chunks);
 // The tiles panel of kF16, kF16Packed, kBF16 or kBF16Packed rows; null for other formats.
 MatmulBlockPanelFn AmxFloatTilesPanel(DType t);
 // From which m F16 / BF16 run on AMX-BF16 tiles, by LLM_AMX_F16 (env, may be null): unset or

@@ -240,6 +240,24 @@ TEST(AmxTiles, F16AndBf16OnBf16TilesAreCloseToFloat64AndBatchInvariant) {
   }
 }
 
+// kernel_bench amx's probe: without AMX-BF16 it says so (no tile instruction runs: that would
+// fault); with it, both loops ran, each a positive and bounded time per chunk (how long is
+// kernel_bench's to say, not a test's).
+TEST(AmxTiles, TileWorkProbeTimesTheProductsAndTheLoads) {
+  EXPECT_FALSE(internal::TimeAmxF16Chunks(0).usable);
+  const internal::AmxChunkTimes t = internal::TimeAmxF16Chunks(1 << 12);
+  if (!internal::AmxBf16Usable()) {
+    EXPECT_FALSE(t.usable);
+    EXPECT_EQ(t.products_ns, 0.0);
+    GTEST_SKIP() << "this CPU (or its kernel) gives no AMX-BF16 tiles";
+  }
+  ASSERT_TRUE(t.usable);
+  EXPECT_GT(t.products_ns, 0.0);
+  EXPECT_LT(t.products_ns, 1e6);  // ns per chunk: a broken loop, not a slow one
+  EXPECT_GT(t.with_loads_ns, 0.0);
+  EXPECT_LT(t.with_loads_ns, 1e6);
+}
+
 TEST(AmxTiles, AmxF16EnvironmentVariableSaysFromWhichRowsTheTilesRun) {
   using internal::AmxF16TilesMinM;
   EXPECT_EQ(AmxF16TilesMinM(nullptr), 0);
