@@ -278,17 +278,6 @@ extern bool g_q8_0_gemv_avx2;
 // The route: never without AVX2; else env ("0" or "1", LLM_Q8_0_GEMV_AVX2) when set, or the CPU
 // vendor (on for AMD). Any other env value is reported on stderr and the vendor's default kept.
 bool Q8_0GemvOnAvx2(const char* env, bool has_avx2, bool is_amd);
-// (static: every TU, compiled with its own ISA flags, keeps its own copy.)
-[[gnu::always_inline]] static inline void PrefetchAhead(const void* at, uintptr_t bytes,
-                                                        uintptr_t ahead = kPrefetchBytes,
-                                                        uintptr_t l2_ahead = 0) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(at) + ahead;
-  for (uintptr_t line = (a + 63) & ~uintptr_t{63}; line < a + bytes; line += 64) {
-    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
-    // the same line l2_ahead further on, into L2 (g_prefetch.l2_ahead)
-    if (l2_ahead != 0) __builtin_prefetch(reinterpret_cast<const void*>(line + l2_ahead), 0, 1);
-  }
-}
 // A software prefetch of the line at `at` (a hint: past the end of a buffer it does not fault)
 // into L1 (kL1) or L2, that the compiler keeps. GCC 12's IPA mod/ref analysis let it delete a
 // loop of __builtin_prefetch calls from the packed F16 GEMV tile once the loop had a second,
@@ -304,6 +293,17 @@ template <bool kL1>
 #else
   __builtin_prefetch(reinterpret_cast<const void*>(at), 0, kL1 ? 3 : 1);
 #endif
+}
+// (static: every TU, compiled with its own ISA flags, keeps its own copy.)
+[[gnu::always_inline]] static inline void PrefetchAhead(const void* at, uintptr_t bytes,
+                                                        uintptr_t ahead = kPrefetchBytes,
+                                                        uintptr_t l2_ahead = 0) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(at) + ahead;
+  for (uintptr_t line = (a + 63) & ~uintptr_t{63}; line < a + bytes; line += 64) {
+    PrefetchLine<true>(line);
+    // the same line l2_ahead further on, into L2 (g_prefetch.l2_ahead)
+    if (l2_ahead != 0) PrefetchLine<false>(line + l2_ahead);
+  }
 }
 // The packed F16 / BF16 rows' one stream (f16_packed.h): a GEMV step's `weights` weights of each
 // row of a group of r rows from weight p on (a run of 2 * weights * r bytes), fetched `ahead`

@@ -348,8 +348,8 @@ template <class Block>
   const uintptr_t l2 = g_prefetch.l2_ahead;  // and into L2 further on (matmul_internal.h)
 #pragma GCC unroll 8
   for (int i = 0; i < kCount; ++i) {
-    __builtin_prefetch(a + i * kStep, 0, 3);
-    if (l2 != 0) __builtin_prefetch(a + l2 + i * kStep, 0, 1);
+    PrefetchLine<true>(reinterpret_cast<uintptr_t>(a + i * kStep));
+    if (l2 != 0) PrefetchLine<false>(reinterpret_cast<uintptr_t>(a + l2 + i * kStep));
   }
 }
 
