@@ -309,7 +309,10 @@ void BenchAttention(const char* label, int seqs, int ctx, int q_len, AttnShape s
 bool BenchAmx() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    std::perror("kernel_bench amx: sched_getaffinity");
+    return false;
+  }
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
@@ -333,18 +336,18 @@ bool BenchAmx() {
       "AMX-BF16 tile work of the F16 panel, ns per 16-k chunk and token tile, best of 5 x %d "
       "(two tdpbf16ps alone; with the A and token-tile loads, operands in L1)\n",
       kChunks);
-  for (int all = 0; all < 2; ++all) {
+  for (const bool together : {false, true}) {
     std::vector<std::thread> threads;
     for (size_t i = 0; i < cpus.size(); ++i) {
       threads.push_back(on(i));
-      if (!all) threads.back().join();
+      if (!together) threads.back().join();
     }
-    if (all) {
-      for (auto& t : threads) t.join();
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
     }
     for (size_t i = 0; i < cpus.size(); ++i) {
       std::printf("  cpu %3d %-8s products %6.1f  with loads %6.1f\n", cpus[i],
-                  all ? "(all)" : "(alone)", times[i].products_ns, times[i].with_loads_ns);
+                  together ? "(all)" : "(alone)", times[i].products_ns, times[i].with_loads_ns);
     }
   }
   return true;

@@ -321,9 +321,9 @@ AmxChunkTimes TimeAmxF16Chunks(int chunks) {
   std::memset(&b, 0, sizeof(b));
   using Tiles = HardwareTiles;
   Tiles::Configure();
-  Tiles::template LoadA<0>(a[0]);
-  Tiles::template LoadA<1>(a[1]);
-  Tiles::template Product<0>(0, b);  // tiles 2, 3 hold the token tile from here on
+  Tiles::LoadA<0>(a[0]);
+  Tiles::LoadA<1>(a[1]);
+  Tiles::Product<0>(0, b);  // tiles 2, 3 hold the token tile from here on
   auto best_ns = [chunks](auto&& body) {
     double best = 1e300;
     for (int round = 0; round < 5; ++round) {
@@ -346,10 +346,10 @@ AmxChunkTimes TimeAmxF16Chunks(int chunks) {
   });
   t.with_loads_ns = best_ns([chunks] {
     for (int kc = 0; kc < chunks; kc += 2) {
-      Tiles::template LoadA<0>(a[0]);
-      Tiles::template Product<0>(0, b);
-      Tiles::template LoadA<1>(a[1]);
-      Tiles::template Product<1>(0, b);
+      Tiles::LoadA<0>(a[0]);
+      Tiles::Product<0>(0, b);
+      Tiles::LoadA<1>(a[1]);
+      Tiles::Product<1>(0, b);
     }
   });
   Tiles::Release();
