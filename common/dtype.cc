@@ -48,6 +48,8 @@ const char* DTypeName(DType t) {
       return "BF16 (packed)";
     case DType::kQ3_KPacked:
       return "Q3_K (packed)";
+    case DType::kF16RowPanels:
+      return "F16 (row panels)";
   }
   return "?";
 }

@@ -27,6 +27,7 @@
 #include "common/cli.h"
 #include "common/dtype.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/f16_row_panels.h"
 #include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
@@ -96,6 +97,8 @@ bool BenchMatmul(const std::vector<std::string>& only_types) {
   const auto wbf = To16(wf, DType::kBF16), wh = To16(wf, DType::kF16);
   std::vector<uint16_t> whp(wh.size());  // the engine's F16 layout (f16_packed.h)
   kn::internal::PackF16Rows(wh.data(), n, k, whp.data());
+  std::vector<uint16_t> whr(wh.size());  // ... on the AVX-512 sets (f16_row_panels.h)
+  kn::internal::PackF16RowPanels(wh.data(), n, k, whr.data());
   std::vector<kn::internal::BlockQ8_0> wq(wf.size() / llm::kQ8BlockSize);
   for (int r = 0; r < n; ++r) {
     kn::internal::QuantizeRowQ8_0(wf.data() + static_cast<size_t>(r) * k, k,
@@ -122,11 +125,12 @@ bool BenchMatmul(const std::vector<std::string>& only_types) {
   const struct {
     DType t;
     const void* w;
-  } cases[] = {{DType::kF32, wf.data()},    {DType::kBF16, wbf.data()},
-               {DType::kF16, wh.data()},    {DType::kF16Packed, whp.data()},
-               {DType::kQ8_0, wq.data()},   {DType::kQ8_0Packed, wq8p.data()},
-               {DType::kQ4_K, wq4k.data()}, {DType::kQ6_K, wq6k.data()},
-               {DType::kQ2_K, wq2k.data()}, {DType::kQ3_KPacked, wq3kp.data()}};
+  } cases[] = {{DType::kF32, wf.data()},           {DType::kBF16, wbf.data()},
+               {DType::kF16, wh.data()},           {DType::kF16Packed, whp.data()},
+               {DType::kF16RowPanels, whr.data()}, {DType::kQ8_0, wq.data()},
+               {DType::kQ8_0Packed, wq8p.data()},  {DType::kQ4_K, wq4k.data()},
+               {DType::kQ6_K, wq6k.data()},        {DType::kQ2_K, wq2k.data()},
+               {DType::kQ3_KPacked, wq3kp.data()}};
   DType case_types[std::size(cases)];
   for (size_t i = 0; i < std::size(cases); ++i) case_types[i] = cases[i].t;
   if (!KnownTypes("matmul", only_types, case_types)) return false;
@@ -140,21 +144,23 @@ bool BenchMatmul(const std::vector<std::string>& only_types) {
                   2.0 * m * n * k / s * 1e-9, bytes / s * 1e-9);
     }
   }
-  if (!Wanted(only_types, DType::kF16Packed)) return true;
   // Batched decode as the engine meets it: the weights from DRAM (a round robin over copies that
   // span DramRoundRobinBytes), not from the L3 the cases above reuse.
-  const size_t bytes = whp.size() * sizeof(uint16_t);
-  const int copies = static_cast<int>(DramRoundRobinBytes() / bytes + 1);
-  std::vector<std::vector<uint16_t>> far(copies, whp);
-  for (int m : {16, 64}) {
-    int next = 0;
-    const double s = TimeIt([&] {
-      kn::Matmul(x.data(), m, k, far[next].data(), DType::kF16Packed, n, nullptr, y.data());
-      next = (next + 1) % copies;
-    });
-    std::printf("  %-5s %5d %10.3f %10.1f %10.1f  (weights from DRAM: %d copies)\n", "F16 (packed)",
-                m, s * 1e3, 2.0 * m * n * k / s * 1e-9,
-                (static_cast<double>(bytes) + 4.0 * m * (k + n)) / s * 1e-9, copies);
+  for (const auto& [t, w16] : {std::pair{DType::kF16Packed, &whp}, {DType::kF16RowPanels, &whr}}) {
+    if (!Wanted(only_types, t)) continue;
+    const size_t bytes = w16->size() * sizeof(uint16_t);
+    const int copies = static_cast<int>(DramRoundRobinBytes() / bytes + 1);
+    std::vector<std::vector<uint16_t>> far(copies, *w16);
+    for (int m : {16, 64}) {
+      int next = 0;
+      const double s = TimeIt([&] {
+        kn::Matmul(x.data(), m, k, far[next].data(), t, n, nullptr, y.data());
+        next = (next + 1) % copies;
+      });
+      std::printf("  %-5s %5d %10.3f %10.1f %10.1f  (weights from DRAM: %d copies)\n",
+                  llm::DTypeName(t), m, s * 1e3, 2.0 * m * n * k / s * 1e-9,
+                  (static_cast<double>(bytes) + 4.0 * m * (k + n)) / s * 1e-9, copies);
+    }
   }
   return true;
 }
@@ -171,12 +177,12 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
   std::normal_distribution<float> d(0.0f, 0.05f);
   std::vector<float> x(k), y(8192);
   for (float& v : x) v = d(rng) * 20;
-  const DType types[] = {DType::kF16,        DType::kF16Packed,  DType::kBF16,
-                         DType::kBF16Packed, DType::kQ8_0,       DType::kQ4_0,
-                         DType::kQ4_0Packed, DType::kQ4_1Packed, DType::kQ8_0Packed,
-                         DType::kQ5_0Packed, DType::kQ5_1Packed, DType::kQ4_K,
-                         DType::kQ5_K,       DType::kQ6_K,       DType::kQ3_K,
-                         DType::kQ3_KPacked, DType::kQ2_K};
+  const DType types[] = {DType::kF16,        DType::kF16Packed,  DType::kF16RowPanels,
+                         DType::kBF16,       DType::kBF16Packed, DType::kQ8_0,
+                         DType::kQ4_0,       DType::kQ4_0Packed, DType::kQ4_1Packed,
+                         DType::kQ8_0Packed, DType::kQ5_0Packed, DType::kQ5_1Packed,
+                         DType::kQ4_K,       DType::kQ5_K,       DType::kQ6_K,
+                         DType::kQ3_K,       DType::kQ3_KPacked, DType::kQ2_K};
   if (!KnownTypes("gemv", only_types, types)) return false;
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);
@@ -225,6 +231,7 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
     for (int i = 0; i < num_isas; ++i) {
       const auto& ks = *isas[i];
       if ((t == DType::kF16Packed && ks.f16_packed == nullptr) ||
+          (t == DType::kF16RowPanels && ks.f16_row_panels == nullptr) ||
           (t == DType::kBF16Packed && ks.bf16_packed == nullptr)) {
         continue;  // only unpacked there
       }

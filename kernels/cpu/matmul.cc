@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/f16_packed.h"
+#include "kernels/cpu/f16_row_panels.h"
 #include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
@@ -152,6 +153,11 @@ bool NativePacked(const MatmulKernels& ks, DType t) {
 // large enough that a panel is many cache lines of weights.
 constexpr int kPanelRows = 16;
 static_assert(kPanelRows % kF16PackRows == 0, "a panel starts a kF16Packed group");
+// F16 row panels (f16_row_panels.h) go four to a work item: a GEMV reads them as four streams.
+constexpr int kRowPanelCallRows = 4 * kF16PanelRows;
+constexpr int PanelRowsOf(DType t) {
+  return t == DType::kF16RowPanels ? kRowPanelCallRows : kPanelRows;
+}
 
 int64_t FloatBlocksSize(int m, int k) {
   const int64_t chunks = (m + kFloatBlockRows - 1) / kFloatBlockRows;
@@ -194,6 +200,7 @@ enum InputForm {
   kFloatBlocksInput,
   kBf16TilesInput,
   kBf16PairTilesInput,
+  kRowPanelTokensInput,
   kNumInputForms
 };
 
@@ -214,6 +221,9 @@ FloatTiles FloatTilesFor(const MatmulKernels& ks, DType t, int k) {
 }
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
+  if (t == DType::kF16RowPanels && ks.f16_row_panels != nullptr) {
+    return m == 1 ? kFloatInput : kRowPanelTokensInput;
+  }
   // every m where float_tiles_min_m is 1: batch invariance
   if (const FloatTiles ft = FloatTilesFor(ks, t, k);
       ft.panel != nullptr && m >= ks.float_tiles_min_m) {
@@ -262,6 +272,7 @@ struct QuantizedInputs {
   std::vector<Q8_0TokenTile> q8_0_tiles;
   std::vector<float> float_blocks;
   std::vector<Bf16TokenTile> bf16_tiles, bf16_pair_tiles;
+  std::vector<float> row_panel_tokens;
 };
 
 // Returns the float blocks (64-byte aligned) when need[kFloatBlocksInput], else null.
@@ -329,6 +340,11 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
     }
   }
   if (need[kBf16TilesInput]) MakeBf16TokenTiles(x, m, k, in.bf16_tiles.data());
+  if (need[kRowPanelTokensInput]) {
+    const auto size = static_cast<size_t>(RowPanelTokensSize(m, k));
+    if (in.row_panel_tokens.size() < size) in.row_panel_tokens.resize(size);
+    MakeRowPanelTokens(x, m, k, in.row_panel_tokens.data());
+  }
   if (need[kBf16PairTilesInput]) MakeBf16PairTokenTiles(x, m, k, in.bf16_pair_tiles.data());
   if (need[kQ8_KTilesInput]) {
     const size_t tiles = static_cast<size_t>(Q8KTokenTileCount(m)) * nbk;
@@ -368,12 +384,14 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
                                        inputs.q8_0_tiles.data(),
                                        float_blocks,
                                        inputs.bf16_tiles.data(),
-                                       inputs.bf16_pair_tiles.data()};
+                                       inputs.bf16_pair_tiles.data(),
+                                       inputs.row_panel_tokens.data()};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;
   for (int j = 0; j < count; ++j) {
-    first_panel[j + 1] = first_panel[j] + (jobs[j].n + kPanelRows - 1) / kPanelRows;
+    const int rows = PanelRowsOf(jobs[j].type);
+    first_panel[j + 1] = first_panel[j] + (jobs[j].n + rows - 1) / rows;
     work += static_cast<int64_t>(m) * jobs[j].n * k;
   }
   const int panels = first_panel[count];
@@ -384,7 +402,8 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
     int j = 0;
     while (p >= first_panel[j + 1]) ++j;
     const MatmulJob& job = jobs[j];
-    const int n0 = (p - first_panel[j]) * kPanelRows, n1 = std::min(job.n, n0 + kPanelRows);
+    const int panel_rows = PanelRowsOf(job.type);
+    const int n0 = (p - first_panel[j]) * panel_rows, n1 = std::min(job.n, n0 + panel_rows);
     const InputForm form = forms[j];
     const void* in = input[form];
     if (form == kBf16TilesInput || form == kBf16PairTilesInput) {
@@ -410,6 +429,22 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
       case DType::kBF16:
         ks.bf16(xf, m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
+      case DType::kF16RowPanels: {
+        if (ks.f16_row_panels != nullptr) {
+          ks.f16_row_panels(xf, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+          break;
+        }
+        // no row-panel kernel in this set: its F16 panel on the rows unpacked
+        static thread_local std::vector<uint16_t> unpacked;
+        if (unpacked.size() < static_cast<size_t>(k) * kRowPanelCallRows) {
+          unpacked.resize(static_cast<size_t>(k) * kRowPanelCallRows);
+        }
+        UnpackF16RowPanels(static_cast<const uint16_t*>(job.w) + static_cast<int64_t>(n0) * k,
+                           n1 - n0, k, unpacked.data());
+        ks.f16(xf, m, k, unpacked.data(), 0, n1 - n0, job.bias != nullptr ? job.bias + n0 : nullptr,
+               job.y + n0, job.n);
+        break;
+      }
       case DType::kF16Packed:
       case DType::kBF16Packed: {
         const bool f16 = job.type == DType::kF16Packed;
@@ -556,7 +591,15 @@ void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int co
 DType MatmulPackedFormat(DType t) {
   const char* off = std::getenv("LLM_PACK_WEIGHTS");
   if (off != nullptr && std::strcmp(off, "0") == 0) return t;
-  if (t == DType::kF16) return Kernels().f16_packed != nullptr ? DType::kF16Packed : t;
+  if (t == DType::kF16) {
+    // The AMX tiles (LLM_AMX_F16) read the groups of 4; so does LLM_F16_ROW_PANELS=0.
+    const char* panels = std::getenv("LLM_F16_ROW_PANELS");
+    const bool no_panels = panels != nullptr && std::strcmp(panels, "0") == 0;
+    if (Kernels().f16_row_panels != nullptr && Kernels().f16_tiles == nullptr && !no_panels) {
+      return DType::kF16RowPanels;
+    }
+    return Kernels().f16_packed != nullptr ? DType::kF16Packed : t;
+  }
   if (t == DType::kBF16) return Kernels().bf16_packed != nullptr ? DType::kBF16Packed : t;
   const DType p = internal::PackedLayoutOf(t);
   return p != t && internal::NativePacked(Kernels(), t) ? p : t;
@@ -564,13 +607,17 @@ DType MatmulPackedFormat(DType t) {
 
 void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
   const size_t row = RowBytes(t, cols);
-  constexpr int64_t kRowsPerItem = 64;  // a multiple of kF16PackRows: items are whole groups
+  constexpr int64_t kRowsPerItem = 64;  // a multiple of kF16PackRows, kF16PanelRows: whole groups
+  const DType to = MatmulPackedFormat(t);
 #pragma omp parallel for schedule(static)
   for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerItem) {
     const int64_t count = std::min(kRowsPerItem, rows - r0);
     if (t == DType::kQ3_K) {
       internal::PackQ3KBlocks(static_cast<const uint8_t*>(src) + r0 * row, count * (cols / kQK_K),
                               static_cast<uint8_t*>(dst) + r0 * row);
+    } else if (t == DType::kF16 && to == DType::kF16RowPanels) {
+      internal::PackF16RowPanels(static_cast<const uint16_t*>(src) + r0 * cols, count, cols,
+                                 static_cast<uint16_t*>(dst) + r0 * cols);
     } else if (t == DType::kF16 || t == DType::kBF16) {
       internal::PackF16Rows(static_cast<const uint16_t*>(src) + r0 * cols, count, cols,
                             static_cast<uint16_t*>(dst) + r0 * cols);

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/matmul_blocked.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_row_panels.h"
 
 namespace llm::kernels::internal {
 namespace {
@@ -276,15 +277,19 @@ constexpr MatmulPanelFn kPackedPanel = PackedPanel<Loader>;
 }  // namespace
 
 const MatmulKernels& Avx512MatmulKernels() {
-  static const MatmulKernels kKernels = {"avx512",
-                                         kRowMajorPanel<F32Load>,
-                                         kRowMajorPanel<F16Load>,
-                                         kRowMajorPanel<Bf16Load>,
-                                         &Avx512QuantKernels(),
-                                         kPackedPanel<F16Load>,
-                                         kPackedPanel<Bf16Load>,
-                                         kBlockedMinM,
-                                         kBlockedMaxM};
+  static const MatmulKernels kKernels = [] {
+    MatmulKernels k = {"avx512",
+                       kRowMajorPanel<F32Load>,
+                       kRowMajorPanel<F16Load>,
+                       kRowMajorPanel<Bf16Load>,
+                       &Avx512QuantKernels(),
+                       kPackedPanel<F16Load>,
+                       kPackedPanel<Bf16Load>,
+                       kBlockedMinM,
+                       kBlockedMaxM};
+    k.f16_row_panels = RowPanelsPanel;
+    return k;
+  }();
   return kKernels;
 }
 

@@ -31,15 +31,12 @@ using K = qx::KMicro512<F>;
 
 const MatmulKernels& Avx512VnniMatmulKernels() {
   static const QuantMatmulKernels kQuant = MakeQuantKernels<K, PackedLegacy>();
-  static const MatmulKernels kKernels = {"avx512-vnni",
-                                         Avx512MatmulKernels().f32,
-                                         Avx512MatmulKernels().f16,
-                                         Avx512MatmulKernels().bf16,
-                                         &kQuant,
-                                         Avx512MatmulKernels().f16_packed,
-                                         Avx512MatmulKernels().bf16_packed,
-                                         Avx512MatmulKernels().float_blocks_min_m,
-                                         Avx512MatmulKernels().float_blocks_max_m};
+  static const MatmulKernels kKernels = [] {
+    MatmulKernels k = Avx512MatmulKernels();  // the float formats: the AVX-512 set's
+    k.isa = "avx512-vnni";
+    k.quant = &kQuant;
+    return k;
+  }();
   return kKernels;
 }
 

@@ -5,7 +5,8 @@
 // a matmul on the packed rows gives bitwise the F16 / BF16 result of the same kernel set (the AVX2
 // and AVX-512 sets read them natively, the scalar one unpacks per panel) for GEMV and GEMM
 // shapes, close to a float64 reference; the CPU backend packs F16 and BF16 matmul weights when
-// the AVX2 or AVX-512 set is in use, and not when LLM_PACK_WEIGHTS=0 or on the scalar set.
+// the AVX2 or AVX-512 set is in use (F16 on AVX-512 with LLM_F16_ROW_PANELS=0), and not when
+// LLM_PACK_WEIGHTS=0 or on the scalar set.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -128,6 +129,12 @@ TEST(F16Packed, CpuBackendPacksF16AndBf16OnTheSimdSets) {
   struct Restore {
     ~Restore() { (void)SelectMatmulIsa("auto"); }
   } restore;
+  // (F16 on the AVX-512 sets goes into panels of 16 unless LLM_F16_ROW_PANELS=0: see
+  // f16_row_panels_test.cc)
+  ::setenv("LLM_F16_ROW_PANELS", "0", 1);
+  struct NoPanels {
+    ~NoPanels() { ::unsetenv("LLM_F16_ROW_PANELS"); }
+  } no_panels;
   int sets = 0;
   for (const char* isa : {"avx2-fma", "avx512"}) {
     if (!SelectMatmulIsa(isa).ok()) continue;  // this CPU lacks it
