@@ -50,6 +50,8 @@ const char* DTypeName(DType t) {
       return "Q3_K (packed)";
     case DType::kF16RowPanels:
       return "F16 (row panels)";
+    case DType::kBF16RowPanels:
+      return "BF16 (row panels)";
   }
   return "?";
 }

@@ -42,13 +42,14 @@ enum class DType : uint8_t {
   // Not a file format either: Q3_K blocks with their high-bit mask in bit planes, by the CPU
   // backend for its AVX-512 kernels (kernels/cpu/kquant_packed.h), the same 110 bytes per block.
   kQ3_KPacked,
-  // Not a file format either: F16 rows in panels of 16, each weight column of a panel one
+  // Not file formats either: F16 / BF16 rows in panels of 16, each weight column of a panel one
   // 32-byte vector, by the CPU backend for its AVX-512 kernels (kernels/cpu/f16_row_panels.h),
-  // 2 bytes per weight as F16.
+  // 2 bytes per weight as F16 / BF16.
   kF16RowPanels,
+  kBF16RowPanels,
 };
 constexpr int kNumDTypes = 13;         // the formats a file or config can name (kF32 .. kQ6_K)
-constexpr int kNumMatmulFormats = 22;  // and the backend layouts (kQ4_0Packed .. kF16RowPanels)
+constexpr int kNumMatmulFormats = 23;  // and the backend layouts (kQ4_0Packed .. kBF16RowPanels)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -72,8 +73,8 @@ constexpr int BlockSize(DType t) {
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
-  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,  34, 18, 20, 22, 24, 84, 110, 144,
-                                                176, 210, 18, 20, 22, 24, 34, 2,  2,  110, 2};
+  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,  2,  34, 18, 20, 22, 24, 84,  110, 144, 176,
+                                                210, 18, 20, 22, 24, 34, 2,  2,  110, 2,   2};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).

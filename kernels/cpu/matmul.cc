@@ -156,7 +156,7 @@ static_assert(kPanelRows % kF16PackRows == 0, "a panel starts a kF16Packed group
 // F16 row panels (f16_row_panels.h) go four to a work item: a GEMV reads them as four streams.
 constexpr int kRowPanelCallRows = 4 * kF16PanelRows;
 constexpr int PanelRowsOf(DType t) {
-  return t == DType::kF16RowPanels ? kRowPanelCallRows : kPanelRows;
+  return t == DType::kF16RowPanels || t == DType::kBF16RowPanels ? kRowPanelCallRows : kPanelRows;
 }
 
 int64_t FloatBlocksSize(int m, int k) {
@@ -221,7 +221,8 @@ FloatTiles FloatTilesFor(const MatmulKernels& ks, DType t, int k) {
 }
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
-  if (t == DType::kF16RowPanels && ks.f16_row_panels != nullptr) {
+  if ((t == DType::kF16RowPanels && ks.f16_row_panels != nullptr) ||
+      (t == DType::kBF16RowPanels && ks.bf16_row_panels != nullptr)) {
     return m == 1 ? kFloatInput : kRowPanelTokensInput;
   }
   // every m where float_tiles_min_m is 1: batch invariance
@@ -429,20 +430,23 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
       case DType::kBF16:
         ks.bf16(xf, m, k, job.w, n0, n1, job.bias, job.y, job.n);
         break;
-      case DType::kF16RowPanels: {
-        if (ks.f16_row_panels != nullptr) {
-          ks.f16_row_panels(xf, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+      case DType::kF16RowPanels:
+      case DType::kBF16RowPanels: {
+        const bool f16 = job.type == DType::kF16RowPanels;
+        if (MatmulPanelFn row_panels = f16 ? ks.f16_row_panels : ks.bf16_row_panels;
+            row_panels != nullptr) {
+          row_panels(xf, m, k, job.w, n0, n1, job.bias, job.y, job.n);
           break;
         }
-        // no row-panel kernel in this set: its F16 panel on the rows unpacked
+        // no row-panel kernel in this set: its F16 / BF16 panel on the rows unpacked
         static thread_local std::vector<uint16_t> unpacked;
         if (unpacked.size() < static_cast<size_t>(k) * kRowPanelCallRows) {
           unpacked.resize(static_cast<size_t>(k) * kRowPanelCallRows);
         }
         UnpackF16RowPanels(static_cast<const uint16_t*>(job.w) + static_cast<int64_t>(n0) * k,
                            n1 - n0, k, unpacked.data());
-        ks.f16(xf, m, k, unpacked.data(), 0, n1 - n0, job.bias != nullptr ? job.bias + n0 : nullptr,
-               job.y + n0, job.n);
+        (f16 ? ks.f16 : ks.bf16)(xf, m, k, unpacked.data(), 0, n1 - n0,
+                                 job.bias != nullptr ? job.bias + n0 : nullptr, job.y + n0, job.n);
         break;
       }
       case DType::kF16Packed:
@@ -591,16 +595,18 @@ void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int co
 DType MatmulPackedFormat(DType t) {
   const char* off = std::getenv("LLM_PACK_WEIGHTS");
   if (off != nullptr && std::strcmp(off, "0") == 0) return t;
-  if (t == DType::kF16) {
+  if (t == DType::kF16 || t == DType::kBF16) {
+    const bool f16 = t == DType::kF16;
     // The AMX tiles (LLM_AMX_F16) read the groups of 4; so does LLM_F16_ROW_PANELS=0.
     const char* panels = std::getenv("LLM_F16_ROW_PANELS");
     const bool no_panels = panels != nullptr && std::strcmp(panels, "0") == 0;
-    if (Kernels().f16_row_panels != nullptr && Kernels().f16_tiles == nullptr && !no_panels) {
-      return DType::kF16RowPanels;
+    if ((f16 ? Kernels().f16_row_panels : Kernels().bf16_row_panels) != nullptr &&
+        Kernels().f16_tiles == nullptr && !no_panels) {
+      return f16 ? DType::kF16RowPanels : DType::kBF16RowPanels;
     }
-    return Kernels().f16_packed != nullptr ? DType::kF16Packed : t;
+    if (f16) return Kernels().f16_packed != nullptr ? DType::kF16Packed : t;
+    return Kernels().bf16_packed != nullptr ? DType::kBF16Packed : t;
   }
-  if (t == DType::kBF16) return Kernels().bf16_packed != nullptr ? DType::kBF16Packed : t;
   const DType p = internal::PackedLayoutOf(t);
   return p != t && internal::NativePacked(Kernels(), t) ? p : t;
 }
@@ -615,7 +621,7 @@ void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
     if (t == DType::kQ3_K) {
       internal::PackQ3KBlocks(static_cast<const uint8_t*>(src) + r0 * row, count * (cols / kQK_K),
                               static_cast<uint8_t*>(dst) + r0 * row);
-    } else if (t == DType::kF16 && to == DType::kF16RowPanels) {
+    } else if (to == DType::kF16RowPanels || to == DType::kBF16RowPanels) {
       internal::PackF16RowPanels(static_cast<const uint16_t*>(src) + r0 * cols, count, cols,
                                  static_cast<uint16_t*>(dst) + r0 * cols);
     } else if (t == DType::kF16 || t == DType::kBF16) {

@@ -287,7 +287,8 @@ const MatmulKernels& Avx512MatmulKernels() {
                        kPackedPanel<Bf16Load>,
                        kBlockedMinM,
                        kBlockedMaxM};
-    k.f16_row_panels = RowPanelsPanel;
+    k.f16_row_panels = RowPanelsPanel<F16Widen>;
+    k.bf16_row_panels = RowPanelsPanel<Bf16Widen>;
     return k;
   }();
   return kKernels;

@@ -148,10 +148,12 @@ struct MatmulKernels {
   // The tiles above run from this many input rows on, the panels above them below: 1 keeps every
   // row's bits those of the row alone (batch invariance); more gives that up for speed.
   int float_tiles_min_m = 1;
-  // F16 rows in panels of 16 (kF16RowPanels, f16_row_panels.h): x is the row itself at m = 1,
-  // else token tiles (MakeRowPanelTokens); n0 a multiple of 16 and at most 64 rows a call. Null
-  // where the set has none (matmul.cc then unpacks a panel's rows for its f16 panel).
+  // F16 / BF16 rows in panels of 16 (kF16RowPanels / kBF16RowPanels, f16_row_panels.h): x is
+  // the row itself at m = 1, else token tiles (MakeRowPanelTokens); n0 a multiple of 16 and at
+  // most 64 rows a call. Null where the set has none (matmul.cc then unpacks a panel's rows for
+  // its f16 / bf16 panel).
   MatmulPanelFn f16_row_panels = nullptr;
+  MatmulPanelFn bf16_row_panels = nullptr;
 };
 
 const MatmulKernels& ScalarMatmulKernels();

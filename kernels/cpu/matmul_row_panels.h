@@ -1,4 +1,5 @@
-// The matmul of F16 row panels (DType::kF16RowPanels, f16_row_panels.h) for the AVX-512 sets,
+// The matmul of F16 / BF16 row panels (kF16RowPanels, kBF16RowPanels: f16_row_panels.h) for the
+// AVX-512 sets,
 // included by matmul_avx512.cc; in an anonymous namespace: code compiled with one TU's ISA flags
 // is never the copy another TU links.
 //
@@ -25,11 +26,21 @@
 namespace llm::kernels::internal {
 namespace {
 
+// 16 weights of a panel column (16 bits each) as floats, exactly.
+struct F16Widen {
+  static __m512 Widen(__m256i h) { return _mm512_cvtph_ps(h); }
+};
+struct Bf16Widen {
+  static __m512 Widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
+
 // R panels (stride apart; the last one of `rows` rows when kTail, R = 1) times T rows of the
 // token tile xt (x[i][p] at xt[p * ldt + i]) into y (row i at y + i * ldy, the panels' first
 // output at y), for the first `tokens` of the T rows. l1 / l2: the first panel's software
 // prefetch distances (none at 0), one line per two columns of each panel.
-template <int T, int R, bool kTail>
+template <class W, int T, int R, bool kTail>
 void RowPanelsTile(const uint16_t* w, int64_t stride, int rows, int k, const float* xt, int ldt,
                    int tokens, const float* bias, float* y, int64_t ldy, uintptr_t l1,
                    uintptr_t l2) {
@@ -45,9 +56,9 @@ void RowPanelsTile(const uint16_t* w, int64_t stride, int rows, int k, const flo
     for (int r = 0; r < R; ++r) {
       const uint16_t* c = w + r * stride + static_cast<int64_t>(p) * column;
       if constexpr (kTail) {
-        wv[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, c));
+        wv[r] = W::Widen(_mm256_maskz_loadu_epi16(mask, c));
       } else {
-        wv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c)));
+        wv[r] = W::Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c)));
       }
     }
     const float* xp = xt + static_cast<int64_t>(p) * ldt;
@@ -86,7 +97,7 @@ void RowPanelsTile(const uint16_t* w, int64_t stride, int rows, int k, const flo
 }
 
 // Panels from a call's `full` full panels and its tail of `tail` rows, for tiles of T rows.
-template <int T>
+template <class W, int T>
 void RowPanelsOfTile(const uint16_t* w, int k, int full, int tail, const float* xt, int ldt,
                      int tokens, const float* bias, float* y, int64_t ldy, uintptr_t l1,
                      uintptr_t l2) {
@@ -99,37 +110,38 @@ void RowPanelsOfTile(const uint16_t* w, int k, int full, int tail, const float* 
     float* yq = y + kF16PanelRows * q;
     switch (r) {
       case 1:
-        RowPanelsTile<T, 1, false>(wq, stride, 0, k, xt, ldt, tokens, bq, yq, ldy, l1, l2);
+        RowPanelsTile<W, T, 1, false>(wq, stride, 0, k, xt, ldt, tokens, bq, yq, ldy, l1, l2);
         break;
       case 2:
         if constexpr (kMaxR >= 2) {
-          RowPanelsTile<T, 2, false>(wq, stride, 0, k, xt, ldt, tokens, bq, yq, ldy, l1, l2);
+          RowPanelsTile<W, T, 2, false>(wq, stride, 0, k, xt, ldt, tokens, bq, yq, ldy, l1, l2);
         }
         break;
       case 3:
         if constexpr (kMaxR >= 3) {
-          RowPanelsTile<T, 3, false>(wq, stride, 0, k, xt, ldt, tokens, bq, yq, ldy, l1, l2);
+          RowPanelsTile<W, T, 3, false>(wq, stride, 0, k, xt, ldt, tokens, bq, yq, ldy, l1, l2);
         }
         break;
       default:
         if constexpr (kMaxR >= 4) {
-          RowPanelsTile<T, 4, false>(wq, stride, 0, k, xt, ldt, tokens, bq, yq, ldy, l1, l2);
+          RowPanelsTile<W, T, 4, false>(wq, stride, 0, k, xt, ldt, tokens, bq, yq, ldy, l1, l2);
         }
         break;
     }
     q += r;
   }
   if (tail > 0) {
-    RowPanelsTile<T, 1, true>(w + full * stride, stride, tail, k, xt, ldt, tokens,
-                              bias != nullptr ? bias + kF16PanelRows * full : nullptr,
-                              y + kF16PanelRows * full, ldy, l1, l2);
+    RowPanelsTile<W, T, 1, true>(w + full * stride, stride, tail, k, xt, ldt, tokens,
+                                 bias != nullptr ? bias + kF16PanelRows * full : nullptr,
+                                 y + kF16PanelRows * full, ldy, l1, l2);
   }
 }
 
 // y[0:m, n0:n1] (n0 a multiple of 16; n1 - n0 <= 64: up to four panels) from x as the row
 // itself (m = 1) or as token tiles (MakeRowPanelTokens).
-inline void RowPanelsPanel(const float* x, int m, int k, const void* wv, int n0, int n1,
-                           const float* bias, float* y, int ldy) {
+template <class W>
+void RowPanelsPanel(const float* x, int m, int k, const void* wv, int n0, int n1, const float* bias,
+                    float* y, int ldy) {
   const uint16_t* w = static_cast<const uint16_t*>(wv) + static_cast<int64_t>(n0) * k;
   const int full = (n1 - n0) / kF16PanelRows, tail = (n1 - n0) % kF16PanelRows;
   const float* b = bias != nullptr ? bias + n0 : nullptr;
@@ -143,7 +155,7 @@ inline void RowPanelsPanel(const float* x, int m, int k, const void* wv, int n0,
     const uintptr_t l1 = t0 == 0 ? g_prefetch.f16_packed : 0;
     const uintptr_t l2 = g_prefetch.f16_packed_l2;
     auto run = [&]<int T>() {
-      RowPanelsOfTile<T>(w, k, full, tail, xt, ldt, tokens, b, yt, ldy, l1, l2);
+      RowPanelsOfTile<W, T>(w, k, full, tail, xt, ldt, tokens, b, yt, ldy, l1, l2);
     };
     if (tokens <= 4) {
       switch (tokens) {
