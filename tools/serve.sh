@@ -85,7 +85,7 @@ for ((g = 0; g < DP; g++)); do coordinators+=("127.0.0.1:$((COORD_PORT + g))"); 
 mpi_args=(--allow-run-as-root --oversubscribe --bind-to none -np "$RANKS")
 [ -n "${HOSTFILE:-}" ] && mpi_args+=(--hostfile "$HOSTFILE")
 # The kernels' environment switches (README, "Build and test") reach every rank, on every host.
-for v in LLM_AMX_F16 LLM_MATMUL_ISA LLM_ATTENTION_ISA LLM_Q8_0_GEMV_AVX2 LLM_PACK_WEIGHTS; do
+for v in LLM_AMX_F16 LLM_MATMUL_ISA LLM_ATTENTION_ISA LLM_Q8_0_GEMV_AVX2 LLM_PACK_WEIGHTS LLM_F16_ROW_PANELS; do
   [ -n "${!v:-}" ] && mpi_args+=(-x "$v")
 done
 # Own sessions (setsid): Ctrl-C reaches this script only, which stops the processes in order.

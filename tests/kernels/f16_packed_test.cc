@@ -29,14 +29,11 @@ constexpr DType kTypes[2][2] = {{DType::kF16, DType::kF16Packed},
                                 {DType::kBF16, DType::kBF16Packed}};
 
 std::vector<uint16_t> Random16(DType t, size_t n, uint32_t seed) {
-  const auto f = testing::RandomFloats(n, seed, -0.1f, 0.1f);
-  std::vector<uint16_t> h(n);
-  for (size_t i = 0; i < n; ++i) h[i] = t == DType::kF16 ? F32ToF16(f[i]) : F32ToBf16(f[i]);
-  return h;
+  return testing::Random16(t, n, seed, -0.1f, 0.1f);
 }
 
 float Widen(DType t, uint16_t h) {
-  return t == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+  return testing::Widen16(t, h);
 }
 
 std::vector<uint16_t> Pack(const std::vector<uint16_t>& w, int n, int k) {
