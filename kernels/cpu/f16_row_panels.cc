@@ -1,4 +1,4 @@
-// F16 rows in panels of 16: see f16_row_panels.h.
+// F16 / BF16 rows in panels of 16: see f16_row_panels.h.
 #include "kernels/cpu/f16_row_panels.h"
 
 #include <algorithm>
@@ -39,8 +39,11 @@ void MakeRowPanelTokens(const float* x, int m, int cols, float* out) {
     for (int i = 0; i < kRowPanelTokens; ++i) {
       const int row = t * kRowPanelTokens + i;
       const float* xi = x + static_cast<int64_t>(row) * cols;
-      for (int p = 0; p < cols; ++p) {
-        tile[static_cast<int64_t>(p) * kRowPanelTokens + i] = row < m ? xi[p] : 0.0f;
+      float* column = tile + i;  // row i's x[p] at column[p * kRowPanelTokens]
+      if (row < m) {
+        for (int p = 0; p < cols; ++p) column[static_cast<int64_t>(p) * kRowPanelTokens] = xi[p];
+      } else {
+        for (int p = 0; p < cols; ++p) column[static_cast<int64_t>(p) * kRowPanelTokens] = 0.0f;
       }
     }
   }

@@ -1,7 +1,6 @@
 // The matmul of F16 / BF16 row panels (kF16RowPanels, kBF16RowPanels: f16_row_panels.h) for the
-// AVX-512 sets,
-// included by matmul_avx512.cc; in an anonymous namespace: code compiled with one TU's ISA flags
-// is never the copy another TU links.
+// AVX-512 sets, included by matmul_avx512.cc; in an anonymous namespace: code compiled with one
+// TU's ISA flags is never the copy another TU links.
 //
 // Each output y[i][j] is one FMA chain over k in order, x[i][p] * w[j][p] added to an F32 sum
 // from +0 (then + bias, one more rounding): lane j % 16 of the tile's accumulator for row i and
