@@ -45,8 +45,8 @@ void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int co
 
 // The layout the matmul kernels in use read `t` fastest in: DType::kQ4_0Packed ... kQ8_0Packed
 // for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; for F16 / BF16 kF16RowPanels / kBF16RowPanels on the AVX-512
-// sets (f16_row_panels.h), kF16Packed / kBF16Packed on the AVX2 set, with LLM_F16_ROW_PANELS=0
-// or with the AMX tiles on (LLM_AMX_F16); kQ3_KPacked for Q3_K on the AVX-512 sets; all unless
+// and AVX2 sets (f16_row_panels.h), kF16Packed / kBF16Packed with LLM_F16_ROW_PANELS=0 or with
+// the AMX tiles on (LLM_AMX_F16); kQ3_KPacked for Q3_K on the AVX-512 sets; all unless
 // LLM_PACK_WEIGHTS=0; else `t` itself.
 // Matmul accepts the packed layouts on every kernel set (a set without a packed panel unpacks
 // them per panel).

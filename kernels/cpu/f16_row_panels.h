@@ -1,6 +1,7 @@
 // F16 and BF16 weight rows in panels of 16 (DType::kF16RowPanels, kBF16RowPanels), made once at
-// load by the CPU backend (Backend::PrepareMatmulWeightInto) for the AVX-512 kernel sets. The
-// layout is the same for both formats (16-bit weights, moved as they are); F16 is said below.
+// load by the CPU backend (Backend::PrepareMatmulWeightInto) for the AVX-512 and AVX2 kernel
+// sets (matmul_row_panels.h, matmul_row_panels_avx2.h). The layout is the same for both formats
+// (16-bit weights, moved as they are); F16 is said below.
 //
 // Why: the groups of 4 (f16_packed.h) put 16 consecutive weights of one row in a vector, so each
 // output is 16 lane sums over k, reduced at the end; with several input rows every tile must

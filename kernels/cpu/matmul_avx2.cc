@@ -2,7 +2,9 @@
 // One ymm accumulator (8 lanes) per output element; 16-bit weights are widened to f32 in
 // registers. The k tail is copied into zero-padded stack chunks. F16 and BF16 weights may also
 // come in groups of 4 interleaved rows (kF16Packed, kBF16Packed: f16_packed.h), with the same
-// bits. (The block formats, Q8_0 among them, are in matmul_quant_avx2.cc.)
+// bits, or in row panels of 16 (matmul_row_panels_avx2.h: one FMA chain per output, the bits of
+// the AVX-512 sets' row panels). (The block formats, Q8_0 among them, are in
+// matmul_quant_avx2.cc.)
 #include <immintrin.h>
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 
 #include "kernels/cpu/matmul_blocked.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_row_panels_avx2.h"
 
 namespace llm::kernels::internal {
 namespace {
@@ -176,15 +179,20 @@ constexpr MatmulPanelFn kPackedPanel =
 }  // namespace
 
 const MatmulKernels& Avx2MatmulKernels() {
-  static const MatmulKernels kKernels = {"avx2-fma",
-                                         kRowMajorPanel<F32Load>,
-                                         kRowMajorPanel<F16Load>,
-                                         kRowMajorPanel<Bf16Load>,
-                                         &Avx2QuantKernels(),
-                                         kPackedPanel<F16Load>,
-                                         kPackedPanel<Bf16Load>,
-                                         kBlockedMinM,
-                                         kBlockedMaxM};
+  static const MatmulKernels kKernels = [] {
+    MatmulKernels k = {"avx2-fma",
+                       kRowMajorPanel<F32Load>,
+                       kRowMajorPanel<F16Load>,
+                       kRowMajorPanel<Bf16Load>,
+                       &Avx2QuantKernels(),
+                       kPackedPanel<F16Load>,
+                       kPackedPanel<Bf16Load>,
+                       kBlockedMinM,
+                       kBlockedMaxM};
+    k.f16_row_panels = RowPanelsPanel8<F16Widen8>;
+    k.bf16_row_panels = RowPanelsPanel8<Bf16Widen8>;
+    return k;
+  }();
   return kKernels;
 }
 

@@ -5,7 +5,7 @@
 // a matmul on the packed rows gives bitwise the F16 / BF16 result of the same kernel set (the AVX2
 // and AVX-512 sets read them natively, the scalar one unpacks per panel) for GEMV and GEMM
 // shapes, close to a float64 reference; the CPU backend packs F16 and BF16 matmul weights when
-// the AVX2 or AVX-512 set is in use (F16 on AVX-512 with LLM_F16_ROW_PANELS=0), and not when
+// the AVX2 or AVX-512 set is in use with LLM_F16_ROW_PANELS=0, and not when
 // LLM_PACK_WEIGHTS=0 or on the scalar set.
 #include <cmath>
 #include <cstdint>
@@ -126,7 +126,7 @@ TEST(F16Packed, CpuBackendPacksF16AndBf16OnTheSimdSets) {
   struct Restore {
     ~Restore() { (void)SelectMatmulIsa("auto"); }
   } restore;
-  // (F16 on the AVX-512 sets goes into panels of 16 unless LLM_F16_ROW_PANELS=0: see
+  // (F16 on the AVX-512 and AVX2 sets goes into panels of 16 unless LLM_F16_ROW_PANELS=0: see
   // f16_row_panels_test.cc)
   ::setenv("LLM_F16_ROW_PANELS", "0", 1);
   struct NoPanels {

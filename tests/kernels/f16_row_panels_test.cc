@@ -5,7 +5,7 @@
 // kernel set that reads them, so a row's bits do not depend on its batch, and on a set that
 // unpacks them the bits of its own F16 / BF16 panel, close to the chain; with jobs of other
 // layouts in one call the same bits; the CPU backend lays out F16 and BF16 matmul weights as
-// panels on the AVX-512 sets unless LLM_F16_ROW_PANELS=0.
+// panels on the AVX-512 and AVX2 sets unless LLM_F16_ROW_PANELS=0.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -88,14 +88,15 @@ std::vector<const internal::MatmulKernels*> Isas() {
   return {avail, avail + n};
 }
 
-// m covers every tile height (1, 2, 3, 4, 6, 8, 12, 16 rows) and more than one token tile; n
-// calls of 1 to 4 full panels and a partial last panel; k odd (one column left after the
+// m covers every tile height (AVX-512: 1, 2, 3, 4, 6, 8, 12, 16 rows; AVX2: a token tile as
+// row tiles of 1, 2, 4 and 6) and more than one token tile; n calls of 1 to 4 full panels and a
+// partial last panel of fewer and of more than 8 rows; k odd (one column left after the
 // prefetching pairs) and even.
 TEST(F16RowPanels, MatmulGivesOneFmaChainPerOutputOnEveryKernelSet) {
   bool native = false;
   for (const auto [type, panels_type] : kTypes) {
     for (const int k : {1, 13, 64, 267}) {
-      for (const int n : {16, 37, 64, 100, 130}) {
+      for (const int n : {16, 29, 37, 64, 100, 130}) {
         const auto w = Random16(type, static_cast<size_t>(n) * k, 11 + n + k);
         const auto p = Panels(w, n, k);
         const auto bias = testing::RandomFloats(n, 5);
@@ -130,7 +131,8 @@ TEST(F16RowPanels, MatmulGivesOneFmaChainPerOutputOnEveryKernelSet) {
       }
     }
   }
-  if (!native) GTEST_SKIP() << "no kernel set here reads the row panels (the AVX-512 ones do)";
+  if (!native)
+    GTEST_SKIP() << "no kernel set here reads the row panels (the AVX-512 and AVX2 ones do)";
 }
 
 // In one call with jobs of other layouts (and their own input forms), each job has its own bits.
@@ -160,7 +162,7 @@ TEST(F16RowPanels, SameInputJobsKeepTheirBits) {
   }
 }
 
-TEST(F16RowPanels, CpuBackendLaysOutF16AndBf16AsPanelsOnTheAvx512Sets) {
+TEST(F16RowPanels, CpuBackendLaysOutF16AndBf16AsPanelsOnTheAvx512AndAvx2Sets) {
   Backend& cpu = CpuBackend();
   const int n = 37, k = 520, m = 3;
   const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 4);
@@ -170,31 +172,35 @@ TEST(F16RowPanels, CpuBackendLaysOutF16AndBf16AsPanelsOnTheAvx512Sets) {
       (void)SelectMatmulIsa("auto");
     }
   } restore;
-  if (!SelectMatmulIsa("avx512").ok()) {
-    GTEST_SKIP() << "this CPU has no AVX-512 (F, BW, VL) kernel set";
-  }
-  if (MatmulFloatTilesMinM() != 0) {
-    GTEST_SKIP() << "F16 runs on AMX tiles here (LLM_AMX_F16), which read the groups of 4";
-  }
-  for (const auto [type, panels_type] : kTypes) {
-    SCOPED_TRACE(DTypeName(type));
-    const auto w = Random16(type, static_cast<size_t>(n) * k, 9);
-    Weight panels{w.data(), type, n, k};
-    auto buf = cpu.PrepareMatmulWeight(panels);
-    ASSERT_TRUE(buf.ok()) << buf.status().ToString();
-    EXPECT_EQ(panels.format, panels_type);
-    EXPECT_EQ(std::memcmp(panels.data, Panels(w, n, k).data(), 2 * w.size()), 0);
-    std::vector<float> got(static_cast<size_t>(m) * n);
-    cpu.Matmul(x.data(), m, panels, nullptr, got.data());
-    const auto want = ChainReference(type, x, w, m, n, k, nullptr);
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0);
+  int ran = 0;
+  for (const char* isa : {"avx512", "avx2-fma"}) {
+    if (!SelectMatmulIsa(isa).ok()) continue;   // this CPU lacks the set
+    if (MatmulFloatTilesMinM() != 0) continue;  // F16 on AMX tiles (LLM_AMX_F16): the groups of 4
+    ++ran;
+    for (const auto [type, panels_type] : kTypes) {
+      SCOPED_TRACE(std::string(isa) + " " + DTypeName(type));
+      const auto w = Random16(type, static_cast<size_t>(n) * k, 9);
+      Weight panels{w.data(), type, n, k};
+      auto buf = cpu.PrepareMatmulWeight(panels);
+      ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+      EXPECT_EQ(panels.format, panels_type);
+      EXPECT_EQ(std::memcmp(panels.data, Panels(w, n, k).data(), 2 * w.size()), 0);
+      std::vector<float> got(static_cast<size_t>(m) * n);
+      cpu.Matmul(x.data(), m, panels, nullptr, got.data());
+      const auto want = ChainReference(type, x, w, m, n, k, nullptr);
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * got.size()), 0);
 
-    ::setenv("LLM_F16_ROW_PANELS", "0", 1);
-    Weight groups{w.data(), type, n, k};
-    auto packed = cpu.PrepareMatmulWeight(groups);
-    ::unsetenv("LLM_F16_ROW_PANELS");
-    ASSERT_TRUE(packed.ok());
-    EXPECT_EQ(groups.format, type == DType::kF16 ? DType::kF16Packed : DType::kBF16Packed);
+      ::setenv("LLM_F16_ROW_PANELS", "0", 1);
+      Weight groups{w.data(), type, n, k};
+      auto packed = cpu.PrepareMatmulWeight(groups);
+      ::unsetenv("LLM_F16_ROW_PANELS");
+      ASSERT_TRUE(packed.ok());
+      EXPECT_EQ(groups.format, type == DType::kF16 ? DType::kF16Packed : DType::kBF16Packed);
+    }
+  }
+  if (ran == 0) {
+    GTEST_SKIP() << "this CPU has neither an AVX-512 (F, BW, VL) nor an AVX2 kernel set, or "
+                    "F16 runs on AMX tiles here (LLM_AMX_F16), which read the groups of 4";
   }
 }
 
