@@ -10,9 +10,9 @@
 // A tile is T input rows x R panels: 2 T R accumulators of the 16 ymm, the rest for the
 // broadcasts and the widened weights. T <= 2 widens each weight vector and uses it at once for
 // the T rows (their broadcasts held: 2 T R + T + 1 registers; R = 4 at T = 1, a GEMV's four
-// streams); T = 4 and 6 hold a column's two widened halves and broadcast one row at a time
-// (2 T + 3). A token tile of 16 rows runs as row tiles of 6, 6 and 4, each over the same panel
-// while it is in L2.
+// streams; R = 2 at T = 2); T = 4 and 6 hold a column's two widened halves and broadcast one row
+// at a time (2 T + 3), one panel. Batches up to 8 rows run as row tiles of 2 over two panels,
+// larger ones as row tiles of 6, 6 and 4 per token tile over one panel (kPairRowsMaxM).
 #pragma once
 
 #include <immintrin.h>
@@ -170,6 +170,13 @@ void RowPanelsRange8(const uint16_t* w, int k, int q0, int q1, int full, int tai
   }
 }
 
+// Up to this many input rows run as row tiles of 2 over two panels at a time (two streams; the
+// later row tiles find the pair in L2), more as row tiles of 6, 6 and 4 over one panel at a time.
+// Measured on AMD Zen 4 (4 Dec 2026, `kernel_bench matmul` with LLM_MATMUL_ISA=avx2-fma, k = n =
+// 4096, 2 threads, GFLOP/s, two rounds): m = 4 80-96 against 60-73 as one row tile of 4, m = 8
+// 111-117 against 88-103, m = 16 135-145 either way.
+constexpr int kPairRowsMaxM = 8;
+
 // y[0:m, n0:n1] (n0 a multiple of 16; n1 - n0 <= 64: up to four panels) from x as the row
 // itself (m = 1) or as token tiles (MakeRowPanelTokens).
 template <class W>
@@ -180,13 +187,25 @@ void RowPanelsPanel8(const float* x, int m, int k, const void* wv, int n0, int n
   const int panels = full + (tail > 0 ? 1 : 0);
   const float* b = bias != nullptr ? bias + n0 : nullptr;
   const uintptr_t l2 = g_prefetch.f16_packed_l2;
-  if (m <= 2) {  // one row tile, R panels at a time: a GEMV reads four streams
-    const int ldt = m == 1 ? 1 : kRowPanelTokens;
-    const uintptr_t l1 = g_prefetch.f16_packed;
-    if (m == 1) {
-      RowPanelsRange8<W, 1>(w, k, 0, panels, full, tail, x, ldt, 1, b, y + n0, ldy, l1, l2);
-    } else {
-      RowPanelsRange8<W, 2>(w, k, 0, panels, full, tail, x, ldt, 2, b, y + n0, ldy, l1, l2);
+  if (m == 1) {  // four panels at a time: a GEMV reads four streams
+    RowPanelsRange8<W, 1>(w, k, 0, panels, full, tail, x, 1, 1, b, y + n0, ldy,
+                          g_prefetch.f16_packed, l2);
+    return;
+  }
+  if (m <= kPairRowsMaxM) {  // a single token tile
+    for (int q = 0; q < panels; q += 2) {
+      for (int i0 = 0; i0 < m; i0 += 2) {
+        const uintptr_t l1 = i0 == 0 ? g_prefetch.f16_packed : 0;
+        float* yt = y + static_cast<int64_t>(i0) * ldy + n0;
+        const int q1 = std::min(q + 2, panels);
+        if (m - i0 == 1) {
+          RowPanelsRange8<W, 1>(w, k, q, q1, full, tail, x + i0, kRowPanelTokens, 1, b, yt, ldy, l1,
+                                l2);
+        } else {
+          RowPanelsRange8<W, 2>(w, k, q, q1, full, tail, x + i0, kRowPanelTokens, 2, b, yt, ldy, l1,
+                                l2);
+        }
+      }
     }
     return;
   }
