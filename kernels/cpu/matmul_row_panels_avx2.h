@@ -37,14 +37,15 @@ struct Bf16Widen8 {
   }
 };
 
-// Rows [8h, 8h + 8) of panel column p (the panel `column` weights a column): the last panel of
-// a matrix may have fewer than 16 rows (kTail), then its column is copied into zeros first.
+// Rows [8h, 8h + 8) of the panel column at c (`column` weights, one per row of the panel): the
+// last panel of a matrix may have fewer than 16 rows (kTail), then the column is copied into
+// zeros first.
 template <class W, bool kTail>
 [[gnu::always_inline]] inline __m256 PanelHalf(const uint16_t* c, int column, int h) {
   if constexpr (kTail) {
     uint16_t buf[8] = {};
     const int n = std::clamp(column - 8 * h, 0, 8);
-    std::memcpy(buf, c + 8 * h, sizeof(uint16_t) * n);
+    if (n > 0) std::memcpy(buf, c + 8 * h, sizeof(uint16_t) * n);
     return W::Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(buf)));
   } else {
     return W::Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 8 * h)));
@@ -112,17 +113,17 @@ void RowPanelsTile8(const uint16_t* w, int64_t stride, int rows, int k, const fl
     if (t >= tokens) break;
 #pragma GCC unroll 8
     for (int a = 0; a < 2 * R; ++a) {
-      float* out = y + t * ldy + 8 * a;
       if constexpr (kTail) {
         const int n = std::clamp(column - 8 * a, 0, 8);
-        float s[8], b[8] = {};
+        if (n == 0) continue;  // a tail of 8 rows or fewer: no second half
+        float s[8];
         _mm256_storeu_ps(s, acc[t][a]);
-        if (bias != nullptr) std::memcpy(b, bias + 8 * a, sizeof(float) * n);
-        for (int i = 0; i < n; ++i) out[i] = bias != nullptr ? s[i] + b[i] : s[i];
+        float* out = y + t * ldy + 8 * a;
+        for (int i = 0; i < n; ++i) out[i] = bias != nullptr ? s[i] + bias[8 * a + i] : s[i];
       } else {
         __m256 v = acc[t][a];
         if (bias != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + 8 * a));
-        _mm256_storeu_ps(out, v);
+        _mm256_storeu_ps(y + t * ldy + 8 * a, v);
       }
     }
   }

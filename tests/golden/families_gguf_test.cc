@@ -4,7 +4,9 @@
 // ggml does, so it must match llama.cpp on llama-q8_0.gguf (greedy ids exact, logits within
 // 1e-3; the README observed 1.4e-6 for a NumPy emulation), and against the F32 reference its
 // top-1 ids must agree wherever llama.cpp's do; the distance figures are printed.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/backend.h"
@@ -111,37 +113,53 @@ TEST(LlamaGguf, F16MatchesTheF32Reference) {
   EXPECT_LE(max_diff, 0.1);
 }
 
-// The same file on the AVX2 kernel set with its F16 rows packed in groups of 4 (kF16Packed,
-// kernels/cpu/f16_packed.h): the bits of the unpacked rows on that set, so the same references.
-TEST(LlamaGguf, F16PackedForTheAvx2SetGivesTheBitsOfF16) {
+// The same file with its F16 matmul rows repacked by the CPU backend (PlaceWeights), on each
+// SIMD kernel set here: in row panels (kF16RowPanels, the default; one FMA chain per output,
+// kernels/cpu/f16_row_panels.h) it gives llama.cpp's greedy ids and the F32 reference's logits
+// within 0.1; in groups of 4 (kF16Packed, LLM_F16_ROW_PANELS=0; kernels/cpu/f16_packed.h) the
+// bits of the unpacked rows on that set, so the same references.
+TEST(LlamaGguf, F16RepackedForEachSimdSetGivesTheReferences) {
   LLM_REQUIRE_SHARED("golden/families/llama/reference.json");
   LLM_REQUIRE_SHARED("golden/families/llama/llama-f16.gguf");
-  if (!kernels::SelectMatmulIsa("avx2-fma").ok()) {
-    GTEST_SKIP() << "this CPU has no AVX2 + FMA + F16C kernel set";
-  }
   struct Restore {
-    ~Restore() { (void)kernels::SelectMatmulIsa("auto"); }
+    ~Restore() {
+      ::unsetenv("LLM_F16_ROW_PANELS");
+      (void)kernels::SelectMatmulIsa("auto");
+    }
   } restore;
-  ASSERT_EQ(kernels::MatmulPackedFormat(DType::kF16), DType::kF16Packed);
   const json ref = ReadJson(SharedPath("golden/families/llama/reference.json"));
-  const ModelRun plain = RunLlama("llama-f16.gguf", ref);
-  const ModelRun packed = RunLlama("llama-f16.gguf", ref, true);
-  ASSERT_EQ(packed.greedy.size(), ref["prompts"].size());
-  ASSERT_EQ(plain.prompt_logits.size(), packed.prompt_logits.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < packed.greedy.size(); ++i) {
-    const json& p = ref["prompts"][i];
-    EXPECT_EQ(packed.greedy[i],
-              p["llamacpp_quantized"]["F16"]["greedy_ids"].get<std::vector<int32_t>>());
-    EXPECT_EQ(packed.greedy[i], plain.greedy[i]);
-    ASSERT_EQ(packed.prompt_logits[i].size(), plain.prompt_logits[i].size());
-    EXPECT_EQ(std::memcmp(packed.prompt_logits[i].data(), plain.prompt_logits[i].data(),
-                          4 * plain.prompt_logits[i].size()),
-              0)
-        << "prompt " << i;
-    max_diff = std::max(max_diff, MaxDiff(p, packed.prompt_logits[i], 512));
+  int sets = 0;
+  for (const char* isa : {"avx512", "avx2-fma"}) {
+    if (!kernels::SelectMatmulIsa(isa).ok()) continue;  // this CPU lacks the set
+    ++sets;
+    const ModelRun plain = RunLlama("llama-f16.gguf", ref);
+    for (const bool panels : {true, false}) {
+      SCOPED_TRACE(std::string(isa) + (panels ? ", row panels" : ", groups of 4"));
+      if (!panels) ::setenv("LLM_F16_ROW_PANELS", "0", 1);
+      ASSERT_EQ(kernels::MatmulPackedFormat(DType::kF16),
+                panels ? DType::kF16RowPanels : DType::kF16Packed);
+      const ModelRun packed = RunLlama("llama-f16.gguf", ref, true);
+      ::unsetenv("LLM_F16_ROW_PANELS");
+      ASSERT_EQ(packed.greedy.size(), ref["prompts"].size());
+      ASSERT_EQ(plain.prompt_logits.size(), packed.prompt_logits.size());
+      double max_diff = 0;
+      for (size_t i = 0; i < packed.greedy.size(); ++i) {
+        const json& p = ref["prompts"][i];
+        EXPECT_EQ(packed.greedy[i],
+                  p["llamacpp_quantized"]["F16"]["greedy_ids"].get<std::vector<int32_t>>());
+        ASSERT_EQ(packed.prompt_logits[i].size(), plain.prompt_logits[i].size());
+        if (!panels) {
+          EXPECT_EQ(std::memcmp(packed.prompt_logits[i].data(), plain.prompt_logits[i].data(),
+                                4 * plain.prompt_logits[i].size()),
+                    0)
+              << "prompt " << i;
+        }
+        max_diff = std::max(max_diff, MaxDiff(p, packed.prompt_logits[i], 512));
+      }
+      EXPECT_LE(max_diff, 0.1);
+    }
   }
-  EXPECT_LE(max_diff, 0.1);
+  if (sets == 0) GTEST_SKIP() << "this CPU has neither the AVX-512 nor the AVX2 kernel set";
 }
 
 TEST(LlamaGguf, Q8_0MatchesLlamaCppAndStaysNearF32) {
