@@ -2,7 +2,6 @@
 #include "kernels/cpu/f16_row_panels.h"
 
 #include <algorithm>
-#include <cstring>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
