@@ -209,11 +209,11 @@ const std::vector<KeySpec>& Schema() {
                 "name clients use in 'model' (default: the folder name)"),
       LoadFormatKey("model.load_format", LLM_FIELD(model.load_format),
                     "dummy = seeded random weights, output meaningless"),
-      StringKey(
-          "model.quantization", LLM_FIELD(model.quantization),
-          {"none", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"},
-          "quantize the linear weights of an F32/F16/BF16 model to this GGML block format "
-          "at load (embeddings, lm_head and norms stay)"),
+      StringKey("model.quantization", LLM_FIELD(model.quantization),
+                {"none", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k",
+                 "q6_k", "iq4_nl"},
+                "quantize the linear weights of an F32/F16/BF16 model to this GGML block format "
+                "at load (embeddings, lm_head and norms stay)"),
       IntKey("model.max_model_len", LLM_FIELD(model.max_model_len), 0, 1 << 24,
              "context length; 0 = max_position_embeddings"),
       StringKey("model.chat_template", LLM_FIELD(model.chat_template), {},

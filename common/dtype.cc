@@ -32,6 +32,8 @@ const char* DTypeName(DType t) {
       return "Q5_K";
     case DType::kQ6_K:
       return "Q6_K";
+    case DType::kIQ4_NL:
+      return "IQ4_NL";
     case DType::kQ4_0Packed:
       return "Q4_0 (packed)";
     case DType::kQ4_1Packed:
@@ -52,6 +54,8 @@ const char* DTypeName(DType t) {
       return "F16 (row panels)";
     case DType::kBF16RowPanels:
       return "BF16 (row panels)";
+    case DType::kIQ4_NLPacked:
+      return "IQ4_NL (packed)";
   }
   return "?";
 }

@@ -27,6 +27,10 @@ enum class DType : uint8_t {
   kQ4_K,
   kQ5_K,
   kQ6_K,
+  // IQ4_NL: per 32 weights an fp16 scale d and 32 4-bit indices into a fixed non-uniform table
+  // of int8 values (kIQ4NLValues, kernels/cpu/quant_blocks.h), weight = d * value; the same 18
+  // bytes as Q4_0 (low nibbles elements 0..15, high nibbles 16..31).
+  kIQ4_NL,
   // Not file formats: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows repacked once at load by the CPU
   // backend for its SIMD kernels (kernels/cpu/legacy_packed.h), the same bytes per row as the
   // format. Only that backend's Matmul reads them; no file, config or other op ever sees them.
@@ -47,9 +51,11 @@ enum class DType : uint8_t {
   // 2 bytes per weight as F16 / BF16.
   kF16RowPanels,
   kBF16RowPanels,
+  // Not a file format either: IQ4_NL rows repacked as Q4_0's are (kernels/cpu/legacy_packed.h).
+  kIQ4_NLPacked,
 };
-constexpr int kNumDTypes = 13;         // the formats a file or config can name (kF32 .. kQ6_K)
-constexpr int kNumMatmulFormats = 23;  // and the backend layouts (kQ4_0Packed .. kBF16RowPanels)
+constexpr int kNumDTypes = 14;         // the formats a file or config can name (kF32 .. kIQ4_NL)
+constexpr int kNumMatmulFormats = 25;  // and the backend layouts (kQ4_0Packed .. kIQ4_NLPacked)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -61,7 +67,8 @@ inline size_t DTypeSize(DType t) {
   return t == DType::kF32 ? 4 : 2;
 }
 constexpr bool IsBlockFormat(DType t) {
-  return (t >= DType::kQ8_0 && t <= DType::kQ8_0Packed) || t == DType::kQ3_KPacked;
+  return (t >= DType::kQ8_0 && t <= DType::kQ8_0Packed) || t == DType::kQ3_KPacked ||
+         t == DType::kIQ4_NLPacked;
 }
 // The K-quants: super-blocks of 256 whose matmul runs on Q8_K activations.
 constexpr bool IsKQuant(DType t) {
@@ -73,8 +80,9 @@ constexpr int BlockSize(DType t) {
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
-  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,  2,  34, 18, 20, 22, 24, 84,  110, 144, 176,
-                                                210, 18, 20, 22, 24, 34, 2,  2,  110, 2,   2};
+  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,   34,  18, 20, 22, 24, 84,
+                                                110, 144, 176, 210, 18, 18, 20, 22, 24,
+                                                34,  2,   2,   110, 2,  2,  18};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).
@@ -86,7 +94,7 @@ const char* DTypeName(DType t);
 // spelling). Returns false for anything else.
 bool ParseDType(std::string_view s, DType* out);
 // Parses a model.quantization value: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
-// "q4_k", "q5_k", "q6_k" (any case). Returns false for anything else.
+// "q4_k", "q5_k", "q6_k", "iq4_nl" (any case). Returns false for anything else.
 bool ParseQuantFormat(std::string_view s, DType* out);
 
 inline float Bf16ToF32(uint16_t h) {

@@ -51,6 +51,7 @@ enum class GgmlType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ4_NL = 20,
   kBF16 = 30,
 };
 struct GgmlTypeInfo {

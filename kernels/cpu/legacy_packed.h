@@ -34,10 +34,11 @@ constexpr int kPackGroupMaxBytes = 544;  // a whole Q8_0 group
 
 // The block formats with a packed layout: the 32-block formats, and Q3_K (its high bits in bit
 // planes, kquant_packed.h).
-constexpr DType kPackedLayouts[6][2] = {
-    {DType::kQ4_0, DType::kQ4_0Packed}, {DType::kQ4_1, DType::kQ4_1Packed},
-    {DType::kQ5_0, DType::kQ5_0Packed}, {DType::kQ5_1, DType::kQ5_1Packed},
-    {DType::kQ8_0, DType::kQ8_0Packed}, {DType::kQ3_K, DType::kQ3_KPacked}};
+constexpr DType kPackedLayouts[7][2] = {
+    {DType::kQ4_0, DType::kQ4_0Packed},    {DType::kQ4_1, DType::kQ4_1Packed},
+    {DType::kQ5_0, DType::kQ5_0Packed},    {DType::kQ5_1, DType::kQ5_1Packed},
+    {DType::kQ8_0, DType::kQ8_0Packed},    {DType::kQ3_K, DType::kQ3_KPacked},
+    {DType::kIQ4_NL, DType::kIQ4_NLPacked}};
 // The packed layout of a block format, or t itself; and back. (`static`, as the helpers
 // below: the ISA translation units call them, and each must keep its own copy, see
 // matmul_internal.h.)

@@ -1,4 +1,4 @@
-// The matmul of the 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on packed weights
+// The matmul of the 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) on packed weights
 // (legacy_packed.h) for the AVX2 and AVX-512 translation units, included by matmul_quant_x86.h
 // inside their anonymous namespace.
 //
@@ -7,7 +7,8 @@
 // 8, Q5_0: 16, from the -8 S_b prepared with the activations) or 0 (Q4_1, Q5_1) and take 8
 // unsigned-by-signed 4-product dot steps (the weight's four 64-byte runs, low and high nibbles
 // with their fifth bits added for Q5_0 / Q5_1, against the activations' 8 quads; Q8_0: its 8
-// runs of signed bytes, see AddDotS8); then one
+// runs of signed bytes, see AddDotS8; IQ4_NL: Q4_0's nibbles made its table's signed values by
+// a byte shuffle, then Q8_0's steps); then one
 // conversion, one product of the 16 weight scales with the 16 activation scales, and one fma
 // into the 16 chains (with a min: one more with the mins and S_b). The blocks of a short last
 // group are widened with zero blocks (WidenLegacyGroup), whose lanes then add fma(0, 0, acc) =
@@ -28,12 +29,14 @@ using ::llm::kernels::internal::PackedXGroups;
 
 // The formats: block type, whether a weight is d * u + m (else d * (u - offset)), whether the
 // quants have a fifth bit.
-// Q8_0's quants are signed bytes, eight runs a group (kInt8).
-template <class Block, DType kTypeV, bool kMinV, bool kFifthV, bool kInt8V = false>
+// Q8_0's quants are signed bytes, eight runs a group (kInt8). IQ4_NL's nibbles index a table of
+// signed bytes (kLut): Q4_0's runs, Q8_0's arithmetic.
+template <class Block, DType kTypeV, bool kMinV, bool kFifthV, bool kInt8V = false,
+          bool kLutV = false>
 struct LegacyFormat {
   using B = Block;
   static constexpr DType kType = kTypeV;
-  static constexpr bool kMin = kMinV, kFifth = kFifthV, kInt8 = kInt8V;
+  static constexpr bool kMin = kMinV, kFifth = kFifthV, kInt8 = kInt8V, kLut = kLutV;
   static constexpr int kRuns = kInt8 ? 8 : 4;
 };
 using Q4_0F = LegacyFormat<BlockQ4_0, DType::kQ4_0, false, false>;
@@ -41,6 +44,14 @@ using Q4_1F = LegacyFormat<BlockQ4_1, DType::kQ4_1, true, false>;
 using Q5_0F = LegacyFormat<BlockQ5_0, DType::kQ5_0, false, true>;
 using Q5_1F = LegacyFormat<BlockQ5_1, DType::kQ5_1, true, true>;
 using Q8_0F = LegacyFormat<BlockQ8_0, DType::kQ8_0, false, false, true>;
+using IQ4_NLF = LegacyFormat<BlockIQ4_NL, DType::kIQ4_NL, false, false, false, true>;
+
+// IQ4_NL's 16 values as 16 bytes (a 128-bit lane's shuffle table), each xor 0x80 when `biased`
+// (value + 128: BiasS8 folded into the table).
+inline __m128i IQ4NLTable(bool biased) {
+  __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+  return biased ? _mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80))) : t;
+}
 
 #if defined(__AVX512BW__)
 // The GEMV's weight rows at once (MatmulBlockPanel; 8 measured slower than 4).
@@ -68,6 +79,10 @@ struct Vf {
   uint64_t bits;
   std::memcpy(&bits, p, 8);
   return {_mm512_mask_add_epi8(u.v, _cvtu64_mask64(bits), u.v, _mm512_set1_epi8(0x10))};
+}
+// table[u] per byte (u < 16; table: 16 bytes, IQ4NLTable).
+[[gnu::always_inline]] inline Vi Lookup(Vi u, __m128i table) {
+  return {_mm512_shuffle_epi8(_mm512_broadcast_i32x4(table), u.v)};
 }
 [[gnu::always_inline]] inline Vi Add(Vi a, Vi b) {
   return {_mm512_add_epi32(a.v, b.v)};
@@ -151,6 +166,10 @@ struct Vf {
 [[gnu::always_inline]] inline Vi AddFifthBits(Vi u, const uint8_t* p) {
   return {_mm256_or_si256(u.lo, FifthBits(p)), _mm256_or_si256(u.hi, FifthBits(p + 4))};
 }
+[[gnu::always_inline]] inline Vi Lookup(Vi u, __m128i table) {
+  const __m256i t = _mm256_broadcastsi128_si256(table);
+  return {_mm256_shuffle_epi8(t, u.lo), _mm256_shuffle_epi8(t, u.hi)};
+}
 [[gnu::always_inline]] inline Vi Add(Vi a, Vi b) {
   return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)};
 }
@@ -232,7 +251,7 @@ struct PackedLegacyMicro {
     Vi l[MR][NR];
     for (int i = 0; i < MR; ++i) {
       Vi start = ZeroI();
-      if constexpr (F::kInt8) {
+      if constexpr (F::kInt8 || F::kLut) {
         if constexpr (kS8ByBias) start = Times16(LoadI(x[i]->start));  // -128 S
       } else if constexpr (!F::kMin) {
         start = LoadI(x[i]->start);                          // -8 S
@@ -261,9 +280,22 @@ struct PackedLegacyMicro {
           hi[j] = AddFifthBits(hi[j], w[j] + kMasks + 8 * (2 * r + 1));
         }
       }
+      if constexpr (F::kLut) {  // the table's signed values (biased where AddDotS8 wants)
+        const __m128i table = IQ4NLTable(kS8ByBias);
+        for (int j = 0; j < NR; ++j) {
+          lo[j] = Lookup(lo[j], table);
+          hi[j] = Lookup(hi[j], table);
+        }
+      }
       for (int i = 0; i < MR; ++i) {
         const Vi xl = LoadI(x[i]->q[r]), xh = LoadI(x[i]->q[r + 4]);
-        for (int j = 0; j < NR; ++j) l[i][j] = AddDot(AddDot(l[i][j], lo[j], xl), hi[j], xh);
+        for (int j = 0; j < NR; ++j) {
+          if constexpr (F::kLut) {
+            l[i][j] = AddDotS8(AddDotS8(l[i][j], lo[j], xl), hi[j], xh);
+          } else {
+            l[i][j] = AddDot(AddDot(l[i][j], lo[j], xl), hi[j], xh);
+          }
+        }
       }
     }
     for (int j = 0; j < NR; ++j) {

@@ -115,6 +115,8 @@ const QuantMatmulKernels& ScalarQuantKernels() {
     k.fn[static_cast<int>(DType::kQ5_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_0, BlockQ5_0>>;
     k.fn[static_cast<int>(DType::kQ5_1)] = MatmulBlockPanel<LegacyScalar<DType::kQ5_1, BlockQ5_1>>;
     k.fn[static_cast<int>(DType::kQ8_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ8_0, BlockQ8_0>>;
+    k.fn[static_cast<int>(DType::kIQ4_NL)] =
+        MatmulBlockPanel<LegacyScalar<DType::kIQ4_NL, BlockIQ4_NL>>;
     k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<KScalar<DType::kQ2_K, BlockQ2_K>>;
     k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<KScalar<DType::kQ3_K, BlockQ3_K>>;
     k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<KScalar<DType::kQ4_K, BlockQ4_K>>;

@@ -604,6 +604,7 @@ QuantMatmulKernels MakeQuantKernels() {
   legacy(qx::Q5_0F{});
   legacy(qx::Q5_1F{});
   legacy(qx::Q8_0F{});
+  legacy(qx::IQ4_NLF{});
   k.fn[static_cast<int>(DType::kQ2_K)] = BlockPanelOf<K<qx::Q2_KF>>();
   k.fn[static_cast<int>(DType::kQ3_K)] = BlockPanelOf<K<qx::Q3_KF>>();
 #if defined(__AVX512BW__)

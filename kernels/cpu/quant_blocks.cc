@@ -69,6 +69,15 @@ void DecodeLegacy(DType t, const void* block, DecodedLegacy* out) {
       for (int e = 0; e < kQKLegacy; ++e) out->u[e] = static_cast<uint8_t>(b->qs[e] + 128);
       break;
     }
+    case DType::kIQ4_NL: {  // u = value + 128, as Q8_0's
+      const auto* b = static_cast<const BlockIQ4_NL*>(block);
+      *out = DecodedLegacy{F16ToF32(b->d), 0.0f, 128, false, {}};
+      for (int i = 0; i < 16; ++i) {
+        out->u[i] = static_cast<uint8_t>(kIQ4NLValues[b->qs[i] & 0xF] + 128);
+        out->u[i + 16] = static_cast<uint8_t>(kIQ4NLValues[b->qs[i] >> 4] + 128);
+      }
+      break;
+    }
     default:
       *out = DecodedLegacy{};
       break;

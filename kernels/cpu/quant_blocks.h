@@ -54,6 +54,14 @@ struct BlockQ5_1 {
   uint8_t qh[4];
   uint8_t qs[16];
 };
+// IQ4_NL: Q4_0's layout; a nibble indexes kIQ4NLValues instead of being q - 8.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
+// IQ4_NL's values (ggml's kvalues_iq4nl): denser near 0, as trained weights are.
+inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
 struct BlockQ2_K {
   uint8_t scales[16];  // per 16 weights: scale (low nibble) and min (high nibble)
   uint8_t qs[64];      // 2-bit quants
@@ -92,8 +100,8 @@ struct alignas(64) BlockQ8_K {
   int16_t bsums[kQK_K / 16];  // sums of 16 consecutive qs
   float d;
 };
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-                  sizeof(BlockQ5_1) == 24,
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockIQ4_NL) == 18 && sizeof(BlockQ4_1) == 20 &&
+                  sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24,
               "legacy blocks are unpadded");
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
                   sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210,
@@ -103,7 +111,7 @@ static_assert(sizeof(BlockQ8_K) == 320, "Q8_K blocks are whole cache lines");
 // A legacy block for the dot product: weight e = d * (u[e] - offset) + m.
 struct DecodedLegacy {
   float d = 0, m = 0;
-  int offset = 0;  // 8 (Q4_0), 16 (Q5_0), 128 (Q8_0), 0 (Q4_1, Q5_1: with a min)
+  int offset = 0;  // 8 (Q4_0), 16 (Q5_0), 128 (Q8_0, IQ4_NL), 0 (Q4_1, Q5_1: with a min)
   bool has_min = false;
   uint8_t u[kQKLegacy];
 };

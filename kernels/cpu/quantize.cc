@@ -405,6 +405,55 @@ void QuantizeQ2K(const float* x, BlockQ2_K* y) {
   }
 }
 
+// The index of the IQ4_NL value nearest v (ties to the larger; the table is sorted).
+int NearestIQ4NL(float v) {
+  if (v <= kIQ4NLValues[0]) return 0;
+  if (v >= kIQ4NLValues[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (v < kIQ4NLValues[mid] ? hi : lo) = mid;
+  }
+  return v - kIQ4NLValues[lo] < kIQ4NLValues[hi] - v ? lo : hi;
+}
+
+// IQ4_NL (ggml's search for files, as llama-quantize runs it): a first scale maps the element of
+// largest magnitude to the table's end (-127); the least-squares scale of those indices (weights
+// x^2) is then compared with 15 others, 1 / d = (i - 127) / max for i in -7..7, keeping the one
+// whose indices fit best; the indices are taken again with the kept scale in fp32.
+void QuantizeIQ4NL(const float* x, BlockIQ4_NL* y) {
+  float amax;
+  const float max = SignedMax(x, 32, &amax);
+  float d = 0.0f;
+  if (amax >= kGroupMaxEps) {
+    // sum(w q x) and sum(w q^2) of the indices nearest x * id
+    auto fit = [x](float id, float* sumqx, float* sumq2) {
+      *sumqx = *sumq2 = 0.0f;
+      for (int j = 0; j < 32; ++j) {
+        const float q = kIQ4NLValues[NearestIQ4NL(id * x[j])], w = x[j] * x[j];
+        *sumqx += w * q * x[j];
+        *sumq2 += w * q * q;
+      }
+    };
+    float sumqx, sumq2;
+    fit(1.0f / (-max / kIQ4NLValues[0]), &sumqx, &sumq2);
+    d = sumqx / sumq2;
+    float best = d * sumqx;
+    for (int i = -7; i <= 7; ++i) {
+      fit((static_cast<float>(i) + kIQ4NLValues[0]) / max, &sumqx, &sumq2);
+      if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
+        d = sumqx / sumq2;
+        best = d * sumqx;
+      }
+    }
+  }
+  y->d = F32ToF16(d);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    y->qs[j] = static_cast<uint8_t>(NearestIQ4NL(id * x[j]) | NearestIQ4NL(id * x[j + 16]) << 4);
+  }
+}
+
 }  // namespace
 
 void QuantizeRow(DType t, const float* x, void* dst, int64_t k) {
@@ -435,6 +484,9 @@ void QuantizeRow(DType t, const float* x, void* dst, int64_t k) {
         break;
       case DType::kQ6_K:
         QuantizeQ6K(xb, reinterpret_cast<BlockQ6_K*>(ob));
+        break;
+      case DType::kIQ4_NL:
+        QuantizeIQ4NL(xb, reinterpret_cast<BlockIQ4_NL*>(ob));
         break;
       default:
         break;

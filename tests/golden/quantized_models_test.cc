@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 uint32_t GgmlTypeOf(DType t) {
-  constexpr uint32_t kIds[kNumDTypes] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14};
+  constexpr uint32_t kIds[kNumDTypes] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14, 20};
   return kIds[static_cast<int>(t)];
 }
 
@@ -457,11 +457,11 @@ TEST(InSituQuantization, Stories260KAgainstDequantizedAndF32) {
     int min_agree_percent;
     double max_kl;
   };
-  const Case cases[] = {{DType::kQ8_0, 97, 0.002}, {DType::kQ6_K, 95, 0.01},
-                        {DType::kQ5_K, 90, 0.03},  {DType::kQ4_K, 90, 0.03},
-                        {DType::kQ4_0, 80, 0.08},  {DType::kQ4_1, 85, 0.08},
-                        {DType::kQ5_0, 90, 0.03},  {DType::kQ5_1, 90, 0.03},
-                        {DType::kQ3_K, 80, 0.08},  {DType::kQ2_K, 80, 0.08}};
+  const Case cases[] = {
+      {DType::kQ8_0, 97, 0.002}, {DType::kQ6_K, 95, 0.01},  {DType::kQ5_K, 90, 0.03},
+      {DType::kQ4_K, 90, 0.03},  {DType::kQ4_0, 80, 0.08},  {DType::kQ4_1, 85, 0.08},
+      {DType::kQ5_0, 90, 0.03},  {DType::kQ5_1, 90, 0.03},  {DType::kQ3_K, 80, 0.08},
+      {DType::kQ2_K, 80, 0.08},  {DType::kIQ4_NL, 85, 0.08}};
   for (const Case& c : cases) {
     auto q = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors, 0, {}, c.t);
     auto d = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors, 0, {}, c.t);

@@ -27,7 +27,8 @@ std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   return testing::RandomFloats(n, seed, -scale, scale);
 }
 
-constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
+constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                              DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL};
 
 std::vector<uint8_t> QuantMatrix(DType t, int n, int k, uint32_t seed) {
   const auto f = RandomVec(static_cast<size_t>(n) * k, seed, 0.05f);
@@ -237,7 +238,7 @@ TEST(LegacyPacked, Q8_0GemvRouteOverride) {
   EXPECT_FALSE(Q8_0GemvOnAvx2(huge.c_str(), true, false));
 }
 
-TEST(LegacyPacked, CpuBackendRepacksOnlyTheFiveFormats) {
+TEST(LegacyPacked, CpuBackendRepacksOnlyThe32BlockFormats) {
   Backend& cpu = CpuBackend();
   const int n = 24, k = 1056;
   for (DType t : kFormats) {

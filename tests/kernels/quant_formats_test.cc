@@ -74,6 +74,21 @@ TEST(QuantLayout, Q5_0AndQ5_1) {
   EXPECT_EQ(fb[31], 9.0f);  // 0.5 * 16 + 1
 }
 
+// IQ4_NL: Q4_0's nibble layout; nibble q is d times entry q of ggml's kvalues_iq4nl (written out
+// here from ggml-common.h, not taken from the implementation's table).
+TEST(QuantLayout, IQ4_NL) {
+  constexpr float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                 1,    13,   25,  38,  53,  69,  89,  113};
+  BlockIQ4_NL b{};
+  b.d = kHalf;
+  for (int i = 0; i < 16; ++i) b.qs[i] = static_cast<uint8_t>(i | (15 - i) << 4);
+  const auto f = Dequant(DType::kIQ4_NL, b);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(f[i], 0.5f * kValues[i]) << i;
+    EXPECT_EQ(f[16 + i], 0.5f * kValues[15 - i]) << i;
+  }
+}
+
 TEST(QuantLayout, Q2_K) {
   BlockQ2_K b{};
   b.d = kOne;
@@ -179,10 +194,10 @@ TEST(QuantRoundTrip, WithinLlamaCppBounds) {
     DType t;
     double bound;
   };
-  const Case cases[] = {{DType::kQ8_0, 0.002},  {DType::kQ4_0, 0.002}, {DType::kQ4_1, 0.002},
-                        {DType::kQ5_0, 0.002},  {DType::kQ5_1, 0.002}, {DType::kQ2_K, 0.0075},
-                        {DType::kQ3_K, 0.0040}, {DType::kQ4_K, 0.002}, {DType::kQ5_K, 0.002},
-                        {DType::kQ6_K, 0.002}};
+  const Case cases[] = {{DType::kQ8_0, 0.002},  {DType::kQ4_0, 0.002},  {DType::kQ4_1, 0.002},
+                        {DType::kQ5_0, 0.002},  {DType::kQ5_1, 0.002},  {DType::kQ2_K, 0.0075},
+                        {DType::kQ3_K, 0.0040}, {DType::kQ4_K, 0.002},  {DType::kQ5_K, 0.002},
+                        {DType::kQ6_K, 0.002},  {DType::kIQ4_NL, 0.002}};
   for (const Case& c : cases) {
     std::vector<uint8_t> q(RowBytes(c.t, kN));
     std::vector<float> back(kN);
@@ -211,9 +226,9 @@ TEST(QuantRoundTrip, ErrorFollowsTheBits) {
     x[i + 1] = static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::sin(2 * M_PI * u2));
   }
   const std::pair<DType, double> bands[] = {
-      {DType::kQ8_0, 0.006}, {DType::kQ6_K, 0.02}, {DType::kQ5_K, 0.04}, {DType::kQ5_1, 0.045},
-      {DType::kQ5_0, 0.05},  {DType::kQ4_K, 0.08}, {DType::kQ4_1, 0.09}, {DType::kQ4_0, 0.10},
-      {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38}};
+      {DType::kQ8_0, 0.006}, {DType::kQ6_K, 0.02}, {DType::kQ5_K, 0.04},  {DType::kQ5_1, 0.045},
+      {DType::kQ5_0, 0.05},  {DType::kQ4_K, 0.08}, {DType::kQ4_1, 0.09},  {DType::kQ4_0, 0.10},
+      {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38}, {DType::kIQ4_NL, 0.09}};
   for (const auto& [t, bound] : bands) {
     std::vector<uint8_t> q(RowBytes(t, kN));
     std::vector<float> back(kN);

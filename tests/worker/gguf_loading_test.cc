@@ -148,16 +148,16 @@ TEST_F(GgufLoading, Bf16WeightsLoadAndStayNearF32) {
   EXPECT_LT(max_diff, 0.5);
 }
 
-// Types other than F32/F16/BF16 and the Q*_0/1 and Q*_K block formats (here IQ4_NL, blocks of
-// 32 like Q8_0, so the shape holds) are named with the tensor; block formats are for matrices
-// only.
+// Types other than F32/F16/BF16, the Q*_0/1 and Q*_K block formats and IQ4_NL (here Q8_1, an
+// activation format of ggml's: blocks of 32 like Q8_0, so the shape holds) are named with the
+// tensor; block formats are for matrices only.
 TEST_F(GgufLoading, UnsupportedTypesAreNamed) {
   Rewrite(path_, [](const std::string& name, Out* o) {
     if (name != "blk.0.ffn_gate.weight") return;
-    o->type = 20;  // IQ4_NL: 32 weights in 18 bytes
-    o->bytes.assign(192 * 2 * 18, '\0');
+    o->type = 9;  // Q8_1: 32 weights in 36 bytes
+    o->bytes.assign(192 * 2 * 36, '\0');
   });
-  ExpectError({"tensor 'blk.0.ffn_gate.weight' is IQ4_NL, which is not supported yet"});
+  ExpectError({"tensor 'blk.0.ffn_gate.weight' is Q8_1, which is not supported yet"});
   Rewrite(path_, [](const std::string& name, Out* o) {
     if (name != "output_norm.weight") return;
     o->type = 8;

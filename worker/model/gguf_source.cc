@@ -253,7 +253,7 @@ class GgufSource : public TensorSource {
         {GgmlType::kQ5_0, DType::kQ5_0}, {GgmlType::kQ5_1, DType::kQ5_1},
         {GgmlType::kQ2_K, DType::kQ2_K}, {GgmlType::kQ3_K, DType::kQ3_K},
         {GgmlType::kQ4_K, DType::kQ4_K}, {GgmlType::kQ5_K, DType::kQ5_K},
-        {GgmlType::kQ6_K, DType::kQ6_K}};
+        {GgmlType::kQ6_K, DType::kQ6_K}, {GgmlType::kIQ4_NL, DType::kIQ4_NL}};
     for (const auto& [ggml, dtype] : kFormats) {
       if (static_cast<GgmlType>(t.type) != ggml || (!matrix && IsBlockFormat(dtype))) continue;
       const size_t want = RowBytes(dtype, t.dims.empty() ? 0 : t.dims[0]) *
@@ -265,10 +265,11 @@ class GgufSource : public TensorSource {
       }
       return dtype;
     }
-    return Unimplemented(f_.path() + ": tensor '" + t.name + "' is " + t.TypeName() +
-                         ", which is not supported yet (supported: F32, F16, BF16" +
-                         (matrix ? ", Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)"
-                                 : " for vectors)"));
+    return Unimplemented(
+        f_.path() + ": tensor '" + t.name + "' is " + t.TypeName() +
+        ", which is not supported yet (supported: F32, F16, BF16" +
+        (matrix ? ", Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL)"
+                : " for vectors)"));
   }
 
   const GgufFile& f_;
