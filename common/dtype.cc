@@ -34,6 +34,8 @@ const char* DTypeName(DType t) {
       return "Q6_K";
     case DType::kIQ4_NL:
       return "IQ4_NL";
+    case DType::kIQ4_XS:
+      return "IQ4_XS";
     case DType::kQ4_0Packed:
       return "Q4_0 (packed)";
     case DType::kQ4_1Packed:
@@ -56,6 +58,8 @@ const char* DTypeName(DType t) {
       return "BF16 (row panels)";
     case DType::kIQ4_NLPacked:
       return "IQ4_NL (packed)";
+    case DType::kIQ4_XSPacked:
+      return "IQ4_XS (packed)";
   }
   return "?";
 }

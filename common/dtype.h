@@ -31,6 +31,10 @@ enum class DType : uint8_t {
   // of int8 values (kIQ4NLValues, kernels/cpu/quant_blocks.h), weight = d * value; the same 18
   // bytes as Q4_0 (low nibbles elements 0..15, high nibbles 16..31).
   kIQ4_NL,
+  // IQ4_XS: IQ4_NL's values in super-blocks of 256 weights (136 bytes): an fp16 d, then 8 6-bit
+  // sub-block scales ls (low 4 bits in scales_l's nibbles, high 2 in scales_h), then 128 bytes
+  // of nibbles, 16 per 32-weight sub-block as IQ4_NL's; weight = d * (ls - 32) * value.
+  kIQ4_XS,
   // Not file formats: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows repacked once at load by the CPU
   // backend for its SIMD kernels (kernels/cpu/legacy_packed.h), the same bytes per row as the
   // format. Only that backend's Matmul reads them; no file, config or other op ever sees them.
@@ -51,11 +55,13 @@ enum class DType : uint8_t {
   // 2 bytes per weight as F16 / BF16.
   kF16RowPanels,
   kBF16RowPanels,
-  // Not a file format either: IQ4_NL rows repacked as Q4_0's are (kernels/cpu/legacy_packed.h).
+  // Not file formats either: IQ4_NL rows repacked as Q4_0's are, IQ4_XS rows likewise per
+  // 32-weight sub-block with their scales gathered per group (kernels/cpu/legacy_packed.h).
   kIQ4_NLPacked,
+  kIQ4_XSPacked,
 };
-constexpr int kNumDTypes = 14;         // the formats a file or config can name (kF32 .. kIQ4_NL)
-constexpr int kNumMatmulFormats = 25;  // and the backend layouts (kQ4_0Packed .. kIQ4_NLPacked)
+constexpr int kNumDTypes = 15;         // the formats a file or config can name (kF32 .. kIQ4_XS)
+constexpr int kNumMatmulFormats = 27;  // and the backend layouts (kQ4_0Packed .. kIQ4_XSPacked)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -68,21 +74,24 @@ inline size_t DTypeSize(DType t) {
 }
 constexpr bool IsBlockFormat(DType t) {
   return (t >= DType::kQ8_0 && t <= DType::kQ8_0Packed) || t == DType::kQ3_KPacked ||
-         t == DType::kIQ4_NLPacked;
+         t == DType::kIQ4_NLPacked || t == DType::kIQ4_XSPacked;
 }
 // The K-quants: super-blocks of 256 whose matmul runs on Q8_K activations.
 constexpr bool IsKQuant(DType t) {
   return (t >= DType::kQ2_K && t <= DType::kQ6_K) || t == DType::kQ3_KPacked;
 }
-// Weights per block (1 for element formats).
+// Weights per block (1 for element formats). IQ4_XS's super-blocks of 256 are not K-quants: their
+// matmul runs per 32-weight sub-block on Q8_0 activations, as the 32-block formats'.
 constexpr int BlockSize(DType t) {
-  return !IsBlockFormat(t) ? 1 : IsKQuant(t) ? kQK_K : kQKLegacy;
+  return !IsBlockFormat(t)                                                 ? 1
+         : IsKQuant(t) || t == DType::kIQ4_XS || t == DType::kIQ4_XSPacked ? kQK_K
+                                                                           : kQKLegacy;
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
-  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,   34,  18, 20, 22, 24, 84,
-                                                110, 144, 176, 210, 18, 18, 20, 22, 24,
-                                                34,  2,   2,   110, 2,  2,  18};
+  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,   34,  18,  20,  22, 24, 84,
+                                                110, 144, 176, 210, 18,  136, 18, 20, 22,
+                                                24,  34,  2,   2,   110, 2,   2,  18, 136};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).
@@ -94,7 +103,7 @@ const char* DTypeName(DType t);
 // spelling). Returns false for anything else.
 bool ParseDType(std::string_view s, DType* out);
 // Parses a model.quantization value: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
-// "q4_k", "q5_k", "q6_k", "iq4_nl" (any case). Returns false for anything else.
+// "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" (any case). Returns false for anything else.
 bool ParseQuantFormat(std::string_view s, DType* out);
 
 inline float Bf16ToF32(uint16_t h) {

@@ -52,6 +52,7 @@ enum class GgmlType : uint32_t {
   kQ6_K = 14,
   kQ8_K = 15,
   kIQ4_NL = 20,
+  kIQ4_XS = 23,
   kBF16 = 30,
 };
 struct GgmlTypeInfo {

@@ -177,12 +177,12 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
   std::normal_distribution<float> d(0.0f, 0.05f);
   std::vector<float> x(k), y(8192);
   for (float& v : x) v = d(rng) * 20;
-  const DType types[] = {DType::kF16,        DType::kF16Packed,  DType::kF16RowPanels,
-                         DType::kBF16,       DType::kBF16Packed, DType::kQ8_0,
-                         DType::kQ4_0,       DType::kQ4_0Packed, DType::kQ4_1Packed,
-                         DType::kQ8_0Packed, DType::kQ5_0Packed, DType::kQ5_1Packed,
-                         DType::kQ4_K,       DType::kQ5_K,       DType::kQ6_K,
-                         DType::kQ3_K,       DType::kQ3_KPacked, DType::kQ2_K};
+  const DType types[] = {
+      DType::kF16,        DType::kF16Packed,  DType::kF16RowPanels, DType::kBF16,
+      DType::kBF16Packed, DType::kQ8_0,       DType::kQ4_0,         DType::kQ4_0Packed,
+      DType::kQ4_1Packed, DType::kQ8_0Packed, DType::kQ5_0Packed,   DType::kQ5_1Packed,
+      DType::kQ4_K,       DType::kQ5_K,       DType::kQ6_K,         DType::kQ3_K,
+      DType::kQ3_KPacked, DType::kQ2_K,       DType::kIQ4_NLPacked, DType::kIQ4_XSPacked};
   if (!KnownTypes("gemv", only_types, types)) return false;
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);

@@ -82,9 +82,9 @@ void AddFlags(CLI::App& app, Options* o) {
       ->capture_default_str();
   app.add_option("--quantization", o->quantization,
                  "quantize the linear weights at load: q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
-                 "q4_k, q5_k, q6_k, iq4_nl, or none")
+                 "q4_k, q5_k, q6_k, iq4_nl, iq4_xs, or none")
       ->check(CLI::IsMember({"none", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k",
-                             "q5_k", "q6_k", "iq4_nl"}))
+                             "q5_k", "q6_k", "iq4_nl", "iq4_xs"}))
       ->capture_default_str();
   app.add_flag("--ignore-eos", o->request.ignore_eos,
                "keep generating after the end-of-sequence token");

@@ -97,10 +97,45 @@ void UnpackGroup(const Layout& f, const uint8_t* in, int t, uint8_t* out) {
   }
 }
 
+// IQ4_XS: a group of t sub-blocks (t / 8 super-blocks in ggml's layout at `in`) <-> packed.
+void PackIQ4XSGroup(const uint8_t* in, int t, uint8_t* out) {
+  uint8_t* fields = out + 16 * t + 2 * (t / 8);
+  std::memset(fields, 0, 3 * static_cast<size_t>(t) / 4);
+  for (int b = 0; b < t; ++b) {
+    const auto& sb = *reinterpret_cast<const BlockIQ4_XS*>(in + (b / 8) * sizeof(BlockIQ4_XS));
+    for (int r = 0; r < 4; ++r)
+      std::memcpy(out + 4 * t * r + 4 * b, sb.qs + 16 * (b % 8) + 4 * r, 4);
+    if (b % 8 == 0) std::memcpy(out + 16 * t + 2 * (b / 8), &sb.d, 2);
+    const int ls = IQ4XSScale(sb, b % 8) + 32;
+    for (int i = 0; i < 6; ++i) {
+      if ((ls >> i) & 1) SetBit(fields, 6 * static_cast<size_t>(b) + i);
+    }
+  }
+}
+void UnpackIQ4XSGroup(const uint8_t* in, int t, uint8_t* out) {
+  const uint8_t* fields = in + 16 * t + 2 * (t / 8);
+  for (int b = 0; b < t; ++b) {
+    auto& sb = *reinterpret_cast<BlockIQ4_XS*>(out + (b / 8) * sizeof(BlockIQ4_XS));
+    if (b % 8 == 0) {
+      std::memcpy(&sb.d, in + 16 * t + 2 * (b / 8), 2);
+      sb.scales_h = 0;
+      std::memset(sb.scales_l, 0, sizeof(sb.scales_l));
+    }
+    for (int r = 0; r < 4; ++r)
+      std::memcpy(sb.qs + 16 * (b % 8) + 4 * r, in + 4 * t * r + 4 * b, 4);
+    int ls = 0;
+    for (int i = 0; i < 6; ++i) ls |= Bit(fields, 6 * static_cast<size_t>(b) + i) << i;
+    const int s = b % 8;
+    sb.scales_l[s / 2] = static_cast<uint8_t>(sb.scales_l[s / 2] | (ls & 15) << (4 * (s % 2)));
+    sb.scales_h = static_cast<uint16_t>(sb.scales_h | (ls >> 4) << (2 * s));
+  }
+}
+
 template <class Fn>
 void ForEachGroup(DType t, int64_t rows, int cols, Fn fn) {
   const int nb = cols / kQKLegacy;
-  const size_t row_bytes = RowBytes(t, cols), bytes = BlockBytes(t);
+  const size_t row_bytes = RowBytes(t, cols);
+  const size_t bytes = t == DType::kIQ4_XS ? kIQ4XSSubBytes : BlockBytes(t);  // per 32 weights
   for (int64_t r = 0; r < rows; ++r) {
     for (int b0 = 0; b0 < nb; b0 += kPackGroupBlocks) {
       const int count = nb - b0 < kPackGroupBlocks ? nb - b0 : kPackGroupBlocks;
@@ -114,14 +149,26 @@ void ForEachGroup(DType t, int64_t rows, int cols, Fn fn) {
 void PackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
   const Layout f(t);
   ForEachGroup(t, rows, cols, [&](size_t at, int count) {
-    PackGroup(f, static_cast<const uint8_t*>(src) + at, count, static_cast<uint8_t*>(dst) + at);
+    const uint8_t* in = static_cast<const uint8_t*>(src) + at;
+    uint8_t* out = static_cast<uint8_t*>(dst) + at;
+    if (t == DType::kIQ4_XS) {
+      PackIQ4XSGroup(in, count, out);
+    } else {
+      PackGroup(f, in, count, out);
+    }
   });
 }
 
 void UnpackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
   const Layout f(t);
   ForEachGroup(t, rows, cols, [&](size_t at, int count) {
-    UnpackGroup(f, static_cast<const uint8_t*>(src) + at, count, static_cast<uint8_t*>(dst) + at);
+    const uint8_t* in = static_cast<const uint8_t*>(src) + at;
+    uint8_t* out = static_cast<uint8_t*>(dst) + at;
+    if (t == DType::kIQ4_XS) {
+      UnpackIQ4XSGroup(in, count, out);
+    } else {
+      UnpackGroup(f, in, count, out);
+    }
   });
 }
 
@@ -129,6 +176,12 @@ void WidenLegacyGroup(DType t, const uint8_t* group, int count, uint8_t out[kPac
   const Layout f(t);
   constexpr int kWhole = kPackGroupBlocks;
   std::memset(out, 0, kPackGroupMaxBytes);
+  if (t == DType::kIQ4_XS) {  // count 8: one super-block's runs, d and 6 bytes of fields
+    for (int r = 0; r < 4; ++r) std::memcpy(out + 64 * r, group + 4 * count * r, 4 * count);
+    std::memcpy(out + 16 * kWhole, group + 16 * count, 2);
+    std::memcpy(out + 16 * kWhole + 4, group + 16 * count + 2, 3 * static_cast<size_t>(count) / 4);
+    return;
+  }
   for (int r = 0; r < f.runs; ++r) std::memcpy(out + 64 * r, group + 4 * count * r, 4 * count);
   if (f.fifth) {
     for (int k = 0; k < 8; ++k) {

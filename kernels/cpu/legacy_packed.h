@@ -34,11 +34,11 @@ constexpr int kPackGroupMaxBytes = 544;  // a whole Q8_0 group
 
 // The block formats with a packed layout: the 32-block formats, and Q3_K (its high bits in bit
 // planes, kquant_packed.h).
-constexpr DType kPackedLayouts[7][2] = {
-    {DType::kQ4_0, DType::kQ4_0Packed},    {DType::kQ4_1, DType::kQ4_1Packed},
-    {DType::kQ5_0, DType::kQ5_0Packed},    {DType::kQ5_1, DType::kQ5_1Packed},
-    {DType::kQ8_0, DType::kQ8_0Packed},    {DType::kQ3_K, DType::kQ3_KPacked},
-    {DType::kIQ4_NL, DType::kIQ4_NLPacked}};
+constexpr DType kPackedLayouts[8][2] = {
+    {DType::kQ4_0, DType::kQ4_0Packed},     {DType::kQ4_1, DType::kQ4_1Packed},
+    {DType::kQ5_0, DType::kQ5_0Packed},     {DType::kQ5_1, DType::kQ5_1Packed},
+    {DType::kQ8_0, DType::kQ8_0Packed},     {DType::kQ3_K, DType::kQ3_KPacked},
+    {DType::kIQ4_NL, DType::kIQ4_NLPacked}, {DType::kIQ4_XS, DType::kIQ4_XSPacked}};
 // The packed layout of a block format, or t itself; and back. (`static`, as the helpers
 // below: the ISA translation units call them, and each must keep its own copy, see
 // matmul_internal.h.)
@@ -55,8 +55,16 @@ static constexpr DType FileFormatOf(DType t) {
   return t;
 }
 
-// Repacks `rows` rows of `cols` weights of `t` (kQ4_0 ... kQ5_1, kQ8_0; cols a multiple of 32) from
-// ggml's layout; src and dst must not overlap. Unpack is its inverse.
+// IQ4_XS is packed per 32-weight sub-block (17 bytes of a 136-byte super-block), 16 to a group
+// (two super-blocks; the last group of a row with an odd count has T = 8): its four runs as
+// Q4_0's, then the group's super-block scales d (fp16, T / 8 of them) and the T sub-block scales
+// ls (biased by 32) as consecutive 6-bit fields (ls of sub-block b at bits 6b .. 6b + 5), so
+// the 16 scales of a whole group are 12 bytes after its 4 bytes of d: 16 T + T bytes in all, as
+// in ggml's layout.
+constexpr int kIQ4XSSubBytes = 17;
+
+// Repacks `rows` rows of `cols` weights of `t` (kQ4_0 ... kQ5_1, kQ8_0, kIQ4_NL: cols a multiple
+// of 32; kIQ4_XS: of 256) from ggml's layout; src and dst must not overlap. Unpack is its inverse.
 void PackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 void UnpackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 // A group of T blocks of `t` (packed layout) in the layout of a whole group, the blocks from T on

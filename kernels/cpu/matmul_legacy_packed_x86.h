@@ -30,14 +30,19 @@ using ::llm::kernels::internal::PackedXGroups;
 // The formats: block type, whether a weight is d * u + m (else d * (u - offset)), whether the
 // quants have a fifth bit.
 // Q8_0's quants are signed bytes, eight runs a group (kInt8). IQ4_NL's nibbles index a table of
-// signed bytes (kLut): Q4_0's runs, Q8_0's arithmetic.
+// signed bytes (kLut): Q4_0's runs, Q8_0's arithmetic. IQ4_XS (kSuper) is IQ4_NL per 32-weight
+// sub-block with the scales d * (ls - 32) of its super-blocks (legacy_packed.h).
 template <class Block, DType kTypeV, bool kMinV, bool kFifthV, bool kInt8V = false,
-          bool kLutV = false>
+          bool kLutV = false, bool kSuperV = false>
 struct LegacyFormat {
   using B = Block;
   static constexpr DType kType = kTypeV;
   static constexpr bool kMin = kMinV, kFifth = kFifthV, kInt8 = kInt8V, kLut = kLutV;
+  static constexpr bool kSuper = kSuperV;
   static constexpr int kRuns = kInt8 ? 8 : 4;
+  // bytes per 32 weights
+  static constexpr int64_t kSubBytes =
+      kSuper ? ::llm::kernels::internal::kIQ4XSSubBytes : static_cast<int64_t>(sizeof(Block));
 };
 using Q4_0F = LegacyFormat<BlockQ4_0, DType::kQ4_0, false, false>;
 using Q4_1F = LegacyFormat<BlockQ4_1, DType::kQ4_1, true, false>;
@@ -45,12 +50,47 @@ using Q5_0F = LegacyFormat<BlockQ5_0, DType::kQ5_0, false, true>;
 using Q5_1F = LegacyFormat<BlockQ5_1, DType::kQ5_1, true, true>;
 using Q8_0F = LegacyFormat<BlockQ8_0, DType::kQ8_0, false, false, true>;
 using IQ4_NLF = LegacyFormat<BlockIQ4_NL, DType::kIQ4_NL, false, false, false, true>;
+using IQ4_XSF = LegacyFormat<BlockIQ4_XS, DType::kIQ4_XS, false, false, false, true, true>;
 
 // IQ4_NL's 16 values as 16 bytes (a 128-bit lane's shuffle table), each xor 0x80 when `biased`
 // (value + 128: BiasS8 folded into the table).
 inline __m128i IQ4NLTable(bool biased) {
   __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
   return biased ? _mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80))) : t;
+}
+
+// A whole IQ4_XS group's 16 sub-block scales d * (ls - 32) as floats (exact: 11 x 6 bits), from
+// its head (legacy_packed.h): d of super-block 0 and 1 (fp16) at bytes 0 and 2, the 16 6-bit ls
+// from byte 4. Field b's two bytes (4 + 6b / 8 and the next) go to word b by one byte shuffle,
+// widened to a dword and shifted right by 6b % 8 (AVX2 has no 16-bit variable shift); the fp16
+// d of super-block b / 8 goes to word b by another.
+struct IQ4XSHeadWords {
+  __m256i ls_lo, ls_hi;  // ls - 32 of sub-blocks 0..7, 8..15 as int32
+  __m256i d;             // 16 words: d of b / 8 (fp16 bits)
+};
+inline IQ4XSHeadWords IQ4XSHead(const uint8_t* head) {
+  const __m256i v =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(head)));
+  auto pair = [](int b) {
+    const int lo = 4 + 6 * b / 8, hi = lo < 15 ? lo + 1 : 15;
+    return static_cast<int16_t>(lo | hi << 8);
+  };
+  const __m256i index = _mm256_setr_epi16(pair(0), pair(1), pair(2), pair(3), pair(4), pair(5),
+                                          pair(6), pair(7), pair(8), pair(9), pair(10), pair(11),
+                                          pair(12), pair(13), pair(14), pair(15));
+  const __m256i words = _mm256_shuffle_epi8(v, index);
+  // 6b % 8 for b = 0..7 and again for 8..15
+  const __m256i counts = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
+  auto field = [&counts](__m128i w) {
+    const __m256i f = _mm256_and_si256(_mm256_srlv_epi32(_mm256_cvtepu16_epi32(w), counts),
+                                       _mm256_set1_epi32(0x3F));
+    return _mm256_sub_epi32(f, _mm256_set1_epi32(32));
+  };
+  // d0 in words 0..7 (bytes 0, 1 of each 128-bit lane's copy), d1 in 8..15 (bytes 2, 3)
+  const __m256i d_index = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2,
+                                           3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+  return {field(_mm256_castsi256_si128(words)), field(_mm256_extracti128_si256(words, 1)),
+          _mm256_shuffle_epi8(v, d_index)};
 }
 
 #if defined(__AVX512BW__)
@@ -117,6 +157,11 @@ constexpr bool kS8ByBias = false;
 }
 [[gnu::always_inline]] inline Vf HalfToFloat(const uint8_t* p) {
   return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
+[[gnu::always_inline]] inline Vf IQ4XSScales(const uint8_t* head) {
+  const IQ4XSHeadWords h = IQ4XSHead(head);
+  const __m512i ls = _mm512_inserti64x4(_mm512_castsi256_si512(h.ls_lo), h.ls_hi, 1);
+  return {_mm512_mul_ps(_mm512_cvtph_ps(h.d), _mm512_cvtepi32_ps(ls))};
 }
 [[gnu::always_inline]] inline Vf Zero() {
   return {_mm512_setzero_ps()};
@@ -192,6 +237,12 @@ constexpr bool kS8ByBias = false;  // see the AVX-512 helpers
   return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)))};
 }
+[[gnu::always_inline]] inline Vf IQ4XSScales(const uint8_t* head) {
+  const IQ4XSHeadWords h = IQ4XSHead(head);
+  return {_mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h.d)), _mm256_cvtepi32_ps(h.ls_lo)),
+          _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h.d, 1)),
+                        _mm256_cvtepi32_ps(h.ls_hi))};
+}
 [[gnu::always_inline]] inline Vf Zero() {
   return {_mm256_setzero_ps(), _mm256_setzero_ps()};
 }
@@ -227,7 +278,7 @@ struct PackedLegacyMicro {
   static constexpr int kMR = kMRv;
   static constexpr int kNR = kNRv;
   static constexpr DType kType = F::kType;
-  static constexpr int64_t kGroupBytes = kPackGroupBlocks * sizeof(typename F::B);
+  static constexpr int64_t kGroupBytes = kPackGroupBlocks * F::kSubBytes;
   static constexpr int kGemvStreams = kLegacyGemvStreams;
   // Offsets in a whole packed group (legacy_packed.h): runs, fifth-bit masks, scales, mins.
   static constexpr int kMasks = 64 * F::kRuns;
@@ -239,9 +290,7 @@ struct PackedLegacyMicro {
   using XBlock = PackedXGroup;
   using WBlock = uint8_t;
   static constexpr int64_t XStride(int nb) { return PackedXGroups(nb); }
-  static constexpr int64_t WStride(int nb) {
-    return static_cast<int64_t>(nb) * static_cast<int64_t>(sizeof(typename F::B));
-  }
+  static constexpr int64_t WStride(int nb) { return static_cast<int64_t>(nb) * F::kSubBytes; }
 
   // acc[i][j] += group g of activation rows x[i] times weight rows w[j] (whole-group layout).
   template <int MR, int NR>
@@ -299,7 +348,12 @@ struct PackedLegacyMicro {
       }
     }
     for (int j = 0; j < NR; ++j) {
-      const Vf dw = HalfToFloat(w[j] + kScales);
+      Vf dw;
+      if constexpr (F::kSuper) {
+        dw = IQ4XSScales(w[j] + kScales);
+      } else {
+        dw = HalfToFloat(w[j] + kScales);
+      }
       for (int i = 0; i < MR; ++i) {
         const Vf dx = LoadF(x[i]->d);
         acc[i][j] = FmaConverted(Mul(dw, dx), l[i][j], acc[i][j]);

@@ -3,6 +3,7 @@
 // fma explicit). The reference the SIMD paths must equal bitwise.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -57,14 +58,28 @@ struct KScalar {
   }
 };
 
-// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): one lane and chain per block, b % 16.
+// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): one lane and chain per block,
+// b % 16. IQ4_XS likewise per 32-weight sub-block (b: the sub-block's index in the row), its
+// rows read as bytes.
 template <DType kType, class W>
 struct LegacyScalar {
+  static constexpr bool kSuper = kType == DType::kIQ4_XS;
   using XBlock = BlockQ8_0;
-  using WBlock = W;
+  using WBlock = std::conditional_t<kSuper, uint8_t, W>;
   static constexpr int kBlock = kQKLegacy;
   static constexpr int kMR = 2;
   static constexpr int kNR = 2;
+  static constexpr int64_t WStride(int nb) {
+    return kSuper ? static_cast<int64_t>(nb) * (sizeof(BlockIQ4_XS) / 8) : nb;
+  }
+  static void Decode(const WBlock* row, int b, DecodedLegacy* out) {
+    if constexpr (kSuper) {
+      DecodeIQ4XSSub(*reinterpret_cast<const BlockIQ4_XS*>(row + (b / 8) * sizeof(BlockIQ4_XS)),
+                     b % 8, out);
+    } else {
+      DecodeLegacy(kType, &row[b], out);
+    }
+  }
 
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
@@ -72,7 +87,7 @@ struct LegacyScalar {
     float acc[MR][NR][16] = {};
     for (int b = 0; b < nb; ++b) {
       DecodedLegacy dw[NR];
-      for (int j = 0; j < NR; ++j) DecodeLegacy(kType, &w[j * ldw + b], &dw[j]);
+      for (int j = 0; j < NR; ++j) Decode(w + j * ldw, b, &dw[j]);
       for (int i = 0; i < MR; ++i) {
         const BlockQ8_0& xb = x[i * ldx + b];
         const float dx = F16ToF32(xb.d);
@@ -117,6 +132,8 @@ const QuantMatmulKernels& ScalarQuantKernels() {
     k.fn[static_cast<int>(DType::kQ8_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ8_0, BlockQ8_0>>;
     k.fn[static_cast<int>(DType::kIQ4_NL)] =
         MatmulBlockPanel<LegacyScalar<DType::kIQ4_NL, BlockIQ4_NL>>;
+    k.fn[static_cast<int>(DType::kIQ4_XS)] =
+        MatmulBlockPanel<LegacyScalar<DType::kIQ4_XS, BlockIQ4_XS>>;
     k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<KScalar<DType::kQ2_K, BlockQ2_K>>;
     k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<KScalar<DType::kQ3_K, BlockQ3_K>>;
     k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<KScalar<DType::kQ4_K, BlockQ4_K>>;

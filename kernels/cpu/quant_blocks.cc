@@ -84,6 +84,14 @@ void DecodeLegacy(DType t, const void* block, DecodedLegacy* out) {
   }
 }
 
+void DecodeIQ4XSSub(const BlockIQ4_XS& b, int s, DecodedLegacy* out) {
+  *out = DecodedLegacy{F16ToF32(b.d) * static_cast<float>(IQ4XSScale(b, s)), 0.0f, 128, false, {}};
+  for (int i = 0; i < 16; ++i) {
+    out->u[i] = static_cast<uint8_t>(kIQ4NLValues[b.qs[16 * s + i] & 0xF] + 128);
+    out->u[i + 16] = static_cast<uint8_t>(kIQ4NLValues[b.qs[16 * s + i] >> 4] + 128);
+  }
+}
+
 void DecodeK(DType t, const void* block, DecodedK* out) {
   switch (t) {
     case DType::kQ2_K: {
@@ -149,6 +157,14 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t k) {
       std::memcpy(&d, blk, 2);
       for (int e = 0; e < 32; ++e) {
         dst[32 * i + e] = static_cast<float>(static_cast<int8_t>(blk[2 + e])) * F16ToF32(d);
+      }
+    } else if (t == DType::kIQ4_XS) {  // ggml: dl = d * (ls - 32), y = dl * value
+      for (int s = 0; s < 8; ++s) {
+        DecodedLegacy w;
+        DecodeIQ4XSSub(*reinterpret_cast<const BlockIQ4_XS*>(blk), s, &w);
+        for (int e = 0; e < kQKLegacy; ++e) {
+          dst[kQK_K * i + kQKLegacy * s + e] = static_cast<float>(w.u[e] - w.offset) * w.d;
+        }
       }
     } else if (!IsKQuant(t)) {
       DecodedLegacy w;

@@ -62,6 +62,17 @@ struct BlockIQ4_NL {
 // IQ4_NL's values (ggml's kvalues_iq4nl): denser near 0, as trained weights are.
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+// IQ4_XS: sub-block s (32 weights) has scale ls = (scales_l[s / 2] >> 4 (s % 2)) & 15 |
+// ((scales_h >> 2s) & 3) << 4 and nibbles qs[16s .. 16s + 15] in IQ4_NL's order.
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+inline int IQ4XSScale(const BlockIQ4_XS& b, int s) {  // ls - 32
+  return (((b.scales_l[s / 2] >> (4 * (s % 2))) & 15) | (((b.scales_h >> (2 * s)) & 3) << 4)) - 32;
+}
 struct BlockQ2_K {
   uint8_t scales[16];  // per 16 weights: scale (low nibble) and min (high nibble)
   uint8_t qs[64];      // 2-bit quants
@@ -100,8 +111,8 @@ struct alignas(64) BlockQ8_K {
   int16_t bsums[kQK_K / 16];  // sums of 16 consecutive qs
   float d;
 };
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockIQ4_NL) == 18 && sizeof(BlockQ4_1) == 20 &&
-                  sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24,
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 &&
+                  sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24,
               "legacy blocks are unpadded");
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
                   sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210,
@@ -124,6 +135,9 @@ struct DecodedK {
 };
 
 void DecodeLegacy(DType t, const void* block, DecodedLegacy* out);
+// Sub-block s (0..7) of an IQ4_XS super-block as a 32-block: d * (ls - 32) (exact in float), the
+// values + 128, offset 128.
+void DecodeIQ4XSSub(const BlockIQ4_XS& b, int s, DecodedLegacy* out);
 void DecodeK(DType t, const void* block, DecodedK* out);
 
 // ggml's dequantize_row_* for a block format: k / BlockSize(t) blocks at src into k floats.

@@ -417,40 +417,73 @@ int NearestIQ4NL(float v) {
   return v - kIQ4NLValues[lo] < kIQ4NLValues[hi] - v ? lo : hi;
 }
 
-// IQ4_NL (ggml's search for files, as llama-quantize runs it): a first scale maps the element of
-// largest magnitude to the table's end (-127); the least-squares scale of those indices (weights
-// x^2) is then compared with 15 others, 1 / d = (i - 127) / max for i in -7..7, keeping the one
-// whose indices fit best; the indices are taken again with the kept scale in fp32.
-void QuantizeIQ4NL(const float* x, BlockIQ4_NL* y) {
+// The scale of 32 weights for IQ4_NL's values (ggml's search for files, as llama-quantize runs
+// it; 0 for a block of zeros): a first scale maps the element of largest magnitude to the
+// table's end; the least-squares scale of those indices (weights x^2) is then compared with 15
+// others, 1 / d = (i - 127) / max for i in -7..7, keeping the one whose indices fit best.
+float IQ4Scale(const float* x) {
   float amax;
   const float max = SignedMax(x, 32, &amax);
-  float d = 0.0f;
-  if (amax >= kGroupMaxEps) {
-    // sum(w q x) and sum(w q^2) of the indices nearest x * id
-    auto fit = [x](float id, float* sumqx, float* sumq2) {
-      *sumqx = *sumq2 = 0.0f;
-      for (int j = 0; j < 32; ++j) {
-        const float q = kIQ4NLValues[NearestIQ4NL(id * x[j])], w = x[j] * x[j];
-        *sumqx += w * q * x[j];
-        *sumq2 += w * q * q;
-      }
-    };
-    float sumqx, sumq2;
-    fit(1.0f / (-max / kIQ4NLValues[0]), &sumqx, &sumq2);
-    d = sumqx / sumq2;
-    float best = d * sumqx;
-    for (int i = -7; i <= 7; ++i) {
-      fit((static_cast<float>(i) + kIQ4NLValues[0]) / max, &sumqx, &sumq2);
-      if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
-        d = sumqx / sumq2;
-        best = d * sumqx;
-      }
+  if (amax < kGroupMaxEps) return 0.0f;
+  // sum(w q x) and sum(w q^2) of the indices nearest x * id
+  auto fit = [x](float id, float* sumqx, float* sumq2) {
+    *sumqx = *sumq2 = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      const float q = kIQ4NLValues[NearestIQ4NL(id * x[j])], w = x[j] * x[j];
+      *sumqx += w * q * x[j];
+      *sumq2 += w * q * q;
+    }
+  };
+  float sumqx, sumq2;
+  fit(1.0f / (-max / kIQ4NLValues[0]), &sumqx, &sumq2);
+  float d = sumqx / sumq2, best = d * sumqx;
+  for (int i = -7; i <= 7; ++i) {
+    fit((static_cast<float>(i) + kIQ4NLValues[0]) / max, &sumqx, &sumq2);
+    if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
     }
   }
-  y->d = F32ToF16(d);
+  return d;
+}
+
+// 32 weights' nibbles at scale d (fp32): element i < 16 low nibble of qs[i], 16 + i high.
+void IQ4Nibbles(const float* x, float d, uint8_t qs[16]) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   for (int j = 0; j < 16; ++j) {
-    y->qs[j] = static_cast<uint8_t>(NearestIQ4NL(id * x[j]) | NearestIQ4NL(id * x[j + 16]) << 4);
+    qs[j] = static_cast<uint8_t>(NearestIQ4NL(id * x[j]) | NearestIQ4NL(id * x[j + 16]) << 4);
+  }
+}
+
+// IQ4_NL: the block's scale as fp16, the indices taken with it in fp32.
+void QuantizeIQ4NL(const float* x, BlockIQ4_NL* y) {
+  const float d = IQ4Scale(x);
+  y->d = F32ToF16(d);
+  IQ4Nibbles(x, d, y->qs);
+}
+
+// IQ4_XS: each sub-block's IQ4_NL scale, then d = -(the scale of largest magnitude) / 32 and
+// each sub-block's ls - 32 = its scale / d rounded into [-32, 31]; the indices are taken again
+// with d * (ls - 32) in fp32 (ggml's order: d is stored as fp16 after that).
+void QuantizeIQ4XS(const float* x, BlockIQ4_XS* y) {
+  float scales[8], amax = 0.0f, max = 0.0f;
+  for (int s = 0; s < 8; ++s) {
+    scales[s] = IQ4Scale(x + 32 * s);
+    if (std::fabs(scales[s]) > amax) {
+      amax = std::fabs(scales[s]);
+      max = scales[s];
+    }
+  }
+  const float d = -max / 32.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  y->d = F32ToF16(d);
+  y->scales_h = 0;
+  std::memset(y->scales_l, 0, sizeof(y->scales_l));
+  for (int s = 0; s < 8; ++s) {
+    const int l = Clamp(NearestInt(id * scales[s]), -32, 31);
+    IQ4Nibbles(x + 32 * s, d * static_cast<float>(l), y->qs + 16 * s);
+    const int biased = l + 32;
+    y->scales_l[s / 2] = static_cast<uint8_t>(y->scales_l[s / 2] | (biased & 15) << (4 * (s % 2)));
+    y->scales_h = static_cast<uint16_t>(y->scales_h | (biased >> 4) << (2 * s));
   }
 }
 
@@ -487,6 +520,9 @@ void QuantizeRow(DType t, const float* x, void* dst, int64_t k) {
         break;
       case DType::kIQ4_NL:
         QuantizeIQ4NL(xb, reinterpret_cast<BlockIQ4_NL*>(ob));
+        break;
+      case DType::kIQ4_XS:
+        QuantizeIQ4XS(xb, reinterpret_cast<BlockIQ4_XS*>(ob));
         break;
       default:
         break;

@@ -27,8 +27,8 @@ std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   return testing::RandomFloats(n, seed, -scale, scale);
 }
 
-constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
-                              DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL};
+constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,  DType::kQ5_1,
+                              DType::kQ8_0, DType::kIQ4_NL, DType::kIQ4_XS};
 
 std::vector<uint8_t> QuantMatrix(DType t, int n, int k, uint32_t seed) {
   const auto f = RandomVec(static_cast<size_t>(n) * k, seed, 0.05f);
@@ -54,9 +54,10 @@ std::vector<const internal::MatmulKernels*> Isas() {
 }
 
 TEST(LegacyPacked, PackingIsABijectionThatMovesEveryQuantAndScale) {
-  for (int nb : {1, 3, 15, 16, 17, 32, 33, 47, 176}) {
+  for (int nb : {1, 3, 15, 16, 17, 24, 32, 33, 40, 47, 176}) {
     const int k = 32 * nb, n = 3;
     for (DType t4 : kFormats) {
+      if (k % BlockSize(t4) != 0) continue;  // IQ4_XS: whole super-blocks of 8 sub-blocks
       const auto q4 = QuantMatrix(t4, n, k, 7 + nb);
       const auto p4 = Packed(t4, q4, n, k);
       std::vector<uint8_t> back(q4.size());
@@ -146,13 +147,13 @@ TEST(LegacyPacked, Q8_0GroupHoldsEightRunsThenItsScales) {
 // blocks followed by zero blocks: the lanes past T add nothing.
 TEST(LegacyPacked, WidenedTailIsTheGroupWithZeroBlocks) {
   for (DType t : kFormats) {
-    const size_t bytes = BlockBytes(t);
     for (int count = 1; count < 16; ++count) {
+      if (32 * count % BlockSize(t) != 0) continue;  // IQ4_XS: a tail of 8 sub-blocks only
       const auto q = QuantMatrix(t, 1, 32 * count, 40 + count);
       const auto p = Packed(t, q, 1, 32 * count);
       uint8_t wide[internal::kPackGroupMaxBytes];
       internal::WidenLegacyGroup(t, p.data(), count, wide);
-      std::vector<uint8_t> padded(16 * bytes, 0);
+      std::vector<uint8_t> padded(RowBytes(t, 32 * 16), 0);
       std::memcpy(padded.data(), q.data(), q.size());
       const auto whole = Packed(t, padded, 1, 32 * 16);
       ASSERT_EQ(std::memcmp(wide, whole.data(), whole.size()), 0)
@@ -166,11 +167,14 @@ TEST(LegacyPacked, MatmulGivesTheFormatsBitsOnEveryKernelSet) {
     int m, k, n;
   };
   // k: groups only (512, 2048), a tail of one block (544) or of 15 (1 group + 15), no group at
-  // all (96); m: GEMV, tiles short of 4 rows, more than a 16-row chunk; n not a multiple of 4,
-  // and whole 16-row panels (48, 64: the AVX-512 GEMV's 4 streams, with and without a tail).
+  // all (96), a tail of 8 (768, and 256 alone: IQ4_XS's odd super-block; IQ4_XS takes the
+  // multiples of 256 only); m: GEMV, tiles short of 4 rows, more than a 16-row chunk; n not a
+  // multiple of 4, and whole 16-row panels (48, 64: the AVX-512 GEMV's 4 streams, with and
+  // without a tail).
   const Shape shapes[] = {{1, 512, 37},  {1, 544, 9},   {1, 96, 5},    {1, 992, 6},    {2, 512, 7},
                           {5, 544, 18},  {3, 96, 4},    {17, 1024, 9}, {20, 2048, 13}, {4, 992, 3},
-                          {7, 1056, 21}, {1, 2048, 64}, {1, 544, 48}};
+                          {7, 1056, 21}, {1, 2048, 64}, {1, 544, 48},  {1, 768, 37},   {5, 256, 18},
+                          {1, 768, 48},  {9, 768, 11}};
   const auto isas = Isas();
   // Both routes of the packed Q8_0 GEMV (g_q8_0_gemv_avx2: an AVX-512 set may run the AVX2
   // panel at m = 1), the second only where the CPU has AVX2.
@@ -189,6 +193,7 @@ TEST(LegacyPacked, MatmulGivesTheFormatsBitsOnEveryKernelSet) {
                  (variant & 2 ? ", GEMV in 4 streams" : ", GEMV in 1 stream"));
     for (DType t : kFormats) {
       for (const Shape& s : shapes) {
+        if (s.k % BlockSize(t) != 0) continue;
         const auto q = QuantMatrix(t, s.n, s.k, 100 + s.k + s.n);
         const auto p = Packed(t, q, s.n, s.k);
         auto x = RandomVec(static_cast<size_t>(s.m) * s.k, 3 + s.m);
@@ -240,8 +245,9 @@ TEST(LegacyPacked, Q8_0GemvRouteOverride) {
 
 TEST(LegacyPacked, CpuBackendRepacksOnlyThe32BlockFormats) {
   Backend& cpu = CpuBackend();
-  const int n = 24, k = 1056;
+  const int n = 24;
   for (DType t : kFormats) {
+    const int k = BlockSize(t) == kQK_K ? 1280 : 1056;  // IQ4_XS: 5 super-blocks
     const auto q = QuantMatrix(t, n, k, 5);
     const auto x = RandomVec(3 * k, 8);
     std::vector<float> want(3 * n), got(3 * n);

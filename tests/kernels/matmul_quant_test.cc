@@ -22,9 +22,9 @@
 namespace llm::kernels {
 namespace {
 
-constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,
-                              DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K, DType::kQ5_K,
-                              DType::kQ6_K, DType::kIQ4_NL};
+constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,  DType::kQ5_1,
+                              DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,  DType::kQ5_K,
+                              DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -71,7 +71,7 @@ constexpr Shape kLegacyShapes[] = {{1, 96, 11}, {5, 32, 6}, {6, 160, 9}, {1, 208
 TEST(MatmulQuant, IsasAgreeBitwiseAndStayNearTheFloatProduct) {
   for (DType t : kFormats) {
     std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
-    if (!IsKQuant(t))
+    if (BlockSize(t) == kQKLegacy)
       shapes.insert(shapes.end(), std::begin(kLegacyShapes), std::end(kLegacyShapes));
     for (const Shape& s : shapes) {
       const auto wf = RandomVec(static_cast<size_t>(s.n) * s.k, 11 + s.n, 0.05f);

@@ -89,6 +89,29 @@ TEST(QuantLayout, IQ4_NL) {
   }
 }
 
+// IQ4_XS: sub-block s has ls = its nibble of scales_l[s / 2] (low for even s) | 2 bits of
+// scales_h (bits 2s, 2s + 1) << 4, and weight d * (ls - 32) * value (ggml's dequantize_row_iq4_xs).
+TEST(QuantLayout, IQ4_XS) {
+  constexpr float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                 1,    13,   25,  38,  53,  69,  89,  113};
+  BlockIQ4_XS b{};
+  b.d = kHalf;
+  const int ls[8] = {0, 31, 32, 33, 63, 17, 40, 1};
+  for (int s = 0; s < 8; ++s) {
+    b.scales_l[s / 2] = static_cast<uint8_t>(b.scales_l[s / 2] | (ls[s] & 15) << (4 * (s % 2)));
+    b.scales_h = static_cast<uint16_t>(b.scales_h | (ls[s] >> 4) << (2 * s));
+    for (int i = 0; i < 16; ++i) b.qs[16 * s + i] = static_cast<uint8_t>((i + s) % 16 | i << 4);
+  }
+  const auto f = Dequant(DType::kIQ4_XS, b);
+  ASSERT_EQ(f.size(), 256u);
+  for (int s = 0; s < 8; ++s) {
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_EQ(f[32 * s + i], 0.5f * (ls[s] - 32) * kValues[(i + s) % 16]) << s << " " << i;
+      EXPECT_EQ(f[32 * s + 16 + i], 0.5f * (ls[s] - 32) * kValues[i]) << s << " " << i;
+    }
+  }
+}
+
 TEST(QuantLayout, Q2_K) {
   BlockQ2_K b{};
   b.d = kOne;
@@ -194,10 +217,12 @@ TEST(QuantRoundTrip, WithinLlamaCppBounds) {
     DType t;
     double bound;
   };
-  const Case cases[] = {{DType::kQ8_0, 0.002},  {DType::kQ4_0, 0.002},  {DType::kQ4_1, 0.002},
-                        {DType::kQ5_0, 0.002},  {DType::kQ5_1, 0.002},  {DType::kQ2_K, 0.0075},
-                        {DType::kQ3_K, 0.0040}, {DType::kQ4_K, 0.002},  {DType::kQ5_K, 0.002},
-                        {DType::kQ6_K, 0.002},  {DType::kIQ4_NL, 0.002}};
+  const Case cases[] = {
+      {DType::kQ8_0, 0.002},  {DType::kQ4_0, 0.002},   {DType::kQ4_1, 0.002},
+      {DType::kQ5_0, 0.002},  {DType::kQ5_1, 0.002},   {DType::kQ2_K, 0.0075},
+      {DType::kQ3_K, 0.0040}, {DType::kQ4_K, 0.002},   {DType::kQ5_K, 0.002},
+      {DType::kQ6_K, 0.002},  {DType::kIQ4_NL, 0.002}, {DType::kIQ4_XS, 0.002},
+  };
   for (const Case& c : cases) {
     std::vector<uint8_t> q(RowBytes(c.t, kN));
     std::vector<float> back(kN);
@@ -226,9 +251,9 @@ TEST(QuantRoundTrip, ErrorFollowsTheBits) {
     x[i + 1] = static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::sin(2 * M_PI * u2));
   }
   const std::pair<DType, double> bands[] = {
-      {DType::kQ8_0, 0.006}, {DType::kQ6_K, 0.02}, {DType::kQ5_K, 0.04},  {DType::kQ5_1, 0.045},
-      {DType::kQ5_0, 0.05},  {DType::kQ4_K, 0.08}, {DType::kQ4_1, 0.09},  {DType::kQ4_0, 0.10},
-      {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38}, {DType::kIQ4_NL, 0.09}};
+      {DType::kQ8_0, 0.006}, {DType::kQ6_K, 0.02}, {DType::kQ5_K, 0.04},   {DType::kQ5_1, 0.045},
+      {DType::kQ5_0, 0.05},  {DType::kQ4_K, 0.08}, {DType::kQ4_1, 0.09},   {DType::kQ4_0, 0.10},
+      {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38}, {DType::kIQ4_NL, 0.09}, {DType::kIQ4_XS, 0.09}};
   for (const auto& [t, bound] : bands) {
     std::vector<uint8_t> q(RowBytes(t, kN));
     std::vector<float> back(kN);

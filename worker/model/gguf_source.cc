@@ -247,13 +247,14 @@ class GgufSource : public TensorSource {
   // reader has checked that rows are whole blocks and the data lie inside the file).
   StatusOr<DType> Format(const GgufTensorInfo& t, bool matrix) const {
     static constexpr std::pair<GgmlType, DType> kFormats[] = {
-        {GgmlType::kF32, DType::kF32},   {GgmlType::kF16, DType::kF16},
-        {GgmlType::kBF16, DType::kBF16}, {GgmlType::kQ8_0, DType::kQ8_0},
-        {GgmlType::kQ4_0, DType::kQ4_0}, {GgmlType::kQ4_1, DType::kQ4_1},
-        {GgmlType::kQ5_0, DType::kQ5_0}, {GgmlType::kQ5_1, DType::kQ5_1},
-        {GgmlType::kQ2_K, DType::kQ2_K}, {GgmlType::kQ3_K, DType::kQ3_K},
-        {GgmlType::kQ4_K, DType::kQ4_K}, {GgmlType::kQ5_K, DType::kQ5_K},
-        {GgmlType::kQ6_K, DType::kQ6_K}, {GgmlType::kIQ4_NL, DType::kIQ4_NL}};
+        {GgmlType::kF32, DType::kF32},      {GgmlType::kF16, DType::kF16},
+        {GgmlType::kBF16, DType::kBF16},    {GgmlType::kQ8_0, DType::kQ8_0},
+        {GgmlType::kQ4_0, DType::kQ4_0},    {GgmlType::kQ4_1, DType::kQ4_1},
+        {GgmlType::kQ5_0, DType::kQ5_0},    {GgmlType::kQ5_1, DType::kQ5_1},
+        {GgmlType::kQ2_K, DType::kQ2_K},    {GgmlType::kQ3_K, DType::kQ3_K},
+        {GgmlType::kQ4_K, DType::kQ4_K},    {GgmlType::kQ5_K, DType::kQ5_K},
+        {GgmlType::kQ6_K, DType::kQ6_K},    {GgmlType::kIQ4_NL, DType::kIQ4_NL},
+        {GgmlType::kIQ4_XS, DType::kIQ4_XS}};
     for (const auto& [ggml, dtype] : kFormats) {
       if (static_cast<GgmlType>(t.type) != ggml || (!matrix && IsBlockFormat(dtype))) continue;
       const size_t want = RowBytes(dtype, t.dims.empty() ? 0 : t.dims[0]) *
@@ -268,7 +269,7 @@ class GgufSource : public TensorSource {
     return Unimplemented(
         f_.path() + ": tensor '" + t.name + "' is " + t.TypeName() +
         ", which is not supported yet (supported: F32, F16, BF16" +
-        (matrix ? ", Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL)"
+        (matrix ? ", Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"
                 : " for vectors)"));
   }
 

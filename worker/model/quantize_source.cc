@@ -3,8 +3,8 @@
 // block format, and an untied lm_head to Q6_K (Q8_0 under q8_0) as llama-quantize does;
 // embeddings, MoE routers, norms and biases stay as the file has them.
 // A matrix whose row length is not a whole number of the format's blocks falls back as
-// llama-quantize does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0), or stays
-// unquantized when not even 32 divides it. Progress goes to stderr.
+// llama-quantize does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, IQ4_XS ->
+// IQ4_NL), or stays unquantized when not even 32 divides it. Progress goes to stderr.
 #include <unistd.h>
 
 #include <cstdio>
@@ -35,6 +35,8 @@ DType Fallback(DType t) {
     case DType::kQ2_K:
     case DType::kQ3_K:
       return DType::kQ4_0;
+    case DType::kIQ4_XS:
+      return DType::kIQ4_NL;
     default:
       return t;
   }
