@@ -1,5 +1,6 @@
-// The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 repacked for the SIMD kernels
-// (DType::kQ4_0Packed ... kQ8_0Packed), made once at load by the CPU backend
+// The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL (and IQ4_XS per 32-weight
+// sub-block, below) repacked for the SIMD kernels (DType::kQ4_0Packed ... kQ8_0Packed,
+// kIQ4_NLPacked, kIQ4_XSPacked), made once at load by the CPU backend
 // (Backend::PrepareMatmulWeight), and the activation layout those kernels read.
 //
 // Why: these formats' order (quant_blocks.h) gives each block one integer lane and one of 16
