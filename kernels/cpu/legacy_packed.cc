@@ -125,9 +125,7 @@ void UnpackIQ4XSGroup(const uint8_t* in, int t, uint8_t* out) {
       std::memcpy(sb.qs + 16 * (b % 8) + 4 * r, in + 4 * t * r + 4 * b, 4);
     int ls = 0;
     for (int i = 0; i < 6; ++i) ls |= Bit(fields, 6 * static_cast<size_t>(b) + i) << i;
-    const int s = b % 8;
-    sb.scales_l[s / 2] = static_cast<uint8_t>(sb.scales_l[s / 2] | (ls & 15) << (4 * (s % 2)));
-    sb.scales_h = static_cast<uint16_t>(sb.scales_h | (ls >> 4) << (2 * s));
+    AddIQ4XSScale(sb, b % 8, ls);
   }
 }
 

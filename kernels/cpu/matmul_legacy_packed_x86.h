@@ -61,9 +61,8 @@ inline __m128i IQ4NLTable(bool biased) {
 
 // A whole IQ4_XS group's 16 sub-block scales d * (ls - 32) as floats (exact: 11 x 6 bits), from
 // its head (legacy_packed.h): d of super-block 0 and 1 (fp16) at bytes 0 and 2, the 16 6-bit ls
-// from byte 4. Field b's two bytes (4 + 6b / 8 and the next) go to word b by one byte shuffle,
-// widened to a dword and shifted right by 6b % 8 (AVX2 has no 16-bit variable shift); the fp16
-// d of super-block b / 8 goes to word b by another.
+// from byte 4 (SixBitFieldWords), each widened to a dword and shifted there (AVX2 has no 16-bit
+// variable shift); the fp16 d of super-block b / 8 goes to word b by a byte shuffle.
 struct IQ4XSHeadWords {
   __m256i ls_lo, ls_hi;  // ls - 32 of sub-blocks 0..7, 8..15 as int32
   __m256i d;             // 16 words: d of b / 8 (fp16 bits)
@@ -71,16 +70,10 @@ struct IQ4XSHeadWords {
 inline IQ4XSHeadWords IQ4XSHead(const uint8_t* head) {
   const __m256i v =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(head)));
-  auto pair = [](int b) {
-    const int lo = 4 + 6 * b / 8, hi = lo < 15 ? lo + 1 : 15;
-    return static_cast<int16_t>(lo | hi << 8);
-  };
-  const __m256i index = _mm256_setr_epi16(pair(0), pair(1), pair(2), pair(3), pair(4), pair(5),
-                                          pair(6), pair(7), pair(8), pair(9), pair(10), pair(11),
-                                          pair(12), pair(13), pair(14), pair(15));
-  const __m256i words = _mm256_shuffle_epi8(v, index);
-  // 6b % 8 for b = 0..7 and again for 8..15
-  const __m256i counts = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
+  const __m256i words = SixBitFieldWords(v);
+  constexpr int s0 = SixBitFieldShift(0), s1 = SixBitFieldShift(1), s2 = SixBitFieldShift(2),
+                s3 = SixBitFieldShift(3);
+  const __m256i counts = _mm256_setr_epi32(s0, s1, s2, s3, s0, s1, s2, s3);
   auto field = [&counts](__m128i w) {
     const __m256i f = _mm256_and_si256(_mm256_srlv_epi32(_mm256_cvtepu16_epi32(w), counts),
                                        _mm256_set1_epi32(0x3F));

@@ -139,6 +139,25 @@ struct Q3_KF {
     return _mm256_or_si256(lo, _mm256_slli_epi16(Bits(Load32(b.hmask), h, 1), 2));
   }
 };
+// 16 consecutive 6-bit fields at bytes 4 .. 15 of 16 bytes (field g at bits 6g .. 6g + 5 from
+// byte 4; `v`: the 16 bytes in both 128-bit halves): word g gets the two bytes holding field g
+// (4 + 6g / 8 and the next; the last field lies in one byte) by one byte shuffle. Shifted right
+// by 6g % 8 (SixBitFieldShift) and masked, word g is field g. The packed Q3_K scales and IQ4_XS's
+// group heads (matmul_legacy_packed_x86.h) hold their scales so.
+inline __m256i SixBitFieldWords(__m256i v) {
+  auto pair = [](int g) {
+    const int lo = 4 + 6 * g / 8, hi = lo < 15 ? lo + 1 : 15;
+    return static_cast<int16_t>(lo | hi << 8);
+  };
+  return _mm256_shuffle_epi8(
+      v, _mm256_setr_epi16(pair(0), pair(1), pair(2), pair(3), pair(4), pair(5), pair(6), pair(7),
+                           pair(8), pair(9), pair(10), pair(11), pair(12), pair(13), pair(14),
+                           pair(15)));
+}
+constexpr int SixBitFieldShift(int g) {
+  return 6 * g % 8;  // 0 6 4 2, again every 4 fields
+}
+
 #if defined(__AVX512BW__)
 // Q3_K with its high bits in bit planes and its scales as 6-bit fields (kQ3_KPacked,
 // kquant_packed.h): chunk h's 32 high bits are the 32-bit word Q3KPlaneOf(h) of hmask, which a
@@ -154,20 +173,12 @@ struct Q3_KPackedF : Q3_KF {
     static_assert(offsetof(B, scales) >= 4);
     const __m256i v = _mm256_broadcastsi128_si256(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales - 4)));
-    // the bytes of word g: 4 + 6g / 8 and the next (the last field lies in one byte: any)
-    auto pair = [](int g) {
-      const int lo = 4 + 6 * g / 8, hi = lo < 15 ? lo + 1 : 15;
-      return static_cast<int16_t>(lo | hi << 8);
-    };
-    auto shift = [](int g) { return static_cast<int16_t>(6 * g % 8); };
-    const __m256i index = _mm256_setr_epi16(pair(0), pair(1), pair(2), pair(3), pair(4), pair(5),
-                                            pair(6), pair(7), pair(8), pair(9), pair(10), pair(11),
-                                            pair(12), pair(13), pair(14), pair(15));
-    const __m256i counts = _mm256_setr_epi16(
-        shift(0), shift(1), shift(2), shift(3), shift(4), shift(5), shift(6), shift(7), shift(8),
-        shift(9), shift(10), shift(11), shift(12), shift(13), shift(14), shift(15));
-    const __m256i biased = _mm256_and_si256(
-        _mm256_srlv_epi16(_mm256_shuffle_epi8(v, index), counts), _mm256_set1_epi16(0x3F));
+    constexpr int16_t s0 = SixBitFieldShift(0), s1 = SixBitFieldShift(1), s2 = SixBitFieldShift(2),
+                      s3 = SixBitFieldShift(3);
+    const __m256i counts =
+        _mm256_setr_epi16(s0, s1, s2, s3, s0, s1, s2, s3, s0, s1, s2, s3, s0, s1, s2, s3);
+    const __m256i biased =
+        _mm256_and_si256(_mm256_srlv_epi16(SixBitFieldWords(v), counts), _mm256_set1_epi16(0x3F));
     const __m256i sc = _mm256_sub_epi16(biased, _mm256_set1_epi16(32));
     const float d = _cvtsh_ss(b.d);
     return {d, d, sc, _mm256_slli_epi16(sc, 2)};

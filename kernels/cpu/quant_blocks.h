@@ -73,6 +73,11 @@ struct BlockIQ4_XS {
 inline int IQ4XSScale(const BlockIQ4_XS& b, int s) {  // ls - 32
   return (((b.scales_l[s / 2] >> (4 * (s % 2))) & 15) | (((b.scales_h >> (2 * s)) & 3) << 4)) - 32;
 }
+// Sets sub-block s's biased ls (0..63) into scales_l / scales_h, which must hold 0 there.
+inline void AddIQ4XSScale(BlockIQ4_XS& b, int s, int ls) {
+  b.scales_l[s / 2] = static_cast<uint8_t>(b.scales_l[s / 2] | (ls & 15) << (4 * (s % 2)));
+  b.scales_h = static_cast<uint16_t>(b.scales_h | (ls >> 4) << (2 * s));
+}
 struct BlockQ2_K {
   uint8_t scales[16];  // per 16 weights: scale (low nibble) and min (high nibble)
   uint8_t qs[64];      // 2-bit quants

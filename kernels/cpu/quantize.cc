@@ -481,9 +481,7 @@ void QuantizeIQ4XS(const float* x, BlockIQ4_XS* y) {
   for (int s = 0; s < 8; ++s) {
     const int l = Clamp(NearestInt(id * scales[s]), -32, 31);
     IQ4Nibbles(x + 32 * s, d * static_cast<float>(l), y->qs + 16 * s);
-    const int biased = l + 32;
-    y->scales_l[s / 2] = static_cast<uint8_t>(y->scales_l[s / 2] | (biased & 15) << (4 * (s % 2)));
-    y->scales_h = static_cast<uint16_t>(y->scales_h | (biased >> 4) << (2 * s));
+    AddIQ4XSScale(*y, s, l + 32);
   }
 }
 
