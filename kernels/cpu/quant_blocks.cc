@@ -28,6 +28,14 @@ void LegacyQuants(const uint8_t* qs, const uint8_t* qh, uint8_t u[32]) {
   }
 }
 
+// IQ4_NL's 16 bytes of nibbles (Q4_0's order) as their table values + 128.
+void IQ4Quants(const uint8_t* qs, uint8_t u[32]) {
+  for (int i = 0; i < 16; ++i) {
+    u[i] = static_cast<uint8_t>(kIQ4NLValues[qs[i] & 0xF] + 128);
+    u[i + 16] = static_cast<uint8_t>(kIQ4NLValues[qs[i] >> 4] + 128);
+  }
+}
+
 // Element 32h + l of the formats that store 2-bit fields of 32-byte rows: (q[32n + l] >> 2j) & 3
 // with n = h / 4, j = h % 4 (Q2_K, Q3_K).
 int TwoBit(const uint8_t* qs, int e) {
@@ -72,10 +80,7 @@ void DecodeLegacy(DType t, const void* block, DecodedLegacy* out) {
     case DType::kIQ4_NL: {  // u = value + 128, as Q8_0's
       const auto* b = static_cast<const BlockIQ4_NL*>(block);
       *out = DecodedLegacy{F16ToF32(b->d), 0.0f, 128, false, {}};
-      for (int i = 0; i < 16; ++i) {
-        out->u[i] = static_cast<uint8_t>(kIQ4NLValues[b->qs[i] & 0xF] + 128);
-        out->u[i + 16] = static_cast<uint8_t>(kIQ4NLValues[b->qs[i] >> 4] + 128);
-      }
+      IQ4Quants(b->qs, out->u);
       break;
     }
     default:
@@ -86,10 +91,7 @@ void DecodeLegacy(DType t, const void* block, DecodedLegacy* out) {
 
 void DecodeIQ4XSSub(const BlockIQ4_XS& b, int s, DecodedLegacy* out) {
   *out = DecodedLegacy{F16ToF32(b.d) * static_cast<float>(IQ4XSScale(b, s)), 0.0f, 128, false, {}};
-  for (int i = 0; i < 16; ++i) {
-    out->u[i] = static_cast<uint8_t>(kIQ4NLValues[b.qs[16 * s + i] & 0xF] + 128);
-    out->u[i + 16] = static_cast<uint8_t>(kIQ4NLValues[b.qs[16 * s + i] >> 4] + 128);
-  }
+  IQ4Quants(b.qs + 16 * s, out->u);
 }
 
 void DecodeK(DType t, const void* block, DecodedK* out) {
