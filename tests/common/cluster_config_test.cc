@@ -145,6 +145,17 @@ TEST(ClusterConfig, ModelQuantization) {
   DType t;
   ASSERT_TRUE(ParseQuantFormat(c->model.quantization, &t));
   EXPECT_EQ(t, DType::kQ4_K);
+  for (const auto& [name, want] :
+       {std::pair{"iq4_nl", DType::kIQ4_NL}, {"IQ4_XS", DType::kIQ4_XS}}) {
+    ASSERT_TRUE(ParseQuantFormat(name, &t)) << name;
+    EXPECT_EQ(t, want) << name;
+  }
+  auto iq = ParseClusterConfig("model: {quantization: iq4_xs}", "x.yaml");
+  ASSERT_TRUE(iq.ok()) << iq.status().ToString();
+  auto bad = ParseClusterConfig("model: {quantization: iq3_xs}", "x.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("model.quantization"), std::string::npos)
+      << bad.status().ToString();
   auto d = ParseClusterConfig("", "x.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->model.quantization, "none");

@@ -187,6 +187,24 @@ TEST_F(GgufLoading, BlockFormatsLoadAndBadOnesAreNamed) {
   ExpectError(
       {"tensor 'blk.0.attn_q.weight' (Q4_K): row length 64 is not a multiple of the "
        "block size 256"});
+  // IQ4_NL (blocks of 32) loads as itself; IQ4_XS (super-blocks of 256) cannot cut rows of 64
+  Rewrite(path_, [](const std::string& name, Out* o) {
+    if (name == "blk.0.ffn_down.weight") {  // [192, 64]: 6 IQ4_NL blocks per row
+      o->type = 20;
+      o->bytes.assign(64 * 6 * 18, '\0');
+    }
+  });
+  auto nl = LoadModelWeights(path_, LoadFormat::kGguf);
+  ASSERT_TRUE(nl.ok()) << nl.status().ToString();
+  EXPECT_EQ((*nl)->layers[0].down.format, DType::kIQ4_NL);
+  Rewrite(path_, [](const std::string& name, Out* o) {
+    if (name != "blk.0.attn_q.weight") return;
+    o->type = 23;  // IQ4_XS
+    o->bytes.assign(64 * 136, '\0');
+  });
+  ExpectError(
+      {"tensor 'blk.0.attn_q.weight' (IQ4_XS): row length 64 is not a multiple of the "
+       "block size 256"});
   Rewrite(
       path_, [](const std::string&, Out*) {},
       [](GgufWriter& g) {  // the last tensor: 2 rows of 256 Q6_K weights, one block missing
