@@ -36,6 +36,20 @@ const char* DTypeName(DType t) {
       return "IQ4_NL";
     case DType::kIQ4_XS:
       return "IQ4_XS";
+    case DType::kIQ2_XXS:
+      return "IQ2_XXS";
+    case DType::kIQ2_XS:
+      return "IQ2_XS";
+    case DType::kIQ2_S:
+      return "IQ2_S";
+    case DType::kIQ3_XXS:
+      return "IQ3_XXS";
+    case DType::kIQ3_S:
+      return "IQ3_S";
+    case DType::kIQ1_S:
+      return "IQ1_S";
+    case DType::kIQ1_M:
+      return "IQ1_M";
     case DType::kQ4_0Packed:
       return "Q4_0 (packed)";
     case DType::kQ4_1Packed:
@@ -78,7 +92,7 @@ bool ParseDType(std::string_view s, DType* out) {
 }
 
 bool ParseQuantFormat(std::string_view s, DType* out) {
-  for (int i = static_cast<int>(DType::kQ8_0); i < kNumDTypes; ++i) {
+  for (int i = static_cast<int>(DType::kQ8_0); i < kNumQuantizable; ++i) {
     const char* name = DTypeName(static_cast<DType>(i));
     if (s.size() != std::strlen(name)) continue;
     bool same = true;

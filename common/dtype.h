@@ -35,6 +35,17 @@ enum class DType : uint8_t {
   // sub-block scales ls (low 4 bits in scales_l's nibbles, high 2 in scales_h), then 128 bytes
   // of nibbles, 16 per 32-weight sub-block as IQ4_NL's; weight = d * (ls - 32) * value.
   kIQ4_XS,
+  // The grid i-quants, super-blocks of 256 weights on Q8_K activations, file formats only (no
+  // quantizer here): groups of 4 or 8 weights index fixed grids of magnitudes (or of -1/0/1 for
+  // IQ1), with 8-bit sign patterns and 3- or 4-bit odd scales per 16 or 32 weights
+  // (kernels/cpu/iquant_blocks.h has ggml's layouts).
+  kIQ2_XXS,
+  kIQ2_XS,
+  kIQ2_S,
+  kIQ3_XXS,
+  kIQ3_S,
+  kIQ1_S,
+  kIQ1_M,
   // Not file formats: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows repacked once at load by the CPU
   // backend for its SIMD kernels (kernels/cpu/legacy_packed.h), the same bytes per row as the
   // format. Only that backend's Matmul reads them; no file, config or other op ever sees them.
@@ -60,8 +71,9 @@ enum class DType : uint8_t {
   kIQ4_NLPacked,
   kIQ4_XSPacked,
 };
-constexpr int kNumDTypes = 15;         // the formats a file or config can name (kF32 .. kIQ4_XS)
-constexpr int kNumMatmulFormats = 27;  // and the backend layouts (kQ4_0Packed .. kIQ4_XSPacked)
+constexpr int kNumDTypes = 22;       // the formats a file can hold (kF32 .. kIQ1_M)
+constexpr int kNumQuantizable = 15;  // those a config can name, with a quantizer (kF32 .. kIQ4_XS)
+constexpr int kNumMatmulFormats = 34;  // and the backend layouts (kQ4_0Packed .. kIQ4_XSPacked)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -80,18 +92,23 @@ constexpr bool IsBlockFormat(DType t) {
 constexpr bool IsKQuant(DType t) {
   return (t >= DType::kQ2_K && t <= DType::kQ6_K) || t == DType::kQ3_KPacked;
 }
+// The grid i-quants (IQ2_XXS ... IQ1_M): super-blocks of 256 on Q8_K activations, as the K-quants.
+constexpr bool IsGridQuant(DType t) {
+  return t >= DType::kIQ2_XXS && t <= DType::kIQ1_M;
+}
 // Weights per block (1 for element formats). IQ4_XS's super-blocks of 256 are not K-quants: their
 // matmul runs per 32-weight sub-block on Q8_0 activations, as the 32-block formats'.
 constexpr int BlockSize(DType t) {
-  return !IsBlockFormat(t)                                                 ? 1
-         : IsKQuant(t) || t == DType::kIQ4_XS || t == DType::kIQ4_XSPacked ? kQK_K
-                                                                           : kQKLegacy;
+  return !IsBlockFormat(t) ? 1
+         : IsKQuant(t) || IsGridQuant(t) || t == DType::kIQ4_XS || t == DType::kIQ4_XSPacked
+             ? kQK_K
+             : kQKLegacy;
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
-  constexpr size_t kBytes[kNumMatmulFormats] = {4,   2,   2,   34,  18,  20,  22, 24, 84,
-                                                110, 144, 176, 210, 18,  136, 18, 20, 22,
-                                                24,  34,  2,   2,   110, 2,   2,  18, 136};
+  constexpr size_t kBytes[kNumMatmulFormats] = {
+      4,  2,  2,   34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136, 66, 74,
+      82, 98, 110, 50, 56, 18, 20, 22, 24, 34,  2,   2,   110, 2,  2,   18, 136};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).
@@ -103,7 +120,8 @@ const char* DTypeName(DType t);
 // spelling). Returns false for anything else.
 bool ParseDType(std::string_view s, DType* out);
 // Parses a model.quantization value: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
-// "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" (any case). Returns false for anything else.
+// "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" (any case): the formats below kNumQuantizable.
+// Returns false for anything else (the grid i-quants too: no quantizer).
 bool ParseQuantFormat(std::string_view s, DType* out);
 
 inline float Bf16ToF32(uint16_t h) {

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/iquant_blocks.h"
 #include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cpu/iquant_blocks.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -54,6 +55,37 @@ struct KScalar {
         const float s = Reduce(acc[i][j]);
         y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
       }
+    }
+  }
+};
+
+// The grid i-quants: one exact integer and one fma per block, one chain (iquant_blocks.h).
+template <DType kType, class W>
+struct IQScalar {
+  using XBlock = BlockQ8_K;
+  using WBlock = W;
+  static constexpr int kBlock = kQK_K;
+  static constexpr int kMR = 2;
+  static constexpr int kNR = 2;
+
+  template <int MR, int NR>
+  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    float acc[MR][NR] = {};
+    for (int b = 0; b < nb; ++b) {
+      DecodedIQ dw[NR];
+      for (int j = 0; j < NR; ++j) DecodeIQ(kType, &w[j * ldw + b], &dw[j]);
+      for (int i = 0; i < MR; ++i) {
+        const BlockQ8_K& xb = x[i * ldx + b];
+        for (int j = 0; j < NR; ++j) {
+          acc[i][j] =
+              std::fma(dw[j].f * xb.d, static_cast<float>(IQBlockDot(dw[j], xb)), acc[i][j]);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j)
+        y[i * ldy + j] = bias != nullptr ? acc[i][j] + bias[j] : acc[i][j];
     }
   }
 };
@@ -134,6 +166,16 @@ const QuantMatmulKernels& ScalarQuantKernels() {
         MatmulBlockPanel<LegacyScalar<DType::kIQ4_NL, BlockIQ4_NL>>;
     k.fn[static_cast<int>(DType::kIQ4_XS)] =
         MatmulBlockPanel<LegacyScalar<DType::kIQ4_XS, BlockIQ4_XS>>;
+    k.fn[static_cast<int>(DType::kIQ2_XXS)] =
+        MatmulBlockPanel<IQScalar<DType::kIQ2_XXS, BlockIQ2_XXS>>;
+    k.fn[static_cast<int>(DType::kIQ2_XS)] =
+        MatmulBlockPanel<IQScalar<DType::kIQ2_XS, BlockIQ2_XS>>;
+    k.fn[static_cast<int>(DType::kIQ2_S)] = MatmulBlockPanel<IQScalar<DType::kIQ2_S, BlockIQ2_S>>;
+    k.fn[static_cast<int>(DType::kIQ3_XXS)] =
+        MatmulBlockPanel<IQScalar<DType::kIQ3_XXS, BlockIQ3_XXS>>;
+    k.fn[static_cast<int>(DType::kIQ3_S)] = MatmulBlockPanel<IQScalar<DType::kIQ3_S, BlockIQ3_S>>;
+    k.fn[static_cast<int>(DType::kIQ1_S)] = MatmulBlockPanel<IQScalar<DType::kIQ1_S, BlockIQ1_S>>;
+    k.fn[static_cast<int>(DType::kIQ1_M)] = MatmulBlockPanel<IQScalar<DType::kIQ1_M, BlockIQ1_M>>;
     k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<KScalar<DType::kQ2_K, BlockQ2_K>>;
     k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<KScalar<DType::kQ3_K, BlockQ3_K>>;
     k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<KScalar<DType::kQ4_K, BlockQ4_K>>;

@@ -1,6 +1,6 @@
-// The x86 micro-kernels of the quantized block formats (Q4_0 ... Q6_K) on Q8 activations, for
-// the TUs compiled with AVX2 or AVX-512 flags: each includes this header inside its own anonymous
-// namespace, so no code compiled for one ISA is shared with another TU.
+// The x86 micro-kernels of the quantized block formats (Q4_0 ... Q6_K, the i-quants) on Q8
+// activations, for the TUs compiled with AVX2 or AVX-512 flags: each includes this header inside
+// its own anonymous namespace, so no code compiled for one ISA is shared with another TU.
 // The float operations are those quant_blocks.h defines, so every ISA gives the scalar bits.
 //
 // A K-quant weight block is decoded in registers, 32 unsigned quants (< 64) at a time, and
@@ -273,6 +273,8 @@ inline __m256i ScaleOf(__m256i sc, int h) {
 #include "kernels/cpu/matmul_kquant_gemv512.h"  // NOLINT: inside this TU's anonymous namespace
 #endif
 #include "kernels/cpu/matmul_legacy_packed_x86.h"  // NOLINT: inside this TU's anonymous namespace
+// NOLINTNEXTLINE: inside this TU's anonymous namespace
+#include "kernels/cpu/matmul_iquant_x86.h"
 
 namespace qx {
 
@@ -632,5 +634,7 @@ QuantMatmulKernels MakeQuantKernels() {
 #endif
   k.x_order[static_cast<int>(DType::kQ4_K)] = XOrderOf<K<qx::Q4_KF>>();
   k.x_order[static_cast<int>(DType::kQ5_K)] = XOrderOf<K<qx::Q5_KF>>();
+  // A decoded grid block serves a whole chunk of activation rows (kRowChunk) per decode.
+  qx::AddIQuantKernels<16>(k);
   return k;
 }

@@ -6,6 +6,8 @@
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu/quant_blocks.h"
 
+#include "kernels/cpu/iquant_blocks.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>  // SSE2: part of every x86-64 CPU, so no ISA flag is needed
 #endif
@@ -160,6 +162,8 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t k) {
       for (int e = 0; e < 32; ++e) {
         dst[32 * i + e] = static_cast<float>(static_cast<int8_t>(blk[2 + e])) * F16ToF32(d);
       }
+    } else if (IsGridQuant(t)) {
+      DequantizeIQ(t, blk, dst + kQK_K * i);
     } else if (t == DType::kIQ4_XS) {  // ggml: dl = d * (ls - 32), y = dl * value
       for (int s = 0; s < 8; ++s) {
         DecodedLegacy w;

@@ -46,7 +46,10 @@ void ScaleOffsets(DType t, int* d, int* m) {
       *d = 0;
       *m = 2;
       break;
-    default:  // Q8_0, Q4_0, Q5_0
+    case DType::kIQ1_M:  // d in the scales' top nibbles: random bits (FillRandomBlocks fixes them)
+      *d = -1;
+      break;
+    default:  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS and the grid i-quants: d first
       *d = 0;
       break;
   }
@@ -59,7 +62,7 @@ void FillRandomBlocks(DType t, uint64_t seed, void* dst, int64_t blocks) {
   int doff, moff;
   ScaleOffsets(t, &doff, &moff);
   // Small scales: weights of the order of 0.01, like the unquantized dummy weights.
-  const float d = IsKQuant(t) ? 1e-4f : 3e-3f;
+  const float d = IsKQuant(t) || IsGridQuant(t) ? 1e-4f : 3e-3f;
   const uint16_t d16 = F32ToF16(d), m16 = F32ToF16(-d);
 #pragma omp parallel for schedule(static) if (blocks >= 4096)
   for (int64_t b = 0; b < blocks; ++b) {
@@ -73,8 +76,16 @@ void FillRandomBlocks(DType t, uint64_t seed, void* dst, int64_t blocks) {
       z ^= z >> 31;
       std::memcpy(p + i, &z, bb - i < 8 ? bb - i : 8);
     }
-    std::memcpy(p + doff, &d16, 2);
+    if (doff >= 0) std::memcpy(p + doff, &d16, 2);
     if (moff >= 0) std::memcpy(p + moff, &m16, 2);
+    if (t == DType::kIQ1_M) {  // d's nibbles atop the 4 uint16 scale words (offset 48)
+      for (int w = 0; w < 4; ++w) {
+        uint16_t word;
+        std::memcpy(&word, p + 48 + 2 * w, 2);
+        word = static_cast<uint16_t>((word & 0x0FFF) | ((d16 >> (4 * w)) & 0xF) << 12);
+        std::memcpy(p + 48 + 2 * w, &word, 2);
+      }
+    }
   }
 }
 

@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 uint32_t GgmlTypeOf(DType t) {
-  constexpr uint32_t kIds[kNumDTypes] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23};
+  constexpr uint32_t kIds[kNumQuantizable] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23};
   return kIds[static_cast<int>(t)];
 }
 
@@ -163,7 +163,7 @@ TEST_F(QuantizedModels, GgufInEveryFormatGivesTheGreedyIdsOfItsDequantizedModel)
     const json ref = ReadJson(SharedPath(base + "reference.json"));
     auto src = GgufFile::Open(SharedPath(base + family + ".gguf"));
     ASSERT_TRUE(src.ok()) << src.status().ToString();
-    for (int ti = static_cast<int>(DType::kQ8_0); ti < kNumDTypes; ++ti) {
+    for (int ti = static_cast<int>(DType::kQ8_0); ti < kNumQuantizable; ++ti) {
       const DType t = static_cast<DType>(ti);
       const std::string qpath = (dir_ / "q.gguf").string(), dpath = (dir_ / "d.gguf").string();
       const std::set<DType> used = WriteQuantized(**src, t, qpath, dpath);

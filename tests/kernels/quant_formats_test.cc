@@ -272,7 +272,7 @@ TEST(QuantRoundTrip, ErrorFollowsTheBits) {
 }
 
 TEST(QuantRoundTrip, ZeroAndConstantBlocks) {
-  for (int ti = static_cast<int>(DType::kQ8_0); ti < kNumDTypes; ++ti) {
+  for (int ti = static_cast<int>(DType::kQ8_0); ti < kNumQuantizable; ++ti) {
     const DType t = static_cast<DType>(ti);
     for (const float v : {0.0f, 0.25f, -3.0f}) {
       std::vector<float> x(kQK_K, v), back(kQK_K);

@@ -205,6 +205,15 @@ TEST_F(GgufLoading, BlockFormatsLoadAndBadOnesAreNamed) {
   ExpectError(
       {"tensor 'blk.0.attn_q.weight' (IQ4_XS): row length 64 is not a multiple of the "
        "block size 256"});
+  // the grid i-quants likewise (super-blocks of 256)
+  Rewrite(path_, [](const std::string& name, Out* o) {
+    if (name != "blk.0.attn_k.weight") return;
+    o->type = 21;  // IQ3_S
+    o->bytes.assign(64 * 110, '\0');
+  });
+  ExpectError(
+      {"tensor 'blk.0.attn_k.weight' (IQ3_S): row length 64 is not a multiple of the "
+       "block size 256"});
   Rewrite(
       path_, [](const std::string&, Out*) {},
       [](GgufWriter& g) {  // the last tensor: 2 rows of 256 Q6_K weights, one block missing

@@ -247,14 +247,17 @@ class GgufSource : public TensorSource {
   // reader has checked that rows are whole blocks and the data lie inside the file).
   StatusOr<DType> Format(const GgufTensorInfo& t, bool matrix) const {
     static constexpr std::pair<GgmlType, DType> kFormats[] = {
-        {GgmlType::kF32, DType::kF32},      {GgmlType::kF16, DType::kF16},
-        {GgmlType::kBF16, DType::kBF16},    {GgmlType::kQ8_0, DType::kQ8_0},
-        {GgmlType::kQ4_0, DType::kQ4_0},    {GgmlType::kQ4_1, DType::kQ4_1},
-        {GgmlType::kQ5_0, DType::kQ5_0},    {GgmlType::kQ5_1, DType::kQ5_1},
-        {GgmlType::kQ2_K, DType::kQ2_K},    {GgmlType::kQ3_K, DType::kQ3_K},
-        {GgmlType::kQ4_K, DType::kQ4_K},    {GgmlType::kQ5_K, DType::kQ5_K},
-        {GgmlType::kQ6_K, DType::kQ6_K},    {GgmlType::kIQ4_NL, DType::kIQ4_NL},
-        {GgmlType::kIQ4_XS, DType::kIQ4_XS}};
+        {GgmlType::kF32, DType::kF32},         {GgmlType::kF16, DType::kF16},
+        {GgmlType::kBF16, DType::kBF16},       {GgmlType::kQ8_0, DType::kQ8_0},
+        {GgmlType::kQ4_0, DType::kQ4_0},       {GgmlType::kQ4_1, DType::kQ4_1},
+        {GgmlType::kQ5_0, DType::kQ5_0},       {GgmlType::kQ5_1, DType::kQ5_1},
+        {GgmlType::kQ2_K, DType::kQ2_K},       {GgmlType::kQ3_K, DType::kQ3_K},
+        {GgmlType::kQ4_K, DType::kQ4_K},       {GgmlType::kQ5_K, DType::kQ5_K},
+        {GgmlType::kQ6_K, DType::kQ6_K},       {GgmlType::kIQ4_NL, DType::kIQ4_NL},
+        {GgmlType::kIQ4_XS, DType::kIQ4_XS},   {GgmlType::kIQ2_XXS, DType::kIQ2_XXS},
+        {GgmlType::kIQ2_XS, DType::kIQ2_XS},   {GgmlType::kIQ2_S, DType::kIQ2_S},
+        {GgmlType::kIQ3_XXS, DType::kIQ3_XXS}, {GgmlType::kIQ3_S, DType::kIQ3_S},
+        {GgmlType::kIQ1_S, DType::kIQ1_S},     {GgmlType::kIQ1_M, DType::kIQ1_M}};
     for (const auto& [ggml, dtype] : kFormats) {
       if (static_cast<GgmlType>(t.type) != ggml || (!matrix && IsBlockFormat(dtype))) continue;
       const size_t want = RowBytes(dtype, t.dims.empty() ? 0 : t.dims[0]) *
@@ -269,7 +272,8 @@ class GgufSource : public TensorSource {
     return Unimplemented(
         f_.path() + ": tensor '" + t.name + "' is " + t.TypeName() +
         ", which is not supported yet (supported: F32, F16, BF16" +
-        (matrix ? ", Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"
+        (matrix ? ", Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, "
+                  "IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)"
                 : " for vectors)"));
   }
 

@@ -1,0 +1,107 @@
+// GGML's grid i-quants on the CPU (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): their
+// byte layouts (ggml-common.h's block_iq2_xxs ... block_iq1_m), the grids their indices select
+// (iquant_grids.cc), ggml's dequantization, and the decoded form every matmul path computes its
+// dot products on. There is no quantizer here: these formats come from files (llama-quantize
+// with an importance matrix).
+//
+// A super-block of 256 weights decodes exactly into integers: weight e = f * s[e / 16] * v[e] in
+// real arithmetic, with v[e] the signed grid value (|v| <= 62; IQ1: 8 * (-1, 0 or 1) +- 1, its
+// +-1/8 shift times 8), s[g] the odd scale of group g of 16 (2 ls + 1 <= 31, equal for the two
+// groups of a 32-weight sub-block where the format has one scale per 32) and f = d times a power
+// of two (d / 8: IQ2, IQ1; d / 4: IQ3_XXS; d: IQ3_S). So the dot product with a Q8_K activation
+// block x is, in every ISA, one exact integer and one fma per block:
+//   S_b = sum over g of s[g] * (sum over e in group g of v[e] * x.qs[e])  (exact int32:
+//         |S_b| <= 256 * 62 * 127 * 31 < 2^26)
+//   acc = fma(f_b * x_b.d, float(S_b), acc), blocks b in order on one chain from 0,
+// and y = acc (+ bias last). The SIMD kernels take |v| and move its sign onto x (|x| <= 127
+// in Q8_K, so -x fits): maddubs(|v|, +-x) sums pairs within 2 * 62 * 127, no saturation.
+#pragma once
+
+#include <cstdint>
+
+#include "common/dtype.h"
+#include "kernels/cpu/quant_blocks.h"  // BlockQ8_K
+
+namespace llm::kernels::internal {
+
+// ggml's grids (iquant_grids.cc): entry i holds 8 (uint64_t) or 4 (uint32_t) values, element j
+// in byte j; magnitudes for IQ2 / IQ3 (none is 0), int8 -1, 0, 1 for IQ1.
+extern const uint64_t kIQ2XXSGrid[256];
+extern const uint64_t kIQ2XSGrid[512];
+extern const uint64_t kIQ2SGrid[1024];
+extern const uint32_t kIQ3XXSGrid[256];
+extern const uint32_t kIQ3SGrid[512];
+extern const uint64_t kIQ1SGrid[2048];
+
+// ggml-common.h's layouts; fp16 values as their bits.
+struct BlockIQ2_XXS {
+  uint16_t d;
+  // per 32-weight sub-block 4 uint16: bytes 0..3 index kIQ2XXSGrid for its 4 groups of 8; the
+  // uint32 of the last two holds 4 7-bit sign indices (bits 7l ..) and the 4-bit scale (28..31)
+  uint16_t qs[32];
+};
+struct BlockIQ2_XS {
+  uint16_t d;
+  uint16_t qs[32];    // per group of 8: a 9-bit index into kIQ2XSGrid, a 7-bit sign index above
+  uint8_t scales[8];  // per sub-block of 32: 4-bit scales of its two groups of 16 (low first)
+};
+struct BlockIQ2_S {
+  uint16_t d;
+  uint8_t qs[64];     // 32 low bytes of 10-bit indices into kIQ2SGrid, then 32 sign bytes
+  uint8_t qh[8];      // per sub-block of 32: bits 2l, 2l + 1 are index l's high bits
+  uint8_t scales[8];  // as IQ2_XS
+};
+struct BlockIQ3_XXS {
+  uint16_t d;
+  // 64 indices into kIQ3XXSGrid (groups of 4), then per sub-block of 32 a uint32 with 4 7-bit
+  // sign indices (bits 7l ..) and the 4-bit scale (28..31)
+  uint8_t qs[96];
+};
+struct BlockIQ3_S {
+  uint16_t d;
+  uint8_t qs[64];     // low bytes of 9-bit indices into kIQ3SGrid (groups of 4)
+  uint8_t qh[8];      // per sub-block of 32: bit j is index j's high bit
+  uint8_t signs[32];  // one sign bit per weight
+  uint8_t scales[4];  // 4-bit scales per sub-block of 32 (low nibble the even one)
+};
+struct BlockIQ1_S {
+  uint16_t d;
+  uint8_t qs[32];  // low bytes of 11-bit indices into kIQ1SGrid (groups of 8)
+  // per sub-block of 32: bits 3l .. 3l + 2 index l's high bits, 12..14 the scale, 15 the shift's
+  // sign
+  uint16_t qh[8];
+};
+struct BlockIQ1_M {
+  uint8_t qs[32];  // low bytes of 11-bit indices into kIQ1SGrid (groups of 8)
+  uint8_t qh[16];  // per pair of groups: the high bits (0..2, 4..6), the shifts' signs (3, 7)
+  // 3-bit scales per group of 16 (4 per uint16); the top nibbles of the 4 uint16 are d's bits
+  uint8_t scales[8];
+};
+static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82 &&
+                  sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110 &&
+                  sizeof(BlockIQ1_S) == 50 && sizeof(BlockIQ1_M) == 56,
+              "ggml's block sizes");
+
+// A decoded grid i-quant super-block (see above): d the block's fp16 scale as float.
+struct DecodedIQ {
+  float d, f;
+  uint8_t s[16];
+  alignas(64) int8_t v[kQK_K];
+};
+// Decodes a block of grid i-quant t (IsGridQuant).
+void DecodeIQ(DType t, const void* block, DecodedIQ* out);
+// ggml's dequantize_row_iq* of one block (its float operations, in its order) into y[0..255].
+void DequantizeIQ(DType t, const void* block, float* y);
+
+// The exact integer S_b of a decoded block with a Q8_K block (the scalar reference).
+inline int32_t IQBlockDot(const DecodedIQ& w, const BlockQ8_K& x) {
+  int32_t sum = 0;
+  for (int g = 0; g < 16; ++g) {
+    int32_t s = 0;
+    for (int e = 16 * g; e < 16 * g + 16; ++e) s += int32_t{w.v[e]} * x.qs[e];
+    sum += w.s[g] * s;
+  }
+  return sum;
+}
+
+}  // namespace llm::kernels::internal

@@ -1,0 +1,308 @@
+// Micro-kernels of the grid i-quants (IQ2_XXS ... IQ1_M, iquant_blocks.h) for the AVX2 and
+// AVX-512 translation units, included by matmul_quant_x86.h inside their anonymous namespace.
+//
+// A weight block is decoded once into registers (IQRegs: DecodeIQ's 256 signed values, 32 per
+// register, gathered from the grid 4 or 8 entries at a time, and its 16 group scales) and its
+// exact integer dot product S_b taken with each of the tile's MR activation rows: |v| times x
+// with v's sign (maddubs, pairs within 2 * 62 * 127), times the group scales (madd, or vpdpwssd
+// with VNNI), summed. Integer sums are exact, and the float steps are the scalar set's (one fma
+// per block on one chain), so every ISA gives the scalar bits.
+#pragma once
+
+// The including TU includes kernels/cpu/iquant_blocks.h first (outside its anonymous namespace).
+
+namespace qx {
+
+// A decoded block in registers: v[c] the values of sub-block c (32 weights), s the 16 group
+// scales (bytes), f the block's float factor.
+struct IQRegs {
+  __m256i v[8];
+  __m128i s;
+  float f;
+};
+
+// 0xFF in byte j of 32 where bit j of `bits` is set.
+inline __m256i SignBytes(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+// Magnitudes g (none 0) with the sign bits applied: -g in byte j where bit j is set.
+inline __m256i ApplySigns(__m256i g, uint32_t bits) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  return _mm256_mask_sub_epi8(g, static_cast<__mmask32>(bits), _mm256_setzero_si256(), g);
+#else
+  const __m256i m = SignBytes(bits);
+  return _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
+#endif
+}
+// The 4 sign bytes of 4 7-bit sign indices (bits 7l .. 7l + 6 of `aux`): index l in byte l,
+// its parity as bit 7 (ggml's ksigns_iq2xs).
+inline uint32_t SignsOf4(uint32_t aux) {
+  const uint32_t b = (aux & 0x7Fu) | ((aux << 1) & 0x7F00u) | ((aux << 2) & 0x7F0000u) |
+                     ((aux << 3) & 0x7F000000u);
+  uint32_t p = b ^ (b >> 4);  // bit 0 of each byte ends as the parity of its 7 bits
+  p ^= p >> 2;
+  p ^= p >> 1;
+  return b | (p & 0x01010101u) << 7;
+}
+inline uint32_t Load32U(const void* p) {
+  uint32_t u;
+  std::memcpy(&u, p, 4);
+  return u;
+}
+inline uint64_t Load64U(const void* p) {
+  uint64_t u;
+  std::memcpy(&u, p, 8);
+  return u;
+}
+// 4 uint64 grid entries (32 bytes) at the 4 int32 indices.
+inline __m256i Gather4(const uint64_t* grid, __m128i idx) {
+  return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(grid), idx, 8);
+}
+// 8 uint32 grid entries (32 bytes) at the 8 int32 indices.
+inline __m256i Gather8(const uint32_t* grid, __m256i idx) {
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), idx, 4);
+}
+// 4 bytes as 4 int32 lanes.
+inline __m128i Bytes4(const uint8_t* p) {
+  return _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(Load32U(p))));
+}
+// IQ1: grid bytes g (-1, 0, 1) as 8 g + delta, delta +-1 per byte in `delta`.
+inline __m256i ShiftIQ1(__m256i g, __m256i delta) {
+  return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8(-8)), delta);
+}
+// Scales 2 ls + 1 of 8 ls (bytes 0..7), each for the two groups of its sub-block.
+inline __m128i SubBlockScales(__m128i ls8) {
+  const __m128i s = _mm_add_epi8(_mm_add_epi8(ls8, ls8), _mm_set1_epi8(1));
+  return _mm_unpacklo_epi8(s, s);
+}
+// 8 4-bit fields (low nibble first) of 4 bytes, as bytes.
+inline __m128i Nibbles8(const uint8_t* p) {
+  const __m128i b = _mm_cvtsi32_si128(static_cast<int>(Load32U(p)));
+  return _mm_and_si128(_mm_unpacklo_epi8(b, _mm_srli_epi16(b, 4)), _mm_set1_epi8(15));
+}
+// Bytes 0..7: the top 4 bits (>> 28) of 8 uint32 at p, stride `stride` bytes.
+inline __m128i TopNibbles8(const uint8_t* p, int stride) {
+  uint64_t ls = 0;
+  for (int i = 0; i < 8; ++i) ls |= static_cast<uint64_t>(Load32U(p + stride * i) >> 28) << (8 * i);
+  return _mm_cvtsi64_si128(static_cast<int64_t>(ls));
+}
+
+// DecodeIQ (iquant_blocks.cc) of format kType in registers: the same integers.
+template <DType kType>
+[[gnu::always_inline]] inline void DecodeIQRegs(const void* block, IQRegs& r) {
+  namespace in = ::llm::kernels::internal;
+  if constexpr (kType == DType::kIQ2_XXS) {
+    const auto* b = static_cast<const in::BlockIQ2_XXS*>(block);
+    r.f = ::llm::F16ToF32(b->d) * 0.125f;
+    const auto* qs = reinterpret_cast<const uint8_t*>(b->qs);
+    r.s = SubBlockScales(TopNibbles8(qs + 4, 8));
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) {
+      const __m256i g = Gather4(in::kIQ2XXSGrid, Bytes4(qs + 8 * ib));
+      r.v[ib] = ApplySigns(g, SignsOf4(Load32U(qs + 8 * ib + 4)));
+    }
+  } else if constexpr (kType == DType::kIQ2_XS || kType == DType::kIQ2_S) {
+    constexpr bool kXS = kType == DType::kIQ2_XS;
+    using B = std::conditional_t<kXS, in::BlockIQ2_XS, in::BlockIQ2_S>;
+    const auto* b = static_cast<const B*>(block);
+    r.f = ::llm::F16ToF32(b->d) * 0.125f;
+    const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->scales));
+    const __m128i nib =
+        _mm_and_si128(_mm_unpacklo_epi8(sc, _mm_srli_epi16(sc, 4)), _mm_set1_epi8(15));
+    r.s = _mm_add_epi8(_mm_add_epi8(nib, nib), _mm_set1_epi8(1));
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) {
+      __m128i idx;
+      uint32_t signs;
+      if constexpr (kXS) {
+        const uint64_t q = Load64U(b->qs + 4 * ib);
+        idx = _mm_and_si128(_mm_cvtepu16_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(q))),
+                            _mm_set1_epi32(511));
+        // the 7-bit sign index above each 9-bit grid index, to bits 7l
+        signs = SignsOf4(static_cast<uint32_t>(((q >> 9) & 0x7F) | ((q >> 18) & 0x3F80) |
+                                               ((q >> 27) & 0x1FC000) | ((q >> 36) & 0xFE00000)));
+      } else {
+        const __m128i high =
+            _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(b->qh[ib]), _mm_set_epi32(6, 4, 2, 0)),
+                          _mm_set1_epi32(3));
+        idx = _mm_or_si128(Bytes4(b->qs + 4 * ib), _mm_slli_epi32(high, 8));
+        signs = Load32U(b->qs + 32 + 4 * ib);
+      }
+      r.v[ib] = ApplySigns(Gather4(kXS ? in::kIQ2XSGrid : in::kIQ2SGrid, idx), signs);
+    }
+  } else if constexpr (kType == DType::kIQ3_XXS) {
+    const auto* b = static_cast<const in::BlockIQ3_XXS*>(block);
+    r.f = ::llm::F16ToF32(b->d) * 0.25f;
+    r.s = SubBlockScales(TopNibbles8(b->qs + 64, 4));
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) {
+      const __m256i idx =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + 8 * ib)));
+      r.v[ib] = ApplySigns(Gather8(in::kIQ3XXSGrid, idx), SignsOf4(Load32U(b->qs + 64 + 4 * ib)));
+    }
+  } else if constexpr (kType == DType::kIQ3_S) {
+    const auto* b = static_cast<const in::BlockIQ3_S*>(block);
+    r.f = ::llm::F16ToF32(b->d);
+    r.s = SubBlockScales(Nibbles8(b->scales));
+    const __m256i shifts = _mm256_set_epi32(1, 2, 3, 4, 5, 6, 7, 8);  // bit j to bit 8
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) {
+      const __m256i low =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + 8 * ib)));
+      const __m256i high = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(b->qh[ib]), shifts),
+                                            _mm256_set1_epi32(256));
+      r.v[ib] = ApplySigns(Gather8(in::kIQ3SGrid, _mm256_or_si256(low, high)),
+                           Load32U(b->signs + 4 * ib));
+    }
+  } else if constexpr (kType == DType::kIQ1_S) {
+    const auto* b = static_cast<const in::BlockIQ1_S*>(block);
+    r.f = ::llm::F16ToF32(b->d) * 0.125f;
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qh));
+    const __m128i ls = _mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7));
+    r.s = SubBlockScales(_mm_packus_epi16(ls, ls));
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) {
+      const int q = b->qh[ib];
+      const __m128i high = _mm_and_si128(
+          _mm_srlv_epi32(_mm_set1_epi32(q), _mm_set_epi32(9, 6, 3, 0)), _mm_set1_epi32(7));
+      const __m256i g =
+          Gather4(in::kIQ1SGrid, _mm_or_si128(Bytes4(b->qs + 4 * ib), _mm_slli_epi32(high, 8)));
+      r.v[ib] = ShiftIQ1(g, _mm256_set1_epi8((q & 0x8000) != 0 ? -1 : 1));
+    }
+  } else {
+    static_assert(kType == DType::kIQ1_M);
+    const auto* b = static_cast<const in::BlockIQ1_M*>(block);
+    const uint64_t sc = Load64U(b->scales);
+    // d's 4 nibbles atop the 4 uint16 words
+    const auto d16 = static_cast<uint16_t>(((sc >> 12) & 0xF) | ((sc >> 24) & 0xF0) |
+                                           ((sc >> 36) & 0xF00) | ((sc >> 48) & 0xF000));
+    r.f = ::llm::F16ToF32(d16) * 0.125f;
+    // group g's 3 bits at bit 3 (g % 4) of word g / 4
+    uint64_t ls = 0;
+    for (int g = 0; g < 16; g += 2) {
+      const uint64_t word = sc >> (16 * (g / 4)), shift = 3 * (g % 4);
+      ls |= ((word >> shift) & 7) << (4 * g) | ((word >> (shift + 3)) & 7) << (4 * g + 4);
+    }
+    const __m128i nib = _mm_cvtsi64_si128(static_cast<int64_t>(ls));
+    const __m128i l16 =
+        _mm_and_si128(_mm_unpacklo_epi8(nib, _mm_srli_epi16(nib, 4)), _mm_set1_epi8(15));
+    r.s = _mm_add_epi8(_mm_add_epi8(l16, l16), _mm_set1_epi8(1));
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) {
+      // group 4 ib + l: its index's high bits and shift sign in nibble l of qh[2ib] | qh[2ib+1] <<
+      // 8
+      const uint32_t h =
+          static_cast<uint32_t>(b->qh[2 * ib]) | static_cast<uint32_t>(b->qh[2 * ib + 1]) << 8;
+      const __m128i nibbles =
+          _mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(h)), _mm_set_epi32(12, 8, 4, 0));
+      const __m128i idx = _mm_or_si128(
+          Bytes4(b->qs + 4 * ib), _mm_slli_epi32(_mm_and_si128(nibbles, _mm_set1_epi32(7)), 8));
+      // byte l of the 4: -1 where bit 3 of nibble l is set, else +1; then each to its 8 bytes
+      const uint32_t neg = ((h >> 3) & 0x1) * 0xFEu | ((h >> 7) & 0x1) * 0xFE00u |
+                           ((h >> 11) & 0x1) * 0xFE0000u | ((h >> 15) & 0x1) * 0xFE000000u;
+      const __m256i delta = _mm256_shuffle_epi8(
+          _mm256_set1_epi32(static_cast<int>(0x01010101u + neg)),
+          _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+      r.v[ib] = ShiftIQ1(Gather4(in::kIQ1SGrid, idx), delta);
+    }
+  }
+}
+
+// S_b of iquant_blocks.h for a decoded block and a Q8_K block.
+[[gnu::always_inline]] inline int32_t IQDot(const IQRegs& w, const BlockQ8_K& x) {
+#if defined(__AVX512BW__)
+  // Word k of chunk c (64 weights: 32 words of pairs) takes group 4c + k / 8 of the 16 scales,
+  // which are in both 128-bit lanes of s2 (vpshufb stays in its lane).
+  const __m256i s2 = _mm256_broadcastsi128_si256(w.s);
+  const __m256i lane_groups =
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+  __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(w.v[2 * c]), w.v[2 * c + 1], 1);
+    const __m512i xv = _mm512_loadu_si512(x.qs + 64 * c);
+    const __m512i xs = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(v), _mm512_setzero_si512(), xv);
+    const __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(v), xs);
+    const __m512i sc = _mm512_cvtepu8_epi16(
+        _mm256_shuffle_epi8(s2, _mm256_add_epi8(lane_groups, _mm256_set1_epi8(4 * c))));
+#if defined(__AVX512VNNI__)
+    acc = _mm512_dpwssd_epi32(acc, p, sc);
+#else
+    acc = _mm512_add_epi32(acc, _mm512_madd_epi16(p, sc));
+#endif
+  }
+  return _mm512_reduce_add_epi32(acc);
+#else
+  const __m128i halves = _mm_set_epi64x(0x0101010101010101, 0);
+  __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c));
+    const __m256i p =
+        _mm256_maddubs_epi16(_mm256_sign_epi8(w.v[c], w.v[c]), _mm256_sign_epi8(xv, w.v[c]));
+    // word k of chunk c (32 weights): group 2c + k / 8
+    const __m256i sc = _mm256_cvtepu8_epi16(
+        _mm_shuffle_epi8(w.s, _mm_add_epi8(halves, _mm_set1_epi8(static_cast<char>(2 * c)))));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+  }
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xB1)));
+#endif
+}
+
+// Tiles of up to MR activation rows x 1 weight row: each weight block decoded once per tile.
+template <DType kType, class W, int MR>
+struct IQMicro {
+  using XBlock = BlockQ8_K;
+  using WBlock = W;
+  static constexpr int kBlock = ::llm::kQK_K;
+  static constexpr int kMR = MR;
+  static constexpr int kNR = 1;
+
+  template <int TMR, int TNR>
+  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    static_assert(TNR == 1);
+    float acc[TMR] = {};
+    for (int b = 0; b < nb; ++b) {
+      PrefetchWeights(&w[b]);
+      IQRegs r;
+      DecodeIQRegs<kType>(&w[b], r);
+      for (int i = 0; i < TMR; ++i) {
+        const BlockQ8_K& xb = x[i * ldx + b];
+        const auto s = static_cast<float>(IQDot(r, xb));
+        acc[i] =
+            _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(r.f * xb.d), _mm_set_ss(s), _mm_set_ss(acc[i])));
+      }
+    }
+    for (int i = 0; i < TMR; ++i) y[i * ldy] = bias != nullptr ? acc[i] + bias[0] : acc[i];
+  }
+};
+
+// The grid i-quants' panels in a kernel table, with tiles of MR x 1.
+template <int MR>
+void AddIQuantKernels(::llm::kernels::internal::QuantMatmulKernels& k) {
+  using ::llm::kernels::internal::MatmulBlockPanel;
+  namespace in = ::llm::kernels::internal;
+  k.fn[static_cast<int>(DType::kIQ2_XXS)] =
+      MatmulBlockPanel<IQMicro<DType::kIQ2_XXS, in::BlockIQ2_XXS, MR>>;
+  k.fn[static_cast<int>(DType::kIQ2_XS)] =
+      MatmulBlockPanel<IQMicro<DType::kIQ2_XS, in::BlockIQ2_XS, MR>>;
+  k.fn[static_cast<int>(DType::kIQ2_S)] =
+      MatmulBlockPanel<IQMicro<DType::kIQ2_S, in::BlockIQ2_S, MR>>;
+  k.fn[static_cast<int>(DType::kIQ3_XXS)] =
+      MatmulBlockPanel<IQMicro<DType::kIQ3_XXS, in::BlockIQ3_XXS, MR>>;
+  k.fn[static_cast<int>(DType::kIQ3_S)] =
+      MatmulBlockPanel<IQMicro<DType::kIQ3_S, in::BlockIQ3_S, MR>>;
+  k.fn[static_cast<int>(DType::kIQ1_S)] =
+      MatmulBlockPanel<IQMicro<DType::kIQ1_S, in::BlockIQ1_S, MR>>;
+  k.fn[static_cast<int>(DType::kIQ1_M)] =
+      MatmulBlockPanel<IQMicro<DType::kIQ1_M, in::BlockIQ1_M, MR>>;
+}
+
+}  // namespace qx
