@@ -9,12 +9,14 @@
 // +-1/8 shift times 8), s[g] the odd scale of group g of 16 (2 ls + 1 <= 31, equal for the two
 // groups of a 32-weight sub-block where the format has one scale per 32) and f = d times a power
 // of two (d / 8: IQ2, IQ1; d / 4: IQ3_XXS; d: IQ3_S). So the dot product with a Q8_K activation
-// block x is, in every ISA, one exact integer and one fma per block:
-//   S_b = sum over g of s[g] * (sum over e in group g of v[e] * x.qs[e])  (exact int32:
-//         |S_b| <= 256 * 62 * 127 * 31 < 2^26)
-//   acc = fma(f_b * x_b.d, float(S_b), acc), blocks b in order on one chain from 0,
-// and y = acc (+ bias last). The SIMD kernels take |v| and move its sign onto x (|x| <= 127
-// in Q8_K, so -x fits): maddubs(|v|, +-x) sums pairs within 2 * 62 * 127, no saturation.
+// block x is, in every ISA, 8 exact integers and 8 fmas per block, lane l taking the elements e
+// with (e % 32) / 4 == l (an int32 lane of a SIMD register of 32 or 64 of them):
+//   L_l = sum over those e of s[e / 16] * v[e] * x.qs[e]  (exact int32, exact in float:
+//         |L_l| <= 32 * 62 * 127 * 31 < 2^23)
+//   acc_l = fma(f_b * x_b.d, float(L_l), acc_l), blocks b in order, from 0,
+// and y = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) (+ bias last). The SIMD kernels
+// take |v| and move its sign onto x (|x| <= 127 in Q8_K, so -x fits): maddubs(|v|, +-x) sums
+// pairs within 2 * 62 * 127, no saturation.
 #pragma once
 
 #include <cstdint>
@@ -93,15 +95,10 @@ void DecodeIQ(DType t, const void* block, DecodedIQ* out);
 // ggml's dequantize_row_iq* of one block (its float operations, in its order) into y[0..255].
 void DequantizeIQ(DType t, const void* block, float* y);
 
-// The exact integer S_b of a decoded block with a Q8_K block (the scalar reference).
-inline int32_t IQBlockDot(const DecodedIQ& w, const BlockQ8_K& x) {
-  int32_t sum = 0;
-  for (int g = 0; g < 16; ++g) {
-    int32_t s = 0;
-    for (int e = 16 * g; e < 16 * g + 16; ++e) s += int32_t{w.v[e]} * x.qs[e];
-    sum += w.s[g] * s;
-  }
-  return sum;
+// The 8 exact lane sums L_l of a decoded block with a Q8_K block (the scalar reference).
+inline void IQLaneSums(const DecodedIQ& w, const BlockQ8_K& x, int32_t* lanes) {
+  for (int l = 0; l < 8; ++l) lanes[l] = 0;
+  for (int e = 0; e < kQK_K; ++e) lanes[(e % 32) / 4] += w.s[e / 16] * (int32_t{w.v[e]} * x.qs[e]);
 }
 
 }  // namespace llm::kernels::internal

@@ -3,10 +3,11 @@
 //
 // A weight block is decoded once into registers (IQRegs: DecodeIQ's 256 signed values, 32 per
 // register, gathered from the grid 4 or 8 entries at a time, and its 16 group scales) and its
-// exact integer dot product S_b taken with each of the tile's MR activation rows: |v| times x
+// exact integer lane sums L_l taken with each of the tile's MR activation rows: |v| times x
 // with v's sign (maddubs, pairs within 2 * 62 * 127), times the group scales (madd, or vpdpwssd
-// with VNNI), summed. Integer sums are exact, and the float steps are the scalar set's (one fma
-// per block on one chain), so every ISA gives the scalar bits.
+// with VNNI), summed per lane. Integer sums are exact, and the float steps are the scalar set's
+// (a conversion and an fma per block and lane, the lanes summed at the end), so every ISA gives
+// the scalar bits.
 #pragma once
 
 // The including TU includes kernels/cpu/iquant_blocks.h first (outside its anonymous namespace).
@@ -38,16 +39,6 @@ inline __m256i ApplySigns(__m256i g, uint32_t bits) {
   return _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
 #endif
 }
-// The 4 sign bytes of 4 7-bit sign indices (bits 7l .. 7l + 6 of `aux`): index l in byte l,
-// its parity as bit 7 (ggml's ksigns_iq2xs).
-inline uint32_t SignsOf4(uint32_t aux) {
-  const uint32_t b = (aux & 0x7Fu) | ((aux << 1) & 0x7F00u) | ((aux << 2) & 0x7F0000u) |
-                     ((aux << 3) & 0x7F000000u);
-  uint32_t p = b ^ (b >> 4);  // bit 0 of each byte ends as the parity of its 7 bits
-  p ^= p >> 2;
-  p ^= p >> 1;
-  return b | (p & 0x01010101u) << 7;
-}
 inline uint32_t Load32U(const void* p) {
   uint32_t u;
   std::memcpy(&u, p, 4);
@@ -58,17 +49,64 @@ inline uint64_t Load64U(const void* p) {
   std::memcpy(&u, p, 8);
   return u;
 }
-// 4 uint64 grid entries (32 bytes) at the 4 int32 indices.
+// 4 uint64 grid entries (32 bytes) at the 4 int32 indices: scalar loads, a little faster than
+// vpgatherdq on AMD Zen 4 (kernel_bench gemv, 1 thread, 4 Dec 2026).
 inline __m256i Gather4(const uint64_t* grid, __m128i idx) {
-  return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(grid), idx, 8);
+  alignas(16) uint32_t i[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(i), idx);
+  return _mm256_set_epi64x(static_cast<int64_t>(grid[i[3]]), static_cast<int64_t>(grid[i[2]]),
+                           static_cast<int64_t>(grid[i[1]]), static_cast<int64_t>(grid[i[0]]));
 }
-// 8 uint32 grid entries (32 bytes) at the 8 int32 indices.
+// 8 uint32 grid entries (32 bytes) at the 8 int32 indices (likewise: IQ3_S 2.2-3.0 GB/s against
+// 1.9-2.8 with vpgatherdd).
 inline __m256i Gather8(const uint32_t* grid, __m256i idx) {
-  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), idx, 4);
+  alignas(32) uint32_t i[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(i), idx);
+  return _mm256_set_epi32(static_cast<int>(grid[i[7]]), static_cast<int>(grid[i[6]]),
+                          static_cast<int>(grid[i[5]]), static_cast<int>(grid[i[4]]),
+                          static_cast<int>(grid[i[3]]), static_cast<int>(grid[i[2]]),
+                          static_cast<int>(grid[i[1]]), static_cast<int>(grid[i[0]]));
+}
+// The grid entries at 4 (uint64_t grids) or 8 (uint32_t) indices read from memory (bytes or
+// uint16, masked): no vector round trip where the file holds the indices as they are.
+template <class I>
+inline __m256i Grid4At(const uint64_t* grid, const I* i, unsigned mask = ~0u) {
+  return _mm256_set_epi64x(
+      static_cast<int64_t>(grid[i[3] & mask]), static_cast<int64_t>(grid[i[2] & mask]),
+      static_cast<int64_t>(grid[i[1] & mask]), static_cast<int64_t>(grid[i[0] & mask]));
+}
+template <class I>
+inline __m256i Grid8At(const uint32_t* grid, const I* i) {
+  return _mm256_set_epi32(static_cast<int>(grid[i[7]]), static_cast<int>(grid[i[6]]),
+                          static_cast<int>(grid[i[5]]), static_cast<int>(grid[i[4]]),
+                          static_cast<int>(grid[i[3]]), static_cast<int>(grid[i[2]]),
+                          static_cast<int>(grid[i[1]]), static_cast<int>(grid[i[0]]));
 }
 // 4 bytes as 4 int32 lanes.
 inline __m128i Bytes4(const uint8_t* p) {
   return _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(Load32U(p))));
+}
+// Bytes of 7-bit sign indices (bit 7 clear) as ggml's sign bytes: the index and, as bit 7, its
+// parity. 16-bit shifts: a byte's bits 0..3 only ever meet its own bits on the way to bit 0.
+inline __m256i SignBytesOf7(__m256i b) {
+  __m256i p = _mm256_xor_si256(b, _mm256_srli_epi16(b, 4));
+  p = _mm256_xor_si256(p, _mm256_srli_epi16(p, 2));
+  p = _mm256_xor_si256(p, _mm256_srli_epi16(p, 1));
+  return _mm256_or_si256(b, _mm256_slli_epi16(_mm256_and_si256(p, _mm256_set1_epi8(1)), 7));
+}
+// 8 uint32 each holding 4 7-bit sign indices (bits 7l ..) as 8 x 4 sign bytes.
+inline __m256i SignBytesOfFields(__m256i aux) {
+  const __m256i f = _mm256_or_si256(
+      _mm256_or_si256(_mm256_and_si256(aux, _mm256_set1_epi32(0x7F)),
+                      _mm256_and_si256(_mm256_slli_epi32(aux, 1), _mm256_set1_epi32(0x7F00))),
+      _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(aux, 2), _mm256_set1_epi32(0x7F0000)),
+                      _mm256_and_si256(_mm256_slli_epi32(aux, 3), _mm256_set1_epi32(0x7F000000))));
+  return SignBytesOf7(f);
+}
+// Bytes 0..7: the 8 int32 lanes (each < 256).
+inline __m128i Bytes8Of(__m256i v) {
+  const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  return _mm_packus_epi16(w, w);
 }
 // IQ1: grid bytes g (-1, 0, 1) as 8 g + delta, delta +-1 per byte in `delta`.
 inline __m256i ShiftIQ1(__m256i g, __m256i delta) {
@@ -84,70 +122,93 @@ inline __m128i Nibbles8(const uint8_t* p) {
   const __m128i b = _mm_cvtsi32_si128(static_cast<int>(Load32U(p)));
   return _mm_and_si128(_mm_unpacklo_epi8(b, _mm_srli_epi16(b, 4)), _mm_set1_epi8(15));
 }
-// Bytes 0..7: the top 4 bits (>> 28) of 8 uint32 at p, stride `stride` bytes.
-inline __m128i TopNibbles8(const uint8_t* p, int stride) {
-  uint64_t ls = 0;
-  for (int i = 0; i < 8; ++i) ls |= static_cast<uint64_t>(Load32U(p + stride * i) >> 28) << (8 * i);
-  return _mm_cvtsi64_si128(static_cast<int64_t>(ls));
-}
-
 // DecodeIQ (iquant_blocks.cc) of format kType in registers: the same integers.
 template <DType kType>
 [[gnu::always_inline]] inline void DecodeIQRegs(const void* block, IQRegs& r) {
   namespace in = ::llm::kernels::internal;
-  if constexpr (kType == DType::kIQ2_XXS) {
-    const auto* b = static_cast<const in::BlockIQ2_XXS*>(block);
-    r.f = ::llm::F16ToF32(b->d) * 0.125f;
+  // The sign bytes of the whole block at once where they come from 7-bit indices (IQ2_XXS,
+  // IQ2_XS, IQ3_XXS), then 4 per sub-block from L1.
+  alignas(32) uint32_t signs[8];
+  if constexpr (kType == DType::kIQ2_XXS || kType == DType::kIQ3_XXS) {
+    constexpr bool kIQ2 = kType == DType::kIQ2_XXS;
+    using B = std::conditional_t<kIQ2, in::BlockIQ2_XXS, in::BlockIQ3_XXS>;
+    const auto* b = static_cast<const B*>(block);
     const auto* qs = reinterpret_cast<const uint8_t*>(b->qs);
-    r.s = SubBlockScales(TopNibbles8(qs + 4, 8));
+    r.f = _cvtsh_ss(b->d) * (kIQ2 ? 0.125f : 0.25f);
+    // per sub-block a uint32 of 4 sign indices and the scale: IQ2_XXS's after each 4 grid
+    // indices, IQ3_XXS's after all 64
+    __m256i aux;
+    if constexpr (kIQ2) {
+      const __m256i odd = _mm256_set_epi32(7, 5, 3, 1, 7, 5, 3, 1);
+      aux = _mm256_blend_epi32(
+          _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
+                                      odd),
+          _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32)),
+                                      odd),
+          0xF0);
+    } else {
+      aux = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 64));
+    }
+    r.s = SubBlockScales(Bytes8Of(_mm256_srli_epi32(aux, 28)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(signs), SignBytesOfFields(aux));
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
-      const __m256i g = Gather4(in::kIQ2XXSGrid, Bytes4(qs + 8 * ib));
-      r.v[ib] = ApplySigns(g, SignsOf4(Load32U(qs + 8 * ib + 4)));
+      __m256i g;
+      if constexpr (kIQ2) {
+        g = Grid4At(in::kIQ2XXSGrid, qs + 8 * ib);
+      } else {
+        g = Grid8At(in::kIQ3XXSGrid, qs + 8 * ib);
+      }
+      r.v[ib] = ApplySigns(g, signs[ib]);
     }
   } else if constexpr (kType == DType::kIQ2_XS || kType == DType::kIQ2_S) {
     constexpr bool kXS = kType == DType::kIQ2_XS;
     using B = std::conditional_t<kXS, in::BlockIQ2_XS, in::BlockIQ2_S>;
     const auto* b = static_cast<const B*>(block);
-    r.f = ::llm::F16ToF32(b->d) * 0.125f;
+    r.f = _cvtsh_ss(b->d) * 0.125f;
     const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->scales));
     const __m128i nib =
         _mm_and_si128(_mm_unpacklo_epi8(sc, _mm_srli_epi16(sc, 4)), _mm_set1_epi8(15));
     r.s = _mm_add_epi8(_mm_add_epi8(nib, nib), _mm_set1_epi8(1));
+    if constexpr (kXS) {  // the 7-bit sign index atop each uint16, as 32 bytes in order
+      const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs));
+      const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 16));
+      const __m256i bytes = _mm256_permute4x64_epi64(
+          _mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), 0xD8);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(signs), SignBytesOf7(bytes));
+    }
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
-      __m128i idx;
-      uint32_t signs;
       if constexpr (kXS) {
-        const uint64_t q = Load64U(b->qs + 4 * ib);
-        idx = _mm_and_si128(_mm_cvtepu16_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(q))),
-                            _mm_set1_epi32(511));
-        // the 7-bit sign index above each 9-bit grid index, to bits 7l
-        signs = SignsOf4(static_cast<uint32_t>(((q >> 9) & 0x7F) | ((q >> 18) & 0x3F80) |
-                                               ((q >> 27) & 0x1FC000) | ((q >> 36) & 0xFE00000)));
+        r.v[ib] = ApplySigns(Grid4At(in::kIQ2XSGrid, b->qs + 4 * ib, 511), signs[ib]);
       } else {
         const __m128i high =
             _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(b->qh[ib]), _mm_set_epi32(6, 4, 2, 0)),
                           _mm_set1_epi32(3));
-        idx = _mm_or_si128(Bytes4(b->qs + 4 * ib), _mm_slli_epi32(high, 8));
-        signs = Load32U(b->qs + 32 + 4 * ib);
+        const __m128i idx = _mm_or_si128(Bytes4(b->qs + 4 * ib), _mm_slli_epi32(high, 8));
+        r.v[ib] = ApplySigns(Gather4(in::kIQ2SGrid, idx), Load32U(b->qs + 32 + 4 * ib));
       }
-      r.v[ib] = ApplySigns(Gather4(kXS ? in::kIQ2XSGrid : in::kIQ2SGrid, idx), signs);
-    }
-  } else if constexpr (kType == DType::kIQ3_XXS) {
-    const auto* b = static_cast<const in::BlockIQ3_XXS*>(block);
-    r.f = ::llm::F16ToF32(b->d) * 0.25f;
-    r.s = SubBlockScales(TopNibbles8(b->qs + 64, 4));
-#pragma GCC unroll 8
-    for (int ib = 0; ib < 8; ++ib) {
-      const __m256i idx =
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + 8 * ib)));
-      r.v[ib] = ApplySigns(Gather8(in::kIQ3XXSGrid, idx), SignsOf4(Load32U(b->qs + 64 + 4 * ib)));
     }
   } else if constexpr (kType == DType::kIQ3_S) {
     const auto* b = static_cast<const in::BlockIQ3_S*>(block);
-    r.f = ::llm::F16ToF32(b->d);
+    r.f = _cvtsh_ss(b->d);
     r.s = SubBlockScales(Nibbles8(b->scales));
+#if defined(__AVX512BW__)
+    // the 64 9-bit indices at once: bit k of the 64 bits of qh is index k's high bit
+    alignas(64) uint16_t idx[64];
+    const __m512i q = _mm512_loadu_si512(b->qs);
+    const uint64_t qh = Load64U(b->qh);
+    const __m512i high = _mm512_set1_epi16(256);
+    const __m512i lo = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q));
+    const __m512i hi = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q, 1));
+    _mm512_store_si512(idx, _mm512_mask_add_epi16(lo, static_cast<__mmask32>(qh), lo, high));
+    _mm512_store_si512(idx + 32,
+                       _mm512_mask_add_epi16(hi, static_cast<__mmask32>(qh >> 32), hi, high));
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) {
+      r.v[ib] = ApplySigns(Grid8At(in::kIQ3SGrid, idx + 8 * ib), Load32U(b->signs + 4 * ib));
+    }
+#else
     const __m256i shifts = _mm256_set_epi32(1, 2, 3, 4, 5, 6, 7, 8);  // bit j to bit 8
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
@@ -158,9 +219,10 @@ template <DType kType>
       r.v[ib] = ApplySigns(Gather8(in::kIQ3SGrid, _mm256_or_si256(low, high)),
                            Load32U(b->signs + 4 * ib));
     }
+#endif
   } else if constexpr (kType == DType::kIQ1_S) {
     const auto* b = static_cast<const in::BlockIQ1_S*>(block);
-    r.f = ::llm::F16ToF32(b->d) * 0.125f;
+    r.f = _cvtsh_ss(b->d) * 0.125f;
     const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qh));
     const __m128i ls = _mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7));
     r.s = SubBlockScales(_mm_packus_epi16(ls, ls));
@@ -180,7 +242,7 @@ template <DType kType>
     // d's 4 nibbles atop the 4 uint16 words
     const auto d16 = static_cast<uint16_t>(((sc >> 12) & 0xF) | ((sc >> 24) & 0xF0) |
                                            ((sc >> 36) & 0xF00) | ((sc >> 48) & 0xF000));
-    r.f = ::llm::F16ToF32(d16) * 0.125f;
+    r.f = _cvtsh_ss(d16) * 0.125f;
     // group g's 3 bits at bit 3 (g % 4) of word g / 4
     uint64_t ls = 0;
     for (int g = 0; g < 16; g += 2) {
@@ -212,11 +274,12 @@ template <DType kType>
   }
 }
 
-// S_b of iquant_blocks.h for a decoded block and a Q8_K block.
-[[gnu::always_inline]] inline int32_t IQDot(const IQRegs& w, const BlockQ8_K& x) {
+// The 8 lane sums L_l of iquant_blocks.h for a decoded block and a Q8_K block, exact.
+[[gnu::always_inline]] inline __m256i IQLaneSums(const IQRegs& w, const BlockQ8_K& x) {
 #if defined(__AVX512BW__)
   // Word k of chunk c (64 weights: 32 words of pairs) takes group 4c + k / 8 of the 16 scales,
-  // which are in both 128-bit lanes of s2 (vpshufb stays in its lane).
+  // which are in both 128-bit lanes of s2 (vpshufb stays in its lane). Int32 lane q of a chunk
+  // holds its elements 4q .. 4q + 3, so lanes q and q + 8 fold into canonical lane q.
   const __m256i s2 = _mm256_broadcastsi128_si256(w.s);
   const __m256i lane_groups =
       _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
@@ -235,8 +298,9 @@ template <DType kType>
     acc = _mm512_add_epi32(acc, _mm512_madd_epi16(p, sc));
 #endif
   }
-  return _mm512_reduce_add_epi32(acc);
+  return _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
 #else
+  // int32 lane q of chunk c (32 weights) holds its elements 4q .. 4q + 3
   const __m128i halves = _mm_set_epi64x(0x0101010101010101, 0);
   __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -244,14 +308,12 @@ template <DType kType>
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c));
     const __m256i p =
         _mm256_maddubs_epi16(_mm256_sign_epi8(w.v[c], w.v[c]), _mm256_sign_epi8(xv, w.v[c]));
-    // word k of chunk c (32 weights): group 2c + k / 8
+    // word k of chunk c: group 2c + k / 8
     const __m256i sc = _mm256_cvtepu8_epi16(
         _mm_shuffle_epi8(w.s, _mm_add_epi8(halves, _mm_set1_epi8(static_cast<char>(2 * c)))));
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
   }
-  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-  const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xB1)));
+  return acc;
 #endif
 }
 
@@ -268,19 +330,24 @@ struct IQMicro {
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t, int nb,
                    const float* bias, float* y, int64_t ldy) {
     static_assert(TNR == 1);
-    float acc[TMR] = {};
+    __m256 acc[TMR];
+    for (int i = 0; i < TMR; ++i) acc[i] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
       PrefetchWeights(&w[b]);
       IQRegs r;
       DecodeIQRegs<kType>(&w[b], r);
       for (int i = 0; i < TMR; ++i) {
         const BlockQ8_K& xb = x[i * ldx + b];
-        const auto s = static_cast<float>(IQDot(r, xb));
-        acc[i] =
-            _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(r.f * xb.d), _mm_set_ss(s), _mm_set_ss(acc[i])));
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(r.f * xb.d), _mm256_cvtepi32_ps(IQLaneSums(r, xb)),
+                                 acc[i]);
       }
     }
-    for (int i = 0; i < TMR; ++i) y[i * ldy] = bias != nullptr ? acc[i] + bias[0] : acc[i];
+    for (int i = 0; i < TMR; ++i) {
+      alignas(32) float a[8];
+      _mm256_store_ps(a, acc[i]);
+      const float sum = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+      y[i * ldy] = bias != nullptr ? sum + bias[0] : sum;
+    }
   }
 };
 

@@ -59,7 +59,7 @@ struct KScalar {
   }
 };
 
-// The grid i-quants: one exact integer and one fma per block, one chain (iquant_blocks.h).
+// The grid i-quants: 8 exact lane sums and 8 fmas per block (iquant_blocks.h).
 template <DType kType, class W>
 struct IQScalar {
   using XBlock = BlockQ8_K;
@@ -71,21 +71,26 @@ struct IQScalar {
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
                    const float* bias, float* y, int64_t ldy) {
-    float acc[MR][NR] = {};
+    float acc[MR][NR][8] = {};
     for (int b = 0; b < nb; ++b) {
       DecodedIQ dw[NR];
       for (int j = 0; j < NR; ++j) DecodeIQ(kType, &w[j * ldw + b], &dw[j]);
       for (int i = 0; i < MR; ++i) {
         const BlockQ8_K& xb = x[i * ldx + b];
         for (int j = 0; j < NR; ++j) {
-          acc[i][j] =
-              std::fma(dw[j].f * xb.d, static_cast<float>(IQBlockDot(dw[j], xb)), acc[i][j]);
+          int32_t lanes[8];
+          IQLaneSums(dw[j], xb, lanes);
+          for (int l = 0; l < 8; ++l) {
+            acc[i][j][l] = std::fma(dw[j].f * xb.d, static_cast<float>(lanes[l]), acc[i][j][l]);
+          }
         }
       }
     }
     for (int i = 0; i < MR; ++i) {
-      for (int j = 0; j < NR; ++j)
-        y[i * ldy + j] = bias != nullptr ? acc[i][j] + bias[j] : acc[i][j];
+      for (int j = 0; j < NR; ++j) {
+        const float s = Reduce(acc[i][j]);
+        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+      }
     }
   }
 };
