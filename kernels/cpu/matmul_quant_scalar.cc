@@ -30,9 +30,29 @@ void KLanes(const DecodedK& w, const BlockQ8_K& x, float* acc) {
   }
 }
 
-// The K-quants: 8 lanes per block (quant_blocks.h).
-template <DType kType, class W>
-struct KScalar {
+// The grid i-quants' 8 lanes of a block (iquant_blocks.h).
+void IQLanes(const DecodedIQ& w, const BlockQ8_K& x, float* acc) {
+  int32_t lanes[8];
+  IQLaneSums(w, x, lanes);
+  for (int l = 0; l < 8; ++l) acc[l] = std::fma(w.f * x.d, static_cast<float>(lanes[l]), acc[l]);
+}
+void DecodeBlock(DType t, const void* block, DecodedK* out) {
+  DecodeK(t, block, out);
+}
+void DecodeBlock(DType t, const void* block, DecodedIQ* out) {
+  DecodeIQ(t, block, out);
+}
+void Lanes(const DecodedK& w, const BlockQ8_K& x, float* acc) {
+  KLanes(w, x, acc);
+}
+void Lanes(const DecodedIQ& w, const BlockQ8_K& x, float* acc) {
+  IQLanes(w, x, acc);
+}
+
+// The K-quants (Decoded: DecodedK) and the grid i-quants (DecodedIQ): 8 lanes per block on Q8_K
+// activations (quant_blocks.h, iquant_blocks.h), summed by one tree at the end.
+template <DType kType, class W, class Decoded>
+struct LanesScalar {
   using XBlock = BlockQ8_K;
   using WBlock = W;
   static constexpr int kBlock = kQK_K;
@@ -44,10 +64,10 @@ struct KScalar {
                    const float* bias, float* y, int64_t ldy) {
     float acc[MR][NR][8] = {};
     for (int b = 0; b < nb; ++b) {
-      DecodedK dw[NR];
-      for (int j = 0; j < NR; ++j) DecodeK(kType, &w[j * ldw + b], &dw[j]);
+      Decoded dw[NR];
+      for (int j = 0; j < NR; ++j) DecodeBlock(kType, &w[j * ldw + b], &dw[j]);
       for (int i = 0; i < MR; ++i) {
-        for (int j = 0; j < NR; ++j) KLanes(dw[j], x[i * ldx + b], acc[i][j]);
+        for (int j = 0; j < NR; ++j) Lanes(dw[j], x[i * ldx + b], acc[i][j]);
       }
     }
     for (int i = 0; i < MR; ++i) {
@@ -58,42 +78,10 @@ struct KScalar {
     }
   }
 };
-
-// The grid i-quants: 8 exact lane sums and 8 fmas per block (iquant_blocks.h).
 template <DType kType, class W>
-struct IQScalar {
-  using XBlock = BlockQ8_K;
-  using WBlock = W;
-  static constexpr int kBlock = kQK_K;
-  static constexpr int kMR = 2;
-  static constexpr int kNR = 2;
-
-  template <int MR, int NR>
-  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
-                   const float* bias, float* y, int64_t ldy) {
-    float acc[MR][NR][8] = {};
-    for (int b = 0; b < nb; ++b) {
-      DecodedIQ dw[NR];
-      for (int j = 0; j < NR; ++j) DecodeIQ(kType, &w[j * ldw + b], &dw[j]);
-      for (int i = 0; i < MR; ++i) {
-        const BlockQ8_K& xb = x[i * ldx + b];
-        for (int j = 0; j < NR; ++j) {
-          int32_t lanes[8];
-          IQLaneSums(dw[j], xb, lanes);
-          for (int l = 0; l < 8; ++l) {
-            acc[i][j][l] = std::fma(dw[j].f * xb.d, static_cast<float>(lanes[l]), acc[i][j][l]);
-          }
-        }
-      }
-    }
-    for (int i = 0; i < MR; ++i) {
-      for (int j = 0; j < NR; ++j) {
-        const float s = Reduce(acc[i][j]);
-        y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
-      }
-    }
-  }
-};
+using KScalar = LanesScalar<kType, W, DecodedK>;
+template <DType kType, class W>
+using IQScalar = LanesScalar<kType, W, DecodedIQ>;
 
 // The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): one lane and chain per block,
 // b % 16. IQ4_XS likewise per 32-weight sub-block (b: the sub-block's index in the row), its
