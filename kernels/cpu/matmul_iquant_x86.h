@@ -122,6 +122,32 @@ inline __m128i Nibbles8(const uint8_t* p) {
   const __m128i b = _mm_cvtsi32_si128(static_cast<int>(Load32U(p)));
   return _mm_and_si128(_mm_unpacklo_epi8(b, _mm_srli_epi16(b, 4)), _mm_set1_epi8(15));
 }
+#if defined(__AVX512BW__)
+// The 32 grid indices of a block at once: idx[k] = low[k] | ((words[k / kPer] >> (kBits * (k %
+// kPer))) & kMask) << 8, with `words` the block's uint16 words of high bits in its low lanes.
+template <int kPer, int kBits, int kMask>
+inline void BlockIndices(const uint8_t* low, __m512i words, uint16_t* idx) {
+  struct Tables {
+    uint16_t which[32], shift[32];
+  };
+  static constexpr Tables kT = [] {
+    Tables t{};
+    for (int k = 0; k < 32; ++k) {
+      t.which[k] = static_cast<uint16_t>(k / kPer);
+      t.shift[k] = static_cast<uint16_t>(kBits * (k % kPer));
+    }
+    return t;
+  }();
+  const __m512i h = _mm512_permutexvar_epi16(_mm512_loadu_si512(kT.which), words);
+  const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(h, _mm512_loadu_si512(kT.shift)),
+                                        _mm512_set1_epi16(kMask));
+  _mm512_store_si512(
+      idx, _mm512_or_si512(
+               _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low))),
+               _mm512_slli_epi16(high, 8)));
+}
+#endif
+
 // DecodeIQ (iquant_blocks.cc) of format kType in registers: the same integers.
 template <DType kType>
 [[gnu::always_inline]] inline void DecodeIQRegs(const void* block, IQRegs& r) {
@@ -177,16 +203,29 @@ template <DType kType>
           _mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), 0xD8);
       _mm256_store_si256(reinterpret_cast<__m256i*>(signs), SignBytesOf7(bytes));
     }
+#if defined(__AVX512BW__)
+    [[maybe_unused]] alignas(64) uint16_t idx[32];
+    if constexpr (!kXS) {  // index k's 2 high bits: bits 2 (k % 4) of qh[k / 4]
+      BlockIndices<4, 2, 3>(b->qs,
+                            _mm512_castsi128_si512(_mm_cvtepu8_epi16(
+                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qh)))),
+                            idx);
+    }
+#endif
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
       if constexpr (kXS) {
         r.v[ib] = ApplySigns(Grid4At(in::kIQ2XSGrid, b->qs + 4 * ib, 511), signs[ib]);
       } else {
+#if defined(__AVX512BW__)
+        r.v[ib] = ApplySigns(Grid4At(in::kIQ2SGrid, idx + 4 * ib), Load32U(b->qs + 32 + 4 * ib));
+#else
         const __m128i high =
             _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(b->qh[ib]), _mm_set_epi32(6, 4, 2, 0)),
                           _mm_set1_epi32(3));
-        const __m128i idx = _mm_or_si128(Bytes4(b->qs + 4 * ib), _mm_slli_epi32(high, 8));
-        r.v[ib] = ApplySigns(Gather4(in::kIQ2SGrid, idx), Load32U(b->qs + 32 + 4 * ib));
+        const __m128i at = _mm_or_si128(Bytes4(b->qs + 4 * ib), _mm_slli_epi32(high, 8));
+        r.v[ib] = ApplySigns(Gather4(in::kIQ2SGrid, at), Load32U(b->qs + 32 + 4 * ib));
+#endif
       }
     }
   } else if constexpr (kType == DType::kIQ3_S) {
@@ -226,13 +265,21 @@ template <DType kType>
     const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qh));
     const __m128i ls = _mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7));
     r.s = SubBlockScales(_mm_packus_epi16(ls, ls));
+#if defined(__AVX512BW__)
+    alignas(64) uint16_t idx[32];  // index k's 3 high bits: bits 3 (k % 4) of qh[k / 4]
+    BlockIndices<4, 3, 7>(b->qs, _mm512_castsi128_si512(qh), idx);
+#endif
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
       const int q = b->qh[ib];
+#if defined(__AVX512BW__)
+      const __m256i g = Grid4At(in::kIQ1SGrid, idx + 4 * ib);
+#else
       const __m128i high = _mm_and_si128(
           _mm_srlv_epi32(_mm_set1_epi32(q), _mm_set_epi32(9, 6, 3, 0)), _mm_set1_epi32(7));
       const __m256i g =
           Gather4(in::kIQ1SGrid, _mm_or_si128(Bytes4(b->qs + 4 * ib), _mm_slli_epi32(high, 8)));
+#endif
       r.v[ib] = ShiftIQ1(g, _mm256_set1_epi8((q & 0x8000) != 0 ? -1 : 1));
     }
   } else {
@@ -253,23 +300,36 @@ template <DType kType>
     const __m128i l16 =
         _mm_and_si128(_mm_unpacklo_epi8(nib, _mm_srli_epi16(nib, 4)), _mm_set1_epi8(15));
     r.s = _mm_add_epi8(_mm_add_epi8(l16, l16), _mm_set1_epi8(1));
+#if defined(__AVX512BW__)
+    alignas(64) uint16_t idx[32];  // index k's 3 high bits: nibble k % 2 of qh[k / 2]
+    BlockIndices<2, 4, 7>(b->qs,
+                          _mm512_castsi256_si512(_mm256_cvtepu8_epi16(
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qh)))),
+                          idx);
+#endif
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
       // group 4 ib + l: its index's high bits and shift sign in nibble l of qh[2ib] | qh[2ib+1] <<
       // 8
       const uint32_t h =
           static_cast<uint32_t>(b->qh[2 * ib]) | static_cast<uint32_t>(b->qh[2 * ib + 1]) << 8;
+#if defined(__AVX512BW__)
+      const __m256i g = Grid4At(in::kIQ1SGrid, idx + 4 * ib);
+#else
       const __m128i nibbles =
           _mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(h)), _mm_set_epi32(12, 8, 4, 0));
-      const __m128i idx = _mm_or_si128(
-          Bytes4(b->qs + 4 * ib), _mm_slli_epi32(_mm_and_si128(nibbles, _mm_set1_epi32(7)), 8));
+      const __m256i g =
+          Gather4(in::kIQ1SGrid,
+                  _mm_or_si128(Bytes4(b->qs + 4 * ib),
+                               _mm_slli_epi32(_mm_and_si128(nibbles, _mm_set1_epi32(7)), 8)));
+#endif
       // byte l of the 4: -1 where bit 3 of nibble l is set, else +1; then each to its 8 bytes
       const uint32_t neg = ((h >> 3) & 0x1) * 0xFEu | ((h >> 7) & 0x1) * 0xFE00u |
                            ((h >> 11) & 0x1) * 0xFE0000u | ((h >> 15) & 0x1) * 0xFE000000u;
       const __m256i delta = _mm256_shuffle_epi8(
           _mm256_set1_epi32(static_cast<int>(0x01010101u + neg)),
           _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-      r.v[ib] = ShiftIQ1(Gather4(in::kIQ1SGrid, idx), delta);
+      r.v[ib] = ShiftIQ1(g, delta);
     }
   }
 }
