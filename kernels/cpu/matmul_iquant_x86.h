@@ -22,20 +22,12 @@ struct IQRegs {
   float f;
 };
 
-// 0xFF in byte j of 32 where bit j of `bits` is set.
-inline __m256i SignBytes(uint32_t bits) {
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-}
 // Magnitudes g (none 0) with the sign bits applied: -g in byte j where bit j is set.
 inline __m256i ApplySigns(__m256i g, uint32_t bits) {
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
   return _mm256_mask_sub_epi8(g, static_cast<__mmask32>(bits), _mm256_setzero_si256(), g);
 #else
-  const __m256i m = SignBytes(bits);
+  const __m256i m = BitBytes(bits);  // matmul_quant_x86.h
   return _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
 #endif
 }
@@ -112,15 +104,17 @@ inline __m128i Bytes8Of(__m256i v) {
 inline __m256i ShiftIQ1(__m256i g, __m256i delta) {
   return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8(-8)), delta);
 }
-// Scales 2 ls + 1 of 8 ls (bytes 0..7), each for the two groups of its sub-block.
-inline __m128i SubBlockScales(__m128i ls8) {
-  const __m128i s = _mm_add_epi8(_mm_add_epi8(ls8, ls8), _mm_set1_epi8(1));
-  return _mm_unpacklo_epi8(s, s);
+// The 4-bit fields of bytes 0..7 (low nibble first) as bytes 0..15.
+inline __m128i NibbleBytes(__m128i bytes8) {
+  return _mm_and_si128(_mm_unpacklo_epi8(bytes8, _mm_srli_epi16(bytes8, 4)), _mm_set1_epi8(15));
 }
-// 8 4-bit fields (low nibble first) of 4 bytes, as bytes.
-inline __m128i Nibbles8(const uint8_t* p) {
-  const __m128i b = _mm_cvtsi32_si128(static_cast<int>(Load32U(p)));
-  return _mm_and_si128(_mm_unpacklo_epi8(b, _mm_srli_epi16(b, 4)), _mm_set1_epi8(15));
+// The odd scales 2 ls + 1 of 16 ls.
+inline __m128i OddScales(__m128i ls) {
+  return _mm_add_epi8(_mm_add_epi8(ls, ls), _mm_set1_epi8(1));
+}
+// The 16 group scales of 8 sub-block ls (bytes 0..7): 2 ls + 1 for both groups of each.
+inline __m128i SubBlockScales(__m128i ls8) {
+  return OddScales(_mm_unpacklo_epi8(ls8, ls8));
 }
 #if defined(__AVX512BW__)
 // The 32 grid indices of a block at once: idx[k] = low[k] | ((words[k / kPer] >> (kBits * (k %
@@ -192,10 +186,7 @@ template <DType kType>
     using B = std::conditional_t<kXS, in::BlockIQ2_XS, in::BlockIQ2_S>;
     const auto* b = static_cast<const B*>(block);
     r.f = _cvtsh_ss(b->d) * 0.125f;
-    const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->scales));
-    const __m128i nib =
-        _mm_and_si128(_mm_unpacklo_epi8(sc, _mm_srli_epi16(sc, 4)), _mm_set1_epi8(15));
-    r.s = _mm_add_epi8(_mm_add_epi8(nib, nib), _mm_set1_epi8(1));
+    r.s = OddScales(NibbleBytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->scales))));
     if constexpr (kXS) {  // the 7-bit sign index atop each uint16, as 32 bytes in order
       const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs));
       const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 16));
@@ -231,7 +222,7 @@ template <DType kType>
   } else if constexpr (kType == DType::kIQ3_S) {
     const auto* b = static_cast<const in::BlockIQ3_S*>(block);
     r.f = _cvtsh_ss(b->d);
-    r.s = SubBlockScales(Nibbles8(b->scales));
+    r.s = SubBlockScales(NibbleBytes(_mm_cvtsi32_si128(static_cast<int>(Load32U(b->scales)))));
 #if defined(__AVX512BW__)
     // the 64 9-bit indices at once: bit k of the 64 bits of qh is index k's high bit
     alignas(64) uint16_t idx[64];
@@ -296,10 +287,7 @@ template <DType kType>
       const uint64_t word = sc >> (16 * (g / 4)), shift = 3 * (g % 4);
       ls |= ((word >> shift) & 7) << (4 * g) | ((word >> (shift + 3)) & 7) << (4 * g + 4);
     }
-    const __m128i nib = _mm_cvtsi64_si128(static_cast<int64_t>(ls));
-    const __m128i l16 =
-        _mm_and_si128(_mm_unpacklo_epi8(nib, _mm_srli_epi16(nib, 4)), _mm_set1_epi8(15));
-    r.s = _mm_add_epi8(_mm_add_epi8(l16, l16), _mm_set1_epi8(1));
+    r.s = OddScales(NibbleBytes(_mm_cvtsi64_si128(static_cast<int64_t>(ls))));
 #if defined(__AVX512BW__)
     alignas(64) uint16_t idx[32];  // index k's 3 high bits: nibble k % 2 of qh[k / 2]
     BlockIndices<2, 4, 7>(b->qs,

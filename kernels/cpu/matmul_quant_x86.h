@@ -55,16 +55,19 @@ inline __m256i Load32(const uint8_t* p) {
 inline __m256i Bits(__m256i v, int shift, int mask) {
   return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(mask));
 }
-// Byte e = 0x10 where bit e of the little-endian uint32 at qh is set.
-inline __m256i FifthBits(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
+// 0xFF in byte e of 32 where bit e of `bits` is set, else 0.
+inline __m256i BitBytes(uint32_t bits) {
   const __m256i spread = _mm256_shuffle_epi8(
       _mm256_set1_epi32(static_cast<int>(bits)),
       _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+// Byte e = 0x10 where bit e of the little-endian uint32 at qh is set.
+inline __m256i FifthBits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  return _mm256_and_si256(BitBytes(bits), _mm256_set1_epi8(0x10));
 }
 
 // K-quants: Header gives d, dmin and the 16 integer scales and mins of the groups of 16
