@@ -50,6 +50,10 @@ const char* DTypeName(DType t) {
       return "IQ1_S";
     case DType::kIQ1_M:
       return "IQ1_M";
+    case DType::kTQ1_0:
+      return "TQ1_0";
+    case DType::kTQ2_0:
+      return "TQ2_0";
     case DType::kQ4_0Packed:
       return "Q4_0 (packed)";
     case DType::kQ4_1Packed:

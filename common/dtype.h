@@ -46,6 +46,11 @@ enum class DType : uint8_t {
   kIQ3_S,
   kIQ1_S,
   kIQ1_M,
+  // The ternary formats (TriLM / BitNet b1.58 files), super-blocks of 256 weights d * t with t
+  // -1, 0 or 1 on Q8_K activations, file formats only: TQ1_0 packs 5 trits a byte (base 3,
+  // scaled to 256 / 243), TQ2_0 one per 2 bits (t + 1); the fp16 d last.
+  kTQ1_0,
+  kTQ2_0,
   // Not file formats: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows repacked once at load by the CPU
   // backend for its SIMD kernels (kernels/cpu/legacy_packed.h), the same bytes per row as the
   // format. Only that backend's Matmul reads them; no file, config or other op ever sees them.
@@ -71,9 +76,9 @@ enum class DType : uint8_t {
   kIQ4_NLPacked,
   kIQ4_XSPacked,
 };
-constexpr int kNumDTypes = 22;       // the formats a file can hold (kF32 .. kIQ1_M)
+constexpr int kNumDTypes = 24;       // the formats a file can hold (kF32 .. kTQ2_0)
 constexpr int kNumQuantizable = 15;  // those a config can name, with a quantizer (kF32 .. kIQ4_XS)
-constexpr int kNumMatmulFormats = 34;  // and the backend layouts (kQ4_0Packed .. kIQ4_XSPacked)
+constexpr int kNumMatmulFormats = 36;  // and the backend layouts (kQ4_0Packed .. kIQ4_XSPacked)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -96,19 +101,28 @@ constexpr bool IsKQuant(DType t) {
 constexpr bool IsGridQuant(DType t) {
   return t >= DType::kIQ2_XXS && t <= DType::kIQ1_M;
 }
+// TQ1_0 and TQ2_0.
+constexpr bool IsTernaryQuant(DType t) {
+  return t == DType::kTQ1_0 || t == DType::kTQ2_0;
+}
+// The formats whose super-blocks decode into kernels/cpu/iquant_blocks.h's DecodedIQ (weight =
+// f * s * v, exact small integers): the grid i-quants and the ternary formats.
+constexpr bool DecodesAsIQ(DType t) {
+  return IsGridQuant(t) || IsTernaryQuant(t);
+}
 // Weights per block (1 for element formats). IQ4_XS's super-blocks of 256 are not K-quants: their
 // matmul runs per 32-weight sub-block on Q8_0 activations, as the 32-block formats'.
 constexpr int BlockSize(DType t) {
   return !IsBlockFormat(t) ? 1
-         : IsKQuant(t) || IsGridQuant(t) || t == DType::kIQ4_XS || t == DType::kIQ4_XSPacked
+         : IsKQuant(t) || DecodesAsIQ(t) || t == DType::kIQ4_XS || t == DType::kIQ4_XSPacked
              ? kQK_K
              : kQKLegacy;
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
   constexpr size_t kBytes[kNumMatmulFormats] = {
-      4,  2,  2,   34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136, 66, 74,
-      82, 98, 110, 50, 56, 18, 20, 22, 24, 34,  2,   2,   110, 2,  2,   18, 136};
+      4,  2,   2,  34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18,  136, 66, 74, 82,
+      98, 110, 50, 56, 54, 66, 18, 20, 22, 24,  34,  2,   2,   110, 2,   2,  18, 136};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).
@@ -121,7 +135,7 @@ const char* DTypeName(DType t);
 bool ParseDType(std::string_view s, DType* out);
 // Parses a model.quantization value: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
 // "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" (any case): the formats below kNumQuantizable.
-// Returns false for anything else (the grid i-quants too: no quantizer).
+// Returns false for anything else (the grid i-quants and the ternary formats too: no quantizer).
 bool ParseQuantFormat(std::string_view s, DType* out);
 
 inline float Bf16ToF32(uint16_t h) {

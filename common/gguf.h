@@ -61,6 +61,8 @@ enum class GgmlType : uint32_t {
   kIQ4_XS = 23,
   kIQ1_M = 29,
   kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
 };
 struct GgmlTypeInfo {
   const char* name;    // "Q8_0"

@@ -55,6 +55,7 @@ void SetScale32(DecodedIQ* out, int ib, int ls) {  // both groups of sub-block i
 
 void DecodeIQ(DType t, const void* block, DecodedIQ* out) {
   int8_t* v = out->v;
+  out->offset = IsTernaryQuant(t) ? 1 : 0;
   switch (t) {
     case DType::kIQ2_XXS: {
       const auto* b = static_cast<const BlockIQ2_XXS*>(block);
@@ -157,6 +158,31 @@ void DecodeIQ(DType t, const void* block, DecodedIQ* out) {
       }
       break;
     }
+    case DType::kTQ1_0: {
+      const auto* b = static_cast<const BlockTQ1_0*>(block);
+      out->d = out->f = F16ToF32(b->d);
+      std::memset(out->s, 1, sizeof(out->s));
+      for (int n = 0; n < 5; ++n) {
+        for (int m = 0; m < 32; ++m) v[32 * n + m] = static_cast<int8_t>(TritOf(b->qs[m], n) - 1);
+        for (int m = 0; m < 16; ++m) {
+          v[160 + 16 * n + m] = static_cast<int8_t>(TritOf(b->qs[32 + m], n) - 1);
+        }
+      }
+      for (int n = 0; n < 4; ++n) {
+        for (int m = 0; m < 4; ++m)
+          v[240 + 4 * n + m] = static_cast<int8_t>(TritOf(b->qh[m], n) - 1);
+      }
+      break;
+    }
+    case DType::kTQ2_0: {
+      const auto* b = static_cast<const BlockTQ2_0*>(block);
+      out->d = out->f = F16ToF32(b->d);
+      std::memset(out->s, 1, sizeof(out->s));
+      for (int e = 0; e < kQK_K; ++e) {
+        v[e] = static_cast<int8_t>((b->qs[32 * (e / 128) + e % 32] >> (2 * (e / 32 % 4)) & 3) - 1);
+      }
+      break;
+    }
     default:
       break;
   }
@@ -179,6 +205,10 @@ void DequantizeIQ(DType t, const void* block, float* y) {
         break;
       case DType::kIQ3_S:  // db = d * (1 + 2 ls)
         y[e] = w.d * static_cast<float>(s) * g * sign;
+        break;
+      case DType::kTQ1_0:  // y = (float)(t) * d
+      case DType::kTQ2_0:
+        y[e] = static_cast<float>(v) * w.d;
         break;
       default:  // IQ1_S, IQ1_M: dl = d * (2 ls + 1), y = dl * (grid + delta), delta = +-1/8
         y[e] = w.d * static_cast<float>(s) * (static_cast<float>(v) * 0.125f);

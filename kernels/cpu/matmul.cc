@@ -233,7 +233,7 @@ InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
   if (ks.quant->tiles[static_cast<int>(t)] != nullptr && m >= ks.quant->tiles_min_m) {
     return IsKQuant(t) ? kQ8_KTilesInput : kQ8_0TilesInput;
   }
-  if (IsGridQuant(t)) return kQ8_KInput;
+  if (DecodesAsIQ(t)) return kQ8_KInput;
   if (IsKQuant(t)) {  // Q8_K, packed layout (kQ3_KPacked) or not
     switch (ks.quant->x_order[static_cast<int>(t)]) {
       case Q8KOrder::kPairs:

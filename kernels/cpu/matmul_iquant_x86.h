@@ -365,6 +365,91 @@ template <DType kType>
 #endif
 }
 
+// A ternary block (TQ1_0, TQ2_0) in registers: u[c] = t + 1 of sub-block c (0, 1, 2; TQ2_0's
+// 2-bit fields as they are, 0..3), and f = d.
+struct TQRegs {
+  __m256i u[8];
+  float f;
+};
+// TQ1_0: bytes times 3, wrapping (ggml's uint8_t product).
+inline __m256i Times3Bytes(__m256i p) {
+  return _mm256_add_epi8(p, _mm256_add_epi8(p, p));
+}
+// TQ1_0: the trit ((uint16_t)r * 3) >> 8 of each byte r: [r >= 86] + [r >= 171].
+inline __m256i TritsOf(__m256i r) {
+  const __m256i one = _mm256_set1_epi8(1);
+  return _mm256_add_epi8(_mm256_min_epu8(_mm256_subs_epu8(r, _mm256_set1_epi8(85)), one),
+                         _mm256_min_epu8(_mm256_subs_epu8(r, _mm256_set1_epi8(-86)), one));
+}
+template <DType kType>
+[[gnu::always_inline]] inline void DecodeTQRegs(const void* block, TQRegs& r) {
+  namespace in = ::llm::kernels::internal;
+  if constexpr (kType == DType::kTQ2_0) {
+    const auto* b = static_cast<const in::BlockTQ2_0*>(block);
+    r.f = _cvtsh_ss(b->d);
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * j));
+#pragma GCC unroll 4
+      for (int n = 0; n < 4; ++n) {  // 16-bit shifts: the mask drops what crossed a byte
+        r.u[4 * j + n] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * n), _mm256_set1_epi8(3));
+      }
+    }
+  } else {
+    static_assert(kType == DType::kTQ1_0);
+    const auto* b = static_cast<const in::BlockTQ1_0*>(block);
+    r.f = _cvtsh_ss(b->d);
+    // bytes 0..31: trit n of each is sub-block n
+    __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs));
+#pragma GCC unroll 5
+    for (int n = 0; n < 5; ++n) {
+      r.u[n] = TritsOf(p);
+      p = Times3Bytes(p);
+    }
+    // bytes 32..47: trits 0 | 1 are sub-block 5, 2 | 3 sub-block 6, 4 the first half of 7
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 32));
+    __m256i y =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(x), _mm_add_epi8(x, _mm_add_epi8(x, x)), 1);
+    r.u[5] = TritsOf(y);
+    y = Times3Bytes(Times3Bytes(y));
+    r.u[6] = TritsOf(y);
+    y = Times3Bytes(Times3Bytes(y));
+    // qh: dword n of 16 bytes = its 4 bytes times 3^n, whose trit 0 is their trit n
+    const __m128i h0 = _mm_set1_epi32(static_cast<int>(Load32U(b->qh)));
+    const __m128i h1 = _mm_add_epi8(h0, _mm_add_epi8(h0, h0));
+    const __m128i h2 = _mm_add_epi8(h1, _mm_add_epi8(h1, h1));
+    const __m128i h3 = _mm_add_epi8(h2, _mm_add_epi8(h2, h2));
+    const __m128i h =
+        _mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), _mm_blend_epi32(h2, h3, 0x8), 0xC);
+    r.u[7] = TritsOf(_mm256_inserti128_si256(y, h, 1));
+  }
+}
+// The ternary lane sums of iquant_blocks.h (IQLaneSums with offset 1): u times x per lane (int32
+// lane q of a sub-block holds its elements 4q .. 4q + 3), minus bsums 2l and 2l + 1 in lane l.
+[[gnu::always_inline]] inline __m256i TQLaneSums(const TQRegs& w, const BlockQ8_K& x) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+  auto xs = [&x](int c) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c));
+  };
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int c = 0; c < 8; c += 2) {
+    a0 = _mm256_dpbusd_epi32(a0, w.u[c], xs(c));
+    a1 = _mm256_dpbusd_epi32(a1, w.u[c + 1], xs(c + 1));
+  }
+  return _mm256_sub_epi32(_mm256_add_epi32(a0, a1), _mm256_madd_epi16(bsums, ones16));
+#else
+  // word k of every sub-block holds its elements 2k, 2k + 1; summed over the 8 in int16: |word|
+  // <= 8 * 2 * 3 * 127 = 6096, and minus bsums[k] (|bsums| <= 16 * 127) still inside int16
+  __m256i s16 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w.u[c], xs(c)));
+  return _mm256_madd_epi16(_mm256_sub_epi16(s16, bsums), ones16);
+#endif
+}
+
 // Tiles of up to MR activation rows x 1 weight row: each weight block decoded once per tile.
 template <DType kType, class W, int MR>
 struct IQMicro {
@@ -382,12 +467,22 @@ struct IQMicro {
     for (int i = 0; i < TMR; ++i) acc[i] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
       PrefetchWeights(&w[b]);
-      IQRegs r;
-      DecodeIQRegs<kType>(&w[b], r);
-      for (int i = 0; i < TMR; ++i) {
-        const BlockQ8_K& xb = x[i * ldx + b];
-        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(r.f * xb.d), _mm256_cvtepi32_ps(IQLaneSums(r, xb)),
-                                 acc[i]);
+      if constexpr (::llm::IsTernaryQuant(kType)) {
+        TQRegs r;
+        DecodeTQRegs<kType>(&w[b], r);
+        for (int i = 0; i < TMR; ++i) {
+          const BlockQ8_K& xb = x[i * ldx + b];
+          acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(r.f * xb.d),
+                                   _mm256_cvtepi32_ps(TQLaneSums(r, xb)), acc[i]);
+        }
+      } else {
+        IQRegs r;
+        DecodeIQRegs<kType>(&w[b], r);
+        for (int i = 0; i < TMR; ++i) {
+          const BlockQ8_K& xb = x[i * ldx + b];
+          acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(r.f * xb.d),
+                                   _mm256_cvtepi32_ps(IQLaneSums(r, xb)), acc[i]);
+        }
       }
     }
     for (int i = 0; i < TMR; ++i) {
@@ -418,6 +513,10 @@ void AddIQuantKernels(::llm::kernels::internal::QuantMatmulKernels& k) {
       MatmulBlockPanel<IQMicro<DType::kIQ1_S, in::BlockIQ1_S, MR>>;
   k.fn[static_cast<int>(DType::kIQ1_M)] =
       MatmulBlockPanel<IQMicro<DType::kIQ1_M, in::BlockIQ1_M, MR>>;
+  k.fn[static_cast<int>(DType::kTQ1_0)] =
+      MatmulBlockPanel<IQMicro<DType::kTQ1_0, in::BlockTQ1_0, MR>>;
+  k.fn[static_cast<int>(DType::kTQ2_0)] =
+      MatmulBlockPanel<IQMicro<DType::kTQ2_0, in::BlockTQ2_0, MR>>;
 }
 
 }  // namespace qx

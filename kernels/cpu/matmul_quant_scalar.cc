@@ -169,6 +169,8 @@ const QuantMatmulKernels& ScalarQuantKernels() {
     k.fn[static_cast<int>(DType::kIQ3_S)] = MatmulBlockPanel<IQScalar<DType::kIQ3_S, BlockIQ3_S>>;
     k.fn[static_cast<int>(DType::kIQ1_S)] = MatmulBlockPanel<IQScalar<DType::kIQ1_S, BlockIQ1_S>>;
     k.fn[static_cast<int>(DType::kIQ1_M)] = MatmulBlockPanel<IQScalar<DType::kIQ1_M, BlockIQ1_M>>;
+    k.fn[static_cast<int>(DType::kTQ1_0)] = MatmulBlockPanel<IQScalar<DType::kTQ1_0, BlockTQ1_0>>;
+    k.fn[static_cast<int>(DType::kTQ2_0)] = MatmulBlockPanel<IQScalar<DType::kTQ2_0, BlockTQ2_0>>;
     k.fn[static_cast<int>(DType::kQ2_K)] = MatmulBlockPanel<KScalar<DType::kQ2_K, BlockQ2_K>>;
     k.fn[static_cast<int>(DType::kQ3_K)] = MatmulBlockPanel<KScalar<DType::kQ3_K, BlockQ3_K>>;
     k.fn[static_cast<int>(DType::kQ4_K)] = MatmulBlockPanel<KScalar<DType::kQ4_K, BlockQ4_K>>;

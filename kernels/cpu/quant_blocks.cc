@@ -162,7 +162,7 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t k) {
       for (int e = 0; e < 32; ++e) {
         dst[32 * i + e] = static_cast<float>(static_cast<int8_t>(blk[2 + e])) * F16ToF32(d);
       }
-    } else if (IsGridQuant(t)) {
+    } else if (DecodesAsIQ(t)) {
       DequantizeIQ(t, blk, dst + kQK_K * i);
     } else if (t == DType::kIQ4_XS) {  // ggml: dl = d * (ls - 32), y = dl * value
       for (int s = 0; s < 8; ++s) {

@@ -49,6 +49,10 @@ void ScaleOffsets(DType t, int* d, int* m) {
     case DType::kIQ1_M:  // d in the scales' top nibbles: random bits (FillRandomBlocks fixes them)
       *d = -1;
       break;
+    case DType::kTQ1_0:  // d last
+    case DType::kTQ2_0:
+      *d = static_cast<int>(BlockBytes(t)) - 2;
+      break;
     default:  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS and the grid i-quants: d first
       *d = 0;
       break;
@@ -62,7 +66,7 @@ void FillRandomBlocks(DType t, uint64_t seed, void* dst, int64_t blocks) {
   int doff, moff;
   ScaleOffsets(t, &doff, &moff);
   // Small scales: weights of the order of 0.01, like the unquantized dummy weights.
-  const float d = IsKQuant(t) || IsGridQuant(t) ? 1e-4f : 3e-3f;
+  const float d = IsKQuant(t) || DecodesAsIQ(t) ? 1e-4f : 3e-3f;
   const uint16_t d16 = F32ToF16(d), m16 = F32ToF16(-d);
 #pragma omp parallel for schedule(static) if (blocks >= 4096)
   for (int64_t b = 0; b < blocks; ++b) {

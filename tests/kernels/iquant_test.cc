@@ -1,8 +1,8 @@
-// The grid i-quants (IQ2_XXS ... IQ1_M): dequantization equals ggml's (hashes of gguf-py's
-// numpy dequantizer, an independent implementation, on fixed blocks), every ISA's matmul gives
-// the scalar reference's bits and stays within the activation-rounding bound of the float
-// product with the dequantized weights, GEMV rows equal GEMM rows, embedding rows are the
-// dequantized rows, and no config can ask to quantize to them.
+// The grid i-quants (IQ2_XXS ... IQ1_M) and the ternary formats (TQ1_0, TQ2_0): dequantization
+// equals ggml's (hashes of gguf-py's numpy dequantizer, an independent implementation, on fixed
+// blocks), every ISA's matmul gives the scalar reference's bits and stays within the
+// activation-rounding bound of the float product with the dequantized weights, GEMV rows equal GEMM
+// rows, embedding rows are the dequantized rows, and no config can ask to quantize to them.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,11 +18,14 @@
 namespace llm::kernels {
 namespace {
 
-constexpr DType kGridFormats[] = {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS,
-                                  DType::kIQ3_S,   DType::kIQ1_S,  DType::kIQ1_M};
+constexpr DType kIQFormats[] = {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S,
+                                DType::kIQ3_XXS, DType::kIQ3_S,  DType::kIQ1_S,
+                                DType::kIQ1_M,   DType::kTQ1_0,  DType::kTQ2_0};
 
 // `blocks` blocks of t: splitmix64 bytes (seed 0xC0FFEE, little-endian words), d = 2^-8 (fp16
-// 0x1C00; IQ1_M: its nibbles atop the 4 scale words at byte 48).
+// 0x1C00; first, or last for TQ1_0 / TQ2_0; IQ1_M: its nibbles atop the 4 scale words at byte
+// 48). TQ1_0's bytes above 242 (no quantizer writes them) and TQ2_0's 2-bit 3s (t = 2) are
+// decoded as ggml does.
 std::vector<uint8_t> FixedBlocks(DType t, int blocks) {
   const size_t bb = BlockBytes(t);
   std::vector<uint8_t> raw(blocks * bb + 8);
@@ -39,6 +42,10 @@ std::vector<uint8_t> FixedBlocks(DType t, int blocks) {
   const uint16_t d16 = 0x1C00;
   for (int b = 0; b < blocks; ++b) {
     uint8_t* p = raw.data() + b * bb;
+    if (IsTernaryQuant(t)) {
+      std::memcpy(p + bb - 2, &d16, 2);
+      continue;
+    }
     if (t != DType::kIQ1_M) {
       std::memcpy(p, &d16, 2);
       continue;
@@ -54,7 +61,7 @@ std::vector<uint8_t> FixedBlocks(DType t, int blocks) {
 }
 
 // The FNV-1a hash of 16 FixedBlocks dequantized (float32 bytes) and their sum of |y|, from
-// gguf-py's dequantize (llama.cpp c392e50, numpy), bitwise ggml's dequantize_row_iq*.
+// gguf-py's dequantize (llama.cpp c392e50, numpy), bitwise ggml's dequantize_row_iq* / _tq*.
 struct Golden {
   DType t;
   uint64_t fnv;
@@ -68,6 +75,8 @@ constexpr Golden kGolden[] = {
     {DType::kIQ3_S, 0x4d58d03ccee191f9ull, 1442.05469},
     {DType::kIQ1_S, 0xe2f0daeebe684554ull, 79.4160156},
     {DType::kIQ1_M, 0xe2a1979db0173bf7ull, 78.6445312},
+    {DType::kTQ1_0, 0x9fd629a2d7b69114ull, 10.6367188},
+    {DType::kTQ2_0, 0x8ec5c549d4be9c81ull, 16.0546875},
 };
 
 TEST(IQuant, DequantizationIsGgmls) {
@@ -105,7 +114,7 @@ constexpr Shape kShapes[] = {{1, 512, 37}, {3, 256, 5}, {17, 768, 9}, {33, 512, 
 TEST(IQuant, IsasAgreeBitwiseAndStayNearTheFloatProduct) {
   const internal::MatmulKernels* isas[internal::kMaxMatmulIsas];
   const int num_isas = internal::AvailableMatmulKernels(isas);
-  for (DType t : kGridFormats) {
+  for (DType t : kIQFormats) {
     for (const Shape& s : kShapes) {
       std::vector<uint8_t> w(RowBytes(t, s.k) * s.n);
       FillRandomBlocks(t, 7 + s.n, w.data(), static_cast<int64_t>(s.n) * (s.k / kQK_K));
@@ -162,7 +171,7 @@ TEST(IQuant, IsasAgreeBitwiseAndStayNearTheFloatProduct) {
 
 TEST(IQuant, EmbeddingRowsAreDequantizedRows) {
   const int rows = 5, dim = 512;
-  for (DType t : kGridFormats) {
+  for (DType t : kIQFormats) {
     const auto w = FixedBlocks(t, rows * dim / kQK_K);
     std::vector<float> wd(static_cast<size_t>(rows) * dim);
     DequantizeRows(t, w.data(), rows, dim, wd.data());
@@ -176,8 +185,8 @@ TEST(IQuant, EmbeddingRowsAreDequantizedRows) {
 
 // Files only: model.quantization cannot name them (no quantizer here).
 TEST(IQuant, AreNotQuantizationTargets) {
-  for (DType t : kGridFormats) {
-    EXPECT_TRUE(IsGridQuant(t) && IsBlockFormat(t) && BlockSize(t) == kQK_K) << DTypeName(t);
+  for (DType t : kIQFormats) {
+    EXPECT_TRUE(DecodesAsIQ(t) && IsBlockFormat(t) && BlockSize(t) == kQK_K) << DTypeName(t);
     DType parsed;
     EXPECT_FALSE(ParseQuantFormat(DTypeName(t), &parsed)) << DTypeName(t);
   }

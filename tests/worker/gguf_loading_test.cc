@@ -214,6 +214,15 @@ TEST_F(GgufLoading, BlockFormatsLoadAndBadOnesAreNamed) {
   ExpectError(
       {"tensor 'blk.0.attn_k.weight' (IQ3_S): row length 64 is not a multiple of the "
        "block size 256"});
+  // and the ternary ones
+  Rewrite(path_, [](const std::string& name, Out* o) {
+    if (name != "blk.0.attn_v.weight") return;
+    o->type = 35;  // TQ2_0
+    o->bytes.assign(64 * 66, '\0');
+  });
+  ExpectError(
+      {"tensor 'blk.0.attn_v.weight' (TQ2_0): row length 64 is not a multiple of the "
+       "block size 256"});
   Rewrite(
       path_, [](const std::string&, Out*) {},
       [](GgufWriter& g) {  // the last tensor: 2 rows of 256 Q6_K weights, one block missing
