@@ -378,6 +378,12 @@ inline __m256i Times3Bytes(__m256i p) {
 // TQ1_0: the trit ((uint16_t)r * 3) >> 8 of each byte r: [r >= 86] + [r >= 171].
 inline __m256i TritsOf(__m256i r) {
   const __m256i one = _mm256_set1_epi8(1);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  const __mmask32 ge86 = _mm256_cmpge_epu8_mask(r, _mm256_set1_epi8(86));
+  const __mmask32 ge171 = _mm256_cmpge_epu8_mask(r, _mm256_set1_epi8(-85));
+  const __m256i u = _mm256_maskz_mov_epi8(ge86, one);
+  return _mm256_mask_add_epi8(u, ge171, u, one);
+#endif
   return _mm256_add_epi8(_mm256_min_epu8(_mm256_subs_epu8(r, _mm256_set1_epi8(85)), one),
                          _mm256_min_epu8(_mm256_subs_epu8(r, _mm256_set1_epi8(-86)), one));
 }
