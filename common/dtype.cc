@@ -36,6 +36,8 @@ const char* DTypeName(DType t) {
       return "IQ4_NL";
     case DType::kIQ4_XS:
       return "IQ4_XS";
+    case DType::kMXFP4:
+      return "MXFP4";
     case DType::kIQ2_XXS:
       return "IQ2_XXS";
     case DType::kIQ2_XS:
@@ -78,6 +80,8 @@ const char* DTypeName(DType t) {
       return "IQ4_NL (packed)";
     case DType::kIQ4_XSPacked:
       return "IQ4_XS (packed)";
+    case DType::kMXFP4Packed:
+      return "MXFP4 (packed)";
   }
   return "?";
 }

@@ -35,6 +35,10 @@ enum class DType : uint8_t {
   // sub-block scales ls (low 4 bits in scales_l's nibbles, high 2 in scales_h), then 128 bytes
   // of nibbles, 16 per 32-weight sub-block as IQ4_NL's; weight = d * (ls - 32) * value.
   kIQ4_XS,
+  // MXFP4 (OCP microscaling FP4, gpt-oss and llama-quantize's MXFP4_MOE files): per 32 weights
+  // an E8M0 exponent byte e and 32 4-bit E2M1 codes (Q4_0's nibble order), weight = 2^(e - 128)
+  // * value, value from kMXFP4Values (quant_blocks.h: the E2M1 values doubled); 17 bytes.
+  kMXFP4,
   // The grid i-quants, super-blocks of 256 weights on Q8_K activations, file formats only (no
   // quantizer here): groups of 4 or 8 weights index fixed grids of magnitudes (or of -1/0/1 for
   // IQ1), with 8-bit sign patterns and 3- or 4-bit odd scales per 16 or 32 weights
@@ -75,10 +79,12 @@ enum class DType : uint8_t {
   // 32-weight sub-block with their scales gathered per group (kernels/cpu/legacy_packed.h).
   kIQ4_NLPacked,
   kIQ4_XSPacked,
+  // And MXFP4 rows likewise, their exponent bytes gathered per group (legacy_packed.h).
+  kMXFP4Packed,
 };
-constexpr int kNumDTypes = 24;       // the formats a file can hold (kF32 .. kTQ2_0)
-constexpr int kNumQuantizable = 15;  // those a config can name, with a quantizer (kF32 .. kIQ4_XS)
-constexpr int kNumMatmulFormats = 36;  // and the backend layouts (kQ4_0Packed .. kIQ4_XSPacked)
+constexpr int kNumDTypes = 25;         // the formats a file can hold (kF32 .. kTQ2_0)
+constexpr int kNumQuantizable = 16;    // those a config can name, with a quantizer (kF32 .. kMXFP4)
+constexpr int kNumMatmulFormats = 38;  // and the backend layouts (kQ4_0Packed .. kMXFP4Packed)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -91,7 +97,7 @@ inline size_t DTypeSize(DType t) {
 }
 constexpr bool IsBlockFormat(DType t) {
   return (t >= DType::kQ8_0 && t <= DType::kQ8_0Packed) || t == DType::kQ3_KPacked ||
-         t == DType::kIQ4_NLPacked || t == DType::kIQ4_XSPacked;
+         t == DType::kIQ4_NLPacked || t == DType::kIQ4_XSPacked || t == DType::kMXFP4Packed;
 }
 // The K-quants: super-blocks of 256 whose matmul runs on Q8_K activations.
 constexpr bool IsKQuant(DType t) {
@@ -121,8 +127,8 @@ constexpr int BlockSize(DType t) {
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
   constexpr size_t kBytes[kNumMatmulFormats] = {
-      4,  2,   2,  34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18,  136, 66, 74, 82,
-      98, 110, 50, 56, 54, 66, 18, 20, 22, 24,  34,  2,   2,   110, 2,   2,  18, 136};
+      4,  2,   2,  34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18,  136, 17, 66, 74,  82,
+      98, 110, 50, 56, 54, 66, 18, 20, 22, 24,  34,  2,   2,   110, 2,   2,  18, 136, 17};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).
@@ -134,7 +140,8 @@ const char* DTypeName(DType t);
 // spelling). Returns false for anything else.
 bool ParseDType(std::string_view s, DType* out);
 // Parses a model.quantization value: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
-// "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs" (any case): the formats below kNumQuantizable.
+// "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4" (any case): the formats below
+// kNumQuantizable.
 // Returns false for anything else (the grid i-quants and the ternary formats too: no quantizer).
 bool ParseQuantFormat(std::string_view s, DType* out);
 

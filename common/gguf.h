@@ -63,6 +63,7 @@ enum class GgmlType : uint32_t {
   kBF16 = 30,
   kTQ1_0 = 34,
   kTQ2_0 = 35,
+  kMXFP4 = 39,
 };
 struct GgmlTypeInfo {
   const char* name;    // "Q8_0"

@@ -178,14 +178,14 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
   std::vector<float> x(k), y(8192);
   for (float& v : x) v = d(rng) * 20;
   const DType types[] = {
-      DType::kF16,        DType::kF16Packed,  DType::kF16RowPanels, DType::kBF16,
-      DType::kBF16Packed, DType::kQ8_0,       DType::kQ4_0,         DType::kQ4_0Packed,
-      DType::kQ4_1Packed, DType::kQ8_0Packed, DType::kQ5_0Packed,   DType::kQ5_1Packed,
-      DType::kQ4_K,       DType::kQ5_K,       DType::kQ6_K,         DType::kQ3_K,
-      DType::kQ3_KPacked, DType::kQ2_K,       DType::kIQ4_NLPacked, DType::kIQ4_XSPacked,
-      DType::kIQ3_S,      DType::kIQ3_XXS,    DType::kIQ2_S,        DType::kIQ2_XS,
-      DType::kIQ2_XXS,    DType::kIQ1_M,      DType::kIQ1_S,        DType::kTQ1_0,
-      DType::kTQ2_0};
+      DType::kF16,         DType::kF16Packed,  DType::kF16RowPanels, DType::kBF16,
+      DType::kBF16Packed,  DType::kQ8_0,       DType::kQ4_0,         DType::kQ4_0Packed,
+      DType::kQ4_1Packed,  DType::kQ8_0Packed, DType::kQ5_0Packed,   DType::kQ5_1Packed,
+      DType::kQ4_K,        DType::kQ5_K,       DType::kQ6_K,         DType::kQ3_K,
+      DType::kQ3_KPacked,  DType::kQ2_K,       DType::kIQ4_NLPacked, DType::kIQ4_XSPacked,
+      DType::kIQ3_S,       DType::kIQ3_XXS,    DType::kIQ2_S,        DType::kIQ2_XS,
+      DType::kIQ2_XXS,     DType::kIQ1_M,      DType::kIQ1_S,        DType::kTQ1_0,
+      DType::kMXFP4Packed, DType::kTQ2_0};
   if (!KnownTypes("gemv", only_types, types)) return false;
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);

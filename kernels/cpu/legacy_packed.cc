@@ -15,7 +15,7 @@ static_assert(offsetof(BlockQ4_0, qs) == 2 && offsetof(BlockQ4_1, m) == 2 &&
                   offsetof(BlockQ4_1, qs) == 4 && offsetof(BlockQ5_0, qh) == 2 &&
                   offsetof(BlockQ5_0, qs) == 6 && offsetof(BlockQ5_1, m) == 2 &&
                   offsetof(BlockQ5_1, qh) == 4 && offsetof(BlockQ5_1, qs) == 8 &&
-                  offsetof(BlockQ8_0, qs) == 2,
+                  offsetof(BlockQ8_0, qs) == 2 && offsetof(BlockMXFP4, qs) == 1,
               "a block is d, its min m, its fifth bits qh (where it has them), then its qs");
 
 // Where a format's fields are in a block, and in a packed group of t blocks.
@@ -24,17 +24,20 @@ struct Layout {
   bool min, fifth;  // has m / qh
   size_t qh;        // qh's offset in a block
 
+  size_t scale;  // bytes of the scale d (1: MXFP4's exponent) and of the min m
+
   explicit Layout(DType f)
       : bytes(BlockBytes(f)),
         min(f == DType::kQ4_1 || f == DType::kQ5_1),
         fifth(f == DType::kQ5_0 || f == DType::kQ5_1),
-        qh(min ? 4 : 2) {}
+        qh(min ? 4 : 2),
+        scale(f == DType::kMXFP4 ? 1 : 2) {}
   int runs = bytes == sizeof(BlockQ8_0) ? 8 : 4;  // 4-byte quads of qs per block
   size_t Qs() const { return bytes - 4 * static_cast<size_t>(runs); }
   // In a group of t blocks: the fifth-bit stream, the scales, the mins.
   size_t Masks(int t) const { return 4 * static_cast<size_t>(runs) * t; }
   size_t D(int t) const { return Masks(t) + (fifth ? 4 * static_cast<size_t>(t) : 0); }
-  size_t M(int t) const { return D(t) + 2 * static_cast<size_t>(t); }
+  size_t M(int t) const { return D(t) + scale * static_cast<size_t>(t); }
 };
 
 bool Bit(const uint8_t* stream, size_t p) {
@@ -70,7 +73,7 @@ void PackGroup(const Layout& f, const uint8_t* in, int t, uint8_t* out) {
     }
   }
   for (int b = 0; b < t; ++b) {
-    std::memcpy(out + f.D(t) + 2 * b, in + b * f.bytes, 2);
+    std::memcpy(out + f.D(t) + f.scale * b, in + b * f.bytes, f.scale);
     if (f.min) std::memcpy(out + f.M(t) + 2 * b, in + b * f.bytes + 2, 2);
   }
 }
@@ -92,7 +95,7 @@ void UnpackGroup(const Layout& f, const uint8_t* in, int t, uint8_t* out) {
       }
       std::memcpy(out + b * f.bytes + f.qh, &qh, 4);
     }
-    std::memcpy(out + b * f.bytes, in + f.D(t) + 2 * b, 2);
+    std::memcpy(out + b * f.bytes, in + f.D(t) + f.scale * b, f.scale);
     if (f.min) std::memcpy(out + b * f.bytes + 2, in + f.M(t) + 2 * b, 2);
   }
 }
@@ -190,7 +193,7 @@ void WidenLegacyGroup(DType t, const uint8_t* group, int count, uint8_t out[kPac
       }
     }
   }
-  std::memcpy(out + f.D(kWhole), group + f.D(count), 2 * count);
+  std::memcpy(out + f.D(kWhole), group + f.D(count), f.scale * count);
   if (f.min) std::memcpy(out + f.M(kWhole), group + f.M(count), 2 * count);
 }
 

@@ -1,6 +1,6 @@
-// The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL (and IQ4_XS per 32-weight
+// The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4 (and IQ4_XS per 32-weight
 // sub-block, below) repacked for the SIMD kernels (DType::kQ4_0Packed ... kQ8_0Packed,
-// kIQ4_NLPacked, kIQ4_XSPacked), made once at load by the CPU backend
+// kIQ4_NLPacked, kIQ4_XSPacked, kMXFP4Packed), made once at load by the CPU backend
 // (Backend::PrepareMatmulWeight), and the activation layout those kernels read.
 //
 // Why: these formats' order (quant_blocks.h) gives each block one integer lane and one of 16
@@ -19,7 +19,8 @@
 //    bits: bit 4b + t of mask 2r + h is the fifth bit of the element in the low (h = 0) or high
 //    (h = 1) nibble of byte 4b + t of run r. In a whole group each mask is one 64-bit word, which
 //    an AVX-512 byte mask takes as it is;
-//  - then the T fp16 scales d, and for Q4_1 / Q5_1 the T fp16 mins m.
+//  - then the T fp16 scales d (MXFP4: the T exponent bytes e), and for Q4_1 / Q5_1 the T fp16
+//    mins m.
 // So a packed row has exactly the format's RowBytes, and a matmul on it gives its bits (tested).
 #pragma once
 
@@ -35,11 +36,12 @@ constexpr int kPackGroupMaxBytes = 544;  // a whole Q8_0 group
 
 // The block formats with a packed layout: the 32-block formats, and Q3_K (its high bits in bit
 // planes, kquant_packed.h).
-constexpr DType kPackedLayouts[8][2] = {
+constexpr DType kPackedLayouts[9][2] = {
     {DType::kQ4_0, DType::kQ4_0Packed},     {DType::kQ4_1, DType::kQ4_1Packed},
     {DType::kQ5_0, DType::kQ5_0Packed},     {DType::kQ5_1, DType::kQ5_1Packed},
     {DType::kQ8_0, DType::kQ8_0Packed},     {DType::kQ3_K, DType::kQ3_KPacked},
-    {DType::kIQ4_NL, DType::kIQ4_NLPacked}, {DType::kIQ4_XS, DType::kIQ4_XSPacked}};
+    {DType::kIQ4_NL, DType::kIQ4_NLPacked}, {DType::kIQ4_XS, DType::kIQ4_XSPacked},
+    {DType::kMXFP4, DType::kMXFP4Packed}};
 // The packed layout of a block format, or t itself; and back. (`static`, as the helpers
 // below: the ISA translation units call them, and each must keep its own copy, see
 // matmul_internal.h.)
@@ -64,8 +66,9 @@ static constexpr DType FileFormatOf(DType t) {
 // in ggml's layout.
 constexpr int kIQ4XSSubBytes = 17;
 
-// Repacks `rows` rows of `cols` weights of `t` (kQ4_0 ... kQ5_1, kQ8_0, kIQ4_NL: cols a multiple
-// of 32; kIQ4_XS: of 256) from ggml's layout; src and dst must not overlap. Unpack is its inverse.
+// Repacks `rows` rows of `cols` weights of `t` (kQ4_0 ... kQ5_1, kQ8_0, kIQ4_NL, kMXFP4: cols a
+// multiple of 32; kIQ4_XS: of 256) from ggml's layout; src and dst must not overlap. Unpack is its
+// inverse.
 void PackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 void UnpackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 // A group of T blocks of `t` (packed layout) in the layout of a whole group, the blocks from T on

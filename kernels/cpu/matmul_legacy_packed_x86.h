@@ -1,6 +1,6 @@
-// The matmul of the 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) on packed weights
-// (legacy_packed.h) for the AVX2 and AVX-512 translation units, included by matmul_quant_x86.h
-// inside their anonymous namespace.
+// The matmul of the 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) on packed
+// weights (legacy_packed.h) for the AVX2 and AVX-512 translation units, included by
+// matmul_quant_x86.h inside their anonymous namespace.
 //
 // Their order (quant_blocks.h) gives block b of a 16-block group integer lane b and float chain
 // b % 16. Per group, output and weight row: the 16 integer sums start at -(offset * S_b) (Q4_0:
@@ -8,7 +8,7 @@
 // unsigned-by-signed 4-product dot steps (the weight's four 64-byte runs, low and high nibbles
 // with their fifth bits added for Q5_0 / Q5_1, against the activations' 8 quads; Q8_0: its 8
 // runs of signed bytes, see AddDotS8; IQ4_NL: Q4_0's nibbles made its table's signed values by
-// a byte shuffle, then Q8_0's steps); then one
+// a byte shuffle, then Q8_0's steps; MXFP4 likewise with its own table); then one
 // conversion, one product of the 16 weight scales with the 16 activation scales, and one fma
 // into the 16 chains (with a min: one more with the mins and S_b). The blocks of a short last
 // group are widened with zero blocks (WidenLegacyGroup), whose lanes then add fma(0, 0, acc) =
@@ -31,7 +31,8 @@ using ::llm::kernels::internal::PackedXGroups;
 // quants have a fifth bit.
 // Q8_0's quants are signed bytes, eight runs a group (kInt8). IQ4_NL's nibbles index a table of
 // signed bytes (kLut): Q4_0's runs, Q8_0's arithmetic. IQ4_XS (kSuper) is IQ4_NL per 32-weight
-// sub-block with the scales d * (ls - 32) of its super-blocks (legacy_packed.h).
+// sub-block with the scales d * (ls - 32) of its super-blocks (legacy_packed.h). MXFP4 (kE8M0)
+// is IQ4_NL with kMXFP4Values and the scales 2^(e - 128) of its exponent bytes.
 template <class Block, DType kTypeV, bool kMinV, bool kFifthV, bool kInt8V = false,
           bool kLutV = false, bool kSuperV = false>
 struct LegacyFormat {
@@ -39,6 +40,7 @@ struct LegacyFormat {
   static constexpr DType kType = kTypeV;
   static constexpr bool kMin = kMinV, kFifth = kFifthV, kInt8 = kInt8V, kLut = kLutV;
   static constexpr bool kSuper = kSuperV;
+  static constexpr bool kE8M0 = kTypeV == DType::kMXFP4;
   static constexpr int kRuns = kInt8 ? 8 : 4;
   // bytes per 32 weights
   static constexpr int64_t kSubBytes =
@@ -51,12 +53,21 @@ using Q5_1F = LegacyFormat<BlockQ5_1, DType::kQ5_1, true, true>;
 using Q8_0F = LegacyFormat<BlockQ8_0, DType::kQ8_0, false, false, true>;
 using IQ4_NLF = LegacyFormat<BlockIQ4_NL, DType::kIQ4_NL, false, false, false, true>;
 using IQ4_XSF = LegacyFormat<BlockIQ4_XS, DType::kIQ4_XS, false, false, false, true, true>;
+using MXFP4F = LegacyFormat<BlockMXFP4, DType::kMXFP4, false, false, false, true>;
 
-// IQ4_NL's 16 values as 16 bytes (a 128-bit lane's shuffle table), each xor 0x80 when `biased`
-// (value + 128: BiasS8 folded into the table).
-inline __m128i IQ4NLTable(bool biased) {
-  __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+// The 16 values of a table format (IQ4_NL's, or MXFP4's: kE8M0) as 16 bytes (a 128-bit lane's
+// shuffle table), each xor 0x80 when `biased` (value + 128: BiasS8 folded into the table).
+template <class F>
+inline __m128i LutTable(bool biased) {
+  __m128i t =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(F::kE8M0 ? kMXFP4Values : kIQ4NLValues));
   return biased ? _mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80))) : t;
+}
+// E8M0Half (quant_blocks.h) of dword lanes e (0..255): (e - 1) << 23, or 0x00200000 << e below 2.
+inline __m256i E8M0HalfBits(__m256i e) {
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  return _mm256_blendv_epi8(normal, small, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e));
 }
 
 // A whole IQ4_XS group's 16 sub-block scales d * (ls - 32) as floats (exact: 11 x 6 bits), from
@@ -156,6 +167,14 @@ constexpr bool kS8ByBias = false;
   const __m512i ls = _mm512_inserti64x4(_mm512_castsi256_si512(h.ls_lo), h.ls_hi, 1);
   return {_mm512_mul_ps(_mm512_cvtph_ps(h.d), _mm512_cvtepi32_ps(ls))};
 }
+// MXFP4: the 16 exponent bytes at p as 2^(e - 128).
+[[gnu::always_inline]] inline Vf E8M0Scales(const uint8_t* p) {
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __mmask16 below2 = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  return {_mm512_castsi512_ps(_mm512_mask_blend_epi32(below2, normal, small))};
+}
 [[gnu::always_inline]] inline Vf Zero() {
   return {_mm512_setzero_ps()};
 }
@@ -235,6 +254,11 @@ constexpr bool kS8ByBias = false;  // see the AVX-512 helpers
   return {_mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h.d)), _mm256_cvtepi32_ps(h.ls_lo)),
           _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h.d, 1)),
                         _mm256_cvtepi32_ps(h.ls_hi))};
+}
+[[gnu::always_inline]] inline Vf E8M0Scales(const uint8_t* p) {
+  const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return {_mm256_castsi256_ps(E8M0HalfBits(_mm256_cvtepu8_epi32(e))),
+          _mm256_castsi256_ps(E8M0HalfBits(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8))))};
 }
 [[gnu::always_inline]] inline Vf Zero() {
   return {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -323,7 +347,7 @@ struct PackedLegacyMicro {
         }
       }
       if constexpr (F::kLut) {  // the table's signed values (biased where AddDotS8 wants)
-        const __m128i table = IQ4NLTable(kS8ByBias);
+        const __m128i table = LutTable<F>(kS8ByBias);
         for (int j = 0; j < NR; ++j) {
           lo[j] = Lookup(lo[j], table);
           hi[j] = Lookup(hi[j], table);
@@ -344,6 +368,8 @@ struct PackedLegacyMicro {
       Vf dw;
       if constexpr (F::kSuper) {
         dw = IQ4XSScales(w[j] + kScales);
+      } else if constexpr (F::kE8M0) {
+        dw = E8M0Scales(w[j] + kScales);
       } else {
         dw = HalfToFloat(w[j] + kScales);
       }

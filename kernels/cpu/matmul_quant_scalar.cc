@@ -159,6 +159,8 @@ const QuantMatmulKernels& ScalarQuantKernels() {
         MatmulBlockPanel<LegacyScalar<DType::kIQ4_NL, BlockIQ4_NL>>;
     k.fn[static_cast<int>(DType::kIQ4_XS)] =
         MatmulBlockPanel<LegacyScalar<DType::kIQ4_XS, BlockIQ4_XS>>;
+    k.fn[static_cast<int>(DType::kMXFP4)] =
+        MatmulBlockPanel<LegacyScalar<DType::kMXFP4, BlockMXFP4>>;
     k.fn[static_cast<int>(DType::kIQ2_XXS)] =
         MatmulBlockPanel<IQScalar<DType::kIQ2_XXS, BlockIQ2_XXS>>;
     k.fn[static_cast<int>(DType::kIQ2_XS)] =

@@ -30,11 +30,11 @@ void LegacyQuants(const uint8_t* qs, const uint8_t* qh, uint8_t u[32]) {
   }
 }
 
-// IQ4_NL's 16 bytes of nibbles (Q4_0's order) as their table values + 128.
-void IQ4Quants(const uint8_t* qs, uint8_t u[32]) {
+// IQ4_NL's (or MXFP4's) 16 bytes of nibbles (Q4_0's order) as their table values + 128.
+void IQ4Quants(const uint8_t* qs, uint8_t u[32], const int8_t* values = kIQ4NLValues) {
   for (int i = 0; i < 16; ++i) {
-    u[i] = static_cast<uint8_t>(kIQ4NLValues[qs[i] & 0xF] + 128);
-    u[i + 16] = static_cast<uint8_t>(kIQ4NLValues[qs[i] >> 4] + 128);
+    u[i] = static_cast<uint8_t>(values[qs[i] & 0xF] + 128);
+    u[i + 16] = static_cast<uint8_t>(values[qs[i] >> 4] + 128);
   }
 }
 
@@ -83,6 +83,12 @@ void DecodeLegacy(DType t, const void* block, DecodedLegacy* out) {
       const auto* b = static_cast<const BlockIQ4_NL*>(block);
       *out = DecodedLegacy{F16ToF32(b->d), 0.0f, 128, false, {}};
       IQ4Quants(b->qs, out->u);
+      break;
+    }
+    case DType::kMXFP4: {  // likewise, d = 2^(e - 128)
+      const auto* b = static_cast<const BlockMXFP4*>(block);
+      *out = DecodedLegacy{E8M0Half(b->e), 0.0f, 128, false, {}};
+      IQ4Quants(b->qs, out->u, kMXFP4Values);
       break;
     }
     default:

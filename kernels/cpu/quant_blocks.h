@@ -62,6 +62,22 @@ struct BlockIQ4_NL {
 // IQ4_NL's values (ggml's kvalues_iq4nl): denser near 0, as trained weights are.
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+// MXFP4: an E8M0 exponent e, then Q4_0's nibble order; a nibble indexes kMXFP4Values.
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+// ggml's kvalues_mxfp4: the E2M1 values (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) doubled,
+// so that the scale is half of E8M0's 2^(e - 127).
+inline constexpr int8_t kMXFP4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+// ggml_e8m0_to_fp32_half: 2^(e - 128) (e 0 and 1: subnormal; 255: 2^127, finite).
+inline float E8M0Half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
 // IQ4_XS: sub-block s (32 weights) has scale ls = (scales_l[s / 2] >> 4 (s % 2)) & 15 |
 // ((scales_h >> 2s) & 3) << 4 and nibbles qs[16s .. 16s + 15] in IQ4_NL's order.
 struct BlockIQ4_XS {
@@ -117,7 +133,8 @@ struct alignas(64) BlockQ8_K {
   float d;
 };
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 &&
-                  sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24,
+                  sizeof(BlockMXFP4) == 17 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+                  sizeof(BlockQ5_1) == 24,
               "legacy blocks are unpadded");
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
                   sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210,
@@ -127,7 +144,7 @@ static_assert(sizeof(BlockQ8_K) == 320, "Q8_K blocks are whole cache lines");
 // A legacy block for the dot product: weight e = d * (u[e] - offset) + m.
 struct DecodedLegacy {
   float d = 0, m = 0;
-  int offset = 0;  // 8 (Q4_0), 16 (Q5_0), 128 (Q8_0, IQ4_NL), 0 (Q4_1, Q5_1: with a min)
+  int offset = 0;  // 8 (Q4_0), 16 (Q5_0), 128 (Q8_0, IQ4_NL, MXFP4), 0 (Q4_1, Q5_1: with a min)
   bool has_min = false;
   uint8_t u[kQKLegacy];
 };

@@ -49,6 +49,9 @@ void ScaleOffsets(DType t, int* d, int* m) {
     case DType::kIQ1_M:  // d in the scales' top nibbles: random bits (FillRandomBlocks fixes them)
       *d = -1;
       break;
+    case DType::kMXFP4:  // an exponent byte, no fp16 (FillRandomBlocks sets it)
+      *d = -1;
+      break;
     case DType::kTQ1_0:  // d last
     case DType::kTQ2_0:
       *d = static_cast<int>(BlockBytes(t)) - 2;
@@ -82,7 +85,8 @@ void FillRandomBlocks(DType t, uint64_t seed, void* dst, int64_t blocks) {
     }
     if (doff >= 0) std::memcpy(p + doff, &d16, 2);
     if (moff >= 0) std::memcpy(p + moff, &m16, 2);
-    if (t == DType::kIQ1_M) {  // d's nibbles atop the 4 uint16 scale words (offset 48)
+    if (t == DType::kMXFP4) p[0] = 119;  // 2^-9: weights up to 12 * 2^-9
+    if (t == DType::kIQ1_M) {            // d's nibbles atop the 4 uint16 scale words (offset 48)
       for (int w = 0; w < 4; ++w) {
         uint16_t word;
         std::memcpy(&word, p + 48 + 2 * w, 2);

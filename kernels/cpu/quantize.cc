@@ -462,6 +462,35 @@ void QuantizeIQ4NL(const float* x, BlockIQ4_NL* y) {
   IQ4Nibbles(x, d, y->qs);
 }
 
+// MXFP4 (ggml's quantize_row_mxfp4_ref): e = floor(log2(amax)) - 2 + 127 (0 for a block of
+// zeros; clamped to 0..254 where ggml's conversion to uint8_t would leave the range), then each
+// weight's index of least |value * d - x|, the first on ties.
+void QuantizeMXFP4(const float* x, BlockMXFP4* y) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  int e = 0;
+  if (amax > 0.0f && std::isfinite(amax)) {
+    e = std::clamp(static_cast<int>(std::floor(std::log2(amax))) - 2 + 127, 0, 254);
+  }
+  y->e = static_cast<uint8_t>(e);
+  const float d = E8M0Half(y->e);
+  auto best = [d](float v) {
+    int index = 0;
+    float err = std::fabs(kMXFP4Values[0] * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float ei = std::fabs(kMXFP4Values[i] * d - v);
+      if (ei < err) {
+        index = i;
+        err = ei;
+      }
+    }
+    return index;
+  };
+  for (int j = 0; j < 16; ++j) {
+    y->qs[j] = static_cast<uint8_t>(best(x[j]) | best(x[j + 16]) << 4);
+  }
+}
+
 // IQ4_XS: each sub-block's IQ4_NL scale, then d = -(the scale of largest magnitude) / 32 and
 // each sub-block's ls - 32 = its scale / d rounded into [-32, 31]; the indices are taken again
 // with d * (ls - 32) in fp32 (ggml's order: d is stored as fp16 after that).
@@ -521,6 +550,9 @@ void QuantizeRow(DType t, const float* x, void* dst, int64_t k) {
         break;
       case DType::kIQ4_XS:
         QuantizeIQ4XS(xb, reinterpret_cast<BlockIQ4_XS*>(ob));
+        break;
+      case DType::kMXFP4:
+        QuantizeMXFP4(xb, reinterpret_cast<BlockMXFP4*>(ob));
         break;
       default:
         break;

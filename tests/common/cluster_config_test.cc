@@ -145,8 +145,9 @@ TEST(ClusterConfig, ModelQuantization) {
   DType t;
   ASSERT_TRUE(ParseQuantFormat(c->model.quantization, &t));
   EXPECT_EQ(t, DType::kQ4_K);
-  for (const auto& [name, want] :
-       {std::pair{"iq4_nl", DType::kIQ4_NL}, {"IQ4_XS", DType::kIQ4_XS}}) {
+  for (const auto& [name, want] : {std::pair{"iq4_nl", DType::kIQ4_NL},
+                                   {"IQ4_XS", DType::kIQ4_XS},
+                                   {"mxfp4", DType::kMXFP4}}) {
     ASSERT_TRUE(ParseQuantFormat(name, &t)) << name;
     EXPECT_EQ(t, want) << name;
   }

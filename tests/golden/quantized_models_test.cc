@@ -30,7 +30,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 uint32_t GgmlTypeOf(DType t) {
-  constexpr uint32_t kIds[kNumQuantizable] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23};
+  constexpr uint32_t kIds[kNumQuantizable] = {0,  1,  30, 8,  2,  3,  6,  7,
+                                              10, 11, 12, 13, 14, 20, 23, 39};
   return kIds[static_cast<int>(t)];
 }
 
@@ -457,12 +458,16 @@ TEST(InSituQuantization, Stories260KAgainstDequantizedAndF32) {
     DType t;
     int min_agree_percent;
     double max_kl;
+    int min_greedy_steps = 32;  // of 64 equal to the dequantized twin's
   };
+  // MXFP4's E2M1 values at power-of-two scales are the coarsest 4-bit grid here: further from F32,
+  // and its twin's greedy path meets a near-tie sooner (18 steps on prompt 0).
   const Case cases[] = {
-      {DType::kQ8_0, 97, 0.002}, {DType::kQ6_K, 95, 0.01},   {DType::kQ5_K, 90, 0.03},
-      {DType::kQ4_K, 90, 0.03},  {DType::kQ4_0, 80, 0.08},   {DType::kQ4_1, 85, 0.08},
-      {DType::kQ5_0, 90, 0.03},  {DType::kQ5_1, 90, 0.03},   {DType::kQ3_K, 80, 0.08},
-      {DType::kQ2_K, 80, 0.08},  {DType::kIQ4_NL, 85, 0.08}, {DType::kIQ4_XS, 85, 0.08}};
+      {DType::kQ8_0, 97, 0.002},    {DType::kQ6_K, 95, 0.01},   {DType::kQ5_K, 90, 0.03},
+      {DType::kQ4_K, 90, 0.03},     {DType::kQ4_0, 80, 0.08},   {DType::kQ4_1, 85, 0.08},
+      {DType::kQ5_0, 90, 0.03},     {DType::kQ5_1, 90, 0.03},   {DType::kQ3_K, 80, 0.08},
+      {DType::kQ2_K, 80, 0.08},     {DType::kIQ4_NL, 85, 0.08}, {DType::kIQ4_XS, 85, 0.08},
+      {DType::kMXFP4, 80, 0.12, 16}};
   for (const Case& c : cases) {
     auto q = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors, 0, {}, c.t);
     auto d = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors, 0, {}, c.t);
@@ -492,8 +497,8 @@ TEST(InSituQuantization, Stories260KAgainstDequantizedAndF32) {
     EXPECT_EQ((*q)->embed.format, DType::kF32);  // embeddings stay
     EXPECT_GE(agree_deq * 100, 98 * positions) << DTypeName(c.t);
     // Greedy decoding from each prompt: the quantized model and its dequantized twin agree for
-    // at least the first half of the 64 steps (later a near-tie may flip: the twin does not round
-    // its activations to Q8).
+    // at least the first half of the 64 steps (a quarter for MXFP4; later a near-tie may flip: the
+    // twin does not round its activations to Q8).
     auto eq = RankExecutor::Create(**q), ed = RankExecutor::Create(**d);
     ASSERT_TRUE(eq.ok() && ed.ok());
     for (size_t i = 0; i < seqs.size(); ++i) {
@@ -512,7 +517,7 @@ TEST(InSituQuantization, Stories260KAgainstDequantizedAndF32) {
       size_t same = 0;
       while (same < ids[0].size() && ids[0][same] == ids[1][same]) ++same;
       std::printf("  prompt %zu: greedy ids equal for %zu of %zu steps\n", i, same, ids[0].size());
-      EXPECT_GE(same * 2, ids[0].size()) << DTypeName(c.t) << " prompt " << i;
+      EXPECT_GE(static_cast<int>(same), c.min_greedy_steps) << DTypeName(c.t) << " prompt " << i;
     }
   }
 }

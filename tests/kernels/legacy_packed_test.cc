@@ -27,8 +27,8 @@ std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   return testing::RandomFloats(n, seed, -scale, scale);
 }
 
-constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,  DType::kQ5_1,
-                              DType::kQ8_0, DType::kIQ4_NL, DType::kIQ4_XS};
+constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,   DType::kQ5_1,
+                              DType::kQ8_0, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
 
 std::vector<uint8_t> QuantMatrix(DType t, int n, int k, uint32_t seed) {
   const auto f = RandomVec(static_cast<size_t>(n) * k, seed, 0.05f);

@@ -218,10 +218,11 @@ TEST(QuantRoundTrip, WithinLlamaCppBounds) {
     double bound;
   };
   const Case cases[] = {
-      {DType::kQ8_0, 0.002},  {DType::kQ4_0, 0.002},   {DType::kQ4_1, 0.002},
-      {DType::kQ5_0, 0.002},  {DType::kQ5_1, 0.002},   {DType::kQ2_K, 0.0075},
-      {DType::kQ3_K, 0.0040}, {DType::kQ4_K, 0.002},   {DType::kQ5_K, 0.002},
-      {DType::kQ6_K, 0.002},  {DType::kIQ4_NL, 0.002}, {DType::kIQ4_XS, 0.002},
+      {DType::kQ8_0, 0.002},   {DType::kQ4_0, 0.002},   {DType::kQ4_1, 0.002},
+      {DType::kQ5_0, 0.002},   {DType::kQ5_1, 0.002},   {DType::kQ2_K, 0.0075},
+      {DType::kQ3_K, 0.0040},  {DType::kQ4_K, 0.002},   {DType::kQ5_K, 0.002},
+      {DType::kQ6_K, 0.002},   {DType::kIQ4_NL, 0.002}, {DType::kIQ4_XS, 0.002},
+      {DType::kMXFP4, 0.0025},
   };
   for (const Case& c : cases) {
     std::vector<uint8_t> q(RowBytes(c.t, kN));
@@ -253,7 +254,8 @@ TEST(QuantRoundTrip, ErrorFollowsTheBits) {
   const std::pair<DType, double> bands[] = {
       {DType::kQ8_0, 0.006}, {DType::kQ6_K, 0.02}, {DType::kQ5_K, 0.04},   {DType::kQ5_1, 0.045},
       {DType::kQ5_0, 0.05},  {DType::kQ4_K, 0.08}, {DType::kQ4_1, 0.09},   {DType::kQ4_0, 0.10},
-      {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38}, {DType::kIQ4_NL, 0.09}, {DType::kIQ4_XS, 0.09}};
+      {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38}, {DType::kIQ4_NL, 0.09}, {DType::kIQ4_XS, 0.09},
+      {DType::kMXFP4, 0.13}};
   for (const auto& [t, bound] : bands) {
     std::vector<uint8_t> q(RowBytes(t, kN));
     std::vector<float> back(kN);
@@ -269,6 +271,70 @@ TEST(QuantRoundTrip, ErrorFollowsTheBits) {
                 bound);
     EXPECT_LT(rel, bound) << DTypeName(t);
   }
+}
+
+// MXFP4 against gguf-py's numpy MXFP4 (ggml-org/llama.cpp's gguf-py/gguf/quants.py, the
+// reference for ggml's dequantize_row_mxfp4 / quantize_row_mxfp4_ref; llama.cpp c392e50, the peer
+// built here, predates the format): FNV-1a hashes of its output on fixed input.
+uint64_t Fnv1a(const void* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
+  return h;
+}
+std::vector<uint8_t> SplitMixBytes(size_t n, uint64_t seed) {
+  std::vector<uint8_t> out(n + 8);
+  uint64_t s = seed;
+  for (size_t i = 0; i < n; i += 8) {
+    s += 0x9e3779b97f4a7c15ull;
+    uint64_t z = s;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    std::memcpy(out.data() + i, &z, 8);
+  }
+  out.resize(n);
+  return out;
+}
+
+// 16 blocks of splitmix bytes (seed 0xC0FFEE) with these exponents: subnormal scales (0, 1),
+// the smallest normal ones, the middle, and 255 (2^127: values of 8 and 12 overflow to inf).
+TEST(MXFP4, DequantizationIsGgmls) {
+  constexpr uint8_t kE[16] = {0,   1,   2,   3,   100, 119, 126, 127,
+                              128, 129, 150, 200, 253, 254, 255, 120};
+  auto raw = SplitMixBytes(16 * 17, 0xC0FFEE);
+  for (int b = 0; b < 16; ++b) raw[17 * b] = kE[b];
+  std::vector<float> y(16 * 32);
+  DequantizeRow(DType::kMXFP4, raw.data(), y.data(), 16 * 32);
+  EXPECT_EQ(Fnv1a(y.data(), 4 * y.size()), 0x870ce6134718cbf6ull);
+  EXPECT_EQ(E8M0Half(0), std::ldexp(1.0f, -128));
+  EXPECT_EQ(E8M0Half(128), 1.0f);
+  EXPECT_EQ(E8M0Half(255), std::ldexp(1.0f, 127));
+}
+
+// Block b < 15: (24 bits of splitmix word 32 b + i, seed 0xBEEF, minus 2^23) * 2^(b - 30): exact
+// floats over 15 binades; block 15 zeros; an E2M1 value at a power-of-two scale and a tie of
+// signs (the first index wins, as in ggml's search).
+TEST(MXFP4, QuantizationIsGgmls) {
+  const auto words = SplitMixBytes(16 * 32 * 8, 0xBEEF);
+  std::vector<float> x(16 * 32, 0.0f);
+  for (int b = 0; b < 15; ++b) {
+    for (int i = 0; i < 32; ++i) {
+      uint64_t z;
+      std::memcpy(&z, words.data() + 8 * (32 * b + i), 8);
+      x[32 * b + i] = static_cast<float>(static_cast<int64_t>((z >> 40) & 0xFFFFFF) - (1 << 23)) *
+                      std::ldexp(1.0f, b - 30);
+    }
+  }
+  x[32 * 3 + 5] = 6 * std::ldexp(1.0f, -10);
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * 4 + i]));
+  x[32 * 4] = -amax;
+  std::vector<uint8_t> q(16 * 17);
+  QuantizeRow(DType::kMXFP4, x.data(), q.data(), 16 * 32);
+  EXPECT_EQ(q[17 * 0], 117);
+  EXPECT_EQ(q[17 * 14], 131);
+  EXPECT_EQ(q[17 * 15], 0);
+  EXPECT_EQ(Fnv1a(q.data(), q.size()), 0x660667e886be5302ull);
 }
 
 TEST(QuantRoundTrip, ZeroAndConstantBlocks) {
