@@ -148,8 +148,8 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
       ->capture_default_str();
   app.add_option("--quantization", o->quantization,
                  "quantize the linear weights at load (with dummy: random blocks) to q8_0, q4_0, "
-                 "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl or iq4_xs; none keeps the "
-                 "file's format")
+                 "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs or mxfp4; none "
+                 "keeps the file's format")
       ->capture_default_str();
   app.add_option("--threads", o->threads, "compute threads (0: all cores)")
       ->check(CLI::Range(0, 1024))
