@@ -59,7 +59,10 @@ std::set<DType> WriteQuantized(const GgufFile& src, DType t, const std::string& 
   for (const auto& info : src.tensors()) {
     const std::vector<uint64_t> dims(info.dims.begin(), info.dims.end());
     const std::string bytes(static_cast<const char*>(info.data), info.nbytes);
-    const auto f = info.type == 0 && dims.size() >= 2 ? FormatFor(t, info.dims[0]) : std::nullopt;
+    // MoE routers stay F32, as llama-quantize keeps them
+    const bool router = info.name.find("ffn_gate_inp") != std::string::npos;
+    const auto f =
+        info.type == 0 && dims.size() >= 2 && !router ? FormatFor(t, info.dims[0]) : std::nullopt;
     if (!f) {
       q.Tensor(info.name, dims, info.type, bytes);
       d.Tensor(info.name, dims, info.type, bytes);
@@ -155,10 +158,11 @@ class QuantizedModels : public ::testing::Test {
   fs::path dir_;
 };
 
-// llama (rows of 64 and 192: the legacy formats fit everywhere, the K-quants fall back) and
-// qwen2 (its down_proj rows are 256: real K-quant blocks there).
+// llama (rows of 64 and 192: the legacy formats fit everywhere, the K-quants fall back), qwen2
+// (its down_proj rows are 256: real K-quant blocks there) and qwen2moe (stacked experts in the
+// format, as llama-quantize's MXFP4_MOE files hold them; the router stays F32).
 TEST_F(QuantizedModels, GgufInEveryFormatGivesTheGreedyIdsOfItsDequantizedModel) {
-  for (const char* family : {"llama", "qwen2"}) {
+  for (const char* family : {"llama", "qwen2", "qwen2moe"}) {
     const std::string base = std::string("golden/families/") + family + "/";
     LLM_REQUIRE_SHARED(base + family + ".gguf");
     const json ref = ReadJson(SharedPath(base + "reference.json"));
@@ -183,9 +187,12 @@ TEST_F(QuantizedModels, GgufInEveryFormatGivesTheGreedyIdsOfItsDequantizedModel)
       EXPECT_TRUE(used.count(t) > 0 || BlockSize(t) == kQK_K) << DTypeName(t);
       // These random-weight models have near-ties that the rounding of the activations to Q8
       // (which the dequantized model does not do) flips; the prompt positions agree on all but
-      // a few, and the distributions stay close.
+      // a few, and the distributions stay close. In the MoE model such a flip can also move a
+      // token to another expert (its router's top-k has near-ties too): further apart there
+      // (mean KL 0.008-0.05 by format, Q8_0 0.013), still far from a wrong kernel's.
+      const bool moe = std::string(family) == "qwen2moe";
       EXPECT_GE(agree, positions - 2) << family << " " << DTypeName(t);
-      EXPECT_LT(kl, 0.015) << family << " " << DTypeName(t);
+      EXPECT_LT(kl, moe ? 0.08 : 0.015) << family << " " << DTypeName(t);
     }
   }
 }
