@@ -387,8 +387,9 @@ inline __m256i TritsOf(__m256i r) {
   return _mm256_add_epi8(_mm256_min_epu8(_mm256_subs_epu8(r, _mm256_set1_epi8(85)), one),
                          _mm256_min_epu8(_mm256_subs_epu8(r, _mm256_set1_epi8(-86)), one));
 }
+// (DecodeIQRegs for the ternary formats.)
 template <DType kType>
-[[gnu::always_inline]] inline void DecodeTQRegs(const void* block, TQRegs& r) {
+[[gnu::always_inline]] inline void DecodeIQRegs(const void* block, TQRegs& r) {
   namespace in = ::llm::kernels::internal;
   if constexpr (kType == DType::kTQ2_0) {
     const auto* b = static_cast<const in::BlockTQ2_0*>(block);
@@ -432,7 +433,7 @@ template <DType kType>
 }
 // The ternary lane sums of iquant_blocks.h (IQLaneSums with offset 1): u times x per lane (int32
 // lane q of a sub-block holds its elements 4q .. 4q + 3), minus bsums 2l and 2l + 1 in lane l.
-[[gnu::always_inline]] inline __m256i TQLaneSums(const TQRegs& w, const BlockQ8_K& x) {
+[[gnu::always_inline]] inline __m256i IQLaneSums(const TQRegs& w, const BlockQ8_K& x) {
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
   auto xs = [&x](int c) {
@@ -473,22 +474,12 @@ struct IQMicro {
     for (int i = 0; i < TMR; ++i) acc[i] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
       PrefetchWeights(&w[b]);
-      if constexpr (::llm::IsTernaryQuant(kType)) {
-        TQRegs r;
-        DecodeTQRegs<kType>(&w[b], r);
-        for (int i = 0; i < TMR; ++i) {
-          const BlockQ8_K& xb = x[i * ldx + b];
-          acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(r.f * xb.d),
-                                   _mm256_cvtepi32_ps(TQLaneSums(r, xb)), acc[i]);
-        }
-      } else {
-        IQRegs r;
-        DecodeIQRegs<kType>(&w[b], r);
-        for (int i = 0; i < TMR; ++i) {
-          const BlockQ8_K& xb = x[i * ldx + b];
-          acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(r.f * xb.d),
-                                   _mm256_cvtepi32_ps(IQLaneSums(r, xb)), acc[i]);
-        }
+      std::conditional_t<::llm::IsTernaryQuant(kType), TQRegs, IQRegs> r;
+      DecodeIQRegs<kType>(&w[b], r);
+      for (int i = 0; i < TMR; ++i) {
+        const BlockQ8_K& xb = x[i * ldx + b];
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(r.f * xb.d), _mm256_cvtepi32_ps(IQLaneSums(r, xb)),
+                                 acc[i]);
       }
     }
     for (int i = 0; i < TMR; ++i) {
