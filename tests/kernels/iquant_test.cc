@@ -24,8 +24,8 @@ constexpr DType kIQFormats[] = {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S,
 
 // `blocks` blocks of t: splitmix64 bytes (seed 0xC0FFEE, little-endian words), d = 2^-8 (fp16
 // 0x1C00; first, or last for TQ1_0 / TQ2_0; IQ1_M: its nibbles atop the 4 scale words at byte
-// 48). TQ1_0's bytes above 242 (no quantizer writes them) and TQ2_0's 2-bit 3s (t = 2) are
-// decoded as ggml does.
+// 48). The 13 TQ1_0 byte values no quantizer writes (it writes ceil(256 n / 243), n < 243) and
+// TQ2_0's 2-bit 3s (t = 2) are decoded as ggml does.
 std::vector<uint8_t> FixedBlocks(DType t, int blocks) {
   const size_t bb = BlockBytes(t);
   std::vector<uint8_t> raw(blocks * bb + 8);
