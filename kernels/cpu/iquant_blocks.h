@@ -16,13 +16,13 @@
 //   L_l = sum over those e of s[e / 16] * v[e] * x.qs[e]  (exact int32, exact in float:
 //         |L_l| <= 32 * 62 * 127 * 31 < 2^23)
 //   acc_l = fma(f_b * x_b.d, float(L_l), acc_l), blocks b in order, from 0,
-// and y = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) (+ bias last).
+// and y = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) (+ bias last). The SIMD kernels
+// take |v| and move its sign onto x (|x| <= 127 in Q8_K, so -x fits): maddubs(|v|, +-x) sums
+// pairs within 2 * 62 * 127, no saturation.
 // The ternary formats take v + 1 (0..2, what the file holds) and subtract the activation sums
 // instead: L_l = sum over lane l of (v[e] + 1) * x.qs[e], minus x.bsums[2l] + x.bsums[2l + 1] (the
 // sums of sub-block l's 32 activations), so sum_l L_l is still sum v * x, and the SIMD kernels
-// multiply unsigned values without moving signs (one madd a block for the offset). The SIMD kernels
-// take |v| and move its sign onto x (|x| <= 127 in Q8_K, so -x fits): maddubs(|v|, +-x) sums
-// pairs within 2 * 62 * 127, no saturation.
+// multiply unsigned values without moving signs (one madd a block for the offset).
 #pragma once
 
 #include <cstdint>

@@ -23,8 +23,7 @@ struct Layout {
   size_t bytes;     // per block
   bool min, fifth;  // has m / qh
   size_t qh;        // qh's offset in a block
-
-  size_t scale;  // bytes of the scale d (1: MXFP4's exponent) and of the min m
+  size_t scale;     // bytes of the scale d: 2 (fp16), 1 for MXFP4's exponent byte
 
   explicit Layout(DType f)
       : bytes(BlockBytes(f)),

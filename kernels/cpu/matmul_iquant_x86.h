@@ -383,9 +383,10 @@ inline __m256i TritsOf(__m256i r) {
   const __mmask32 ge171 = _mm256_cmpge_epu8_mask(r, _mm256_set1_epi8(-85));
   const __m256i u = _mm256_maskz_mov_epi8(ge86, one);
   return _mm256_mask_add_epi8(u, ge171, u, one);
-#endif
+#else
   return _mm256_add_epi8(_mm256_min_epu8(_mm256_subs_epu8(r, _mm256_set1_epi8(85)), one),
                          _mm256_min_epu8(_mm256_subs_epu8(r, _mm256_set1_epi8(-86)), one));
+#endif
 }
 // (DecodeIQRegs for the ternary formats.)
 template <DType kType>

@@ -30,7 +30,7 @@ void KLanes(const DecodedK& w, const BlockQ8_K& x, float* acc) {
   }
 }
 
-// The grid i-quants' 8 lanes of a block (iquant_blocks.h).
+// The grid i-quants' and ternary formats' 8 lanes of a block (iquant_blocks.h).
 void IQLanes(const DecodedIQ& w, const BlockQ8_K& x, float* acc) {
   int32_t lanes[8];
   IQLaneSums(w, x, lanes);
@@ -49,8 +49,8 @@ void Lanes(const DecodedIQ& w, const BlockQ8_K& x, float* acc) {
   IQLanes(w, x, acc);
 }
 
-// The K-quants (Decoded: DecodedK) and the grid i-quants (DecodedIQ): 8 lanes per block on Q8_K
-// activations (quant_blocks.h, iquant_blocks.h), summed by one tree at the end.
+// The K-quants (Decoded: DecodedK), the grid i-quants and the ternary formats (DecodedIQ): 8 lanes
+// per block on Q8_K activations (quant_blocks.h, iquant_blocks.h), summed by one tree at the end.
 template <DType kType, class W, class Decoded>
 struct LanesScalar {
   using XBlock = BlockQ8_K;
@@ -83,7 +83,7 @@ using KScalar = LanesScalar<kType, W, DecodedK>;
 template <DType kType, class W>
 using IQScalar = LanesScalar<kType, W, DecodedIQ>;
 
-// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): one lane and chain per block,
+// The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4): one lane and chain per block,
 // b % 16. IQ4_XS likewise per 32-weight sub-block (b: the sub-block's index in the row), its
 // rows read as bytes.
 template <DType kType, class W>

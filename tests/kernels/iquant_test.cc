@@ -14,6 +14,7 @@
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
+#include "tests/kernels/random_floats.h"
 
 namespace llm::kernels {
 namespace {
@@ -28,17 +29,7 @@ constexpr DType kIQFormats[] = {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S,
 // TQ2_0's 2-bit 3s (t = 2) are decoded as ggml does.
 std::vector<uint8_t> FixedBlocks(DType t, int blocks) {
   const size_t bb = BlockBytes(t);
-  std::vector<uint8_t> raw(blocks * bb + 8);
-  uint64_t s = 0xC0FFEE;
-  for (size_t i = 0; i < raw.size(); i += 8) {
-    s += 0x9e3779b97f4a7c15ull;
-    uint64_t z = s;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    std::memcpy(raw.data() + i, &z, std::min<size_t>(8, raw.size() - i));
-  }
-  raw.resize(blocks * bb);
+  std::vector<uint8_t> raw = testing::SplitMixBytes(blocks * bb, 0xC0FFEE);
   const uint16_t d16 = 0x1C00;
   for (int b = 0; b < blocks; ++b) {
     uint8_t* p = raw.data() + b * bb;
@@ -84,16 +75,11 @@ TEST(IQuant, DequantizationIsGgmls) {
     const auto q = FixedBlocks(g.t, 16);
     std::vector<float> y(16 * kQK_K);
     DequantizeRows(g.t, q.data(), 16, kQK_K, y.data());
-    uint64_t h = 0xcbf29ce484222325ull;
     double abs_sum = 0;
-    for (float f : y) {
-      uint8_t b[4];
-      std::memcpy(b, &f, 4);
-      for (uint8_t c : b) h = (h ^ c) * 0x100000001b3ull;
-      abs_sum += std::fabs(f);
-    }
+    for (float f : y) abs_sum += std::fabs(f);
     EXPECT_NEAR(abs_sum, g.abs_sum, 1e-3) << DTypeName(g.t);
-    EXPECT_EQ(h, g.fnv) << DTypeName(g.t) << ": some dequantized value differs from ggml's";
+    EXPECT_EQ(testing::Fnv1a(y.data(), 4 * y.size()), g.fnv)
+        << DTypeName(g.t) << ": some dequantized value differs from ggml's";
   }
 }
 

@@ -13,11 +13,14 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/quant_blocks.h"
+#include "tests/kernels/random_floats.h"
 
 namespace llm::kernels {
 namespace {
 
 using namespace internal;  // NOLINT: the block structs
+using testing::Fnv1a;
+using testing::SplitMixBytes;
 
 constexpr uint16_t kHalf = 0x3800, kOne = 0x3C00, kTwo = 0x4000, kMinusOne = 0xBC00;
 
@@ -275,27 +278,8 @@ TEST(QuantRoundTrip, ErrorFollowsTheBits) {
 
 // MXFP4 against gguf-py's numpy MXFP4 (ggml-org/llama.cpp's gguf-py/gguf/quants.py, the
 // reference for ggml's dequantize_row_mxfp4 / quantize_row_mxfp4_ref; llama.cpp c392e50, the peer
-// built here, predates the format): FNV-1a hashes of its output on fixed input.
-uint64_t Fnv1a(const void* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
-  return h;
-}
-std::vector<uint8_t> SplitMixBytes(size_t n, uint64_t seed) {
-  std::vector<uint8_t> out(n + 8);
-  uint64_t s = seed;
-  for (size_t i = 0; i < n; i += 8) {
-    s += 0x9e3779b97f4a7c15ull;
-    uint64_t z = s;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    std::memcpy(out.data() + i, &z, 8);
-  }
-  out.resize(n);
-  return out;
-}
-
+// built here, predates the format): FNV-1a hashes of its output on fixed input (SplitMixBytes,
+// tests/kernels/random_floats.h).
 // 16 blocks of splitmix bytes (seed 0xC0FFEE) with these exponents: subnormal scales (0, 1),
 // the smallest normal ones, the middle, and 255 (2^127: values of 8 and 12 overflow to inf).
 TEST(MXFP4, DequantizationIsGgmls) {

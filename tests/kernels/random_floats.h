@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -27,6 +28,29 @@ inline std::vector<uint16_t> Random16(DType t, size_t n, uint32_t seed, float lo
 }
 inline float Widen16(DType t, uint16_t h) {
   return t == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+}
+
+// n bytes of splitmix64 words (little-endian) from `seed`: the generator the format goldens
+// (hashes of reference dequantizers' output) were computed on, written out so they can be redone.
+inline std::vector<uint8_t> SplitMixBytes(size_t n, uint64_t seed) {
+  std::vector<uint8_t> out(n + 8);
+  uint64_t s = seed;
+  for (size_t i = 0; i < n; i += 8) {
+    s += 0x9e3779b97f4a7c15ull;
+    uint64_t z = s;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    std::memcpy(out.data() + i, &z, 8);
+  }
+  out.resize(n);
+  return out;
+}
+// FNV-1a (64-bit) of n bytes.
+inline uint64_t Fnv1a(const void* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
+  return h;
 }
 
 }  // namespace llm::kernels::testing
