@@ -38,6 +38,8 @@ const char* DTypeName(DType t) {
       return "IQ4_XS";
     case DType::kMXFP4:
       return "MXFP4";
+    case DType::kQ1_0:
+      return "Q1_0";
     case DType::kIQ2_XXS:
       return "IQ2_XXS";
     case DType::kIQ2_XS:
@@ -82,6 +84,8 @@ const char* DTypeName(DType t) {
       return "IQ4_XS (packed)";
     case DType::kMXFP4Packed:
       return "MXFP4 (packed)";
+    case DType::kQ1_0Packed:
+      return "Q1_0 (packed)";
   }
   return "?";
 }

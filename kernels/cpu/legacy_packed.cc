@@ -131,15 +131,43 @@ void UnpackIQ4XSGroup(const uint8_t* in, int t, uint8_t* out) {
   }
 }
 
+// Q1_0: a group of t sub-blocks (t / 4 blocks in ggml's layout at `in`, t a multiple of 4) <->
+// packed: 8 masks of 4t bits, then the t / 4 fp16 d. Sub-block b's 32 sign bits are the
+// little-endian word w_b (bytes 4 (b % 4) .. of block b / 4's qs), and its quad r (elements 4r ..
+// 4r + 3) is nibble r of w_b, which becomes nibble b of mask r: a transpose of nibbles.
+void PackQ1_0Group(const uint8_t* in, int t, uint8_t* out) {
+  uint64_t masks[8] = {};
+  for (int b = 0; b < t; ++b) {
+    const auto& blk = *reinterpret_cast<const BlockQ1_0*>(in + (b / 4) * sizeof(BlockQ1_0));
+    uint32_t w;
+    std::memcpy(&w, blk.qs + 4 * (b % 4), 4);
+    for (int r = 0; r < 8; ++r) masks[r] |= static_cast<uint64_t>((w >> (4 * r)) & 0xF) << (4 * b);
+    if (b % 4 == 0) std::memcpy(out + 4 * t + 2 * (b / 4), &blk.d, 2);
+  }
+  for (int r = 0; r < 8; ++r) std::memcpy(out + r * t / 2, &masks[r], t / 2);  // little-endian
+}
+void UnpackQ1_0Group(const uint8_t* in, int t, uint8_t* out) {
+  uint64_t masks[8] = {};
+  for (int r = 0; r < 8; ++r) std::memcpy(&masks[r], in + r * t / 2, t / 2);
+  for (int b = 0; b < t; ++b) {
+    auto& blk = *reinterpret_cast<BlockQ1_0*>(out + (b / 4) * sizeof(BlockQ1_0));
+    uint32_t w = 0;
+    for (int r = 0; r < 8; ++r) w |= static_cast<uint32_t>((masks[r] >> (4 * b)) & 0xF) << (4 * r);
+    std::memcpy(blk.qs + 4 * (b % 4), &w, 4);
+    if (b % 4 == 0) std::memcpy(&blk.d, in + 4 * t + 2 * (b / 4), 2);
+  }
+}
+
 template <class Fn>
 void ForEachGroup(DType t, int64_t rows, int cols, Fn fn) {
   const int nb = cols / kQKLegacy;
   const size_t row_bytes = RowBytes(t, cols);
-  const size_t bytes = t == DType::kIQ4_XS ? kIQ4XSSubBytes : BlockBytes(t);  // per 32 weights
+  // bytes per 32 weights: 17 for IQ4_XS, 4.5 for Q1_0 (groups start at multiples of 16)
+  const size_t block_bytes = BlockBytes(t), sub_blocks = BlockSize(t) / kQKLegacy;
   for (int64_t r = 0; r < rows; ++r) {
     for (int b0 = 0; b0 < nb; b0 += kPackGroupBlocks) {
       const int count = nb - b0 < kPackGroupBlocks ? nb - b0 : kPackGroupBlocks;
-      fn(r * row_bytes + b0 * bytes, count);
+      fn(r * row_bytes + b0 * block_bytes / sub_blocks, count);
     }
   }
 }
@@ -153,6 +181,8 @@ void PackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst)
     uint8_t* out = static_cast<uint8_t*>(dst) + at;
     if (t == DType::kIQ4_XS) {
       PackIQ4XSGroup(in, count, out);
+    } else if (t == DType::kQ1_0) {
+      PackQ1_0Group(in, count, out);
     } else {
       PackGroup(f, in, count, out);
     }
@@ -166,6 +196,8 @@ void UnpackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* ds
     uint8_t* out = static_cast<uint8_t*>(dst) + at;
     if (t == DType::kIQ4_XS) {
       UnpackIQ4XSGroup(in, count, out);
+    } else if (t == DType::kQ1_0) {
+      UnpackQ1_0Group(in, count, out);
     } else {
       UnpackGroup(f, in, count, out);
     }
@@ -180,6 +212,17 @@ void WidenLegacyGroup(DType t, const uint8_t* group, int count, uint8_t out[kPac
     for (int r = 0; r < 4; ++r) std::memcpy(out + 64 * r, group + 4 * count * r, 4 * count);
     std::memcpy(out + 16 * kWhole, group + 16 * count, 2);
     std::memcpy(out + 16 * kWhole + 4, group + 16 * count + 2, 3 * static_cast<size_t>(count) / 4);
+    return;
+  }
+  if (t == DType::kQ1_0) {  // count 4, 8 or 12: each mask's 4 count bits, then count / 4 d
+    for (int r = 0; r < 8; ++r) {
+      for (int i = 0; i < 4 * count; ++i) {
+        if (Bit(group, static_cast<size_t>(r) * 4 * count + i)) {
+          SetBit(out, static_cast<size_t>(r) * 4 * kWhole + i);
+        }
+      }
+    }
+    std::memcpy(out + 4 * kWhole, group + 4 * count, 2 * static_cast<size_t>(count) / 4);
     return;
   }
   for (int r = 0; r < f.runs; ++r) std::memcpy(out + 64 * r, group + 4 * count * r, 4 * count);

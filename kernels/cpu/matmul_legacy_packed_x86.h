@@ -1,4 +1,5 @@
-// The matmul of the 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) on packed
+// The matmul of the 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4; IQ4_XS and
+// Q1_0 per 32-weight sub-block) on packed
 // weights (legacy_packed.h) for the AVX2 and AVX-512 translation units, included by
 // matmul_quant_x86.h inside their anonymous namespace.
 //
@@ -32,7 +33,8 @@ using ::llm::kernels::internal::PackedXGroups;
 // Q8_0's quants are signed bytes, eight runs a group (kInt8). IQ4_NL's nibbles index a table of
 // signed bytes (kLut): Q4_0's runs, Q8_0's arithmetic. IQ4_XS (kSuper) is IQ4_NL per 32-weight
 // sub-block with the scales d * (ls - 32) of its super-blocks (legacy_packed.h). MXFP4 (kE8M0)
-// is IQ4_NL with kMXFP4Values and the scales 2^(e - 128) of its exponent bytes.
+// is IQ4_NL with kMXFP4Values and the scales 2^(e - 128) of its exponent bytes. Q1_0 (kBits)
+// takes its sign bits as byte masks, u = 2 where set (offset 1), and one fp16 d per 4 sub-blocks.
 template <class Block, DType kTypeV, bool kMinV, bool kFifthV, bool kInt8V = false,
           bool kLutV = false, bool kSuperV = false>
 struct LegacyFormat {
@@ -41,10 +43,12 @@ struct LegacyFormat {
   static constexpr bool kMin = kMinV, kFifth = kFifthV, kInt8 = kInt8V, kLut = kLutV;
   static constexpr bool kSuper = kSuperV;
   static constexpr bool kE8M0 = kTypeV == DType::kMXFP4;
+  static constexpr bool kBits = kTypeV == DType::kQ1_0;  // sign bits as byte masks
   static constexpr int kRuns = kInt8 ? 8 : 4;
-  // bytes per 32 weights
-  static constexpr int64_t kSubBytes =
-      kSuper ? ::llm::kernels::internal::kIQ4XSSubBytes : static_cast<int64_t>(sizeof(Block));
+  // bytes per 16 sub-blocks of 32 weights (a whole packed group)
+  static constexpr int64_t kGroupBytes = kBits    ? 16 * 18 / 4
+                                         : kSuper ? 16 * ::llm::kernels::internal::kIQ4XSSubBytes
+                                                  : 16 * static_cast<int64_t>(sizeof(Block));
 };
 using Q4_0F = LegacyFormat<BlockQ4_0, DType::kQ4_0, false, false>;
 using Q4_1F = LegacyFormat<BlockQ4_1, DType::kQ4_1, true, false>;
@@ -54,6 +58,7 @@ using Q8_0F = LegacyFormat<BlockQ8_0, DType::kQ8_0, false, false, true>;
 using IQ4_NLF = LegacyFormat<BlockIQ4_NL, DType::kIQ4_NL, false, false, false, true>;
 using IQ4_XSF = LegacyFormat<BlockIQ4_XS, DType::kIQ4_XS, false, false, false, true, true>;
 using MXFP4F = LegacyFormat<BlockMXFP4, DType::kMXFP4, false, false, false, true>;
+using Q1_0F = LegacyFormat<BlockQ1_0, DType::kQ1_0, false, false>;
 
 // The 16 values of a table format (IQ4_NL's, or MXFP4's: kE8M0) as 16 bytes (a 128-bit lane's
 // shuffle table), each xor 0x80 when `biased` (value + 128: BiasS8 folded into the table).
@@ -174,6 +179,23 @@ constexpr bool kS8ByBias = false;
   const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return {_mm512_scalef_ps(_mm512_set1_ps(0x1p-128f), _mm512_cvtepi32_ps(e))};
 }
+// Q1_0: 2 in the bytes whose bit is set in the 64-bit mask at p, 0 elsewhere.
+[[gnu::always_inline]] inline Vi TwosWhereBits(const uint8_t* p) {
+  uint64_t bits;
+  std::memcpy(&bits, p, 8);
+  return {_mm512_maskz_mov_epi8(_cvtu64_mask64(bits), _mm512_set1_epi8(2))};
+}
+// a / 8 per dword lane (the -8 S of the activations made -S: exact).
+[[gnu::always_inline]] inline Vi Div8(Vi a) {
+  return {_mm512_srai_epi32(a.v, 3)};
+}
+// Q1_0: the 4 fp16 d at p, d of block b / 4 in lane b.
+[[gnu::always_inline]] inline Vf Q1_0Scales(const uint8_t* p) {
+  const __m512 d4 =
+      _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return {
+      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), d4)};
+}
 [[gnu::always_inline]] inline Vf Zero() {
   return {_mm512_setzero_ps()};
 }
@@ -259,6 +281,30 @@ constexpr bool kS8ByBias = false;  // see the AVX-512 helpers
   return {_mm256_castsi256_ps(E8M0HalfBits(_mm256_cvtepu8_epi32(e))),
           _mm256_castsi256_ps(E8M0HalfBits(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8))))};
 }
+// 2 in byte i where bit i of `bits` is set: each byte of bits to 8 bytes, one bit each.
+inline __m256i TwosWhereBits32(uint32_t bits) {
+  const __m256i index = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
+                                         2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i bytes = _mm256_and_si256(
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), index), select);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(bytes, select), _mm256_set1_epi8(2));
+}
+[[gnu::always_inline]] inline Vi TwosWhereBits(const uint8_t* p) {
+  uint32_t lo, hi;
+  std::memcpy(&lo, p, 4);
+  std::memcpy(&hi, p + 4, 4);
+  return {TwosWhereBits32(lo), TwosWhereBits32(hi)};
+}
+[[gnu::always_inline]] inline Vi Div8(Vi a) {
+  return {_mm256_srai_epi32(a.lo, 3), _mm256_srai_epi32(a.hi, 3)};
+}
+[[gnu::always_inline]] inline Vf Q1_0Scales(const uint8_t* p) {
+  const __m256 d4 =
+      _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return {_mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+          _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3))};
+}
 [[gnu::always_inline]] inline Vf Zero() {
   return {_mm256_setzero_ps(), _mm256_setzero_ps()};
 }
@@ -294,11 +340,11 @@ struct PackedLegacyMicro {
   static constexpr int kMR = kMRv;
   static constexpr int kNR = kNRv;
   static constexpr DType kType = F::kType;
-  static constexpr int64_t kGroupBytes = kPackGroupBlocks * F::kSubBytes;
+  static constexpr int64_t kGroupBytes = F::kGroupBytes;
   static constexpr int kGemvStreams = kLegacyGemvStreams;
   // Offsets in a whole packed group (legacy_packed.h): runs, fifth-bit masks, scales, mins.
-  static constexpr int kMasks = 64 * F::kRuns;
-  static constexpr int kScales = kMasks + (F::kFifth ? 64 : 0);
+  static constexpr int kMasks = F::kBits ? 0 : 64 * F::kRuns;
+  static constexpr int kScales = kMasks + (F::kFifth || F::kBits ? 64 : 0);
   static constexpr int kMins = kScales + 32;
   // For MatmulBlockPanel (matmul_internal.h): x rows of PackedXGroups(nb) groups (MakePackedX),
   // weight rows of nb * BlockBytes bytes.
@@ -306,7 +352,9 @@ struct PackedLegacyMicro {
   using XBlock = PackedXGroup;
   using WBlock = uint8_t;
   static constexpr int64_t XStride(int nb) { return PackedXGroups(nb); }
-  static constexpr int64_t WStride(int nb) { return static_cast<int64_t>(nb) * F::kSubBytes; }
+  static constexpr int64_t WStride(int nb) {
+    return static_cast<int64_t>(nb) * kGroupBytes / kPackGroupBlocks;
+  }
 
   // acc[i][j] += group g of activation rows x[i] times weight rows w[j] (whole-group layout).
   template <int MR, int NR>
@@ -316,7 +364,9 @@ struct PackedLegacyMicro {
     Vi l[MR][NR];
     for (int i = 0; i < MR; ++i) {
       Vi start = ZeroI();
-      if constexpr (F::kInt8 || F::kLut) {
+      if constexpr (F::kBits) {
+        start = Div8(LoadI(x[i]->start));  // -S
+      } else if constexpr (F::kInt8 || F::kLut) {
         if constexpr (kS8ByBias) start = Times16(LoadI(x[i]->start));  // -128 S
       } else if constexpr (!F::kMin) {
         start = LoadI(x[i]->start);                          // -8 S
@@ -334,7 +384,33 @@ struct PackedLegacyMicro {
         }
       }
     }
-    for (int r = 0; r < (F::kInt8 ? 0 : 4); ++r) {
+    if constexpr (F::kBits) {  // u = 2 where the bit is set: sum of (u - 1) x = -S + sum u x
+      // A GEMV tile has one sum per lane: its 8 dot steps in two chains (the sum of integers is
+      // the same in any order), or they wait on each other's latency (kernel_bench gemv in cache,
+      // 2 threads: 17.8 -> 19.5-20.7 GB/s).
+      constexpr int kChains = MR * NR <= 2 ? 2 : 1;
+      Vi odd[MR][NR];
+      for (int i = 0; i < MR; ++i) {
+        for (int j = 0; j < NR; ++j) odd[i][j] = ZeroI();
+      }
+      for (int r = 0; r < 8; ++r) {
+        Vi u[NR];
+        for (int j = 0; j < NR; ++j) u[j] = TwosWhereBits(w[j] + 8 * r);
+        for (int i = 0; i < MR; ++i) {
+          const Vi xr = LoadI(x[i]->q[r]);
+          for (int j = 0; j < NR; ++j) {
+            Vi& sum = kChains == 2 && r % 2 == 1 ? odd[i][j] : l[i][j];
+            sum = AddDot(sum, u[j], xr);
+          }
+        }
+      }
+      if constexpr (kChains == 2) {
+        for (int i = 0; i < MR; ++i) {
+          for (int j = 0; j < NR; ++j) l[i][j] = Add(l[i][j], odd[i][j]);
+        }
+      }
+    }
+    for (int r = 0; r < (F::kInt8 || F::kBits ? 0 : 4); ++r) {
       Vi lo[NR], hi[NR];
       for (int j = 0; j < NR; ++j) {
         const Vi v = LoadI(w[j] + 64 * r);
@@ -367,6 +443,8 @@ struct PackedLegacyMicro {
       Vf dw;
       if constexpr (F::kSuper) {
         dw = IQ4XSScales(w[j] + kScales);
+      } else if constexpr (F::kBits) {
+        dw = Q1_0Scales(w[j] + kScales);
       } else if constexpr (F::kE8M0) {
         dw = E8M0Scales(w[j] + kScales);
       } else {

@@ -84,21 +84,26 @@ template <DType kType, class W>
 using IQScalar = LanesScalar<kType, W, DecodedIQ>;
 
 // The 32-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4): one lane and chain per block,
-// b % 16. IQ4_XS likewise per 32-weight sub-block (b: the sub-block's index in the row), its
-// rows read as bytes.
+// b % 16. IQ4_XS and Q1_0 likewise per 32-weight sub-block (b: the sub-block's index in the row),
+// its rows read as bytes.
 template <DType kType, class W>
 struct LegacyScalar {
-  static constexpr bool kSuper = kType == DType::kIQ4_XS;
+  // IQ4_XS and Q1_0: blocks of 8 and 4 sub-blocks
+  static constexpr bool kSuper = kType == DType::kIQ4_XS || kType == DType::kQ1_0;
+  static constexpr int kSubs = BlockSize(kType) / kQKLegacy;
   using XBlock = BlockQ8_0;
   using WBlock = std::conditional_t<kSuper, uint8_t, W>;
   static constexpr int kBlock = kQKLegacy;
   static constexpr int kMR = 2;
   static constexpr int kNR = 2;
   static constexpr int64_t WStride(int nb) {
-    return kSuper ? static_cast<int64_t>(nb) * (sizeof(BlockIQ4_XS) / 8) : nb;
+    return kSuper ? static_cast<int64_t>(nb) / kSubs * static_cast<int64_t>(sizeof(W)) : nb;
   }
   static void Decode(const WBlock* row, int b, DecodedLegacy* out) {
-    if constexpr (kSuper) {
+    if constexpr (kType == DType::kQ1_0) {
+      DecodeQ1_0Sub(*reinterpret_cast<const BlockQ1_0*>(row + (b / 4) * sizeof(BlockQ1_0)), b % 4,
+                    out);
+    } else if constexpr (kSuper) {
       DecodeIQ4XSSub(*reinterpret_cast<const BlockIQ4_XS*>(row + (b / 8) * sizeof(BlockIQ4_XS)),
                      b % 8, out);
     } else {
@@ -161,6 +166,7 @@ const QuantMatmulKernels& ScalarQuantKernels() {
         MatmulBlockPanel<LegacyScalar<DType::kIQ4_XS, BlockIQ4_XS>>;
     k.fn[static_cast<int>(DType::kMXFP4)] =
         MatmulBlockPanel<LegacyScalar<DType::kMXFP4, BlockMXFP4>>;
+    k.fn[static_cast<int>(DType::kQ1_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ1_0, BlockQ1_0>>;
     k.fn[static_cast<int>(DType::kIQ2_XXS)] =
         MatmulBlockPanel<IQScalar<DType::kIQ2_XXS, BlockIQ2_XXS>>;
     k.fn[static_cast<int>(DType::kIQ2_XS)] =

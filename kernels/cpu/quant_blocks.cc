@@ -102,6 +102,14 @@ void DecodeIQ4XSSub(const BlockIQ4_XS& b, int s, DecodedLegacy* out) {
   IQ4Quants(b.qs + 16 * s, out->u);
 }
 
+void DecodeQ1_0Sub(const BlockQ1_0& b, int s, DecodedLegacy* out) {
+  *out = DecodedLegacy{F16ToF32(b.d), 0.0f, 1, false, {}};
+  for (int e = 0; e < kQKLegacy; ++e) {
+    const int j = kQKLegacy * s + e;
+    out->u[e] = static_cast<uint8_t>(2 * ((b.qs[j / 8] >> (j % 8)) & 1));
+  }
+}
+
 void DecodeK(DType t, const void* block, DecodedK* out) {
   switch (t) {
     case DType::kQ2_K: {
@@ -178,6 +186,10 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t k) {
           dst[kQK_K * i + kQKLegacy * s + e] = static_cast<float>(w.u[e] - w.offset) * w.d;
         }
       }
+    } else if (t == DType::kQ1_0) {  // ggml: bit ? d : -d
+      const auto& b = *reinterpret_cast<const BlockQ1_0*>(blk);
+      const float d = F16ToF32(b.d);
+      for (int j = 0; j < 128; ++j) dst[128 * i + j] = (b.qs[j / 8] >> (j % 8)) & 1 ? d : -d;
     } else if (!IsKQuant(t)) {
       DecodedLegacy w;
       DecodeLegacy(t, blk, &w);

@@ -78,6 +78,11 @@ inline float E8M0Half(uint8_t e) {
   __builtin_memcpy(&f, &bits, 4);
   return f;
 }
+// Q1_0: 128 sign bits (element j: bit j % 8 of qs[j / 8]), weight = bit ? d : -d.
+struct BlockQ1_0 {
+  uint16_t d;
+  uint8_t qs[16];
+};
 // IQ4_XS: sub-block s (32 weights) has scale ls = (scales_l[s / 2] >> 4 (s % 2)) & 15 |
 // ((scales_h >> 2s) & 3) << 4 and nibbles qs[16s .. 16s + 15] in IQ4_NL's order.
 struct BlockIQ4_XS {
@@ -133,8 +138,8 @@ struct alignas(64) BlockQ8_K {
   float d;
 };
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 &&
-                  sizeof(BlockMXFP4) == 17 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-                  sizeof(BlockQ5_1) == 24,
+                  sizeof(BlockMXFP4) == 17 && sizeof(BlockQ1_0) == 18 && sizeof(BlockQ4_1) == 20 &&
+                  sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24,
               "legacy blocks are unpadded");
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
                   sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210,
@@ -144,7 +149,7 @@ static_assert(sizeof(BlockQ8_K) == 320, "Q8_K blocks are whole cache lines");
 // A legacy block for the dot product: weight e = d * (u[e] - offset) + m.
 struct DecodedLegacy {
   float d = 0, m = 0;
-  int offset = 0;  // 8 (Q4_0), 16 (Q5_0), 128 (Q8_0, IQ4_NL, MXFP4), 0 (Q4_1, Q5_1: with a min)
+  int offset = 0;  // 8 (Q4_0), 16 (Q5_0), 128 (Q8_0, IQ4_NL, MXFP4), 1 (Q1_0), 0 (with a min)
   bool has_min = false;
   uint8_t u[kQKLegacy];
 };
@@ -160,6 +165,9 @@ void DecodeLegacy(DType t, const void* block, DecodedLegacy* out);
 // Sub-block s (0..7) of an IQ4_XS super-block as a 32-block: d * (ls - 32) (exact in float), the
 // values + 128, offset 128.
 void DecodeIQ4XSSub(const BlockIQ4_XS& b, int s, DecodedLegacy* out);
+// Sub-block s (0..3) of a Q1_0 block as a 32-block: d, u = 2 where the bit is set and 0 where
+// not, offset 1 (u - 1 = +-1).
+void DecodeQ1_0Sub(const BlockQ1_0& b, int s, DecodedLegacy* out);
 void DecodeK(DType t, const void* block, DecodedK* out);
 
 // ggml's dequantize_row_* for a block format: k / BlockSize(t) blocks at src into k floats.

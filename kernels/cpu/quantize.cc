@@ -462,6 +462,18 @@ void QuantizeIQ4NL(const float* x, BlockIQ4_NL* y) {
   IQ4Nibbles(x, d, y->qs);
 }
 
+// Q1_0 (ggml's quantize_row_q1_0_ref): d = the mean |x| of the 128 weights (summed in order,
+// then divided), a weight's bit set where x >= 0 (-0 and +0 alike; NaN: clear).
+void QuantizeQ1_0(const float* x, BlockQ1_0* y) {
+  float sum_abs = 0.0f;
+  for (int j = 0; j < 128; ++j) sum_abs += std::fabs(x[j]);
+  y->d = F32ToF16(sum_abs / 128);
+  std::memset(y->qs, 0, sizeof(y->qs));
+  for (int j = 0; j < 128; ++j) {
+    if (x[j] >= 0.0f) y->qs[j / 8] = static_cast<uint8_t>(y->qs[j / 8] | (1u << (j % 8)));
+  }
+}
+
 // MXFP4 (ggml's quantize_row_mxfp4_ref): e = floor(log2(amax)) - 2 + 127 (0 for a block of
 // zeros; clamped to 0..254 where ggml's conversion to uint8_t would leave the range), then each
 // weight's index of least |value * d - x|, the first on ties.
@@ -553,6 +565,9 @@ void QuantizeRow(DType t, const float* x, void* dst, int64_t k) {
         break;
       case DType::kMXFP4:
         QuantizeMXFP4(xb, reinterpret_cast<BlockMXFP4*>(ob));
+        break;
+      case DType::kQ1_0:
+        QuantizeQ1_0(xb, reinterpret_cast<BlockQ1_0*>(ob));
         break;
       default:
         break;

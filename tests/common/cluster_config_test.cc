@@ -147,7 +147,8 @@ TEST(ClusterConfig, ModelQuantization) {
   EXPECT_EQ(t, DType::kQ4_K);
   for (const auto& [name, want] : {std::pair{"iq4_nl", DType::kIQ4_NL},
                                    {"IQ4_XS", DType::kIQ4_XS},
-                                   {"mxfp4", DType::kMXFP4}}) {
+                                   {"mxfp4", DType::kMXFP4},
+                                   {"Q1_0", DType::kQ1_0}}) {
     ASSERT_TRUE(ParseQuantFormat(name, &t)) << name;
     EXPECT_EQ(t, want) << name;
   }

@@ -30,20 +30,20 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 uint32_t GgmlTypeOf(DType t) {
-  constexpr uint32_t kIds[kNumQuantizable] = {0,  1,  30, 8,  2,  3,  6,  7,
-                                              10, 11, 12, 13, 14, 20, 23, 39};
+  constexpr uint32_t kIds[kNumQuantizable] = {0,  1,  30, 8,  2,  3,  6,  7, 10,
+                                              11, 12, 13, 14, 20, 23, 39, 41};
   return kIds[static_cast<int>(t)];
 }
 
 // The block format `want` (or its llama-quantize fallback) for rows of `cols`, if any.
 std::optional<DType> FormatFor(DType want, int64_t cols) {
   if (cols % BlockSize(want) == 0) return want;
-  const DType fallback = want == DType::kQ4_K     ? DType::kQ5_0
-                         : want == DType::kQ5_K   ? DType::kQ5_1
-                         : want == DType::kQ6_K   ? DType::kQ8_0
-                         : want == DType::kIQ4_XS ? DType::kIQ4_NL
-                         : IsKQuant(want)         ? DType::kQ4_0
-                                                  : want;
+  const DType fallback = want == DType::kQ4_K                     ? DType::kQ5_0
+                         : want == DType::kQ5_K                   ? DType::kQ5_1
+                         : want == DType::kQ6_K                   ? DType::kQ8_0
+                         : want == DType::kIQ4_XS                 ? DType::kIQ4_NL
+                         : IsKQuant(want) || want == DType::kQ1_0 ? DType::kQ4_0
+                                                                  : want;
   if (cols % BlockSize(fallback) == 0) return fallback;
   return std::nullopt;
 }
@@ -184,7 +184,7 @@ TEST_F(QuantizedModels, GgufInEveryFormatGivesTheGreedyIdsOfItsDequantizedModel)
           "%.2g\n",
           family, DTypeName(t), formats.c_str(), q.greedy == d.greedy ? "equal" : "DIFFER", agree,
           positions, kl);
-      EXPECT_TRUE(used.count(t) > 0 || BlockSize(t) == kQK_K) << DTypeName(t);
+      EXPECT_TRUE(used.count(t) > 0 || BlockSize(t) > kQKLegacy) << DTypeName(t);
       // These random-weight models have near-ties that the rounding of the activations to Q8
       // (which the dequantized model does not do) flips; the prompt positions agree on all but
       // a few, and the distributions stay close. In the MoE model such a flip can also move a

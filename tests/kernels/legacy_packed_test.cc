@@ -27,8 +27,9 @@ std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   return testing::RandomFloats(n, seed, -scale, scale);
 }
 
-constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,   DType::kQ5_1,
-                              DType::kQ8_0, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
+constexpr DType kFormats[] = {DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0,
+                              DType::kQ5_1,   DType::kQ8_0,  DType::kIQ4_NL,
+                              DType::kIQ4_XS, DType::kMXFP4, DType::kQ1_0};
 
 std::vector<uint8_t> QuantMatrix(DType t, int n, int k, uint32_t seed) {
   const auto f = RandomVec(static_cast<size_t>(n) * k, seed, 0.05f);
@@ -143,6 +144,39 @@ TEST(LegacyPacked, Q8_0GroupHoldsEightRunsThenItsScales) {
   }
 }
 
+// Q1_0's whole group (4 blocks of 128): bit 4b + t of 64-bit mask r is the sign bit of element
+// 4r + t of 32-weight sub-block b (element 32 (b % 4) + 4r + t of block b / 4), then the 4 d; a
+// short group (T = 8 sub-blocks) holds masks of 32 bits.
+TEST(LegacyPacked, Q1_0GroupHoldsItsSignBitsAsOneMaskPerQuad) {
+  for (const int t : {16, 8}) {
+    const int k = 32 * t;
+    const auto q = QuantMatrix(DType::kQ1_0, 1, k, 31 + t);
+    const auto p = Packed(DType::kQ1_0, q, 1, k);
+    ASSERT_EQ(p.size(), q.size());
+    const auto* blocks = reinterpret_cast<const internal::BlockQ1_0*>(q.data());
+    int set = 0;
+    for (int b = 0; b < t; ++b) {
+      for (int r = 0; r < 8; ++r) {
+        uint64_t mask = 0;
+        std::memcpy(&mask, p.data() + r * t / 2, t / 2);
+        for (int tt = 0; tt < 4; ++tt) {
+          const int e = 32 * (b % 4) + 4 * r + tt;
+          const unsigned want = (blocks[b / 4].qs[e / 8] >> (e % 8)) & 1;
+          ASSERT_EQ((mask >> (4 * b + tt)) & 1, want) << t << " " << r << " " << b << " " << tt;
+          set += static_cast<int>(want);
+        }
+      }
+    }
+    for (int i = 0; i < t / 4; ++i) {
+      uint16_t d;
+      std::memcpy(&d, p.data() + 4 * t + 2 * i, 2);
+      ASSERT_EQ(d, blocks[i].d) << "scale " << i;
+    }
+    EXPECT_GT(set, 8 * t) << "random weights should set some sign bits";
+    EXPECT_LT(set, 24 * t) << "and leave some clear";
+  }
+}
+
 // The last group of a row (T < 16 blocks) widened for the kernels equals the packing of those T
 // blocks followed by zero blocks: the lanes past T add nothing.
 TEST(LegacyPacked, WidenedTailIsTheGroupWithZeroBlocks) {
@@ -247,7 +281,8 @@ TEST(LegacyPacked, CpuBackendRepacksOnlyThe32BlockFormats) {
   Backend& cpu = CpuBackend();
   const int n = 24;
   for (DType t : kFormats) {
-    const int k = BlockSize(t) == kQK_K ? 1280 : 1056;  // IQ4_XS: 5 super-blocks
+    // IQ4_XS: 5 super-blocks; Q1_0: 9 blocks (two groups and a tail of 4 sub-blocks)
+    const int k = BlockSize(t) == kQK_K ? 1280 : BlockSize(t) == 128 ? 1152 : 1056;
     const auto q = QuantMatrix(t, n, k, 5);
     const auto x = RandomVec(3 * k, 8);
     std::vector<float> want(3 * n), got(3 * n);

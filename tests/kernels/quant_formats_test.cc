@@ -258,7 +258,7 @@ TEST(QuantRoundTrip, ErrorFollowsTheBits) {
       {DType::kQ8_0, 0.006}, {DType::kQ6_K, 0.02}, {DType::kQ5_K, 0.04},   {DType::kQ5_1, 0.045},
       {DType::kQ5_0, 0.05},  {DType::kQ4_K, 0.08}, {DType::kQ4_1, 0.09},   {DType::kQ4_0, 0.10},
       {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38}, {DType::kIQ4_NL, 0.09}, {DType::kIQ4_XS, 0.09},
-      {DType::kMXFP4, 0.13}};
+      {DType::kMXFP4, 0.13}, {DType::kQ1_0, 0.61}};  // 1 bit: sqrt(1 - 2 / pi) = 0.603
   for (const auto& [t, bound] : bands) {
     std::vector<uint8_t> q(RowBytes(t, kN));
     std::vector<float> back(kN);
@@ -319,6 +319,64 @@ TEST(MXFP4, QuantizationIsGgmls) {
   EXPECT_EQ(q[17 * 14], 131);
   EXPECT_EQ(q[17 * 15], 0);
   EXPECT_EQ(Fnv1a(q.data(), q.size()), 0x660667e886be5302ull);
+}
+
+// Q1_0 against ggml's dequantize_row_q1_0 and quantize_row_q1_0_ref (ggml-quants.c since the
+// type, GGUF 41; llama.cpp c392e50, the peer built here, predates it): element j is bit j % 8 of
+// qs[j / 8] (LSB first), +d where set and -d where clear.
+TEST(Q1_0, DequantizationIsGgmls) {
+  BlockQ1_0 b{};
+  b.d = 0xB600;  // -0.375
+  b.qs[0] = 0x05;
+  b.qs[15] = 0x80;
+  const auto f = Dequant(DType::kQ1_0, b);
+  EXPECT_EQ(f[0], -0.375f);  // bit 0 set: d itself, negative here
+  EXPECT_EQ(f[1], 0.375f);   // clear: -d
+  EXPECT_EQ(f[2], -0.375f);
+  EXPECT_EQ(f[126], 0.375f);
+  EXPECT_EQ(f[127], -0.375f);
+  // Random bytes over three blocks (d 2^-24, a subnormal fp16, and 65504): d or -d by the bit.
+  auto raw = SplitMixBytes(3 * 18, 0x51);
+  const uint16_t ds[3] = {0x0001, 0x3C00, 0x7BFF};
+  for (int i = 0; i < 3; ++i) std::memcpy(raw.data() + 18 * i, &ds[i], 2);
+  std::vector<float> y(3 * 128);
+  DequantizeRow(DType::kQ1_0, raw.data(), y.data(), 3 * 128);
+  const float dv[3] = {std::ldexp(1.0f, -24), 1.0f, 65504.0f};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 128; ++j) {
+      const bool bit = (raw[18 * i + 2 + j / 8] >> (j % 8)) & 1;
+      ASSERT_EQ(y[128 * i + j], bit ? dv[i] : -dv[i]) << i << " " << j;
+    }
+  }
+}
+
+// ggml's quantizer: d = fp16(sum of |x| in element order / 128), a bit set where x >= 0 (so for -0
+// too, and never for NaN).
+TEST(Q1_0, QuantizationIsGgmls) {
+  std::vector<float> x(2 * 128);
+  for (int j = 0; j < 128; ++j) x[j] = static_cast<float>(j - 64);  // j = 64 (+0): bit set
+  x[5] = -0.0f;  // bit set too; sum |x| = 4096 - 59 = 4037, / 128 = 31.5390625 -> fp16 31.53125
+  for (int j = 0; j < 128; ++j) x[128 + j] = -std::ldexp(1.0f + j / 128.0f, -20);
+  x[128 + 7] = std::numeric_limits<float>::quiet_NaN();  // no bit; NaN sums to a NaN d
+  std::vector<uint8_t> q(2 * 18);
+  QuantizeRow(DType::kQ1_0, x.data(), q.data(), 2 * 128);
+  EXPECT_EQ(q[0] | q[1] << 8, 0x4FE2);  // 31.5390625 = 2018.5 steps of 2^-6: the even 2018
+  EXPECT_EQ(q[2], 0x20);                // elements 0..7: only -0 (element 5)
+  for (int i = 3; i < 10; ++i) EXPECT_EQ(q[i], 0) << i;
+  for (int i = 10; i < 18; ++i) EXPECT_EQ(q[i], 0xFF) << i;
+  uint16_t d1;
+  std::memcpy(&d1, q.data() + 18, 2);
+  EXPECT_EQ(d1 & 0x7C00, 0x7C00);  // NaN
+  EXPECT_NE(d1 & 0x03FF, 0);
+  for (int i = 20; i < 36; ++i) EXPECT_EQ(q[i], 0) << i;
+  // Without the NaN: the mean of |x| summed in element order, then rounded to fp16 (nearest even).
+  x[128 + 7] = -std::ldexp(1.0f + 7 / 128.0f, -20);
+  QuantizeRow(DType::kQ1_0, x.data(), q.data(), 2 * 128);
+  float sum = 0;
+  for (int j = 0; j < 128; ++j) sum += std::fabs(x[128 + j]);
+  std::memcpy(&d1, q.data() + 18, 2);
+  EXPECT_EQ(d1, F32ToF16(sum / 128));
+  EXPECT_EQ(d1, 0x0018);  // 1.49609375 * 2^-20 = 23.94 fp16 subnormal steps of 2^-24: 24
 }
 
 TEST(QuantRoundTrip, ZeroAndConstantBlocks) {

@@ -223,6 +223,15 @@ TEST_F(GgufLoading, BlockFormatsLoadAndBadOnesAreNamed) {
   ExpectError(
       {"tensor 'blk.0.attn_v.weight' (TQ2_0): row length 64 is not a multiple of the "
        "block size 256"});
+  // and Q1_0 (blocks of 128)
+  Rewrite(path_, [](const std::string& name, Out* o) {
+    if (name != "blk.0.ffn_gate.weight") return;  // [64, 192]: rows of 64
+    o->type = 41;
+    o->bytes.assign(192 * 9, '\0');
+  });
+  ExpectError(
+      {"tensor 'blk.0.ffn_gate.weight' (Q1_0): row length 64 is not a multiple of the "
+       "block size 128"});
   Rewrite(
       path_, [](const std::string&, Out*) {},
       [](GgufWriter& g) {  // the last tensor: 2 rows of 256 Q6_K weights, one block missing
