@@ -211,7 +211,7 @@ const std::vector<KeySpec>& Schema() {
                     "dummy = seeded random weights, output meaningless"),
       StringKey("model.quantization", LLM_FIELD(model.quantization),
                 {"none", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k",
-                 "q6_k", "iq4_nl", "iq4_xs", "mxfp4", "q1_0"},
+                 "q6_k", "iq4_nl", "iq4_xs", "mxfp4", "q1_0", "nvfp4"},
                 "quantize the linear weights of an F32/F16/BF16 model to this GGML block format "
                 "at load (embeddings, lm_head and norms stay)"),
       IntKey("model.max_model_len", LLM_FIELD(model.max_model_len), 0, 1 << 24,

@@ -40,6 +40,8 @@ const char* DTypeName(DType t) {
       return "MXFP4";
     case DType::kQ1_0:
       return "Q1_0";
+    case DType::kNVFP4:
+      return "NVFP4";
     case DType::kIQ2_XXS:
       return "IQ2_XXS";
     case DType::kIQ2_XS:
@@ -86,6 +88,8 @@ const char* DTypeName(DType t) {
       return "MXFP4 (packed)";
     case DType::kQ1_0Packed:
       return "Q1_0 (packed)";
+    case DType::kNVFP4Packed:
+      return "NVFP4 (packed)";
   }
   return "?";
 }

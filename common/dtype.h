@@ -44,6 +44,11 @@ enum class DType : uint8_t {
   // bit is set, -d where not; 18 bytes. Its matmul runs per 32-weight sub-block on Q8_0
   // activations, as IQ4_XS's (BlockSize 128).
   kQ1_0,
+  // NVFP4 (GGUF type 40, ggml's take on NVIDIA's FP4): per 64 weights 4 UE4M3 scale bytes (one per
+  // 16 weights) and 32 bytes of E2M1 codes (sub-block s: byte 8s + j holds its elements j and j +
+  // 8), weight = UE4M3Half(scale) * value, value from kMXFP4Values; 36 bytes. Its matmul runs per
+  // 32-weight sub-block on Q8_0 activations with two scales a sub-block.
+  kNVFP4,
   // The grid i-quants, super-blocks of 256 weights on Q8_K activations, file formats only (no
   // quantizer here): groups of 4 or 8 weights index fixed grids of magnitudes (or of -1/0/1 for
   // IQ1), with 8-bit sign patterns and 3- or 4-bit odd scales per 16 or 32 weights
@@ -89,10 +94,13 @@ enum class DType : uint8_t {
   // And Q1_0 rows per 32-weight sub-block, their sign bits as 8 byte masks of a group
   // (legacy_packed.h).
   kQ1_0Packed,
+  // And NVFP4 rows per 32-weight sub-block in Q4_0's runs, their scale bytes gathered per group
+  // (legacy_packed.h).
+  kNVFP4Packed,
 };
-constexpr int kNumDTypes = 26;         // the formats a file can hold (kF32 .. kTQ2_0)
-constexpr int kNumQuantizable = 17;    // those a config can name, with a quantizer (kF32 .. kQ1_0)
-constexpr int kNumMatmulFormats = 40;  // and the backend layouts (kQ4_0Packed .. kQ1_0Packed)
+constexpr int kNumDTypes = 27;         // the formats a file can hold (kF32 .. kTQ2_0)
+constexpr int kNumQuantizable = 18;    // those a config can name, with a quantizer (kF32 .. kNVFP4)
+constexpr int kNumMatmulFormats = 42;  // and the backend layouts (kQ4_0Packed .. kNVFP4Packed)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -106,7 +114,7 @@ inline size_t DTypeSize(DType t) {
 constexpr bool IsBlockFormat(DType t) {
   return (t >= DType::kQ8_0 && t <= DType::kQ8_0Packed) || t == DType::kQ3_KPacked ||
          t == DType::kIQ4_NLPacked || t == DType::kIQ4_XSPacked || t == DType::kMXFP4Packed ||
-         t == DType::kQ1_0Packed;
+         t == DType::kQ1_0Packed || t == DType::kNVFP4Packed;
 }
 // The K-quants: super-blocks of 256 whose matmul runs on Q8_K activations.
 constexpr bool IsKQuant(DType t) {
@@ -125,20 +133,23 @@ constexpr bool IsTernaryQuant(DType t) {
 constexpr bool DecodesAsIQ(DType t) {
   return IsGridQuant(t) || IsTernaryQuant(t);
 }
-// Weights per block (1 for element formats). IQ4_XS's super-blocks of 256 and Q1_0's blocks of
-// 128 are not K-quants: their matmul runs per 32-weight sub-block on Q8_0 activations, as the
-// 32-block formats'.
+// Weights per block (1 for element formats). IQ4_XS's super-blocks of 256, Q1_0's blocks of 128
+// and NVFP4's of 64 are not K-quants: their matmul runs per 32-weight sub-block on Q8_0
+// activations, as the 32-block formats'.
 constexpr int BlockSize(DType t) {
-  return !IsBlockFormat(t)                                                                   ? 1
-         : IsKQuant(t) || DecodesAsIQ(t) || t == DType::kIQ4_XS || t == DType::kIQ4_XSPacked ? kQK_K
-         : t == DType::kQ1_0 || t == DType::kQ1_0Packed                                      ? 128
-                                                        : kQKLegacy;
+  if (!IsBlockFormat(t)) return 1;
+  if (IsKQuant(t) || DecodesAsIQ(t) || t == DType::kIQ4_XS || t == DType::kIQ4_XSPacked) {
+    return kQK_K;
+  }
+  if (t == DType::kQ1_0 || t == DType::kQ1_0Packed) return 128;
+  if (t == DType::kNVFP4 || t == DType::kNVFP4Packed) return 64;
+  return kQKLegacy;
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
   constexpr size_t kBytes[kNumMatmulFormats] = {
-      4,  2,   2,  34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18,  136, 17, 18, 66,  74, 82,
-      98, 110, 50, 56, 54, 66, 18, 20, 22, 24,  34,  2,   2,   110, 2,   2,  18, 136, 17, 18};
+      4,  2,   2,  34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18,  136, 17, 18, 36,  66, 74, 82,
+      98, 110, 50, 56, 54, 66, 18, 20, 22, 24,  34,  2,   2,   110, 2,   2,  18, 136, 17, 18, 36};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).
@@ -150,9 +161,9 @@ const char* DTypeName(DType t);
 // spelling). Returns false for anything else.
 bool ParseDType(std::string_view s, DType* out);
 // Parses a model.quantization value: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
-// "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4", "q1_0" (any case): the formats below
-// kNumQuantizable.
-// Returns false for anything else (the grid i-quants and the ternary formats too: no quantizer).
+// "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4", "q1_0", "nvfp4" (any case): the formats
+// below kNumQuantizable. Returns false for anything else (the grid i-quants and the ternary formats
+// too: no quantizer).
 bool ParseQuantFormat(std::string_view s, DType* out);
 
 inline float Bf16ToF32(uint16_t h) {

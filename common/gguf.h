@@ -64,6 +64,7 @@ enum class GgmlType : uint32_t {
   kTQ1_0 = 34,
   kTQ2_0 = 35,
   kMXFP4 = 39,
+  kNVFP4 = 40,
   kQ1_0 = 41,
 };
 struct GgmlTypeInfo {

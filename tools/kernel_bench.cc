@@ -185,7 +185,7 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
       DType::kQ3_KPacked,  DType::kQ2_K,       DType::kIQ4_NLPacked, DType::kIQ4_XSPacked,
       DType::kIQ3_S,       DType::kIQ3_XXS,    DType::kIQ2_S,        DType::kIQ2_XS,
       DType::kIQ2_XXS,     DType::kIQ1_M,      DType::kIQ1_S,        DType::kTQ1_0,
-      DType::kMXFP4Packed, DType::kTQ2_0,      DType::kQ1_0Packed};
+      DType::kMXFP4Packed, DType::kTQ2_0,      DType::kQ1_0Packed,   DType::kNVFP4Packed};
   if (!KnownTypes("gemv", only_types, types)) return false;
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);

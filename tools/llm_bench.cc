@@ -146,11 +146,11 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
                  "safetensors (a .gguf path is read as GGUF), gguf, or dummy = random weights")
       ->check(CLI::IsMember({"safetensors", "gguf", "dummy"}))
       ->capture_default_str();
-  app.add_option(
-         "--quantization", o->quantization,
-         "quantize the linear weights at load (with dummy: random blocks) to q8_0, q4_0, "
-         "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4 or q1_0; none "
-         "keeps the file's format")
+  app.add_option("--quantization", o->quantization,
+                 "quantize the linear weights at load (with dummy: random blocks) to q8_0, q4_0, "
+                 "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4, q1_0 or "
+                 "nvfp4; none "
+                 "keeps the file's format")
       ->capture_default_str();
   app.add_option("--threads", o->threads, "compute threads (0: all cores)")
       ->check(CLI::Range(0, 1024))

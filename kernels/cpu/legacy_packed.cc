@@ -158,6 +158,45 @@ void UnpackQ1_0Group(const uint8_t* in, int t, uint8_t* out) {
   }
 }
 
+// NVFP4: a group of t sub-blocks of 32 (t / 2 blocks in ggml's layout at `in`, t even) <->
+// packed. Code of element j (0..15) of 16-weight sub-block h of a block: nibble j / 8 of byte
+// 8h + j % 8.
+uint8_t NVCode(const BlockNVFP4& blk, int h, int j) {
+  return static_cast<uint8_t>((blk.qs[8 * h + j % 8] >> (j < 8 ? 0 : 4)) & 0xF);
+}
+void PackNVFP4Group(const uint8_t* in, int t, uint8_t* out) {
+  for (int b = 0; b < t; ++b) {
+    const auto& blk = *reinterpret_cast<const BlockNVFP4*>(in + (b / 2) * sizeof(BlockNVFP4));
+    const int h0 = 2 * (b % 2);
+    for (int r = 0; r < 4; ++r) {
+      for (int tt = 0; tt < 4; ++tt) {
+        out[4 * t * r + 4 * b + tt] = static_cast<uint8_t>(NVCode(blk, h0, 4 * r + tt) |
+                                                           NVCode(blk, h0 + 1, 4 * r + tt) << 4);
+      }
+    }
+    out[16 * t + b] = blk.d[h0];
+    out[17 * t + b] = blk.d[h0 + 1];
+  }
+}
+void UnpackNVFP4Group(const uint8_t* in, int t, uint8_t* out) {
+  std::memset(out, 0, sizeof(BlockNVFP4) * (t / 2));
+  for (int b = 0; b < t; ++b) {
+    auto& blk = *reinterpret_cast<BlockNVFP4*>(out + (b / 2) * sizeof(BlockNVFP4));
+    const int h0 = 2 * (b % 2);
+    for (int r = 0; r < 4; ++r) {
+      for (int tt = 0; tt < 4; ++tt) {
+        const uint8_t q = in[4 * t * r + 4 * b + tt];
+        for (int k = 0; k < 2; ++k) {
+          const int h = h0 + k, j = 4 * r + tt;
+          blk.qs[8 * h + j % 8] |= static_cast<uint8_t>(((q >> (4 * k)) & 0xF) << (j < 8 ? 0 : 4));
+        }
+      }
+    }
+    blk.d[h0] = in[16 * t + b];
+    blk.d[h0 + 1] = in[17 * t + b];
+  }
+}
+
 template <class Fn>
 void ForEachGroup(DType t, int64_t rows, int cols, Fn fn) {
   const int nb = cols / kQKLegacy;
@@ -183,6 +222,8 @@ void PackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst)
       PackIQ4XSGroup(in, count, out);
     } else if (t == DType::kQ1_0) {
       PackQ1_0Group(in, count, out);
+    } else if (t == DType::kNVFP4) {
+      PackNVFP4Group(in, count, out);
     } else {
       PackGroup(f, in, count, out);
     }
@@ -198,6 +239,8 @@ void UnpackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* ds
       UnpackIQ4XSGroup(in, count, out);
     } else if (t == DType::kQ1_0) {
       UnpackQ1_0Group(in, count, out);
+    } else if (t == DType::kNVFP4) {
+      UnpackNVFP4Group(in, count, out);
     } else {
       UnpackGroup(f, in, count, out);
     }
@@ -225,6 +268,12 @@ void WidenLegacyGroup(DType t, const uint8_t* group, int count, uint8_t out[kPac
     std::memcpy(out + 4 * kWhole, group + 4 * count, 2 * static_cast<size_t>(count) / 4);
     return;
   }
+  if (t == DType::kNVFP4) {  // an even count: the runs, then both halves' scale bytes
+    for (int r = 0; r < 4; ++r) std::memcpy(out + 64 * r, group + 4 * count * r, 4 * count);
+    std::memcpy(out + 16 * kWhole, group + 16 * count, count);
+    std::memcpy(out + 17 * kWhole, group + 17 * count, count);
+    return;
+  }
   for (int r = 0; r < f.runs; ++r) std::memcpy(out + 64 * r, group + 4 * count * r, 4 * count);
   if (f.fifth) {
     for (int k = 0; k < 8; ++k) {
@@ -245,10 +294,12 @@ void MakePackedX(const BlockQ8_0* x, int nb, PackedXGroup* out) {
     std::memset(&o, 0, sizeof(o));
     for (int b = 0; b < kPackGroupBlocks && g * kPackGroupBlocks + b < nb; ++b) {
       const BlockQ8_0& blk = x[g * kPackGroupBlocks + b];
-      int32_t sum = 0;
+      int32_t sum = 0, half = 0;
       for (int e = 0; e < kQKLegacy; ++e) sum += blk.qs[e];
+      for (int e = 0; e < kQKLegacy / 2; ++e) half += blk.qs[e];
       for (int r = 0; r < 8; ++r) std::memcpy(o.q[r] + 4 * b, blk.qs + 4 * r, 4);
       o.start[b] = -8 * sum;
+      o.half_start[b] = -8 * half;
       o.s[b] = static_cast<float>(sum);
       o.d[b] = F16ToF32(blk.d);
     }

@@ -1,7 +1,8 @@
-// The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4 (and IQ4_XS and Q1_0 per
-// 32-weight sub-block, below) repacked for the SIMD kernels (DType::kQ4_0Packed ... kQ8_0Packed,
-// kIQ4_NLPacked, kIQ4_XSPacked, kMXFP4Packed, kQ1_0Packed), made once at load by the CPU backend
-// (Backend::PrepareMatmulWeight), and the activation layout those kernels read.
+// The 32-block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4 (and IQ4_XS, Q1_0 and NVFP4
+// per 32-weight sub-block, below) repacked for the SIMD kernels (DType::kQ4_0Packed ...
+// kQ8_0Packed, kIQ4_NLPacked, kIQ4_XSPacked, kMXFP4Packed, kQ1_0Packed, kNVFP4Packed), made once at
+// load by the CPU backend (Backend::PrepareMatmulWeight), and the activation layout those kernels
+// read.
 //
 // Why: these formats' order (quant_blocks.h) gives each block one integer lane and one of 16
 // float chains, so 16 blocks side by side fill a 512-bit register: a vpdpbusd adds 4 products of
@@ -36,12 +37,13 @@ constexpr int kPackGroupMaxBytes = 544;  // a whole Q8_0 group
 
 // The block formats with a packed layout: the 32-block formats, and Q3_K (its high bits in bit
 // planes, kquant_packed.h).
-constexpr DType kPackedLayouts[10][2] = {
+constexpr DType kPackedLayouts[11][2] = {
     {DType::kQ4_0, DType::kQ4_0Packed},     {DType::kQ4_1, DType::kQ4_1Packed},
     {DType::kQ5_0, DType::kQ5_0Packed},     {DType::kQ5_1, DType::kQ5_1Packed},
     {DType::kQ8_0, DType::kQ8_0Packed},     {DType::kQ3_K, DType::kQ3_KPacked},
     {DType::kIQ4_NL, DType::kIQ4_NLPacked}, {DType::kIQ4_XS, DType::kIQ4_XSPacked},
-    {DType::kMXFP4, DType::kMXFP4Packed},   {DType::kQ1_0, DType::kQ1_0Packed}};
+    {DType::kMXFP4, DType::kMXFP4Packed},   {DType::kQ1_0, DType::kQ1_0Packed},
+    {DType::kNVFP4, DType::kNVFP4Packed}};
 // The packed layout of a block format, or t itself; and back. (`static`, as the helpers
 // below: the ISA translation units call them, and each must keep its own copy, see
 // matmul_internal.h.)
@@ -71,9 +73,15 @@ constexpr int kIQ4XSSubBytes = 17;
 // element 4r + t of sub-block b (so a whole group's mask r is the 64-bit byte mask of quad r of
 // all 16 sub-blocks), then the T / 4 fp16 d: 4.5 T bytes, as in ggml's layout.
 
+// NVFP4 is packed per 32-weight sub-block (two of a 64-weight block: its 16-weight sub-blocks 2s
+// and 2s + 1 as one), 16 to a group (eight blocks; the last group of a row has an even T): Q4_0's
+// four runs (element 4r + t of sub-block b in the low nibble of byte 4b + t of run r, element 16
+// + 4r + t in the high one), then the T scale bytes of the first halves and the T of the second:
+// 18 T bytes, as in ggml's layout.
+//
 // Repacks `rows` rows of `cols` weights of `t` (kQ4_0 ... kQ5_1, kQ8_0, kIQ4_NL, kMXFP4: cols a
-// multiple of 32; kIQ4_XS: of 256; kQ1_0: of 128) from ggml's layout; src and dst must not overlap.
-// Unpack is its inverse.
+// multiple of 32; kIQ4_XS: of 256; kQ1_0: of 128; kNVFP4: of 64) from ggml's layout; src and dst
+// must not overlap. Unpack is its inverse.
 void PackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 void UnpackLegacyRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 // A group of T blocks of `t` (packed layout) in the layout of a whole group, the blocks from T on
@@ -87,6 +95,7 @@ void WidenLegacyGroup(DType t, const uint8_t* group, int count, uint8_t out[kPac
 struct alignas(64) PackedXGroup {
   int8_t q[8][64];
   int32_t start[16];
+  int32_t half_start[16];  // -8 times the sum of a block's first 16 quants (NVFP4's halves)
   float s[16];
   float d[16];
 };

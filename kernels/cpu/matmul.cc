@@ -477,6 +477,7 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
       case DType::kIQ4_XSPacked:
       case DType::kMXFP4Packed:
       case DType::kQ1_0Packed:
+      case DType::kNVFP4Packed:
       case DType::kQ3_KPacked:
         if (!NativePacked(ks, job.type)) {  // no packed kernel here: the format's, unpacked
           const DType base = FileFormatOf(job.type);

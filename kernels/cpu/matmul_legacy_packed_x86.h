@@ -35,6 +35,8 @@ using ::llm::kernels::internal::PackedXGroups;
 // sub-block with the scales d * (ls - 32) of its super-blocks (legacy_packed.h). MXFP4 (kE8M0)
 // is IQ4_NL with kMXFP4Values and the scales 2^(e - 128) of its exponent bytes. Q1_0 (kBits)
 // takes its sign bits as byte masks, u = 2 where set (offset 1), and one fp16 d per 4 sub-blocks.
+// NVFP4 (kNV) is MXFP4's table in Q4_0's runs with two sums a lane, the low nibbles' (a sub-block's
+// first 16 weights) and the high ones', each with its UE4M3 scale.
 template <class Block, DType kTypeV, bool kMinV, bool kFifthV, bool kInt8V = false,
           bool kLutV = false, bool kSuperV = false>
 struct LegacyFormat {
@@ -44,9 +46,11 @@ struct LegacyFormat {
   static constexpr bool kSuper = kSuperV;
   static constexpr bool kE8M0 = kTypeV == DType::kMXFP4;
   static constexpr bool kBits = kTypeV == DType::kQ1_0;  // sign bits as byte masks
+  static constexpr bool kNV = kTypeV == DType::kNVFP4;   // two scales a sub-block
   static constexpr int kRuns = kInt8 ? 8 : 4;
   // bytes per 16 sub-blocks of 32 weights (a whole packed group)
   static constexpr int64_t kGroupBytes = kBits    ? 16 * 18 / 4
+                                         : kNV    ? 16 * 18
                                          : kSuper ? 16 * ::llm::kernels::internal::kIQ4XSSubBytes
                                                   : 16 * static_cast<int64_t>(sizeof(Block));
 };
@@ -59,13 +63,14 @@ using IQ4_NLF = LegacyFormat<BlockIQ4_NL, DType::kIQ4_NL, false, false, false, t
 using IQ4_XSF = LegacyFormat<BlockIQ4_XS, DType::kIQ4_XS, false, false, false, true, true>;
 using MXFP4F = LegacyFormat<BlockMXFP4, DType::kMXFP4, false, false, false, true>;
 using Q1_0F = LegacyFormat<BlockQ1_0, DType::kQ1_0, false, false>;
+using NVFP4F = LegacyFormat<BlockNVFP4, DType::kNVFP4, false, false, false, true>;
 
 // The 16 values of a table format (IQ4_NL's, or MXFP4's: kE8M0) as 16 bytes (a 128-bit lane's
 // shuffle table), each xor 0x80 when `biased` (value + 128: BiasS8 folded into the table).
 template <class F>
 inline __m128i LutTable(bool biased) {
-  __m128i t =
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(F::kE8M0 ? kMXFP4Values : kIQ4NLValues));
+  __m128i t = _mm_loadu_si128(
+      reinterpret_cast<const __m128i*>(F::kE8M0 || F::kNV ? kMXFP4Values : kIQ4NLValues));
   return biased ? _mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80))) : t;
 }
 // E8M0Half (quant_blocks.h) of dword lanes e (0..255): (e - 1) << 23, or 0x00200000 << e below 2.
@@ -179,6 +184,22 @@ constexpr bool kS8ByBias = false;
   const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return {_mm512_scalef_ps(_mm512_set1_ps(0x1p-128f), _mm512_cvtepi32_ps(e))};
 }
+[[gnu::always_inline]] inline Vi Sub(Vi a, Vi b) {
+  return {_mm512_sub_epi32(a.v, b.v)};
+}
+// NVFP4: the 16 UE4M3 bytes at p as UE4M3Half (quant_blocks.h): the float of exponent e + 119
+// and mantissa m << 20, or m 2^-10 where e is 0; 0 for 0x7F.
+[[gnu::always_inline]] inline Vf UE4M3Scales(const uint8_t* p) {
+  const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i e = _mm512_and_si512(_mm512_srli_epi32(x, 3), _mm512_set1_epi32(0xF));
+  const __m512i m = _mm512_and_si512(x, _mm512_set1_epi32(7));
+  const __m512i normal = _mm512_or_si512(
+      _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(119)), 23), _mm512_slli_epi32(m, 20));
+  const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(0x1p-10f));
+  const __m512 v = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                                        _mm512_castsi512_ps(normal), sub);
+  return {_mm512_maskz_mov_ps(_mm512_cmpneq_epi32_mask(x, _mm512_set1_epi32(0x7F)), v)};
+}
 // Q1_0: 2 in the bytes whose bit is set in the 64-bit mask at p, 0 elsewhere.
 [[gnu::always_inline]] inline Vi TwosWhereBits(const uint8_t* p) {
   uint64_t bits;
@@ -281,6 +302,26 @@ constexpr bool kS8ByBias = false;  // see the AVX-512 helpers
   return {_mm256_castsi256_ps(E8M0HalfBits(_mm256_cvtepu8_epi32(e))),
           _mm256_castsi256_ps(E8M0HalfBits(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8))))};
 }
+[[gnu::always_inline]] inline Vi Sub(Vi a, Vi b) {
+  return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)};
+}
+// 8 UE4M3 bytes (dword lanes x) as UE4M3Half, as the AVX-512 UE4M3Scales.
+inline __m256 UE4M3Half8(__m256i x) {
+  const __m256i e = _mm256_and_si256(_mm256_srli_epi32(x, 3), _mm256_set1_epi32(0xF));
+  const __m256i m = _mm256_and_si256(x, _mm256_set1_epi32(7));
+  const __m256i normal = _mm256_or_si256(
+      _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(119)), 23), _mm256_slli_epi32(m, 20));
+  const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0x1p-10f));
+  const __m256 v =
+      _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub,
+                       _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_setzero_si256())));
+  return _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(x, _mm256_set1_epi32(0x7F))), v);
+}
+[[gnu::always_inline]] inline Vf UE4M3Scales(const uint8_t* p) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return {UE4M3Half8(_mm256_cvtepu8_epi32(x)),
+          UE4M3Half8(_mm256_cvtepu8_epi32(_mm_srli_si128(x, 8)))};
+}
 // 2 in byte i where bit i of `bits` is set: each byte of bits to 8 bytes, one bit each.
 inline __m256i TwosWhereBits32(uint32_t bits) {
   const __m256i index = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
@@ -362,9 +403,19 @@ struct PackedLegacyMicro {
                                                   const PackedXGroup* const (&x)[MR],
                                                   const uint8_t* const (&w)[NR]) {
     Vi l[MR][NR];
+    [[maybe_unused]] Vi
+        l_hi[MR][NR];  // NVFP4: the sums of the high nibbles (a sub-block's second half)
     for (int i = 0; i < MR; ++i) {
       Vi start = ZeroI();
-      if constexpr (F::kBits) {
+      if constexpr (F::kNV) {
+        Vi hi_start = ZeroI();
+        if constexpr (kS8ByBias) {  // -128 S of each half
+          const Vi half = LoadI(x[i]->half_start);
+          start = Times16(half);
+          hi_start = Times16(Sub(LoadI(x[i]->start), half));
+        }
+        for (int j = 0; j < NR; ++j) l_hi[i][j] = hi_start;
+      } else if constexpr (F::kBits) {
         start = Div8(LoadI(x[i]->start));  // -S
       } else if constexpr (F::kInt8 || F::kLut) {
         if constexpr (kS8ByBias) start = Times16(LoadI(x[i]->start));  // -128 S
@@ -431,13 +482,27 @@ struct PackedLegacyMicro {
       for (int i = 0; i < MR; ++i) {
         const Vi xl = LoadI(x[i]->q[r]), xh = LoadI(x[i]->q[r + 4]);
         for (int j = 0; j < NR; ++j) {
-          if constexpr (F::kLut) {
+          if constexpr (F::kNV) {
+            l[i][j] = AddDotS8(l[i][j], lo[j], xl);
+            l_hi[i][j] = AddDotS8(l_hi[i][j], hi[j], xh);
+          } else if constexpr (F::kLut) {
             l[i][j] = AddDotS8(AddDotS8(l[i][j], lo[j], xl), hi[j], xh);
           } else {
             l[i][j] = AddDot(AddDot(l[i][j], lo[j], xl), hi[j], xh);
           }
         }
       }
+    }
+    if constexpr (F::kNV) {  // the two halves' products in turn, as the scalar reference
+      for (int j = 0; j < NR; ++j) {
+        const Vf d_lo = UE4M3Scales(w[j] + kScales), d_hi = UE4M3Scales(w[j] + kScales + 16);
+        for (int i = 0; i < MR; ++i) {
+          const Vf dx = LoadF(x[i]->d);
+          acc[i][j] = FmaConverted(Mul(d_lo, dx), l[i][j], acc[i][j]);
+          acc[i][j] = FmaConverted(Mul(d_hi, dx), l_hi[i][j], acc[i][j]);
+        }
+      }
+      return;
     }
     for (int j = 0; j < NR; ++j) {
       Vf dw;

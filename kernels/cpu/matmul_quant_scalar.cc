@@ -88,8 +88,9 @@ using IQScalar = LanesScalar<kType, W, DecodedIQ>;
 // its rows read as bytes.
 template <DType kType, class W>
 struct LegacyScalar {
-  // IQ4_XS and Q1_0: blocks of 8 and 4 sub-blocks
-  static constexpr bool kSuper = kType == DType::kIQ4_XS || kType == DType::kQ1_0;
+  // IQ4_XS, Q1_0 and NVFP4: blocks of 8, 4 and 2 sub-blocks
+  static constexpr bool kSuper =
+      kType == DType::kIQ4_XS || kType == DType::kQ1_0 || kType == DType::kNVFP4;
   static constexpr int kSubs = BlockSize(kType) / kQKLegacy;
   using XBlock = BlockQ8_0;
   using WBlock = std::conditional_t<kSuper, uint8_t, W>;
@@ -100,7 +101,9 @@ struct LegacyScalar {
     return kSuper ? static_cast<int64_t>(nb) / kSubs * static_cast<int64_t>(sizeof(W)) : nb;
   }
   static void Decode(const WBlock* row, int b, DecodedLegacy* out) {
-    if constexpr (kType == DType::kQ1_0) {
+    if constexpr (kType == DType::kNVFP4) {
+      *out = DecodedLegacy{};  // two scales a sub-block: NVFP4Dot
+    } else if constexpr (kType == DType::kQ1_0) {
       DecodeQ1_0Sub(*reinterpret_cast<const BlockQ1_0*>(row + (b / 4) * sizeof(BlockQ1_0)), b % 4,
                     out);
     } else if constexpr (kSuper) {
@@ -111,11 +114,30 @@ struct LegacyScalar {
     }
   }
 
+  // NVFP4: a sub-block's two halves of 16, each its integer sum and its fma (the low half first).
+  static void NVFP4Dot(const WBlock* row, int b, const BlockQ8_0& xb, float& a) {
+    DecodedNVFP4 dw;
+    DecodeNVFP4Sub(*reinterpret_cast<const BlockNVFP4*>(row + (b / 2) * sizeof(BlockNVFP4)), b % 2,
+                   &dw);
+    const float dx = F16ToF32(xb.d);
+    for (int h = 0; h < 2; ++h) {
+      int32_t dot = 0;
+      for (int e = 16 * h; e < 16 * h + 16; ++e) dot += int32_t{dw.v[e]} * xb.qs[e];
+      a = std::fma(dw.d[h] * dx, static_cast<float>(dot), a);
+    }
+  }
+
   template <int MR, int NR>
   static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
                    const float* bias, float* y, int64_t ldy) {
     float acc[MR][NR][16] = {};
     for (int b = 0; b < nb; ++b) {
+      if constexpr (kType == DType::kNVFP4) {
+        for (int i = 0; i < MR; ++i) {
+          for (int j = 0; j < NR; ++j) NVFP4Dot(w + j * ldw, b, x[i * ldx + b], acc[i][j][b % 16]);
+        }
+        continue;
+      }
       DecodedLegacy dw[NR];
       for (int j = 0; j < NR; ++j) Decode(w + j * ldw, b, &dw[j]);
       for (int i = 0; i < MR; ++i) {
@@ -167,6 +189,8 @@ const QuantMatmulKernels& ScalarQuantKernels() {
     k.fn[static_cast<int>(DType::kMXFP4)] =
         MatmulBlockPanel<LegacyScalar<DType::kMXFP4, BlockMXFP4>>;
     k.fn[static_cast<int>(DType::kQ1_0)] = MatmulBlockPanel<LegacyScalar<DType::kQ1_0, BlockQ1_0>>;
+    k.fn[static_cast<int>(DType::kNVFP4)] =
+        MatmulBlockPanel<LegacyScalar<DType::kNVFP4, BlockNVFP4>>;
     k.fn[static_cast<int>(DType::kIQ2_XXS)] =
         MatmulBlockPanel<IQScalar<DType::kIQ2_XXS, BlockIQ2_XXS>>;
     k.fn[static_cast<int>(DType::kIQ2_XS)] =

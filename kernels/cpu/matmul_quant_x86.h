@@ -624,6 +624,7 @@ QuantMatmulKernels MakeQuantKernels() {
   legacy(qx::IQ4_XSF{});
   legacy(qx::MXFP4F{});
   legacy(qx::Q1_0F{});
+  legacy(qx::NVFP4F{});
   k.fn[static_cast<int>(DType::kQ2_K)] = BlockPanelOf<K<qx::Q2_KF>>();
   k.fn[static_cast<int>(DType::kQ3_K)] = BlockPanelOf<K<qx::Q3_KF>>();
 #if defined(__AVX512BW__)

@@ -110,6 +110,18 @@ void DecodeQ1_0Sub(const BlockQ1_0& b, int s, DecodedLegacy* out) {
   }
 }
 
+void DecodeNVFP4Sub(const BlockNVFP4& b, int s, DecodedNVFP4* out) {
+  for (int h = 0; h < 2; ++h) {
+    const int sub = 2 * s + h;
+    out->d[h] = UE4M3Half(b.d[sub]);
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t q = b.qs[8 * sub + j];
+      out->v[16 * h + j] = kMXFP4Values[q & 0xF];
+      out->v[16 * h + j + 8] = kMXFP4Values[q >> 4];
+    }
+  }
+}
+
 void DecodeK(DType t, const void* block, DecodedK* out) {
   switch (t) {
     case DType::kQ2_K: {
@@ -184,6 +196,14 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t k) {
         DecodeIQ4XSSub(*reinterpret_cast<const BlockIQ4_XS*>(blk), s, &w);
         for (int e = 0; e < kQKLegacy; ++e) {
           dst[kQK_K * i + kQKLegacy * s + e] = static_cast<float>(w.u[e] - w.offset) * w.d;
+        }
+      }
+    } else if (t == DType::kNVFP4) {  // ggml: y = value * d per 16 weights
+      for (int s = 0; s < 2; ++s) {
+        DecodedNVFP4 w;
+        DecodeNVFP4Sub(*reinterpret_cast<const BlockNVFP4*>(blk), s, &w);
+        for (int e = 0; e < kQKLegacy; ++e) {
+          dst[64 * i + kQKLegacy * s + e] = static_cast<float>(w.v[e]) * w.d[e / 16];
         }
       }
     } else if (t == DType::kQ1_0) {  // ggml: bit ? d : -d

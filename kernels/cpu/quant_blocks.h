@@ -83,6 +83,23 @@ struct BlockQ1_0 {
   uint16_t d;
   uint8_t qs[16];
 };
+// NVFP4: 4 UE4M3 scale bytes (d[s] for sub-block s of 16 weights), then 32 bytes of E2M1 codes:
+// byte 8s + j holds element j (low nibble) and j + 8 (high) of sub-block s; a code indexes
+// kMXFP4Values.
+struct BlockNVFP4 {
+  uint8_t d[4];
+  uint8_t qs[32];
+};
+// ggml_ue4m3_to_fp32: half the unsigned E4M3 value (exponent bits 6..3, bias 7; mantissa bits
+// 2..0), as kMXFP4Values are doubled: m 2^-10 for exponent 0, (1 + m / 8) 2^(e - 8) above, 0 for
+// 0x7F (E4M3's NaN code) as for 0; bit 7 is not read, so 0xFF is 240.
+inline float UE4M3Half(uint8_t x) {
+  if (x == 0 || x == 0x7F) return 0.0f;
+  const int e = (x >> 3) & 0xF, m = x & 7;
+  const float raw = e == 0 ? __builtin_ldexpf(static_cast<float>(m), -9)
+                           : __builtin_ldexpf(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+  return raw * 0.5f;
+}
 // IQ4_XS: sub-block s (32 weights) has scale ls = (scales_l[s / 2] >> 4 (s % 2)) & 15 |
 // ((scales_h >> 2s) & 3) << 4 and nibbles qs[16s .. 16s + 15] in IQ4_NL's order.
 struct BlockIQ4_XS {
@@ -138,8 +155,8 @@ struct alignas(64) BlockQ8_K {
   float d;
 };
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 &&
-                  sizeof(BlockMXFP4) == 17 && sizeof(BlockQ1_0) == 18 && sizeof(BlockQ4_1) == 20 &&
-                  sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24,
+                  sizeof(BlockMXFP4) == 17 && sizeof(BlockQ1_0) == 18 && sizeof(BlockNVFP4) == 36 &&
+                  sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24,
               "legacy blocks are unpadded");
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
                   sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210,
@@ -168,6 +185,13 @@ void DecodeIQ4XSSub(const BlockIQ4_XS& b, int s, DecodedLegacy* out);
 // Sub-block s (0..3) of a Q1_0 block as a 32-block: d, u = 2 where the bit is set and 0 where
 // not, offset 1 (u - 1 = +-1).
 void DecodeQ1_0Sub(const BlockQ1_0& b, int s, DecodedLegacy* out);
+// NVFP4 per 32 weights: two 16-weight halves, each with its own scale.
+struct DecodedNVFP4 {
+  float d[2];    // UE4M3Half of the halves' scales
+  int8_t v[32];  // kMXFP4Values, in element order
+};
+// Sub-block s (0, 1) of an NVFP4 block: its sub-blocks 2s and 2s + 1 of 16.
+void DecodeNVFP4Sub(const BlockNVFP4& b, int s, DecodedNVFP4* out);
 void DecodeK(DType t, const void* block, DecodedK* out);
 
 // ggml's dequantize_row_* for a block format: k / BlockSize(t) blocks at src into k floats.

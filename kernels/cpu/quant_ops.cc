@@ -50,6 +50,7 @@ void ScaleOffsets(DType t, int* d, int* m) {
       *d = -1;
       break;
     case DType::kMXFP4:  // an exponent byte, no fp16 (FillRandomBlocks sets it)
+    case DType::kNVFP4:  // 4 UE4M3 bytes, likewise
       *d = -1;
       break;
     case DType::kTQ1_0:  // d last
@@ -85,8 +86,9 @@ void FillRandomBlocks(DType t, uint64_t seed, void* dst, int64_t blocks) {
     }
     if (doff >= 0) std::memcpy(p + doff, &d16, 2);
     if (moff >= 0) std::memcpy(p + moff, &m16, 2);
-    if (t == DType::kMXFP4) p[0] = 119;  // 2^-9: weights up to 12 * 2^-9
-    if (t == DType::kIQ1_M) {            // d's nibbles atop the 4 uint16 scale words (offset 48)
+    if (t == DType::kMXFP4) p[0] = 119;            // 2^-9: weights up to 12 * 2^-9
+    if (t == DType::kNVFP4) std::memset(p, 2, 4);  // UE4M3 2 (half of 2 2^-9): 12 * 2^-9 too
+    if (t == DType::kIQ1_M) {  // d's nibbles atop the 4 uint16 scale words (offset 48)
       for (int w = 0; w < 4; ++w) {
         uint16_t word;
         std::memcpy(&word, p + 48 + 2 * w, 2);

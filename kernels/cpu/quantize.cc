@@ -474,6 +474,20 @@ void QuantizeQ1_0(const float* x, BlockQ1_0* y) {
   }
 }
 
+// ggml's best_index_mxfp4: the code of least |value * d - v|, the first on ties.
+int BestE2M1(float v, float d) {
+  int index = 0;
+  float err = std::fabs(kMXFP4Values[0] * d - v);
+  for (int i = 1; i < 16; ++i) {
+    const float ei = std::fabs(kMXFP4Values[i] * d - v);
+    if (ei < err) {
+      index = i;
+      err = ei;
+    }
+  }
+  return index;
+}
+
 // MXFP4 (ggml's quantize_row_mxfp4_ref): e = floor(log2(amax)) - 2 + 127 (0 for a block of
 // zeros; clamped to 0..254 where ggml's conversion to uint8_t would leave the range), then each
 // weight's index of least |value * d - x|, the first on ties.
@@ -486,20 +500,45 @@ void QuantizeMXFP4(const float* x, BlockMXFP4* y) {
   }
   y->e = static_cast<uint8_t>(e);
   const float d = E8M0Half(y->e);
-  auto best = [d](float v) {
-    int index = 0;
-    float err = std::fabs(kMXFP4Values[0] * d - v);
-    for (int i = 1; i < 16; ++i) {
-      const float ei = std::fabs(kMXFP4Values[i] * d - v);
-      if (ei < err) {
-        index = i;
-        err = ei;
-      }
-    }
-    return index;
-  };
   for (int j = 0; j < 16; ++j) {
-    y->qs[j] = static_cast<uint8_t>(best(x[j]) | best(x[j + 16]) << 4);
+    y->qs[j] = static_cast<uint8_t>(BestE2M1(x[j], d) | BestE2M1(x[j + 16], d) << 4);
+  }
+}
+
+// ggml_fp32_to_ue4m3: 0 for x <= 0 (and NaN), x clamped to 448; below 2^-6 the subnormal codes
+// round(x 2^9) (1..7, 0 below half of 2^-9); above, the fp32 exponent + 7 with 3 mantissa bits
+// rounded half up, 0x7E (448) where the exponent reaches 15.
+uint8_t Fp32ToUE4M3(float x) {
+  if (!(x > 0.0f)) return 0;
+  x = std::min(x, 448.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  int exp = static_cast<int>((bits >> 23) & 0xFF) - 127 + 7;
+  if (exp <= 0) {
+    const int man = std::min(static_cast<int>(x * 512.0f + 0.5f), 7);
+    return man < 1 ? 0 : static_cast<uint8_t>(man);
+  }
+  if (exp >= 15) return 0x7E;
+  int man = static_cast<int>((bits >> 20) & 7) + static_cast<int>((bits >> 19) & 1);
+  if (man > 7) {
+    man = 0;
+    if (++exp >= 15) return 0x7E;
+  }
+  return static_cast<uint8_t>(exp << 3 | man);
+}
+
+// NVFP4 (ggml's quantize_row_nvfp4_ref): per 16 weights the scale Fp32ToUE4M3(amax / 6), then
+// each weight's code of least |value * d - x| at d = UE4M3Half(scale), the first on ties.
+void QuantizeNVFP4(const float* x, BlockNVFP4* y) {
+  for (int s = 0; s < 4; ++s) {
+    const float* xb = x + 16 * s;
+    float amax = 0.0f;
+    for (int j = 0; j < 16; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    y->d[s] = Fp32ToUE4M3(amax / 6.0f);
+    const float d = UE4M3Half(y->d[s]);
+    for (int j = 0; j < 8; ++j) {
+      y->qs[8 * s + j] = static_cast<uint8_t>(BestE2M1(xb[j], d) | BestE2M1(xb[j + 8], d) << 4);
+    }
   }
 }
 
@@ -568,6 +607,9 @@ void QuantizeRow(DType t, const float* x, void* dst, int64_t k) {
         break;
       case DType::kQ1_0:
         QuantizeQ1_0(xb, reinterpret_cast<BlockQ1_0*>(ob));
+        break;
+      case DType::kNVFP4:
+        QuantizeNVFP4(xb, reinterpret_cast<BlockNVFP4*>(ob));
         break;
       default:
         break;

@@ -148,7 +148,8 @@ TEST(ClusterConfig, ModelQuantization) {
   for (const auto& [name, want] : {std::pair{"iq4_nl", DType::kIQ4_NL},
                                    {"IQ4_XS", DType::kIQ4_XS},
                                    {"mxfp4", DType::kMXFP4},
-                                   {"Q1_0", DType::kQ1_0}}) {
+                                   {"Q1_0", DType::kQ1_0},
+                                   {"nvfp4", DType::kNVFP4}}) {
     ASSERT_TRUE(ParseQuantFormat(name, &t)) << name;
     EXPECT_EQ(t, want) << name;
   }

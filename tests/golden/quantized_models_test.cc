@@ -30,20 +30,21 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 uint32_t GgmlTypeOf(DType t) {
-  constexpr uint32_t kIds[kNumQuantizable] = {0,  1,  30, 8,  2,  3,  6,  7, 10,
-                                              11, 12, 13, 14, 20, 23, 39, 41};
+  constexpr uint32_t kIds[kNumQuantizable] = {0,  1,  30, 8,  2,  3,  6,  7,  10,
+                                              11, 12, 13, 14, 20, 23, 39, 41, 40};
   return kIds[static_cast<int>(t)];
 }
 
 // The block format `want` (or its llama-quantize fallback) for rows of `cols`, if any.
 std::optional<DType> FormatFor(DType want, int64_t cols) {
   if (cols % BlockSize(want) == 0) return want;
-  const DType fallback = want == DType::kQ4_K                     ? DType::kQ5_0
-                         : want == DType::kQ5_K                   ? DType::kQ5_1
-                         : want == DType::kQ6_K                   ? DType::kQ8_0
-                         : want == DType::kIQ4_XS                 ? DType::kIQ4_NL
-                         : IsKQuant(want) || want == DType::kQ1_0 ? DType::kQ4_0
-                                                                  : want;
+  DType fallback = want;
+  if (want == DType::kQ4_K) fallback = DType::kQ5_0;
+  if (want == DType::kQ5_K) fallback = DType::kQ5_1;
+  if (want == DType::kQ6_K) fallback = DType::kQ8_0;
+  if (want == DType::kIQ4_XS) fallback = DType::kIQ4_NL;
+  if (want == DType::kNVFP4) fallback = DType::kMXFP4;
+  if (want == DType::kQ2_K || want == DType::kQ3_K || want == DType::kQ1_0) fallback = DType::kQ4_0;
   if (cols % BlockSize(fallback) == 0) return fallback;
   return std::nullopt;
 }
@@ -470,11 +471,11 @@ TEST(InSituQuantization, Stories260KAgainstDequantizedAndF32) {
   // MXFP4's E2M1 values at power-of-two scales are the coarsest 4-bit grid here: further from F32,
   // and its twin's greedy path meets a near-tie sooner (18 steps on prompt 0).
   const Case cases[] = {
-      {DType::kQ8_0, 97, 0.002},    {DType::kQ6_K, 95, 0.01},   {DType::kQ5_K, 90, 0.03},
-      {DType::kQ4_K, 90, 0.03},     {DType::kQ4_0, 80, 0.08},   {DType::kQ4_1, 85, 0.08},
-      {DType::kQ5_0, 90, 0.03},     {DType::kQ5_1, 90, 0.03},   {DType::kQ3_K, 80, 0.08},
-      {DType::kQ2_K, 80, 0.08},     {DType::kIQ4_NL, 85, 0.08}, {DType::kIQ4_XS, 85, 0.08},
-      {DType::kMXFP4, 80, 0.12, 16}};
+      {DType::kQ8_0, 97, 0.002},     {DType::kQ6_K, 95, 0.01},   {DType::kQ5_K, 90, 0.03},
+      {DType::kQ4_K, 90, 0.03},      {DType::kQ4_0, 80, 0.08},   {DType::kQ4_1, 85, 0.08},
+      {DType::kQ5_0, 90, 0.03},      {DType::kQ5_1, 90, 0.03},   {DType::kQ3_K, 80, 0.08},
+      {DType::kQ2_K, 80, 0.08},      {DType::kIQ4_NL, 85, 0.08}, {DType::kIQ4_XS, 85, 0.08},
+      {DType::kMXFP4, 80, 0.12, 16}, {DType::kNVFP4, 85, 0.06}};
   for (const Case& c : cases) {
     auto q = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors, 0, {}, c.t);
     auto d = LoadModelWeights(SharedPath(kModel), LoadFormat::kSafetensors, 0, {}, c.t);

@@ -27,9 +27,9 @@ std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   return testing::RandomFloats(n, seed, -scale, scale);
 }
 
-constexpr DType kFormats[] = {DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0,
-                              DType::kQ5_1,   DType::kQ8_0,  DType::kIQ4_NL,
-                              DType::kIQ4_XS, DType::kMXFP4, DType::kQ1_0};
+constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,   DType::kQ5_1,
+                              DType::kQ8_0, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4,
+                              DType::kQ1_0, DType::kNVFP4};
 
 std::vector<uint8_t> QuantMatrix(DType t, int n, int k, uint32_t seed) {
   const auto f = RandomVec(static_cast<size_t>(n) * k, seed, 0.05f);
@@ -282,7 +282,11 @@ TEST(LegacyPacked, CpuBackendRepacksOnlyThe32BlockFormats) {
   const int n = 24;
   for (DType t : kFormats) {
     // IQ4_XS: 5 super-blocks; Q1_0: 9 blocks (two groups and a tail of 4 sub-blocks)
-    const int k = BlockSize(t) == kQK_K ? 1280 : BlockSize(t) == 128 ? 1152 : 1056;
+    // NVFP4: 17 blocks (34 sub-blocks: a tail of 2)
+    const int k = BlockSize(t) == kQK_K ? 1280
+                  : BlockSize(t) == 128 ? 1152
+                  : BlockSize(t) == 64  ? 1088
+                                        : 1056;
     const auto q = QuantMatrix(t, n, k, 5);
     const auto x = RandomVec(3 * k, 8);
     std::vector<float> want(3 * n), got(3 * n);

@@ -25,7 +25,7 @@ namespace {
 constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,   DType::kQ5_1,
                               DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,   DType::kQ5_K,
                               DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4,
-                              DType::kQ1_0};
+                              DType::kQ1_0, DType::kNVFP4};
 
 std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);

@@ -254,11 +254,12 @@ TEST(QuantRoundTrip, ErrorFollowsTheBits) {
     x[i] = static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
     x[i + 1] = static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::sin(2 * M_PI * u2));
   }
+  // (Q1_0 keeps only signs: its error is sqrt(1 - 2 / pi) = 0.603 of a Gaussian's RMS.)
   const std::pair<DType, double> bands[] = {
-      {DType::kQ8_0, 0.006}, {DType::kQ6_K, 0.02}, {DType::kQ5_K, 0.04},   {DType::kQ5_1, 0.045},
-      {DType::kQ5_0, 0.05},  {DType::kQ4_K, 0.08}, {DType::kQ4_1, 0.09},   {DType::kQ4_0, 0.10},
-      {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38}, {DType::kIQ4_NL, 0.09}, {DType::kIQ4_XS, 0.09},
-      {DType::kMXFP4, 0.13}, {DType::kQ1_0, 0.61}};  // 1 bit: sqrt(1 - 2 / pi) = 0.603
+      {DType::kQ8_0, 0.006}, {DType::kQ6_K, 0.02},   {DType::kQ5_K, 0.04},   {DType::kQ5_1, 0.045},
+      {DType::kQ5_0, 0.05},  {DType::kQ4_K, 0.08},   {DType::kQ4_1, 0.09},   {DType::kQ4_0, 0.10},
+      {DType::kQ3_K, 0.18},  {DType::kQ2_K, 0.38},   {DType::kIQ4_NL, 0.09}, {DType::kIQ4_XS, 0.09},
+      {DType::kMXFP4, 0.13}, {DType::kNVFP4, 0.105}, {DType::kQ1_0, 0.61}};
   for (const auto& [t, bound] : bands) {
     std::vector<uint8_t> q(RowBytes(t, kN));
     std::vector<float> back(kN);
@@ -377,6 +378,55 @@ TEST(Q1_0, QuantizationIsGgmls) {
   std::memcpy(&d1, q.data() + 18, 2);
   EXPECT_EQ(d1, F32ToF16(sum / 128));
   EXPECT_EQ(d1, 0x0018);  // 1.49609375 * 2^-20 = 23.94 fp16 subnormal steps of 2^-24: 24
+}
+
+// NVFP4 against gguf-py's numpy NVFP4 (ggml-org/llama.cpp's gguf-py/gguf/quants.py, which mirrors
+// ggml's dequantize_row_nvfp4, quantize_row_nvfp4_ref and its UE4M3 conversions; llama.cpp
+// c392e50, the peer built here, predates the format): FNV-1a hashes of its output on fixed input.
+// 8 blocks of splitmix bytes (seed 0xC0FFEE), the first scale byte of each an edge code.
+TEST(NVFP4, DequantizationIsGgmls) {
+  constexpr uint8_t kEdge[8] = {0x00, 0x01, 0x07, 0x08, 0x7E, 0x7F, 0x80, 0xFF};
+  auto raw = SplitMixBytes(8 * 36, 0xC0FFEE);
+  for (int b = 0; b < 8; ++b) raw[36 * b] = kEdge[b];
+  std::vector<float> y(8 * 64);
+  DequantizeRow(DType::kNVFP4, raw.data(), y.data(), 8 * 64);
+  EXPECT_EQ(Fnv1a(y.data(), 4 * y.size()), 0xe06d0e5e90954909ull);
+  // half the UE4M3 value: 0; 2^-10 (exponent 0, mantissa 1); 7 2^-10; 2^-7 (1 * 2^(1 - 7) / 2);
+  // 448 / 2; 0x7F (NaN's code) 0; bit 7 alone 0; 0xFF read as 0x7F's bits but not zeroed: 240
+  const float want[8] = {0.0f, 0x1p-10f, 7 * 0x1p-10f, 0x1p-7f, 224.0f, 0.0f, 0.0f, 240.0f};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(UE4M3Half(kEdge[i]), want[i]) << i;
+  // Layout by hand: sub-block 1, byte j = 2: element 16 + 2 in the low nibble, 16 + 10 high.
+  BlockNVFP4 b{};
+  b.d[1] = 0x38;  // 2^(7 - 7) / 2 = 0.5
+  b.qs[8 + 2] = 0xF3;
+  const auto f = Dequant(DType::kNVFP4, b);
+  EXPECT_EQ(f[18], 0.5f * 3);    // code 3: value 3 (1.5 doubled)
+  EXPECT_EQ(f[26], 0.5f * -12);  // code 15: -12
+  EXPECT_EQ(f[2], 0.0f);         // scale 0
+}
+
+// Block b < 7: (24 bits of splitmix word 64 b + i, seed 0xBEEF, minus 2^23) * 2^(3b - 33): scales
+// from 0 through the subnormal codes to the normal ones; block 7 the same * 2^-8, past 448 * 6
+// (the scale clamps to 0x7E); elements 32..47 of block 6 zeros (scale 0).
+TEST(NVFP4, QuantizationIsGgmls) {
+  const auto words = SplitMixBytes(8 * 64 * 8, 0xBEEF);
+  std::vector<float> x(8 * 64, 0.0f);
+  for (int b = 0; b < 8; ++b) {
+    for (int i = 0; i < 64; ++i) {
+      uint64_t z;
+      std::memcpy(&z, words.data() + 8 * (64 * b + i), 8);
+      x[64 * b + i] = static_cast<float>(static_cast<int64_t>((z >> 40) & 0xFFFFFF) - (1 << 23)) *
+                      std::ldexp(1.0f, b < 7 ? 3 * b - 33 : -8);
+    }
+  }
+  for (int i = 32; i < 48; ++i) x[64 * 6 + i] = 0.0f;
+  std::vector<uint8_t> q(8 * 36);
+  QuantizeRow(DType::kNVFP4, x.data(), q.data(), 8 * 64);
+  EXPECT_EQ(q[36 * 1], 1);      // a subnormal scale
+  EXPECT_EQ(q[36 * 3], 26);     // a normal one
+  EXPECT_EQ(q[36 * 6 + 2], 0);  // the zero sub-block
+  EXPECT_EQ(q[36 * 7], 0x7E);   // clamped at 448
+  EXPECT_EQ(Fnv1a(q.data(), q.size()), 0x5a9264cf0887a28aull);
 }
 
 TEST(QuantRoundTrip, ZeroAndConstantBlocks) {

@@ -259,7 +259,8 @@ class GgufSource : public TensorSource {
         {GgmlType::kIQ3_XXS, DType::kIQ3_XXS}, {GgmlType::kIQ3_S, DType::kIQ3_S},
         {GgmlType::kIQ1_S, DType::kIQ1_S},     {GgmlType::kIQ1_M, DType::kIQ1_M},
         {GgmlType::kTQ1_0, DType::kTQ1_0},     {GgmlType::kTQ2_0, DType::kTQ2_0},
-        {GgmlType::kMXFP4, DType::kMXFP4},     {GgmlType::kQ1_0, DType::kQ1_0}};
+        {GgmlType::kMXFP4, DType::kMXFP4},     {GgmlType::kQ1_0, DType::kQ1_0},
+        {GgmlType::kNVFP4, DType::kNVFP4}};
     for (const auto& [ggml, dtype] : kFormats) {
       if (static_cast<GgmlType>(t.type) != ggml || (!matrix && IsBlockFormat(dtype))) continue;
       const size_t want = RowBytes(dtype, t.dims.empty() ? 0 : t.dims[0]) *
@@ -274,10 +275,11 @@ class GgufSource : public TensorSource {
     return Unimplemented(
         f_.path() + ": tensor '" + t.name + "' is " + t.TypeName() +
         ", which is not supported yet (supported: F32, F16, BF16" +
-        (matrix ? ", Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, "
-                  "MXFP4, Q1_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, "
-                  "TQ2_0)"
-                : " for vectors)"));
+        (matrix
+             ? ", Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, "
+               "MXFP4, NVFP4, Q1_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, "
+               "TQ2_0)"
+             : " for vectors)"));
   }
 
   const GgufFile& f_;

@@ -4,8 +4,8 @@
 // embeddings, MoE routers, norms and biases stay as the file has them.
 // A matrix whose row length is not a whole number of the format's blocks falls back as
 // llama-quantize does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, IQ4_XS ->
-// IQ4_NL; and Q1_0 -> Q4_0), or stays unquantized when not even 32 divides it. Progress goes to
-// stderr.
+// IQ4_NL; and Q1_0 -> Q4_0, NVFP4 -> MXFP4), or stays unquantized when not even 32 divides it.
+// Progress goes to stderr.
 #include <unistd.h>
 
 #include <cstdio>
@@ -40,6 +40,8 @@ DType Fallback(DType t) {
       return DType::kIQ4_NL;
     case DType::kQ1_0:
       return DType::kQ4_0;
+    case DType::kNVFP4:
+      return DType::kMXFP4;
     default:
       return t;
   }
