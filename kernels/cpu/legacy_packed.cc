@@ -257,14 +257,8 @@ void WidenLegacyGroup(DType t, const uint8_t* group, int count, uint8_t out[kPac
     std::memcpy(out + 16 * kWhole + 4, group + 16 * count + 2, 3 * static_cast<size_t>(count) / 4);
     return;
   }
-  if (t == DType::kQ1_0) {  // count 4, 8 or 12: each mask's 4 count bits, then count / 4 d
-    for (int r = 0; r < 8; ++r) {
-      for (int i = 0; i < 4 * count; ++i) {
-        if (Bit(group, static_cast<size_t>(r) * 4 * count + i)) {
-          SetBit(out, static_cast<size_t>(r) * 4 * kWhole + i);
-        }
-      }
-    }
+  if (t == DType::kQ1_0) {  // count 4, 8 or 12: each mask's count / 2 bytes, then count / 4 d
+    for (int r = 0; r < 8; ++r) std::memcpy(out + 8 * r, group + r * count / 2, count / 2);
     std::memcpy(out + 4 * kWhole, group + 4 * count, 2 * static_cast<size_t>(count) / 4);
     return;
   }

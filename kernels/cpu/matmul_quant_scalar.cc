@@ -101,9 +101,7 @@ struct LegacyScalar {
     return kSuper ? static_cast<int64_t>(nb) / kSubs * static_cast<int64_t>(sizeof(W)) : nb;
   }
   static void Decode(const WBlock* row, int b, DecodedLegacy* out) {
-    if constexpr (kType == DType::kNVFP4) {
-      *out = DecodedLegacy{};  // two scales a sub-block: NVFP4Dot
-    } else if constexpr (kType == DType::kQ1_0) {
+    if constexpr (kType == DType::kQ1_0) {
       DecodeQ1_0Sub(*reinterpret_cast<const BlockQ1_0*>(row + (b / 4) * sizeof(BlockQ1_0)), b % 4,
                     out);
     } else if constexpr (kSuper) {
@@ -127,17 +125,15 @@ struct LegacyScalar {
     }
   }
 
+  // Block b of the MR activation rows and NR weight rows into chains b % 16.
   template <int MR, int NR>
-  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
-                   const float* bias, float* y, int64_t ldy) {
-    float acc[MR][NR][16] = {};
-    for (int b = 0; b < nb; ++b) {
-      if constexpr (kType == DType::kNVFP4) {
-        for (int i = 0; i < MR; ++i) {
-          for (int j = 0; j < NR; ++j) NVFP4Dot(w + j * ldw, b, x[i * ldx + b], acc[i][j][b % 16]);
-        }
-        continue;
+  static void BlockDots(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int b,
+                        float (&acc)[MR][NR][16]) {
+    if constexpr (kType == DType::kNVFP4) {
+      for (int i = 0; i < MR; ++i) {
+        for (int j = 0; j < NR; ++j) NVFP4Dot(w + j * ldw, b, x[i * ldx + b], acc[i][j][b % 16]);
       }
+    } else {
       DecodedLegacy dw[NR];
       for (int j = 0; j < NR; ++j) Decode(w + j * ldw, b, &dw[j]);
       for (int i = 0; i < MR; ++i) {
@@ -159,6 +155,13 @@ struct LegacyScalar {
         }
       }
     }
+  }
+
+  template <int MR, int NR>
+  static void Tile(const XBlock* x, int64_t ldx, const WBlock* w, int64_t ldw, int nb,
+                   const float* bias, float* y, int64_t ldy) {
+    float acc[MR][NR][16] = {};
+    for (int b = 0; b < nb; ++b) BlockDots<MR, NR>(x, ldx, w, ldw, b, acc);
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) {
         const float* a = acc[i][j];

@@ -24,6 +24,19 @@ using testing::SplitMixBytes;
 
 constexpr uint16_t kHalf = 0x3800, kOne = 0x3C00, kTwo = 0x4000, kMinusOne = 0xBC00;
 
+// Word i of SplitMixBytes(8 n, seed) as the float of its top 24 bits minus 2^23: exact, in
+// [-2^23, 2^23) (the quantizer goldens' input, before each block's power-of-two scale).
+std::vector<float> SplitMixInts24(int n, uint64_t seed) {
+  const auto words = SplitMixBytes(8 * static_cast<size_t>(n), seed);
+  std::vector<float> out(n);
+  for (int i = 0; i < n; ++i) {
+    uint64_t z;
+    std::memcpy(&z, words.data() + 8 * static_cast<size_t>(i), 8);
+    out[i] = static_cast<float>(static_cast<int64_t>((z >> 40) & 0xFFFFFF) - (1 << 23));
+  }
+  return out;
+}
+
 template <class B>
 std::vector<float> Dequant(DType t, const B& b) {
   std::vector<float> out(BlockSize(t));
@@ -300,16 +313,9 @@ TEST(MXFP4, DequantizationIsGgmls) {
 // floats over 15 binades; block 15 zeros; an E2M1 value at a power-of-two scale and a tie of
 // signs (the first index wins, as in ggml's search).
 TEST(MXFP4, QuantizationIsGgmls) {
-  const auto words = SplitMixBytes(16 * 32 * 8, 0xBEEF);
+  const auto ints = SplitMixInts24(16 * 32, 0xBEEF);
   std::vector<float> x(16 * 32, 0.0f);
-  for (int b = 0; b < 15; ++b) {
-    for (int i = 0; i < 32; ++i) {
-      uint64_t z;
-      std::memcpy(&z, words.data() + 8 * (32 * b + i), 8);
-      x[32 * b + i] = static_cast<float>(static_cast<int64_t>((z >> 40) & 0xFFFFFF) - (1 << 23)) *
-                      std::ldexp(1.0f, b - 30);
-    }
-  }
+  for (int e = 0; e < 15 * 32; ++e) x[e] = ints[e] * std::ldexp(1.0f, e / 32 - 30);
   x[32 * 3 + 5] = 6 * std::ldexp(1.0f, -10);
   float amax = 0;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * 4 + i]));
@@ -409,16 +415,8 @@ TEST(NVFP4, DequantizationIsGgmls) {
 // from 0 through the subnormal codes to the normal ones; block 7 the same * 2^-8, past 448 * 6
 // (the scale clamps to 0x7E); elements 32..47 of block 6 zeros (scale 0).
 TEST(NVFP4, QuantizationIsGgmls) {
-  const auto words = SplitMixBytes(8 * 64 * 8, 0xBEEF);
-  std::vector<float> x(8 * 64, 0.0f);
-  for (int b = 0; b < 8; ++b) {
-    for (int i = 0; i < 64; ++i) {
-      uint64_t z;
-      std::memcpy(&z, words.data() + 8 * (64 * b + i), 8);
-      x[64 * b + i] = static_cast<float>(static_cast<int64_t>((z >> 40) & 0xFFFFFF) - (1 << 23)) *
-                      std::ldexp(1.0f, b < 7 ? 3 * b - 33 : -8);
-    }
-  }
+  std::vector<float> x = SplitMixInts24(8 * 64, 0xBEEF);
+  for (int e = 0; e < 8 * 64; ++e) x[e] *= std::ldexp(1.0f, e / 64 < 7 ? 3 * (e / 64) - 33 : -8);
   for (int i = 32; i < 48; ++i) x[64 * 6 + i] = 0.0f;
   std::vector<uint8_t> q(8 * 36);
   QuantizeRow(DType::kNVFP4, x.data(), q.data(), 8 * 64);
