@@ -95,14 +95,24 @@ std::optional<ApiError> ParseObject(std::string_view body, json* out) {
   return ParseJsonObjectBody(body, out);
 }
 
+// A client's string as an error message quotes it: its first 128 bytes (cut back to a UTF-8
+// boundary) and "..." when longer, so an error never echoes a megabyte back.
+std::string Clipped(const std::string& s) {
+  constexpr size_t kMax = 128;
+  if (s.size() <= kMax) return s;
+  size_t n = kMax;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n) + "...";
+}
+
 void ReadModel(FieldReader& r, const RequestLimits& limits, std::string* model) {
   *model = limits.served_model_name;
   r.String("model", model);
   if (!r.error && *model != limits.served_model_name) {
-    r.error =
-        ToApiError(NotFound("The model `" + *model + "` does not exist; this server serves `" +
-                            limits.served_model_name + "`"),
-                   "model");
+    r.error = ToApiError(
+        NotFound("The model `" + Clipped(*model) + "` does not exist; this server serves `" +
+                 limits.served_model_name + "`"),
+        "model");
   }
 }
 

@@ -125,6 +125,27 @@ TEST(OpenAiRequest, CompletionValidationTable) {
   }
 }
 
+// An unknown model's name is quoted in the error, at most its first 128 bytes (cut back to a
+// whole UTF-8 character) and "...": a 200 KB name is not echoed back.
+TEST(OpenAiRequest, UnknownModelNameIsClippedInTheError) {
+  for (const std::string& name :
+       {std::string(200000, 'x'), std::string(127, 'y') + "\xC3\xA9" + std::string(1000, 'z')}) {
+    CompletionRequest req;
+    auto err = ParseCompletionRequest(Completion({{"model", name}}).dump(), Limits(), &req);
+    ASSERT_TRUE(err.has_value());
+    EXPECT_EQ(err->http_status, 404);
+    EXPECT_LT(err->message.size(), 300u) << err->message.size();
+    const size_t whole = name[0] == 'x' ? 128 : 127;  // the 2-byte character would be cut
+    EXPECT_NE(err->message.find("`" + name.substr(0, whole) + "...`"), std::string::npos)
+        << err->message;
+    EXPECT_TRUE(json::accept(ApiErrorJson(*err)));
+  }
+  CompletionRequest req;
+  auto short_name = ParseCompletionRequest(Completion({{"model", "gpt-4"}}).dump(), Limits(), &req);
+  ASSERT_TRUE(short_name.has_value());
+  EXPECT_NE(short_name->message.find("`gpt-4`"), std::string::npos) << short_name->message;
+}
+
 TEST(OpenAiRequest, ChatDefaultsAndFields) {
   ChatRequest req;
   const json body = Chat(
