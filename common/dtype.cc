@@ -90,6 +90,8 @@ const char* DTypeName(DType t) {
       return "Q1_0 (packed)";
     case DType::kNVFP4Packed:
       return "NVFP4 (packed)";
+    case DType::kQ1_0RowPanels:
+      return "Q1_0 (row panels)";
   }
   return "?";
 }

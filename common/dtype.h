@@ -97,10 +97,14 @@ enum class DType : uint8_t {
   // And NVFP4 rows per 32-weight sub-block in Q4_0's runs, their scale bytes gathered per group
   // (legacy_packed.h).
   kNVFP4Packed,
+  // And Q1_0 rows in panels of 16, per 32-weight sub-block a 64-byte vector of the 16 rows' sign
+  // nibbles (4 weights each) that a 64-entry byte table turns into partial sums, by the CPU
+  // backend for its AVX-512 VBMI GEMV (kernels/cpu/q1_0_row_panels.h), 18 bytes per 128 weights.
+  kQ1_0RowPanels,
 };
 constexpr int kNumDTypes = 27;         // the formats a file can hold (kF32 .. kTQ2_0)
 constexpr int kNumQuantizable = 18;    // those a config can name, with a quantizer (kF32 .. kNVFP4)
-constexpr int kNumMatmulFormats = 42;  // and the backend layouts (kQ4_0Packed .. kNVFP4Packed)
+constexpr int kNumMatmulFormats = 43;  // and the backend layouts (kQ4_0Packed .. kQ1_0RowPanels)
 
 constexpr int kQ8BlockSize = 32;      // weights per Q8_0 block
 constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
@@ -114,7 +118,7 @@ inline size_t DTypeSize(DType t) {
 constexpr bool IsBlockFormat(DType t) {
   return (t >= DType::kQ8_0 && t <= DType::kQ8_0Packed) || t == DType::kQ3_KPacked ||
          t == DType::kIQ4_NLPacked || t == DType::kIQ4_XSPacked || t == DType::kMXFP4Packed ||
-         t == DType::kQ1_0Packed || t == DType::kNVFP4Packed;
+         t == DType::kQ1_0Packed || t == DType::kNVFP4Packed || t == DType::kQ1_0RowPanels;
 }
 // The K-quants: super-blocks of 256 whose matmul runs on Q8_K activations.
 constexpr bool IsKQuant(DType t) {
@@ -141,15 +145,15 @@ constexpr int BlockSize(DType t) {
   if (IsKQuant(t) || DecodesAsIQ(t) || t == DType::kIQ4_XS || t == DType::kIQ4_XSPacked) {
     return kQK_K;
   }
-  if (t == DType::kQ1_0 || t == DType::kQ1_0Packed) return 128;
+  if (t == DType::kQ1_0 || t == DType::kQ1_0Packed || t == DType::kQ1_0RowPanels) return 128;
   if (t == DType::kNVFP4 || t == DType::kNVFP4Packed) return 64;
   return kQKLegacy;
 }
 // Bytes per block (per element for element formats): ggml's type_size.
 constexpr size_t BlockBytes(DType t) {
   constexpr size_t kBytes[kNumMatmulFormats] = {
-      4,  2,   2,  34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18,  136, 17, 18, 36,  66, 74, 82,
-      98, 110, 50, 56, 54, 66, 18, 20, 22, 24,  34,  2,   2,   110, 2,   2,  18, 136, 17, 18, 36};
+      4,   2,  2,  34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136, 17, 18,  36, 66, 74, 82, 98,
+      110, 50, 56, 54, 66, 18, 20, 22, 24, 34,  2,   2,   110, 2,  2,   18, 136, 17, 18, 36, 18};
   return kBytes[static_cast<int>(t)];
 }
 // Bytes of a row of `cols` elements (for a block format `cols` is a multiple of BlockSize).

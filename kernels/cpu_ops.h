@@ -46,14 +46,16 @@ void MatmulSameInput(const float* x, int m, int k, const MatmulJob* jobs, int co
 // The layout the matmul kernels in use read `t` fastest in: DType::kQ4_0Packed ... kQ8_0Packed
 // for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; for F16 / BF16 kF16RowPanels / kBF16RowPanels on the AVX-512
 // and AVX2 sets (f16_row_panels.h), kF16Packed / kBF16Packed with LLM_F16_ROW_PANELS=0 or with
-// the AMX tiles on (LLM_AMX_F16); kQ3_KPacked for Q3_K on the AVX-512 sets; all unless
+// the AMX tiles on (LLM_AMX_F16); kQ3_KPacked for Q3_K on the AVX-512 sets; for Q1_0
+// kQ1_0RowPanels where the set has its table GEMV (AVX-512 VNNI with VBMI and BITALG;
+// q1_0_row_panels.h), else (and with LLM_Q1_0_ROW_PANELS=0) kQ1_0Packed; all unless
 // LLM_PACK_WEIGHTS=0; else `t` itself.
 // Matmul accepts the packed layouts on every kernel set (a set without a packed panel unpacks
 // them per panel).
 DType MatmulPackedFormat(DType t);
-// Repacks rows of F16, BF16, Q3_K or Q4_0 ... Q8_0 into the layout MatmulPackedFormat(t) names
-// (kernels/cpu/f16_row_panels.h, f16_packed.h, kquant_packed.h, legacy_packed.h), on OpenMP
-// threads.
+// Repacks rows of F16, BF16, Q3_K, Q1_0 or the 32-block formats into the layout
+// MatmulPackedFormat(t) names (kernels/cpu/f16_row_panels.h, f16_packed.h, kquant_packed.h,
+// legacy_packed.h, q1_0_row_panels.h), on OpenMP threads.
 void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst);
 
 // Block formats (Q8_0, Q4_0 ... Q6_K; cols a multiple of BlockSize(t)), row by row:

@@ -31,6 +31,7 @@
 #include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/q1_0_row_panels.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu_ops.h"
 
@@ -118,6 +119,11 @@ bool BenchMatmul(const std::vector<std::string>& only_types) {
   kn::QuantizeRows(DType::kQ3_K, wf.data(), n, k, wq3k.data());
   kn::internal::PackQ3KBlocks(
       wq3k.data(), static_cast<int64_t>(wq3k.size() / llm::BlockBytes(DType::kQ3_K)), wq3kp.data());
+  // Q1_0 in both of the CPU backend's layouts (legacy_packed.h, q1_0_row_panels.h)
+  std::vector<uint8_t> wq1(llm::RowBytes(DType::kQ1_0, k) * n), wq1p(wq1.size()), wq1r(wq1.size());
+  kn::QuantizeRows(DType::kQ1_0, wf.data(), n, k, wq1.data());
+  kn::internal::PackLegacyRows(DType::kQ1_0, wq1.data(), n, k, wq1p.data());
+  kn::internal::PackQ1_0RowPanels(wq1.data(), n, k, wq1r.data());
   std::vector<float> x(static_cast<size_t>(512) * k), y(static_cast<size_t>(512) * n);
   for (float& v : x) v = d(rng);
   std::printf("Matmul k=%d n=%d isa=%s threads=%d\n", k, n, kn::MatmulIsa(), omp_get_max_threads());
@@ -125,12 +131,19 @@ bool BenchMatmul(const std::vector<std::string>& only_types) {
   const struct {
     DType t;
     const void* w;
-  } cases[] = {{DType::kF32, wf.data()},           {DType::kBF16, wbf.data()},
-               {DType::kF16, wh.data()},           {DType::kF16Packed, whp.data()},
-               {DType::kF16RowPanels, whr.data()}, {DType::kQ8_0, wq.data()},
-               {DType::kQ8_0Packed, wq8p.data()},  {DType::kQ4_K, wq4k.data()},
-               {DType::kQ6_K, wq6k.data()},        {DType::kQ2_K, wq2k.data()},
-               {DType::kQ3_KPacked, wq3kp.data()}};
+  } cases[] = {{DType::kF32, wf.data()},
+               {DType::kBF16, wbf.data()},
+               {DType::kF16, wh.data()},
+               {DType::kF16Packed, whp.data()},
+               {DType::kF16RowPanels, whr.data()},
+               {DType::kQ8_0, wq.data()},
+               {DType::kQ8_0Packed, wq8p.data()},
+               {DType::kQ4_K, wq4k.data()},
+               {DType::kQ6_K, wq6k.data()},
+               {DType::kQ2_K, wq2k.data()},
+               {DType::kQ3_KPacked, wq3kp.data()},
+               {DType::kQ1_0Packed, wq1p.data()},
+               {DType::kQ1_0RowPanels, wq1r.data()}};
   DType case_types[std::size(cases)];
   for (size_t i = 0; i < std::size(cases); ++i) case_types[i] = cases[i].t;
   if (!KnownTypes("matmul", only_types, case_types)) return false;
@@ -178,14 +191,15 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
   std::vector<float> x(k), y(8192);
   for (float& v : x) v = d(rng) * 20;
   const DType types[] = {
-      DType::kF16,         DType::kF16Packed,  DType::kF16RowPanels, DType::kBF16,
-      DType::kBF16Packed,  DType::kQ8_0,       DType::kQ4_0,         DType::kQ4_0Packed,
-      DType::kQ4_1Packed,  DType::kQ8_0Packed, DType::kQ5_0Packed,   DType::kQ5_1Packed,
-      DType::kQ4_K,        DType::kQ5_K,       DType::kQ6_K,         DType::kQ3_K,
-      DType::kQ3_KPacked,  DType::kQ2_K,       DType::kIQ4_NLPacked, DType::kIQ4_XSPacked,
-      DType::kIQ3_S,       DType::kIQ3_XXS,    DType::kIQ2_S,        DType::kIQ2_XS,
-      DType::kIQ2_XXS,     DType::kIQ1_M,      DType::kIQ1_S,        DType::kTQ1_0,
-      DType::kMXFP4Packed, DType::kTQ2_0,      DType::kQ1_0Packed,   DType::kNVFP4Packed};
+      DType::kF16,          DType::kF16Packed,  DType::kF16RowPanels, DType::kBF16,
+      DType::kBF16Packed,   DType::kQ8_0,       DType::kQ4_0,         DType::kQ4_0Packed,
+      DType::kQ4_1Packed,   DType::kQ8_0Packed, DType::kQ5_0Packed,   DType::kQ5_1Packed,
+      DType::kQ4_K,         DType::kQ5_K,       DType::kQ6_K,         DType::kQ3_K,
+      DType::kQ3_KPacked,   DType::kQ2_K,       DType::kIQ4_NLPacked, DType::kIQ4_XSPacked,
+      DType::kIQ3_S,        DType::kIQ3_XXS,    DType::kIQ2_S,        DType::kIQ2_XS,
+      DType::kIQ2_XXS,      DType::kIQ1_M,      DType::kIQ1_S,        DType::kTQ1_0,
+      DType::kMXFP4Packed,  DType::kTQ2_0,      DType::kQ1_0Packed,   DType::kNVFP4Packed,
+      DType::kQ1_0RowPanels};
   if (!KnownTypes("gemv", only_types, types)) return false;
   const kn::internal::MatmulKernels* isas[kn::internal::kMaxMatmulIsas];
   const int num_isas = kn::internal::AvailableMatmulKernels(isas);
@@ -220,12 +234,18 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
         // (F16 bits read as BF16 are finite numbers too; any layout of them)
         auto* h = reinterpret_cast<uint16_t*>(mats[c].data());
         for (size_t i = 0; i < mats[c].size() / 2; ++i) h[i] = llm::F32ToF16(d(rng));
-      } else if (const DType file = kn::internal::FileFormatOf(t); file != t) {
+      } else if (const DType file =
+                     t == DType::kQ1_0RowPanels ? DType::kQ1_0 : kn::internal::FileFormatOf(t);
+                 file != t) {
         // random blocks of the file format, repacked as the CPU backend does
         std::vector<uint8_t> q(mats[c].size());
         kn::FillRandomBlocks(file, 10 + c, q.data(),
                              static_cast<int64_t>(q.size() / llm::BlockBytes(file)));
-        kn::PackRows(file, q.data(), big_n, k, mats[c].data());
+        if (t == DType::kQ1_0RowPanels) {
+          kn::internal::PackQ1_0RowPanels(q.data(), big_n, k, mats[c].data());
+        } else {
+          kn::PackRows(file, q.data(), big_n, k, mats[c].data());
+        }
       } else {
         kn::FillRandomBlocks(t, 10 + c, mats[c].data(),
                              static_cast<int64_t>(mats[c].size() / llm::RowBytes(t, 256)));
@@ -235,7 +255,8 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
       const auto& ks = *isas[i];
       if ((t == DType::kF16Packed && ks.f16_packed == nullptr) ||
           (t == DType::kF16RowPanels && ks.f16_row_panels == nullptr) ||
-          (t == DType::kBF16Packed && ks.bf16_packed == nullptr)) {
+          (t == DType::kBF16Packed && ks.bf16_packed == nullptr) ||
+          (t == DType::kQ1_0RowPanels && ks.q1_0_row_panels == nullptr)) {
         continue;  // only unpacked there
       }
       const int small_n = 2048;

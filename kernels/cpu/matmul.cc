@@ -17,6 +17,7 @@
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/panel_schedule.h"
+#include "kernels/cpu/q1_0_row_panels.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu_ops.h"
 
@@ -201,6 +202,7 @@ enum InputForm {
   kBf16TilesInput,
   kBf16PairTilesInput,
   kRowPanelTokensInput,
+  kQ1_0TablesInput,
   kNumInputForms
 };
 
@@ -221,6 +223,11 @@ FloatTiles FloatTilesFor(const MatmulKernels& ks, DType t, int k) {
 }
 
 InputForm FormFor(const MatmulKernels& ks, DType t, int m, int k) {
+  if (t == DType::kQ1_0RowPanels) {  // the table GEMV, the panel GEMM, or Q1_0's kernels
+    const InputForm unpacked = FormFor(ks, DType::kQ1_0, m, k);
+    if (ks.q1_0_row_panels == nullptr || unpacked == kQ8_0TilesInput) return unpacked;
+    return m <= kQ1_0LutMaxRows ? kQ1_0TablesInput : kPackedXInput;
+  }
   if ((t == DType::kF16RowPanels && ks.f16_row_panels != nullptr) ||
       (t == DType::kBF16RowPanels && ks.bf16_row_panels != nullptr)) {
     return m == 1 ? kFloatInput : kRowPanelTokensInput;
@@ -275,15 +282,23 @@ struct QuantizedInputs {
   std::vector<float> float_blocks;
   std::vector<Bf16TokenTile> bf16_tiles, bf16_pair_tiles;
   std::vector<float> row_panel_tokens;
+  std::vector<Q1_0SubTables> q1_0_tables;  // Q1_0LutRowBytes(nb) bytes a row
 };
 
 // Returns the float blocks (64-byte aligned) when need[kFloatBlocksInput], else null.
-float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputForms],
-                      QuantizedInputs& in) {
+float* QuantizeInputs(const MatmulKernels& ks, const float* x, int m, int k,
+                      const bool need[kNumInputForms], QuantizedInputs& in) {
   const int nb0 = k / kQ8BlockSize, nbk = k / kQK_K;
   const bool kquant =
       need[kQ8_KInput] || need[kQ8_KPairedInput] || need[kQ8_KHalvedInput] || need[kQ8_KTilesInput];
-  const bool q8_0 = need[kQ8_0Input] || need[kPackedXInput] || need[kQ8_0TilesInput];
+  const bool q8_0 =
+      need[kQ8_0Input] || need[kPackedXInput] || need[kQ8_0TilesInput] || need[kQ1_0TablesInput];
+  const int64_t table_bytes = Q1_0LutRowBytes(nb0);
+  if (need[kQ1_0TablesInput]) {
+    const size_t units = static_cast<size_t>((m * table_bytes + sizeof(Q1_0SubTables) - 1) /
+                                             static_cast<int64_t>(sizeof(Q1_0SubTables)));
+    if (in.q1_0_tables.size() < units) in.q1_0_tables.resize(units);
+  }
   if (q8_0 && in.q8_0.size() < static_cast<size_t>(m) * nb0) {
     in.q8_0.resize(static_cast<size_t>(m) * nb0);
   }
@@ -340,6 +355,9 @@ float* QuantizeInputs(const float* x, int m, int k, const bool need[kNumInputFor
     if (need[kPackedXInput]) {
       MakePackedX(xq, nb0, in.packed_x.data() + static_cast<int64_t>(i) * groups);
     }
+    if (need[kQ1_0TablesInput]) {
+      ks.q1_0_tables(xq, nb0, reinterpret_cast<uint8_t*>(in.q1_0_tables.data()) + i * table_bytes);
+    }
   }
   if (need[kBf16TilesInput]) MakeBf16TokenTiles(x, m, k, in.bf16_tiles.data());
   if (need[kRowPanelTokensInput]) {
@@ -375,7 +393,7 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
   bool need[kNumInputForms] = {};
   InputForm forms[kMaxSameInputJobs];  // each job's
   for (int j = 0; j < count; ++j) need[forms[j] = FormFor(ks, jobs[j].type, m, k)] = true;
-  const float* float_blocks = QuantizeInputs(x, m, k, need, inputs);
+  const float* float_blocks = QuantizeInputs(ks, x, m, k, need, inputs);
   const void* input[kNumInputForms] = {x,
                                        inputs.q8_0.data(),
                                        inputs.q8_k.data(),
@@ -387,7 +405,8 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
                                        float_blocks,
                                        inputs.bf16_tiles.data(),
                                        inputs.bf16_pair_tiles.data(),
-                                       inputs.row_panel_tokens.data()};
+                                       inputs.row_panel_tokens.data(),
+                                       inputs.q1_0_tables.data()};
   // One parallel loop over the panels of every job, in order: one barrier for all of them.
   int first_panel[kMaxSameInputJobs + 1] = {0};
   int64_t work = 0;
@@ -414,6 +433,24 @@ void MatmulSameInputWith(const MatmulKernels& ks, const float* x, int m, int k,
       FloatTilesFor(ks, job.type, k)
           .panel(static_cast<const Bf16TokenTile*>(in) + t0 * chunks, rows, k, job.w, n0, n1,
                  job.bias, job.y + static_cast<int64_t>(r0) * job.n, job.n);
+      return;
+    }
+    if (job.type == DType::kQ1_0RowPanels) {
+      if (form == kQ1_0TablesInput || (form == kPackedXInput && ks.q1_0_row_panels != nullptr)) {
+        (form == kQ1_0TablesInput ? ks.q1_0_row_panels : ks.q1_0_row_panels_gemm)(
+            in, m, k, job.w, n0, n1, job.bias, job.y, job.n);
+        return;
+      }
+      // no panel kernels in this set, or the AMX tiles: the rows as Q1_0 rows, and its kernels
+      const size_t row = RowBytes(DType::kQ1_0, k);
+      static thread_local std::vector<uint8_t> unpacked;
+      if (unpacked.size() < row * kPanelRows) unpacked.resize(row * kPanelRows);
+      UnpackQ1_0RowPanels(static_cast<const uint8_t*>(job.w) + row * n0, n1 - n0, k,
+                          unpacked.data());
+      const auto& fns = form == kQ8_0TilesInput ? ks.quant->tiles : ks.quant->fn;
+      fns[static_cast<int>(DType::kQ1_0)](in, m, k, unpacked.data(), 0, n1 - n0,
+                                          job.bias != nullptr ? job.bias + n0 : nullptr, job.y + n0,
+                                          job.n);
       return;
     }
     if (form == kQ8_KTilesInput || form == kQ8_0TilesInput) {
@@ -613,6 +650,11 @@ DType MatmulPackedFormat(DType t) {
     if (f16) return Kernels().f16_packed != nullptr ? DType::kF16Packed : t;
     return Kernels().bf16_packed != nullptr ? DType::kBF16Packed : t;
   }
+  if (t == DType::kQ1_0 && Kernels().q1_0_row_panels != nullptr) {
+    // LLM_Q1_0_ROW_PANELS=0: kQ1_0Packed (to compare them)
+    const char* panels = std::getenv("LLM_Q1_0_ROW_PANELS");
+    if (panels == nullptr || std::strcmp(panels, "0") != 0) return DType::kQ1_0RowPanels;
+  }
   const DType p = internal::PackedLayoutOf(t);
   return p != t && internal::NativePacked(Kernels(), t) ? p : t;
 }
@@ -627,6 +669,9 @@ void PackRows(DType t, const void* src, int64_t rows, int cols, void* dst) {
     if (t == DType::kQ3_K) {
       internal::PackQ3KBlocks(static_cast<const uint8_t*>(src) + r0 * row, count * (cols / kQK_K),
                               static_cast<uint8_t*>(dst) + r0 * row);
+    } else if (to == DType::kQ1_0RowPanels) {
+      internal::PackQ1_0RowPanels(static_cast<const uint8_t*>(src) + r0 * row, count, cols,
+                                  static_cast<uint8_t*>(dst) + r0 * row);
     } else if (to == DType::kF16RowPanels || to == DType::kBF16RowPanels) {
       internal::PackF16RowPanels(static_cast<const uint16_t*>(src) + r0 * cols, count, cols,
                                  static_cast<uint16_t*>(dst) + r0 * cols);

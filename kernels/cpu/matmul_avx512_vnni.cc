@@ -15,6 +15,7 @@
 #include "kernels/cpu/kquant_packed.h"
 #include "kernels/cpu/legacy_packed.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/q1_0_row_panels.h"
 #include "kernels/cpu/q8_0.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -36,6 +37,13 @@ const MatmulKernels& Avx512VnniMatmulKernels() {
     MatmulKernels k = Avx512MatmulKernels();  // the float formats: the AVX-512 set's
     k.isa = "avx512-vnni";
     k.quant = &kQuant;
+    __builtin_cpu_init();
+    // vpermb, vpshufbitqmb: Q1_0's row panels
+    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg")) {
+      k.q1_0_row_panels = Q1_0TablePanelAvx512;
+      k.q1_0_row_panels_gemm = Q1_0PanelGemmAvx512;
+      k.q1_0_tables = MakeQ1_0TablesAvx512;
+    }
     return k;
   }();
   return kKernels;

@@ -154,6 +154,14 @@ struct MatmulKernels {
   // its f16 / bf16 panel).
   MatmulPanelFn f16_row_panels = nullptr;
   MatmulPanelFn bf16_row_panels = nullptr;
+  // Q1_0 rows in panels of 16 (kQ1_0RowPanels, q1_0_row_panels.h): the table GEMV on at most
+  // kQ1_0LutMaxRows rows of tables (q1_0_tables makes a row's), and the panel GEMM on PackedX
+  // rows beyond; n0 a multiple of 16. Null where the set has none (the AVX-512 VNNI set on a CPU
+  // without VBMI and BITALG, the other sets): the panels' rows are unpacked for the set's Q1_0
+  // kernels (as for the AMX tiles).
+  MatmulBlockPanelFn q1_0_row_panels = nullptr;
+  MatmulBlockPanelFn q1_0_row_panels_gemm = nullptr;
+  void (*q1_0_tables)(const BlockQ8_0* x, int nb, uint8_t* out) = nullptr;
 };
 
 const MatmulKernels& ScalarMatmulKernels();
