@@ -243,6 +243,8 @@ bool BenchGemv(const std::vector<std::string>& only_types) {
                              static_cast<int64_t>(q.size() / llm::BlockBytes(file)));
         if (t == DType::kQ1_0RowPanels) {
           kn::internal::PackQ1_0RowPanels(q.data(), big_n, k, mats[c].data());
+        } else if (t == DType::kQ1_0Packed) {  // PackRows makes row panels where they run
+          kn::internal::PackLegacyRows(file, q.data(), big_n, k, mats[c].data());
         } else {
           kn::PackRows(file, q.data(), big_n, k, mats[c].data());
         }

@@ -18,25 +18,28 @@
 namespace llm::kernels::internal {
 namespace {
 
-// Dword n of kSigns: byte t = bit t of n ? +1 : -1. kHiStart[n] = -8 times their sum, the
-// correction of the high parts' sums taken on x >> 4 + 8 (unsigned for vpdpbusd).
-struct alignas(64) SignTables {
-  int8_t signs[64];
-  int32_t hi_start[16];
+// The table builder's byte indices into a sub-block's parts (bytes 0..31: x & 15, 32..63: x >> 4):
+// byte 16j + n of index[2h + p][t] selects part p of activation 4(4h + j) + t, the term of
+// weight t of quad 4h + j in entry n of table 2h + p.
+struct alignas(64) PartIndex {
+  uint8_t index[4][4][64];
 };
-constexpr SignTables MakeSignTables() {
-  SignTables s{};
-  for (int n = 0; n < 16; ++n) {
-    int sum = 0;
+constexpr PartIndex MakePartIndex() {
+  PartIndex q{};
+  for (int table = 0; table < 4; ++table) {
+    const int h = table / 2, p = table % 2;
     for (int t = 0; t < 4; ++t) {
-      s.signs[4 * n + t] = static_cast<int8_t>((n >> t & 1) != 0 ? 1 : -1);
-      sum += s.signs[4 * n + t];
+      for (int e = 0; e < 64; ++e) {
+        q.index[table][t][e] = static_cast<uint8_t>(32 * p + 4 * (4 * h + e / 16) + t);
+      }
     }
-    s.hi_start[n] = -8 * sum;
   }
-  return s;
+  return q;
 }
-constexpr SignTables kSignTables = MakeSignTables();
+constexpr PartIndex kPartIndex = MakePartIndex();
+// Bit 16j + n of kSignBit[t]: bit t of n (the entries where weight t is +1).
+constexpr uint64_t kSignBit[4] = {0xAAAAAAAAAAAAAAAAull, 0xCCCCCCCCCCCCCCCCull,
+                                  0xF0F0F0F0F0F0F0F0ull, 0xFF00FF00FF00FF00ull};
 
 // Sub-block s's integer sums of the 16 rows whose indices are `v` (q1_0_row_panels.h): per
 // dword lane i, the sum over the 32 weights of row i of (+-1) x.
@@ -200,25 +203,24 @@ void RowTile(const PackedXGroup* x, int64_t ldx, int nb, const uint8_t* panel, i
 void MakeQ1_0TablesAvx512(const BlockQ8_0* x, int nb, uint8_t* out) {
   auto* tables = reinterpret_cast<Q1_0SubTables*>(out);
   auto* dx = reinterpret_cast<float*>(out + nb * sizeof(Q1_0SubTables));
-  const __m512i signs = _mm512_load_si512(kSignTables.signs);
-  const __m512i hi_start = _mm512_load_si512(kSignTables.hi_start);
+  const __m256i nibble = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
   for (int s = 0; s < nb; ++s) {
     dx[s] = _cvtsh_ss(x[s].d);  // exact, as F16ToF32
-    for (int q = 0; q < 8; ++q) {
-      uint32_t quad;
-      std::memcpy(&quad, x[s].qs + 4 * q, 4);
-      const uint32_t lo = quad & 0x0F0F0F0Fu;
-      const uint32_t hi = ((quad >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u;  // x >> 4 + 8 per byte
-      // dword n: sum over t of sign t of n times the part (u8 by s8: exact)
-      const __m512i lo_sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                                  _mm512_set1_epi32(static_cast<int>(lo)), signs);
-      const __m512i hi_sums =
-          _mm512_dpbusd_epi32(hi_start, _mm512_set1_epi32(static_cast<int>(hi)), signs);
-      const int h = q / 4, j = q % 4;
-      _mm_store_si128(reinterpret_cast<__m128i*>(tables[s].t[2 * h] + 16 * j),
-                      _mm512_cvtepi32_epi8(lo_sums));
-      _mm_store_si128(reinterpret_cast<__m128i*>(tables[s].t[2 * h + 1] + 16 * j),
-                      _mm512_cvtepi32_epi8(hi_sums));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[s].qs));
+    const __m256i lo = _mm256_and_si256(q, nibble);
+    // x >> 4 (arithmetic) per byte: the high nibble, sign-extended from its bit 3
+    const __m256i hi = _mm256_sub_epi8(
+        _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), nibble), eight), eight);
+    const __m512i parts = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    for (int table = 0; table < 4; ++table) {
+      // entry = sum over t of (bit t of n ? +part : -part), exact in a byte (|sum| <= 60)
+      __m512i e = _mm512_setzero_si512();
+      for (int t = 0; t < 4; ++t) {
+        const __m512i term =
+            _mm512_permutexvar_epi8(_mm512_load_si512(kPartIndex.index[table][t]), parts);
+        e = _mm512_mask_add_epi8(_mm512_sub_epi8(e, term), _cvtu64_mask64(kSignBit[t]), e, term);
+      }
+      _mm512_store_si512(tables[s].t[table], e);
     }
   }
 }
