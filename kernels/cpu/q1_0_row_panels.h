@@ -14,8 +14,9 @@
 // (16 each), so a 64-byte vector of indices is 16 rows times 4 quads: the rows must sit side by
 // side, hence panels. The integer sum of a sub-block is exactly that of the scalar reference (sum
 // of (u - 1) x, u = 0 or 2), and each row's 16 float chains get the same fma in the same order,
-// so the bits are the scalar set's (tested). Measured (5 Dec 2026, Zen 4, k = 2048, 2 threads,
-// weights in cache): 33-35 GB/s against 19-21 for kQ1_0Packed.
+// so the bits are the scalar set's (tested). Measured (5 Dec 2026, Zen 4, kernel_bench gemv, k =
+// 2048, 2 threads): 28.7-36.1 GB/s in cache and 27.5-29.1 from DRAM against kQ1_0Packed's
+// 18.2-21.0 and 20.0-21.6; TinyLlama-shaped Q1_0 decode b1 1.32-1.45x (README, "Q1_0").
 //
 // Panel q holds rows 16q .. 16q + r - 1 (r = 16, or rows % 16 for the last panel) and starts
 // where row 16q would (byte 16q * RowBytes(kQ1_0, cols)). Per block b of 128 weights it holds 18r
