@@ -1,6 +1,6 @@
-// The table GEMV of Q1_0 row panels (q1_0_row_panels.h) and the tables it reads, for the AVX-512
-// VNNI set on CPUs with VBMI (vpermb). Compiled with those flags alone; matmul_avx512_vnni.cc
-// hands these out only where the CPU has them.
+// The table GEMV of Q1_0 row panels (q1_0_row_panels.h), the tables it reads and the panel GEMM,
+// for the AVX-512 VNNI set on CPUs with VBMI (vpermb) and BITALG (vpshufbitqmb). Compiled with
+// those flags alone; matmul_avx512_vnni.cc hands these out only where the CPU has them.
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593, see matmul_avx512.cc).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -53,24 +53,25 @@ void UnpackPanel(const uint8_t* in, int r, int nb, uint8_t* out) {
   }
 }
 
-}  // namespace
-
-void PackQ1_0RowPanels(const uint8_t* src, int64_t rows, int cols, uint8_t* dst) {
+// Each panel of `rows` rows (Q1_0 rows of `cols` weights) through fn(in, r, nb, out).
+template <class PanelFn>
+void ForEachPanel(const uint8_t* src, int64_t rows, int cols, uint8_t* dst, PanelFn fn) {
   const int nb = cols / 128;
   const size_t row = static_cast<size_t>(nb) * sizeof(BlockQ1_0);
   for (int64_t r0 = 0; r0 < rows; r0 += kQ1_0PanelRows) {
-    const int r = static_cast<int>(std::min<int64_t>(kQ1_0PanelRows, rows - r0));
-    PackPanel(src + r0 * row, r, nb, dst + r0 * row);
+    fn(src + r0 * row, static_cast<int>(std::min<int64_t>(kQ1_0PanelRows, rows - r0)), nb,
+       dst + r0 * row);
   }
 }
 
+}  // namespace
+
+void PackQ1_0RowPanels(const uint8_t* src, int64_t rows, int cols, uint8_t* dst) {
+  ForEachPanel(src, rows, cols, dst, PackPanel);
+}
+
 void UnpackQ1_0RowPanels(const uint8_t* src, int64_t rows, int cols, uint8_t* dst) {
-  const int nb = cols / 128;
-  const size_t row = static_cast<size_t>(nb) * sizeof(BlockQ1_0);
-  for (int64_t r0 = 0; r0 < rows; r0 += kQ1_0PanelRows) {
-    const int r = static_cast<int>(std::min<int64_t>(kQ1_0PanelRows, rows - r0));
-    UnpackPanel(src + r0 * row, r, nb, dst + r0 * row);
-  }
+  ForEachPanel(src, rows, cols, dst, UnpackPanel);
 }
 
 }  // namespace llm::kernels::internal
