@@ -1,6 +1,9 @@
 // Matmul: picks the micro-kernel for this CPU once, then splits the output features (n) into
 // panels across OpenMP threads. k is never split, so each element's reduction is fixed.
 #include <omp.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -44,10 +47,30 @@ int AvailableMatmulKernels(const MatmulKernels* out[kMaxMatmulIsas]) {
   return n;
 }
 
+// The CPU's family as cpuid leaf 1 gives it (base + extended family), 0 if unknown: AMD Zen 4 is
+// 0x19, Zen 5 0x1A.
+static unsigned CpuFamily() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return 0;
+  const unsigned base = (eax >> 8) & 0xF;
+  return base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+#else
+  return 0;
+#endif
+}
+
+PrefetchDistances PrefetchDistancesFor(bool is_amd, unsigned family) {
+  if (!is_amd) return PrefetchDistances{2048, 4096, 2048, 6144, true, 6144, true, true};
+  PrefetchDistances p{4096, 0, 0, 0, false, 0, false, false};
+  if (family >= 0x1A) p.kquant_l1 = 6144;  // Zen 5 and later
+  return p;
+}
+
 PrefetchDistances g_prefetch = [] {
   __builtin_cpu_init();
-  if (__builtin_cpu_is("amd")) return PrefetchDistances{4096, 0, 0, 0, false, 0, false, false};
-  return PrefetchDistances{2048, 4096, 2048, 6144, true, 6144, true, true};
+  PrefetchDistances p = PrefetchDistancesFor(__builtin_cpu_is("amd"), CpuFamily());
+  return p;
 }();
 
 bool Q8_0GemvOnAvx2(const char* env, bool has_avx2, bool is_amd) {

@@ -272,6 +272,18 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    (15.8-16.7 either way: these do more work per byte, and 2 threads compute them at about
 //    that speed in cache). TinyLlama Q8_0 decode b1, alternating runs: 19.0 / 20.7 -> 24.9 /
 //    24.0 tok/s. AMD: off (unmeasured; its Q8_0 GEMV runs the AVX2 panel there).
+//  - kquant_l1: how far ahead the K-quant GEMV rows (matmul_kquant_gemv512.h) prefetch into L1,
+//    kPrefetchBytes but on AMD Zen 5 (family 0x1A), whose 512-bit units compute these rows at
+//    64-118 GB/s in cache at 2 threads (Zen 4: 21-34): there the 2 KiB distance left them short of
+//    the memory. kernel_bench's DRAM GEMV (k = 2048, n = 5632, 2 threads), distances alternating in
+//    one process, 25 rounds, GB/s medians, 2 / 6 KiB ahead: Q4_K 61.6 / 70.8, Q6_K 65.0 / 73.2,
+//    Q2_K 50.2 / 53.7, Q3_K (packed) 54.0 / 56.3 (0: 60.8, 65.0, 50.4, 53.5; 4 KiB between; 8-16
+//    KiB as 6), against F16 row panels 67.6 and packed Q4_0 69.7 in the same rounds (5 Dec 2026,
+//    a minute when 2 threads read ~70 GB/s; in the host's slower minutes, ~48 GB/s, every
+//    distance reads the same). TinyLlama decode b1 (llm-bench, 2 threads, 2 / 6 KiB alternating,
+//    pairs whose read loops both measured > 60 GB/s): Q4_K_M 93.0 / 107.3 tok/s (42 pairs),
+//    Q3_K_M 103.0 / 114.2 (30), Q2_K 124.3 / 135.0 (14); in the ~48 GB/s minutes +3%. Zen 4 and
+//    others keep 2 KiB (not measured there since).
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
@@ -281,8 +293,12 @@ struct PrefetchDistances {
   uintptr_t f16_packed_l2;   // beyond f16_packed
   bool f16_gemv_groups;      // the AVX-512 packed F16 / BF16 GEMV reads a panel's 4 groups at once
   bool legacy_gemv_streams;  // the packed 32-block GEMV reads a panel as 4 streams
+  uintptr_t kquant_l1 = kPrefetchBytes;  // the K-quant GEMV rows' L1 prefetch (0: none)
 };
 extern PrefetchDistances g_prefetch;
+// The distances for a CPU vendor (AMD or not) and family (cpuid leaf 1, base + extended; Zen 4
+// 0x19, Zen 5 0x1A): g_prefetch is this CPU's.
+PrefetchDistances PrefetchDistancesFor(bool is_amd, unsigned family);
 // The packed Q8_0 GEMV (m = 1) of an AVX-512 set runs the AVX2 set's panel (the same bits: both
 // give the scalar reference's): on AMD Zen 4 the AVX2 one streams more of the memory bandwidth
 // (TinyLlama Q8_0 decode at 2 threads, 28 Nov 2026, alternating: 23.5-27.2 tok/s against

@@ -333,7 +333,8 @@ inline __m256i Q6KLaneSums512(const BlockQ6_K& w, const BlockQ8_K& x) {
   return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
-// Prefetch of the weight row 2 KiB ahead into every cache level (T0), at fixed addresses less
+// Prefetch of the weight row g_prefetch.kquant_l1 ahead (2 KiB; 6 KiB on AMD Zen 5,
+// matmul_internal.h) into every cache level (T0), at fixed addresses less
 // than a cache line apart (no loop; every 64-byte line is touched, also across consecutive
 // blocks). It was non-temporal (NTA) first: on the AMD Zen 4 of the first measurements NTA and
 // T0 were within noise (0.83 and 0.81 of an F16 GEMV's GB/s on 100 MB of Q4_K from DRAM, 1
@@ -344,11 +345,12 @@ template <class Block>
 [[gnu::always_inline]] inline void PrefetchBlockT0(const Block* block) {
   constexpr int kCount = (sizeof(Block) + 63) / 64, kStep = sizeof(Block) / kCount;
   static_assert(kStep <= 64 && sizeof(Block) - (kCount - 1) * kStep <= 64);
-  const char* a = reinterpret_cast<const char*>(block) + kPrefetchBytes;
+  const uintptr_t l1 = g_prefetch.kquant_l1;
+  const char* a = reinterpret_cast<const char*>(block) + l1;
   const uintptr_t l2 = g_prefetch.l2_ahead;  // and into L2 further on (matmul_internal.h)
 #pragma GCC unroll 8
   for (int i = 0; i < kCount; ++i) {
-    PrefetchLine<true>(reinterpret_cast<uintptr_t>(a + i * kStep));
+    if (l1 != 0) PrefetchLine<true>(reinterpret_cast<uintptr_t>(a + i * kStep));
     if (l2 != 0) PrefetchLine<false>(reinterpret_cast<uintptr_t>(a + l2 + i * kStep));
   }
 }

@@ -190,6 +190,44 @@ TEST(MatmulQuant, ThreadCountDoesNotChangeTheBits) {
   }
 }
 
+// The K-quant GEMV rows prefetch 6 KiB ahead on AMD Zen 5 (family 0x1A) and later, 2 KiB on
+// Zen 4 and Intel; the other distances stay the vendor's. A distance moves no bits: the GEMV of
+// every set matches the scalar reference with none, 2 and 6 KiB (past the end of the weights
+// too: a prefetch does not fault).
+TEST(MatmulQuant, KQuantPrefetchDistanceByCpuMovesNoBits) {
+  using internal::PrefetchDistancesFor;
+  EXPECT_EQ(PrefetchDistancesFor(true, 0x19).kquant_l1, internal::kPrefetchBytes);
+  EXPECT_EQ(PrefetchDistancesFor(true, 0x1A).kquant_l1, 6144u);
+  EXPECT_EQ(PrefetchDistancesFor(true, 0x1B).kquant_l1, 6144u);
+  EXPECT_EQ(PrefetchDistancesFor(false, 6).kquant_l1, internal::kPrefetchBytes);
+  EXPECT_EQ(PrefetchDistancesFor(false, 0x1A).kquant_l1, internal::kPrefetchBytes);
+  for (unsigned family : {0x19u, 0x1Au}) {
+    EXPECT_EQ(PrefetchDistancesFor(true, family).packed_legacy, 4096u);
+    EXPECT_EQ(PrefetchDistancesFor(true, family).l2_ahead, 0u);
+  }
+  EXPECT_EQ(PrefetchDistancesFor(false, 6).l2_ahead, 6144u);
+
+  const int k = 1024, n = 9;
+  const auto x = RandomVec(k, 5);
+  const auto isas = Isas();
+  const internal::PrefetchDistances saved = internal::g_prefetch;
+  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const auto w = QuantizeMatrix(t, RandomVec(static_cast<size_t>(n) * k, 11, 0.05f), n, k);
+    std::vector<float> ref(n);
+    internal::MatmulWith(*isas.back(), x.data(), 1, k, w.data(), t, n, nullptr, ref.data());
+    for (uintptr_t ahead : {uintptr_t{0}, uintptr_t{2048}, uintptr_t{6144}}) {
+      internal::g_prefetch.kquant_l1 = ahead;
+      for (const auto* ks : isas) {
+        std::vector<float> y(n, -1.0f);
+        internal::MatmulWith(*ks, x.data(), 1, k, w.data(), t, n, nullptr, y.data());
+        EXPECT_EQ(std::memcmp(ref.data(), y.data(), 4 * n), 0)
+            << ks->isa << " " << DTypeName(t) << " prefetching " << ahead << " bytes ahead";
+      }
+    }
+  }
+  internal::g_prefetch = saved;
+}
+
 TEST(MatmulQuant, EmbeddingRowsAreDequantizedRows) {
   const int rows = 5, dim = 512;
   for (DType t : kFormats) {
