@@ -270,7 +270,11 @@ class GenerateCall final : public GenerateStream,
     }
     std::optional<ApiError> error;
     if (!s.ok()) error = UpstreamApiError(s.error_code(), s.error_message(), upstream_.address);
-    bool retryable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
+    // CANCELLED that the router did not ask for is the upstream dropping the call as it shuts
+    // down (a call that meets grpc::Server::Shutdown is cancelled by the server, after the
+    // coordinator has stopped answering UNAVAILABLE itself): as retryable as UNAVAILABLE.
+    bool retryable = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                     s.error_code() == grpc::StatusCode::CANCELLED;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (failure_ && !s.ok()) error = *failure_;
@@ -311,8 +315,9 @@ class GenerateCall final : public GenerateStream,
 };
 
 // The handle the owner gets: one request, sent to one upstream after another while they refuse
-// it before producing anything (UNAVAILABLE: draining, shutting down, unreachable), each
-// upstream at most once. Once a message arrived, the request stays where it is.
+// it before producing anything (UNAVAILABLE: draining, shutting down, unreachable; CANCELLED by
+// the upstream, not the router: shut down under the call), each upstream at most once. Once a
+// message arrived, the request stays where it is.
 class PooledGenerate final : public GenerateStream,
                              public std::enable_shared_from_this<PooledGenerate> {
  public:

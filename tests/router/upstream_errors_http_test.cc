@@ -36,7 +36,7 @@ const std::string kModelDir = std::string(LLM_SHARED_DIR) + "/models/stories260K
 class FakeCoordinator final : public v1::Generation::Service, public v1::Admin::Service {
  public:
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* request,
-                        grpc::ServerWriter<v1::GenerateResponse>*) override {
+                        grpc::ServerWriter<v1::GenerateResponse>* writer) override {
     if (hold_) {
       while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
@@ -47,6 +47,16 @@ class FakeCoordinator final : public v1::Generation::Service, public v1::Admin::
                           "api_version " + std::to_string(request->api_version()) +
                               " is not supported; this coordinator speaks version " +
                               std::to_string(speaks_version_));
+    }
+    ++generate_calls_;
+    if (answer_) {  // four tokens, then max_tokens
+      v1::GenerateResponse out;
+      for (int id : {300, 301, 302, 303}) out.add_token_ids(id);
+      out.set_finish_reason(v1::FINISH_REASON_MAX_TOKENS);
+      out.mutable_usage()->set_prompt_tokens(request->prompt_token_ids_size());
+      out.mutable_usage()->set_completion_tokens(4);
+      writer->Write(out);
+      return grpc::Status::OK;
     }
     std::lock_guard<std::mutex> lock(mu_);
     return status_;
@@ -64,12 +74,16 @@ class FakeCoordinator final : public v1::Generation::Service, public v1::Admin::
   }
   void SpeakVersion(uint32_t v) { speaks_version_ = v; }
   void Hold(bool hold) { hold_ = hold; }
+  void Answer(bool answer) { answer_ = answer; }
+  int generate_calls() const { return generate_calls_.load(); }
 
  private:
   std::mutex mu_;
   grpc::Status status_;
   std::atomic<uint32_t> speaks_version_{kGenerateApiVersion};
   std::atomic<bool> hold_{false};
+  std::atomic<bool> answer_{false};
+  std::atomic<int> generate_calls_{0};
 };
 
 struct Reply {
@@ -195,6 +209,58 @@ TEST_F(UpstreamErrorsHttp, ApiVersionMismatchIs500NamingTheVersions) {
   EXPECT_NE(message.find("speaks version " + std::to_string(kGenerateApiVersion + 1)),
             std::string::npos)
       << message;
+}
+
+// An upstream that cancels a call it was given (what grpc::Server::Shutdown does to a call that
+// meets it) before any token: the router sends the request to another upstream, as for
+// UNAVAILABLE, so the client never sees the shutdown. Distinct prompts spread the first tries
+// over both upstreams by prefix affinity; the dropping one must have been tried.
+TEST(UpstreamRetry, CancelledByTheUpstreamIsRetriedOnAnother) {
+  if (!std::filesystem::exists(kModelDir)) GTEST_SKIP() << "missing " << kModelDir;
+  FakeCoordinator dropping, answering;
+  dropping.Refuse(grpc::StatusCode::CANCELLED, "Cancelled");
+  answering.Answer(true);
+  std::vector<std::unique_ptr<grpc::Server>> servers;
+  std::vector<std::string> addresses;
+  for (FakeCoordinator* fake : {&dropping, &answering}) {
+    grpc::ServerBuilder builder;
+    int grpc_port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &grpc_port);
+    builder.RegisterService(static_cast<v1::Generation::Service*>(fake));
+    builder.RegisterService(static_cast<v1::Admin::Service*>(fake));
+    servers.push_back(builder.BuildAndStart());
+    ASSERT_NE(grpc_port, 0);
+    addresses.push_back("127.0.0.1:" + std::to_string(grpc_port));
+  }
+  auto tokenizer = Tokenizer::FromDir(kModelDir);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  UpstreamPool pool(addresses, std::chrono::milliseconds(60000));
+  pool.Start(std::chrono::milliseconds(5000));
+  ServiceOptions options;
+  options.limits.served_model_name = "stories260K";
+  options.request_timeout = std::chrono::seconds(5);
+  OpenAiService service(options, std::shared_ptr<const Tokenizer>(std::move(tokenizer).value()),
+                        pool);
+  HttpServerOptions http_options;
+  http_options.host = "127.0.0.1";
+  http_options.port = 0;
+  HttpServer server(http_options, service);
+  ASSERT_TRUE(server.Start().ok());
+  for (int i = 0; i < 8; ++i) {
+    const bool stream = i % 2 == 1;
+    const json body = {{"prompt", "Once upon a time " + std::to_string(i) + " cats"},
+                       {"max_tokens", 4},
+                       {"stream", stream}};
+    const Reply r = Call(server.port(), "/v1/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body.find("error"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("\"text\""), std::string::npos) << r.body;
+  }
+  EXPECT_GT(dropping.generate_calls(), 0) << "no request tried the dropping upstream first";
+  EXPECT_EQ(answering.generate_calls(), 8);
+  server.Stop();
+  pool.Stop();
+  for (auto& s : servers) s->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
 }  // namespace
