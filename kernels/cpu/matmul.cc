@@ -63,7 +63,10 @@ static unsigned CpuFamily() {
 PrefetchDistances PrefetchDistancesFor(bool is_amd, unsigned family) {
   if (!is_amd) return PrefetchDistances{2048, 4096, 2048, 6144, true, 6144, true, true};
   PrefetchDistances p{4096, 0, 0, 0, false, 0, false, false};
-  if (family >= 0x1A) p.kquant_l1 = 6144;  // Zen 5 and later
+  if (family >= 0x1A) {  // Zen 5 and later
+    p.kquant_l1 = 6144;
+    p.f16_packed = 2048;
+  }
   return p;
 }
 

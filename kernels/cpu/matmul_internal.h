@@ -233,8 +233,11 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //  - the packed F16 / BF16 GEMV (f16_packed.h, one stream per thread): the Xeon's prefetchers
 //    leave it at 21-23 GB/s from DRAM (kernel_bench gemv, 2 threads, 29 Nov 2026), 26-28 at
 //    1.5-3 KiB ahead (AVX-512; AVX2 29.5), 21-23 at 4-8 KiB; TinyLlama F16 decode 9.7-10.0 ->
-//    11.0-12.1 tok/s. AMD keeps none: there the hardware prefetcher follows the one stream
-//    (3894cc7 measured the packed layout on Zen 4 without).
+//    11.0-12.1 tok/s. AMD Zen 4 keeps none: there the hardware prefetcher follows the one stream
+//    (3894cc7 measured the packed layout on Zen 4 without). AMD Zen 5 (family 0x1A) takes 2 KiB
+//    for the row panels (5 Dec 2026, TinyLlama F16 decode b1, 2 threads, none / 2 KiB
+//    alternating: +6% median in 10 pairs of ~70 GB/s minutes, 9 of them ahead; -1% in 9 pairs
+//    of ~48 GB/s minutes; 1, 3 and 4 KiB no better, 2 KiB with 6 KiB into L2 -10%).
 //  - l2_ahead: a second prefetch of the same stream, this much further ahead and into L2 only
 //    (T2), for the packed 32-block formats and the K-quant GEMVs. Further ahead, the prefetches
 //    into L1 alone measured worse (the F16 packed GEMV 22-24 GB/s at 2 KiB, 17-18 at 4 KiB: they

@@ -191,9 +191,9 @@ TEST(MatmulQuant, ThreadCountDoesNotChangeTheBits) {
 }
 
 // The K-quant GEMV rows prefetch 6 KiB ahead on AMD Zen 5 (family 0x1A) and later, 2 KiB on
-// Zen 4 and Intel; the other distances stay the vendor's. A distance moves no bits: the GEMV of
-// every set matches the scalar reference with none, 2 and 6 KiB (past the end of the weights
-// too: a prefetch does not fault).
+// Zen 4 and Intel, and Zen 5's F16 panels 2 KiB; the other distances stay the vendor's. A distance
+// moves no bits: the GEMV of every set matches the scalar reference with none, 2 and 6 KiB (past
+// the end of the weights too: a prefetch does not fault).
 TEST(MatmulQuant, KQuantPrefetchDistanceByCpuMovesNoBits) {
   using internal::PrefetchDistancesFor;
   EXPECT_EQ(PrefetchDistancesFor(true, 0x19).kquant_l1, internal::kPrefetchBytes);
@@ -206,6 +206,9 @@ TEST(MatmulQuant, KQuantPrefetchDistanceByCpuMovesNoBits) {
     EXPECT_EQ(PrefetchDistancesFor(true, family).l2_ahead, 0u);
   }
   EXPECT_EQ(PrefetchDistancesFor(false, 6).l2_ahead, 6144u);
+  // and the F16 / BF16 panels' L1 prefetch: none on Zen 4, 2 KiB on Zen 5
+  EXPECT_EQ(PrefetchDistancesFor(true, 0x19).f16_packed, 0u);
+  EXPECT_EQ(PrefetchDistancesFor(true, 0x1A).f16_packed, 2048u);
 
   const int k = 1024, n = 9;
   const auto x = RandomVec(k, 5);
