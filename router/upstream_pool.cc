@@ -235,13 +235,15 @@ class GenerateCall final : public GenerateStream,
   }
 
   void Cancel() override {
-    ctx_.TryCancel();
     bool release = false;
     {
+      // Marked before the cancel: the CANCELLED it brings must not read as the upstream's own
+      // (which OnDone retries elsewhere).
       std::lock_guard<std::mutex> lock(mu_);
       cancelled_ = true;
       release = !reading_;
     }
+    ctx_.TryCancel();
     if (release) ReleaseHold();
   }
 

@@ -72,8 +72,7 @@ PrefetchDistances PrefetchDistancesFor(bool is_amd, unsigned family) {
 
 PrefetchDistances g_prefetch = [] {
   __builtin_cpu_init();
-  PrefetchDistances p = PrefetchDistancesFor(__builtin_cpu_is("amd"), CpuFamily());
-  return p;
+  return PrefetchDistancesFor(__builtin_cpu_is("amd"), CpuFamily());
 }();
 
 bool Q8_0GemvOnAvx2(const char* env, bool has_avx2, bool is_amd) {

@@ -37,8 +37,10 @@ class FakeCoordinator final : public v1::Generation::Service, public v1::Admin::
  public:
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override {
+    ++generate_calls_;
     if (hold_) {
       while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ++cancelled_calls_;
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
     }
     if (speaks_version_ != request->api_version()) {
@@ -48,7 +50,6 @@ class FakeCoordinator final : public v1::Generation::Service, public v1::Admin::
                               " is not supported; this coordinator speaks version " +
                               std::to_string(speaks_version_));
     }
-    ++generate_calls_;
     if (answer_) {  // four tokens, then max_tokens
       v1::GenerateResponse out;
       for (int id : {300, 301, 302, 303}) out.add_token_ids(id);
@@ -76,6 +77,7 @@ class FakeCoordinator final : public v1::Generation::Service, public v1::Admin::
   void Hold(bool hold) { hold_ = hold; }
   void Answer(bool answer) { answer_ = answer; }
   int generate_calls() const { return generate_calls_.load(); }
+  int cancelled_calls() const { return cancelled_calls_.load(); }
 
  private:
   std::mutex mu_;
@@ -84,6 +86,7 @@ class FakeCoordinator final : public v1::Generation::Service, public v1::Admin::
   std::atomic<bool> hold_{false};
   std::atomic<bool> answer_{false};
   std::atomic<int> generate_calls_{0};
+  std::atomic<int> cancelled_calls_{0};  // held calls that saw the router cancel
 };
 
 struct Reply {
@@ -258,6 +261,38 @@ TEST(UpstreamRetry, CancelledByTheUpstreamIsRetriedOnAnother) {
   }
   EXPECT_GT(dropping.generate_calls(), 0) << "no request tried the dropping upstream first";
   EXPECT_EQ(answering.generate_calls(), 8);
+
+  // A client that goes away makes the router cancel its call: that CANCELLED is the router's
+  // own and goes nowhere else (one Generate call in all, not one per upstream).
+  const int before = dropping.generate_calls() + answering.generate_calls();
+  dropping.Hold(true);
+  answering.Hold(true);
+  {
+    asio::io_context ioc;
+    asio::ip::tcp::socket socket(ioc);
+    socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(server.port())});
+    http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.body() = json{{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"stream", true}}.dump();
+    req.prepare_payload();
+    http::write(socket, req);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (dropping.generate_calls() + answering.generate_calls() == before &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }  // the client closes its connection
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (dropping.cancelled_calls() + answering.cancelled_calls() == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(dropping.cancelled_calls() + answering.cancelled_calls(), 1)
+      << "the router did not cancel the call of a client that left";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // time for a wrong retry
+  EXPECT_EQ(dropping.generate_calls() + answering.generate_calls(), before + 1);
+  dropping.Hold(false);
+  answering.Hold(false);
   server.Stop();
   pool.Stop();
   for (auto& s : servers) s->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
