@@ -61,11 +61,16 @@ static unsigned CpuFamily() {
 }
 
 PrefetchDistances PrefetchDistancesFor(bool is_amd, unsigned family) {
-  if (!is_amd) return PrefetchDistances{2048, 4096, 2048, 6144, true, 6144, true, true};
+  if (!is_amd) {
+    PrefetchDistances p{2048, 4096, 2048, 6144, true, 6144, true, true};
+    p.f16_panels_wide = p.f16_packed;
+    return p;
+  }
   PrefetchDistances p{4096, 0, 0, 0, false, 0, false, false};
   if (family >= 0x1A) {  // Zen 5 and later
     p.kquant_l1 = 6144;
     p.f16_packed = 2048;
+    p.f16_panels_wide = 4096;
   }
   return p;
 }

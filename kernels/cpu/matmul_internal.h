@@ -287,6 +287,16 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    pairs whose read loops both measured > 60 GB/s): Q4_K_M 93.0 / 107.3 tok/s (42 pairs),
 //    Q3_K_M 103.0 / 114.2 (30), Q2_K 124.3 / 135.0 (14); in the ~48 GB/s minutes +3%. Zen 4 and
 //    others keep 2 KiB (not measured there since).
+//  - f16_panels_wide: the F16 / BF16 row panels' L1 prefetch when a token tile has 8 rows or
+//    more (batched decode, prefill's first tile): each 64-byte line then feeds 16 T FMAs, so the
+//    2 KiB that keep a GEMV's lines in flight (f16_packed) cover less time than DRAM's latency
+//    at T = 16 (32 lines x 16 cycles ~ 120 ns at 4.3 GHz). AMD Zen 5, 6 Dec 2026, 2 threads,
+//    kernel_bench matmul F16 row panels m = 16 from DRAM (k = n = 4096), alternating, GFLOP/s:
+//    2 KiB 362-425 / 4 KiB 440-461 / 8 KiB 437-454 (the FMA peak: 546). TinyLlama F16
+//    (llm-bench, 2 threads, 2 / 4 / 8 KiB alternating, 3 rounds): decode b16 185-192 / 211-221 /
+//    208-220 tok/s, b12 195-197 / 207-220 / 199-206, b8 160 / 168-185 / 179-189, prefill 512
+//    221-222 / 225-232 / 227-230; b2-b6 level or worse at 4 KiB, so those tiles keep 2 KiB.
+//    Elsewhere f16_packed's distance (unmeasured).
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
@@ -297,6 +307,8 @@ struct PrefetchDistances {
   bool f16_gemv_groups;      // the AVX-512 packed F16 / BF16 GEMV reads a panel's 4 groups at once
   bool legacy_gemv_streams;  // the packed 32-block GEMV reads a panel as 4 streams
   uintptr_t kquant_l1 = kPrefetchBytes;  // the K-quant GEMV rows' L1 prefetch (0: none)
+  // The F16 / BF16 row panels' L1 prefetch for token tiles of 8 rows or more (f16_packed below).
+  uintptr_t f16_panels_wide = 0;
 };
 extern PrefetchDistances g_prefetch;
 // The distances for a CPU vendor (AMD or not) and family (cpuid leaf 1, base + extended; Zen 4

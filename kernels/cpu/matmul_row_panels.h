@@ -150,10 +150,13 @@ void RowPanelsPanel(const float* x, int m, int k, const void* wv, int n0, int n1
     const float* xt = m == 1 ? x : x + static_cast<int64_t>(t0) * k * kRowPanelTokens;
     const int ldt = m == 1 ? 1 : kRowPanelTokens;
     float* yt = y + static_cast<int64_t>(kRowPanelTokens) * t0 * ldy + n0;
-    // the later token tiles find the panels in L2: no prefetch
-    const uintptr_t l1 = t0 == 0 ? g_prefetch.f16_packed : 0;
+    // the later token tiles find the panels in L2: no prefetch; a tile of 8 rows or more
+    // computes longer per line, so it fetches further ahead (f16_panels_wide)
     const uintptr_t l2 = g_prefetch.f16_packed_l2;
     auto run = [&]<int T>() {
+      const uintptr_t l1 = t0 != 0  ? 0
+                           : T >= 8 ? g_prefetch.f16_panels_wide
+                                    : g_prefetch.f16_packed;
       RowPanelsOfTile<W, T>(w, k, full, tail, xt, ldt, tokens, b, yt, ldy, l1, l2);
     };
     if (tokens <= 4) {

@@ -135,6 +135,39 @@ TEST(F16RowPanels, MatmulGivesOneFmaChainPerOutputOnEveryKernelSet) {
     GTEST_SKIP() << "no kernel set here reads the row panels (the AVX-512 and AVX2 ones do)";
 }
 
+// The panels' software prefetch distances (g_prefetch: f16_packed for tiles of up to 6 rows,
+// f16_panels_wide for 8 and more, f16_packed_l2) are hints: with none, 2, 4 and 8 KiB ahead,
+// past the weights' end too, every tile height still gives the chain's bits.
+TEST(F16RowPanels, PrefetchDistancesMoveNoBits) {
+  const int k = 300, n = 80;  // 5 panels: a call of 4 and one of 1
+  const auto w = Random16(DType::kF16, static_cast<size_t>(n) * k, 21);
+  const auto p = Panels(w, n, k);
+  const internal::PrefetchDistances saved = internal::g_prefetch;
+  bool native = false;
+  for (const int m : {1, 4, 8, 16, 33}) {
+    const auto x = testing::RandomFloats(static_cast<size_t>(m) * k, 7 + m, -2.0f, 2.0f);
+    const auto want = ChainReference(DType::kF16, x, w, m, n, k, nullptr);
+    for (const uintptr_t ahead :
+         {uintptr_t{0}, uintptr_t{2048}, uintptr_t{4096}, uintptr_t{8192}}) {
+      internal::g_prefetch.f16_packed = ahead;
+      internal::g_prefetch.f16_panels_wide = ahead;
+      internal::g_prefetch.f16_packed_l2 = ahead;
+      for (const auto* ks : Isas()) {
+        if (ks->f16_row_panels == nullptr) continue;
+        native = true;
+        std::vector<float> got(want.size(), -1.0f);
+        internal::MatmulWith(*ks, x.data(), m, k, p.data(), DType::kF16RowPanels, n, nullptr,
+                             got.data());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), 4 * want.size()), 0)
+            << ks->isa << " m=" << m << " prefetching " << ahead << " bytes ahead";
+      }
+    }
+  }
+  internal::g_prefetch = saved;
+  if (!native)
+    GTEST_SKIP() << "no kernel set here reads the row panels (the AVX-512 and AVX2 ones do)";
+}
+
 // In one call with jobs of other layouts (and their own input forms), each job has its own bits.
 TEST(F16RowPanels, SameInputJobsKeepTheirBits) {
   const int m = 5, k = 96, n = 80, n2 = 24;

@@ -209,6 +209,10 @@ TEST(MatmulQuant, KQuantPrefetchDistanceByCpuMovesNoBits) {
   // and the F16 / BF16 panels' L1 prefetch: none on Zen 4, 2 KiB on Zen 5
   EXPECT_EQ(PrefetchDistancesFor(true, 0x19).f16_packed, 0u);
   EXPECT_EQ(PrefetchDistancesFor(true, 0x1A).f16_packed, 2048u);
+  // and for token tiles of 8+ rows: 4 KiB on Zen 5, elsewhere as the GEMV
+  EXPECT_EQ(PrefetchDistancesFor(true, 0x19).f16_panels_wide, 0u);
+  EXPECT_EQ(PrefetchDistancesFor(true, 0x1A).f16_panels_wide, 4096u);
+  EXPECT_EQ(PrefetchDistancesFor(false, 6).f16_panels_wide, 2048u);
 
   const int k = 1024, n = 9;
   const auto x = RandomVec(k, 5);
