@@ -1,6 +1,7 @@
 // llm-bench: engine throughput on one model folder (not a test). Prints prefill tokens/s,
 // decode tokens/s at the batch sizes asked for, peak RSS against weights + KV cache, and the
-// machine's read bandwidth (a read loop) beside what batch-1 decode streams. With
+// machine's read bandwidth (a read loop) beside what batch-1 decode streams, and its F32 FMA peak
+// beside what batched decode computes. With
 // --structured, each decode run alternates plain and structured-output sequences (sampled,
 // token masks from --tokenizer) and prints what the mask costs per step.
 #include <omp.h>
@@ -23,6 +24,7 @@
 #include "common/tokenizer.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/huge_pages.h"
+#include "tools/fma_peak.h"
 #include "worker/engine/device_setup.h"
 #include "worker/engine/engine.h"
 
@@ -337,7 +339,17 @@ Status Bench(const BenchOptions& o) {
       llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads(),
       o.device.c_str(), llm::KvCacheDtypeLogName(cfg, engine->kv_cache_dtype()).c_str(),
       llm::kernels::AnonHugePageBytes() / 1048576.0);
-  double tps = 0, decode_b1_gbs = 0;
+  // Multiply-adds of one token's matmuls (dense models; 0 for a mixture of experts, whose
+  // experts a token picks): two FLOPs each.
+  double macs =
+      mc.num_experts > 0 ? 0.0 : static_cast<double>(weights->lm_head.rows) * weights->lm_head.cols;
+  for (const auto& l : weights->layers) {
+    for (const auto* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      macs += mc.num_experts > 0 ? 0.0 : static_cast<double>(m->rows) * m->cols;
+    }
+  }
+  double tps = 0, decode_b1_gbs = 0, widest_gflops = 0;
+  int widest = 0;
   LLM_RETURN_IF_ERROR(RunPrefill(*engine, o, &tps));
   std::printf("prefill  %5d tokens         : %10.1f tokens/s\n", o.prompt_len, tps);
   std::shared_ptr<const llm::Grammar> grammar;
@@ -352,12 +364,18 @@ Status Bench(const BenchOptions& o) {
     if (!grammar) {
       StepSplit split;
       LLM_RETURN_IF_ERROR(RunDecode(*engine, b, o, &tps, &per_cpu_s, nullptr, &split));
+      std::printf("decode   batch %3d          : %10.1f tokens/s (%.1f GB/s of weights", b, tps,
+                  streamed * tps / b / 1e9);
+      if (macs > 0) std::printf(", matmuls %.0f GFLOP/s", 2 * macs * tps / 1e9);
       std::printf(
-          "decode   batch %3d          : %10.1f tokens/s (%.1f GB/s of weights), %.1f tokens per "
-          "CPU-second, context %d; a step %.2f ms: forward %.2f, sampling %.2f\n",
-          b, tps, streamed * tps / b / 1e9, per_cpu_s, o.decode_context, split.step_ms,
-          split.forward_ms, split.sampling_ms);
+          "), %.1f tokens per CPU-second, context %d; a step %.2f ms: forward %.2f, sampling "
+          "%.2f\n",
+          per_cpu_s, o.decode_context, split.step_ms, split.forward_ms, split.sampling_ms);
       if (b == 1) decode_b1_gbs = streamed * tps / 1e9;
+      if (b > widest) {
+        widest = b;
+        widest_gflops = 2 * macs * tps / 1e9;
+      }
       continue;
     }
     // Alternating runs (this machine is shared and noisy): plain, structured, x3.
@@ -394,6 +412,16 @@ Status Bench(const BenchOptions& o) {
   if (decode_b1_gbs > 0)
     std::printf(": decode batch 1 streams %.0f%% of it", 100 * decode_b1_gbs / bandwidth);
   std::printf("\n");
+  // Float weights multiply on the FMA units: batched decode computes at most this peak.
+  const double peak = llm_bench::FmaPeakGflops();
+  if (peak > 0) {
+    std::printf("FMA peak %.0f GFLOP/s (F32, %d threads)", peak, omp_get_max_threads());
+    if (widest > 1 && widest_gflops > 0 && !llm::IsBlockFormat(weights->layers[0].q.format)) {
+      std::printf(": decode batch %d's matmuls compute %.0f%% of it", widest,
+                  100 * widest_gflops / peak);
+    }
+    std::printf("\n");
+  }
   std::vector<double> shares;
   for (int r = 0; r < o.share_rounds; ++r) {
     const double bw = ReadBandwidthGBs();

@@ -64,13 +64,16 @@ TEST(LlmBench, DecodeContextSetsTheDecodePrompt) {
 
 // The read loop's line (its third field is what tools/bench-vs-llama-cpp.sh prints as "read bw")
 // names both kinds of pass, and its share is batch-1 decode's GB/s of weights over it.
+// The FMA peak's line follows on x86 with AVX2 or AVX-512; at batch 2 of this F32 model it gives
+// the share batch 2's matmuls compute: their GFLOP/s over the peak.
 TEST(LlmBench, ReadBandwidthLineAndDecodeShare) {
   LLM_E2E_REQUIRE_SHARED();
   const BenchRun run = RunLlmBench({});
   ASSERT_EQ(run.exit_code, 0) << run.log;
   std::smatch decode, read;
   ASSERT_TRUE(std::regex_search(
-      run.log, decode, std::regex(R"(decode   batch   1 .*\(([0-9.]+) GB/s of weights\))")))
+      run.log, decode,
+      std::regex(R"(decode   batch   1 .*\(([0-9.]+) GB/s of weights, matmuls [0-9]+ GFLOP/s\))")))
       << run.log;
   ASSERT_TRUE(std::regex_search(
       run.log, read,
@@ -85,6 +88,31 @@ TEST(LlmBench, ReadBandwidthLineAndDecodeShare) {
   const double share = std::stod(read[2]);
   EXPECT_GE(share, lo) << run.log;
   EXPECT_LE(share, hi) << run.log;
+
+  const BenchRun batched = RunLlmBench({"--batches", "1,2"});
+  ASSERT_EQ(batched.exit_code, 0) << batched.log;
+  std::smatch b2, peak;
+  if (!std::regex_search(batched.log, peak,
+                         std::regex(R"(\nFMA peak ([0-9]+) GFLOP/s \(F32, 1 threads\)(.*)\n)"))) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    EXPECT_FALSE(__builtin_cpu_supports("avx2")) << "no FMA peak line\n" << batched.log;
+#endif
+    return;
+  }
+  ASSERT_TRUE(std::regex_search(batched.log, b2,
+                                std::regex(R"(decode   batch   2 .*, matmuls ([0-9]+) GFLOP/s\))")))
+      << batched.log;
+  const double peak_gflops = std::stod(peak[1]), b2_gflops = std::stod(b2[1]);
+  ASSERT_GT(peak_gflops, 0.0) << batched.log;
+  std::smatch pct;
+  const std::string tail = peak[2];
+  ASSERT_TRUE(std::regex_search(
+      tail, pct, std::regex(R"(^: decode batch 2's matmuls compute ([0-9]+)% of it$)")))
+      << batched.log;
+  // both printed to 1 GFLOP/s, the share to 1%
+  EXPECT_GE(std::stod(pct[1]), 100 * (b2_gflops - 0.5) / (peak_gflops + 0.5) - 0.5) << batched.log;
+  EXPECT_LE(std::stod(pct[1]), 100 * (b2_gflops + 0.5) / (peak_gflops - 0.5) + 0.5) << batched.log;
 }
 
 TEST(LlmBench, BadDecodeContextIsAnError) {
