@@ -71,6 +71,7 @@ PrefetchDistances PrefetchDistancesFor(bool is_amd, unsigned family) {
     p.kquant_l1 = 6144;
     p.f16_packed = 2048;
     p.f16_panels_wide = 4096;
+    p.kquant_tiles = 8192;
   }
   return p;
 }

@@ -297,6 +297,14 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    208-220 tok/s, b12 195-197 / 207-220 / 199-206, b8 160 / 168-185 / 179-189, prefill 512
 //    221-222 / 225-232 / 227-230; b2-b6 level or worse at 4 KiB, so those tiles keep 2 KiB.
 //    Elsewhere f16_packed's distance (unmeasured).
+//  - kquant_tiles: how far ahead the K-quant tiles of 2+ input rows (matmul_quant_x86.h's KMicro
+//    and KMicro512, PrefetchWeights) fetch each weight block into L1: kPrefetchBytes but on AMD
+//    Zen 5, where at 2 KiB batch 2 decoded slower than batch 1 (the GEMV fetches 6 KiB ahead,
+//    kquant_l1). TinyLlama decode (llm-bench, 2 threads, alternating, 6 Dec 2026), tokens/s at
+//    2 / 8 KiB: Q4_K_M b2 83.6-84.5 / 119.6-126.1, b4 117.2-121.1 / 132.3-133.6, b8 177.7-188.7 /
+//    196.3-203.2 (6, 12, 16, 24 KiB: b2 111-123, b8 189-216), b16 251-256 / 252-258; Q2_K b2
+//    93.9-95.1 / 116.4-118.5; Q3_K_M b2 95.0-98.2 / 112.3-114.9. Zen 4 and others keep 2 KiB
+//    (measured alike in cache on Zen 4, matmul_quant_x86.h).
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
@@ -309,6 +317,8 @@ struct PrefetchDistances {
   uintptr_t kquant_l1 = kPrefetchBytes;  // the K-quant GEMV rows' L1 prefetch (0: none)
   // The F16 / BF16 row panels' L1 prefetch for token tiles of 8 rows or more (f16_packed below).
   uintptr_t f16_panels_wide = 0;
+  // The K-quant tiles' weight prefetch (m > 1: KMicro, KMicro512; PrefetchWeights).
+  uintptr_t kquant_tiles = kPrefetchBytes;
 };
 extern PrefetchDistances g_prefetch;
 // The distances for a CPU vendor (AMD or not) and family (cpuid leaf 1, base + extended; Zen 4
@@ -366,7 +376,7 @@ template <bool kL1>
 }
 template <class Block>
 [[gnu::always_inline]] static inline void PrefetchWeights(const Block* block) {
-  PrefetchAhead(block, sizeof(Block));
+  PrefetchAhead(block, sizeof(Block), g_prefetch.kquant_tiles);
 }
 
 template <class Micro>
