@@ -305,6 +305,11 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    196.3-203.2 (6, 12, 16, 24 KiB: b2 111-123, b8 189-216), b16 251-256 / 252-258; Q2_K b2
 //    93.9-95.1 / 116.4-118.5; Q3_K_M b2 95.0-98.2 / 112.3-114.9. Zen 4 and others keep 2 KiB
 //    (measured alike in cache on Zen 4, matmul_quant_x86.h).
+//  - packed_legacy_tiles: the same for the packed 32-block formats' tiles of 2+ rows
+//    (matmul_legacy_packed_x86.h): packed_legacy but on AMD Zen 5, 8 KiB. TinyLlama Q8_0 decode
+//    (llm-bench, 2 threads, 4 / 8 KiB alternating, 5 pairs, 6 Dec 2026), medians: b2 90.7 /
+//    96.7 tok/s, b4 134.4 / 169.0, b8 212.5 / 252.3 (8 KiB ahead in all 5 pairs), b16 231.1 /
+//    253.5 (all 5), prefill 16 tokens 244 / 268; 16 KiB (3 rounds) as 8.
 struct PrefetchDistances {
   uintptr_t packed_legacy;
   uintptr_t f16_gemv;
@@ -319,6 +324,8 @@ struct PrefetchDistances {
   uintptr_t f16_panels_wide = 0;
   // The K-quant tiles' weight prefetch (m > 1: KMicro, KMicro512; PrefetchWeights).
   uintptr_t kquant_tiles = kPrefetchBytes;
+  // The packed 32-block formats' tiles of 2+ rows (packed_legacy is their GEMV's).
+  uintptr_t packed_legacy_tiles = 0;
 };
 extern PrefetchDistances g_prefetch;
 // The distances for a CPU vendor (AMD or not) and family (cpuid leaf 1, base + extended; Zen 4

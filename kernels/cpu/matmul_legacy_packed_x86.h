@@ -540,7 +540,10 @@ struct PackedLegacyMicro {
       for (int i = 0; i < MR; ++i) xg[i] = x + i * ldx + g;
       for (int j = 0; j < NR; ++j) {
         wg[j] = w + j * ldw + g * kGroupBytes;
-        PrefetchAhead(wg[j], kGroupBytes, ::llm::kernels::internal::g_prefetch.packed_legacy,
+        // (tiles of 2+ rows compute longer per byte: their own distance, packed_legacy_tiles)
+        PrefetchAhead(wg[j], kGroupBytes,
+                      MR > 1 ? ::llm::kernels::internal::g_prefetch.packed_legacy_tiles
+                             : ::llm::kernels::internal::g_prefetch.packed_legacy,
                       ::llm::kernels::internal::g_prefetch.l2_ahead);
       }
       Group<MR, NR>(acc, xg, wg);

@@ -191,10 +191,11 @@ TEST(MatmulQuant, ThreadCountDoesNotChangeTheBits) {
 }
 
 // The K-quant GEMV rows prefetch 6 KiB ahead on AMD Zen 5 (family 0x1A) and later, 2 KiB on
-// Zen 4 and Intel, the K-quant tiles of 2+ rows 8 KiB on Zen 5 (2 KiB elsewhere), and Zen 5's
+// Zen 4 and Intel, the K-quant and packed 32-block tiles of 2+ rows 8 KiB on Zen 5, and Zen 5's
 // F16 panels 2 KiB (4 KiB for tiles of 8+ rows); the other distances stay the vendor's. A
-// distance moves no bits: the GEMV and the tiles of every set match the scalar reference with
-// none, 2, 6 and 8 KiB (past the end of the weights too: a prefetch does not fault).
+// distance moves no bits: the GEMVs and the tiles of every set (K-quants, Q4_0, Q8_0) match the
+// scalar reference with none, 2, 6 and 8 KiB (past the end of the weights too: a prefetch does
+// not fault).
 TEST(MatmulQuant, KQuantPrefetchDistanceByCpuMovesNoBits) {
   using internal::PrefetchDistancesFor;
   EXPECT_EQ(PrefetchDistancesFor(true, 0x19).kquant_l1, internal::kPrefetchBytes);
@@ -218,19 +219,26 @@ TEST(MatmulQuant, KQuantPrefetchDistanceByCpuMovesNoBits) {
   EXPECT_EQ(PrefetchDistancesFor(true, 0x19).kquant_tiles, internal::kPrefetchBytes);
   EXPECT_EQ(PrefetchDistancesFor(true, 0x1A).kquant_tiles, 8192u);
   EXPECT_EQ(PrefetchDistancesFor(false, 6).kquant_tiles, internal::kPrefetchBytes);
+  // and the packed 32-block formats' tiles: 8 KiB on Zen 5, elsewhere as their GEMV
+  EXPECT_EQ(PrefetchDistancesFor(true, 0x19).packed_legacy_tiles, 4096u);
+  EXPECT_EQ(PrefetchDistancesFor(true, 0x1A).packed_legacy_tiles, 8192u);
+  EXPECT_EQ(PrefetchDistancesFor(false, 6).packed_legacy_tiles, 2048u);
 
   const int k = 1024, n = 9;
   const auto isas = Isas();
   const internal::PrefetchDistances saved = internal::g_prefetch;
-  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                  DType::kQ4_0, DType::kQ8_0}) {
     const auto w = QuantizeMatrix(t, RandomVec(static_cast<size_t>(n) * k, 11, 0.05f), n, k);
-    for (const int m : {1, 2, 5, 16}) {  // the GEMV (kquant_l1), then the tiles (kquant_tiles)
+    for (const int m : {1, 2, 5, 16}) {  // the GEMVs, then the tiles
       const auto x = RandomVec(static_cast<size_t>(m) * k, 5 + m);
       std::vector<float> ref(static_cast<size_t>(m) * n);
       internal::MatmulWith(*isas.back(), x.data(), m, k, w.data(), t, n, nullptr, ref.data());
       for (uintptr_t ahead : {uintptr_t{0}, uintptr_t{2048}, uintptr_t{6144}, uintptr_t{8192}}) {
         internal::g_prefetch.kquant_l1 = ahead;
         internal::g_prefetch.kquant_tiles = ahead;
+        internal::g_prefetch.packed_legacy = ahead;
+        internal::g_prefetch.packed_legacy_tiles = ahead;
         for (const auto* ks : isas) {
           std::vector<float> y(ref.size(), -1.0f);
           internal::MatmulWith(*ks, x.data(), m, k, w.data(), t, n, nullptr, y.data());
