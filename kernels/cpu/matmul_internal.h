@@ -303,7 +303,9 @@ constexpr uintptr_t kPrefetchBytes = 2048;
 //    kquant_l1). TinyLlama decode (llm-bench, 2 threads, alternating, 6 Dec 2026), tokens/s at
 //    2 / 8 KiB: Q4_K_M b2 83.6-84.5 / 119.6-126.1, b4 117.2-121.1 / 132.3-133.6, b8 177.7-188.7 /
 //    196.3-203.2 (6, 12, 16, 24 KiB: b2 111-123, b8 189-216), b16 251-256 / 252-258; Q2_K b2
-//    93.9-95.1 / 116.4-118.5; Q3_K_M b2 95.0-98.2 / 112.3-114.9. Zen 4 and others keep 2 KiB
+//    93.9-95.1 / 116.4-118.5; Q3_K_M b2 95.0-98.2 / 112.3-114.9. The grid i-quants' and the
+//    ternary formats' tiles (IQMicro, batch 1 too) take the same distance: TQ2_0 b1 141.5-145.9 /
+//    145.0-152.3, b2 175.7-186.7 / 192.2-200.7, b8 level (4 pairs). Zen 4 and others keep 2 KiB
 //    (measured alike in cache on Zen 4, matmul_quant_x86.h).
 //  - packed_legacy_tiles: the same for the packed 32-block formats' tiles of 2+ rows
 //    (matmul_legacy_packed_x86.h): packed_legacy but on AMD Zen 5, 8 KiB. TinyLlama Q8_0 decode
@@ -322,7 +324,8 @@ struct PrefetchDistances {
   uintptr_t kquant_l1 = kPrefetchBytes;  // the K-quant GEMV rows' L1 prefetch (0: none)
   // The F16 / BF16 row panels' L1 prefetch for token tiles of 8 rows or more (f16_packed below).
   uintptr_t f16_panels_wide = 0;
-  // The K-quant tiles' weight prefetch (m > 1: KMicro, KMicro512; PrefetchWeights).
+  // The K-quant tiles' weight prefetch (m > 1: KMicro, KMicro512; the i-quant and ternary
+  // IQMicro at every m; PrefetchWeights).
   uintptr_t kquant_tiles = kPrefetchBytes;
   // The packed 32-block formats' tiles of 2+ rows (packed_legacy is their GEMV's).
   uintptr_t packed_legacy_tiles = 0;
