@@ -7,7 +7,7 @@
 namespace llm_bench {
 
 // GFLOP/s of the OpenMP threads (omp_get_max_threads) each running independent chains of
-// 512-bit FMAs (AVX-512F) or 256-bit ones (AVX2 + FMA), best of 3 short passes (~0.1 s in all);
+// 512-bit FMAs (AVX-512F) or 256-bit ones (AVX2 + FMA), best of 3 passes (~70 ms in all);
 // 0 where the CPU has neither (or is not x86).
 double FmaPeakGflops();
 
