@@ -341,11 +341,13 @@ Status Bench(const BenchOptions& o) {
       llm::kernels::AnonHugePageBytes() / 1048576.0);
   // Multiply-adds of one token's matmuls (dense models; 0 for a mixture of experts, whose
   // experts a token picks): two FLOPs each.
-  double macs =
-      mc.num_experts > 0 ? 0.0 : static_cast<double>(weights->lm_head.rows) * weights->lm_head.cols;
-  for (const auto& l : weights->layers) {
-    for (const auto* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
-      macs += mc.num_experts > 0 ? 0.0 : static_cast<double>(m->rows) * m->cols;
+  double macs = 0;
+  if (mc.num_experts == 0) {
+    macs = static_cast<double>(weights->lm_head.rows) * weights->lm_head.cols;
+    for (const auto& l : weights->layers) {
+      for (const auto* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+        macs += static_cast<double>(m->rows) * m->cols;
+      }
     }
   }
   double tps = 0, decode_b1_gbs = 0, widest_gflops = 0;

@@ -61,20 +61,17 @@ static unsigned CpuFamily() {
 }
 
 PrefetchDistances PrefetchDistancesFor(bool is_amd, unsigned family) {
-  if (!is_amd) {
-    PrefetchDistances p{2048, 4096, 2048, 6144, true, 6144, true, true};
-    p.f16_panels_wide = p.f16_packed;
-    p.packed_legacy_tiles = p.packed_legacy;
-    return p;
-  }
-  PrefetchDistances p{4096, 0, 0, 0, false, 0, false, false};
+  PrefetchDistances p = is_amd ? PrefetchDistances{4096, 0, 0, 0, false, 0, false, false}
+                               : PrefetchDistances{2048, 4096, 2048, 6144, true, 6144, true, true};
+  // Batched tiles fetch as far ahead as their GEMVs, but where measured otherwise.
+  p.f16_panels_wide = p.f16_packed;
   p.packed_legacy_tiles = p.packed_legacy;
-  if (family >= 0x1A) {  // Zen 5 and later
-    p.packed_legacy_tiles = 8192;
+  if (is_amd && family >= 0x1A) {  // Zen 5 and later
     p.kquant_l1 = 6144;
+    p.kquant_tiles = 8192;
     p.f16_packed = 2048;
     p.f16_panels_wide = 4096;
-    p.kquant_tiles = 8192;
+    p.packed_legacy_tiles = 8192;
   }
   return p;
 }

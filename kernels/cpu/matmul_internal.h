@@ -323,7 +323,7 @@ struct PrefetchDistances {
   bool legacy_gemv_streams;  // the packed 32-block GEMV reads a panel as 4 streams
   uintptr_t kquant_l1 = kPrefetchBytes;  // the K-quant GEMV rows' L1 prefetch (0: none)
   // The F16 / BF16 row panels' L1 prefetch for token tiles of 8 rows or more (f16_packed below).
-  uintptr_t f16_panels_wide = 0;
+  uintptr_t f16_panels_wide = 0;  // (PrefetchDistancesFor sets both tiles' distances)
   // The K-quant tiles' weight prefetch (m > 1: KMicro, KMicro512; the i-quant and ternary
   // IQMicro at every m; PrefetchWeights).
   uintptr_t kquant_tiles = kPrefetchBytes;
