@@ -60,8 +60,8 @@ struct AttendTask {
   const void* k_cache;  // params->kv_dtype elements: float or IEEE half (uint16_t)
   const void* v_cache;
   const AttentionParams* params;
-  // Half caches: room for one block's K rows, then its V rows, of the task's kv heads
-  // (2 * block_size * nkv * head_dim floats), widened there before use.
+  // Half caches, for a kernel without F16C: room for one block's K rows, then its V rows, of the
+  // task's kv heads (2 * block_size * nkv * head_dim floats), widened there before use.
   float* widened;
   AttendMode mode;
   int seg_lo, seg_hi;  // kSegments
