@@ -437,6 +437,7 @@ int main(int argc, char** argv) {
       omp_get_max_threads());
   for (llm::DType kv : {llm::DType::kF32, llm::DType::kF16}) {
     BenchAttention("decode", 1, 2048, 1, kTinyLlama, kv);
+    BenchAttention("decode", 16, 2048, 1, kTinyLlama, kv);  // llm-bench's batch 16 at depth
     BenchAttention("decode", 1, 4096, 1, kLlama8B, kv);
     BenchAttention("decode", 16, 1024, 1, kLlama8B, kv);
     BenchAttention("decode", 4, 4096, 1, kLlama8B, kv);
