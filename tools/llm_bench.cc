@@ -42,7 +42,7 @@ struct BenchOptions {
   int decode_tokens = 32;
   int decode_context = 16;  // prompt tokens of each decode sequence: the attention depth
   std::vector<int> batches{1, 16};
-  int kv_cache_mib = 512;
+  int kv_cache_mib = 0;                 // 0: KvCacheMib's rule
   std::string kv_cache_dtype = "auto";  // engine.kv_cache_dtype
   std::string structured;               // "": none; "json_object"; else a JSON Schema file
   std::string tokenizer;                // for the token masks; "": the model's
@@ -92,9 +92,18 @@ Status RunDecode(llm::Engine& engine, int batch, const BenchOptions& o, double* 
     (void)id;
   }
   std::vector<llm::TokenEvent> events;
-  double seconds = 0, cpu = 0;
-  long tokens = 0, steps = 0;
-  int64_t forward_ns = 0, sampling_ns = 0;
+  // Timed: the steps that decode every sequence of the batch and prefill nothing. Long decode
+  // contexts are prefilled in chunks over several steps, and the sequences prefilled first
+  // decode (untimed) beside the later ones' chunks, so they finish first: the steps after that
+  // decode fewer sequences. Timing those too (and with a 512 MiB cache that held 12 of the 16
+  // sequences, KvCacheMib), "batch 16" at 1900 tokens of context decoded 7.8 sequences a step.
+  // (When no step decodes them all, e.g. a batch past the scheduler's max_num_seqs, every
+  // decode-only step is timed.)
+  struct Timed {
+    double seconds = 0, cpu = 0;
+    long tokens = 0, steps = 0;
+    int64_t forward_ns = 0, sampling_ns = 0;
+  } full, any;
   while (!engine.idle()) {
     const llm::EngineStats before = engine.stats();
     events.clear();
@@ -102,23 +111,27 @@ Status RunDecode(llm::Engine& engine, int batch, const BenchOptions& o, double* 
     const double c0 = CpuSeconds();
     LLM_RETURN_IF_ERROR(engine.Step(&events));
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double dcpu = CpuSeconds() - c0;
     const llm::EngineStats after = engine.stats();
-    if (after.prompt_tokens_computed == before.prompt_tokens_computed) {
-      seconds += dt;
-      cpu += CpuSeconds() - c0;
-      tokens += static_cast<long>(events.size());
-      ++steps;
-      forward_ns += after.forward_ns - before.forward_ns;
-      sampling_ns += after.sampling_ns - before.sampling_ns;
+    if (after.prompt_tokens_computed != before.prompt_tokens_computed) continue;
+    for (Timed* t : {&full, &any}) {
+      if (t == &full && static_cast<int>(events.size()) != batch) continue;
+      t->seconds += dt;
+      t->cpu += dcpu;
+      t->tokens += static_cast<long>(events.size());
+      ++t->steps;
+      t->forward_ns += after.forward_ns - before.forward_ns;
+      t->sampling_ns += after.sampling_ns - before.sampling_ns;
     }
   }
-  if (split != nullptr && steps > 0) {
-    split->step_ms = 1e3 * seconds / steps;
-    split->forward_ms = 1e-6 * static_cast<double>(forward_ns) / steps;
-    split->sampling_ms = 1e-6 * static_cast<double>(sampling_ns) / steps;
+  const Timed& t = full.steps > 0 ? full : any;
+  if (split != nullptr && t.steps > 0) {
+    split->step_ms = 1e3 * t.seconds / t.steps;
+    split->forward_ms = 1e-6 * static_cast<double>(t.forward_ns) / t.steps;
+    split->sampling_ms = 1e-6 * static_cast<double>(t.sampling_ns) / t.steps;
   }
-  *tokens_per_s = tokens / std::max(seconds, 1e-9);
-  *tokens_per_cpu_s = tokens / std::max(cpu, 1e-9);
+  *tokens_per_s = t.tokens / std::max(t.seconds, 1e-9);
+  *tokens_per_cpu_s = t.tokens / std::max(t.cpu, 1e-9);
   return Status::Ok();
 }
 
@@ -177,8 +190,10 @@ void AddFlags(CLI::App& app, BenchOptions* o) {
       ->delimiter(',')
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  app.add_option("--kv-cache-mib", o->kv_cache_mib, "KV cache size")
-      ->check(CLI::Range(1, 1 << 24))
+  app.add_option("--kv-cache-mib", o->kv_cache_mib,
+                 "KV cache size in MiB; 0: 512, or more where the widest decode batch needs it to "
+                 "hold all its sequences at their context")
+      ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   app.add_option("--kv-cache-dtype", o->kv_cache_dtype,
                  "KV cache element type (engine.kv_cache_dtype): auto (float16 for a 16-bit or "
@@ -301,6 +316,23 @@ double ReadBandwidthGBs() {
   return best;
 }
 
+// --kv-cache-mib, 0 resolved: 512 MiB, or what the widest decode batch needs to hold every
+// sequence at its full length (decode context + decode tokens, in whole blocks, one spare each).
+// With less, the scheduler runs part of the batch while the rest waits for blocks: at 1900
+// tokens of context, 512 MiB of TinyLlama's float16 cache held 12 of "batch 16"'s sequences.
+int KvCacheMib(const BenchOptions& o, const llm::ModelConfig& mc, const llm::EngineConfig& cfg,
+               llm::DType kv_dtype) {
+  if (o.kv_cache_mib > 0) return o.kv_cache_mib;
+  const int widest = *std::max_element(o.batches.begin(), o.batches.end());
+  const int64_t bs = cfg.block_size;
+  const int64_t seq_blocks = (o.decode_context + o.decode_tokens + 1 + bs - 1) / bs + 1;
+  const int64_t blocks =
+      std::max<int64_t>(widest * seq_blocks, (o.prompt_len + 1 + bs - 1) / bs + 1);
+  const double bytes = static_cast<double>(blocks) * bs * 2.0 * mc.num_layers * mc.kv_dim() *
+                       static_cast<double>(llm::DTypeSize(kv_dtype));
+  return std::max(512, static_cast<int>(bytes / 1048576.0) + 1);
+}
+
 Status Bench(const BenchOptions& o) {
   omp_set_num_threads(o.threads > 0 ? o.threads : omp_get_num_procs());
   LLM_ASSIGN_OR_RETURN(const llm::LoadFormat format,
@@ -321,8 +353,10 @@ Status Bench(const BenchOptions& o) {
   LLM_ASSIGN_OR_RETURN(auto weights, llm::LoadModelWeights(o.model, format, 0, {}, quant));
   LLM_RETURN_IF_ERROR(llm::PlaceWeightsFor(device, *weights, *backend));
   llm::EngineConfig cfg;
-  cfg.kv_cache_bytes = static_cast<size_t>(o.kv_cache_mib) << 20;
   cfg.kv_cache_dtype = o.kv_cache_dtype;
+  const int kv_cache_mib =
+      KvCacheMib(o, weights->config, cfg, llm::ResolveKvCacheDtype(cfg, *weights, backend->caps()));
+  cfg.kv_cache_bytes = static_cast<size_t>(kv_cache_mib) << 20;
   cfg.scheduler.max_num_batched_tokens = std::max(2048, o.prompt_len);
   LLM_ASSIGN_OR_RETURN(auto engine, llm::Engine::Create(*weights, cfg, nullptr, *backend));
   const auto& mc = weights->config;
@@ -333,12 +367,12 @@ Status Bench(const BenchOptions& o) {
       (weights->lm_head.data != emb.data ? llm::RowBytes(emb.format, emb.cols) * emb.rows : 0.0);
   std::printf(
       "model %s (%s, %d layers, hidden %d), weights %.1f MiB %s (mlp %s), %.1f MiB read per "
-      "decode step, %d threads, device %s, KV cache %s, %.1f MiB in huge pages\n",
+      "decode step, %d threads, device %s, KV cache %s %d MiB, %.1f MiB in huge pages\n",
       o.model.c_str(), mc.architecture.c_str(), mc.num_layers, mc.hidden_size,
       weights->matrix_bytes / 1048576.0, llm::DTypeName(weights->layers[0].q.format),
       llm::DTypeName(weights->layers[0].down.format), streamed / 1048576.0, omp_get_max_threads(),
       o.device.c_str(), llm::KvCacheDtypeLogName(cfg, engine->kv_cache_dtype()).c_str(),
-      llm::kernels::AnonHugePageBytes() / 1048576.0);
+      kv_cache_mib, llm::kernels::AnonHugePageBytes() / 1048576.0);
   // Multiply-adds of one token's matmuls (dense models; 0 for a mixture of experts, whose
   // experts a token picks): two FLOPs each.
   double macs = 0;

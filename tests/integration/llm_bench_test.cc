@@ -62,6 +62,23 @@ TEST(LlmBench, DecodeContextSetsTheDecodePrompt) {
   EXPECT_GT(forward, sampling) << run.log;
 }
 
+// Eight sequences of 300 tokens are prefilled in chunks (2400 tokens, 2048 a step), so the first
+// ones decode beside the last one's chunk and finish first: only the steps that decode all eight
+// are timed, so the tokens a timed step gives (tokens/s times the step) are the batch.
+TEST(LlmBench, BatchAtDepthTimesTheStepsOfTheWholeBatch) {
+  LLM_E2E_REQUIRE_SHARED();
+  const BenchRun run =
+      RunLlmBench({"--decode-context", "300", "--batches", "8", "--share-rounds", "0"});
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      run.log, m,
+      std::regex(R"(decode   batch   8          : +([0-9.]+) tokens/s[^\n]*a step ([0-9.]+) ms)")))
+      << run.log;
+  const double per_step = std::stod(m[1]) * std::stod(m[2]) / 1e3;
+  EXPECT_NEAR(per_step, 8.0, 0.25) << run.log;  // printed to 0.1 tokens/s and 0.01 ms
+}
+
 // The read loop's line (its third field is what tools/bench-vs-llama-cpp.sh prints as "read bw")
 // names both kinds of pass, and its share is batch-1 decode's GB/s of weights over it.
 // The FMA peak's line follows on x86 with AVX2 or AVX-512; at batch 2 of this F32 model it gives
