@@ -341,6 +341,13 @@ struct TaskScratch {
 inline VN Exp(VN x) {
   return CephesExp<VN, VIN>(x);
 }
+// Exp of each of N registers, their steps interleaved (CephesExpN).
+template <int N>
+[[gnu::always_inline]] inline void ExpN(VN (&x)[N]) {
+  CephesExpN<VN, VIN, N>(x);
+}
+// Vectors whose scores Rescale exponentiates together: 4 chains on 32 zmm, 2 on 16 registers.
+constexpr int kExpGroup = kVN == 16 ? 4 : 2;
 
 #if defined(__AVX512F__)
 constexpr VN kLaneIndex = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
@@ -464,6 +471,32 @@ inline float BlockMax(const TaskScratch& st, int v, int lo, int hi) {
   return MaxLane(vmax);
 }
 
+// Vectors v0 .. v0 + N - 1, of key range [lo, hi]: scores s[lo..hi] become exp(score - m_new),
+// their sum (16 lanes, DotLanes' tree) is added to the running sum scaled by `factor`, and the
+// max becomes m_new. (Rescale's step for each vector.)
+template <int N>
+[[gnu::always_inline]] inline void ExpScores(TaskScratch& st, int v0, int lo, int hi,
+                                             const float* m_new, const float* factor) {
+  F16 lanes[N] = {};
+  for (int i = lo; i <= hi; i += kLanes) {  // s is padded: padding lanes are not added
+    for (int r = 0; r < kParts; ++r) {
+      VN e[N];
+      for (int k = 0; k < N; ++k) e[k] = Load(st.s[v0 + k] + i + kVN * r) - m_new[v0 + k];
+      ExpN(e);
+      const VIN valid = kLaneIndex < static_cast<float>(hi - i - kVN * r + 1);
+      for (int k = 0; k < N; ++k) {
+        Store(st.s[v0 + k] + i + kVN * r, e[k]);
+        lanes[k].v[r] += valid ? e[k] : VN{};
+      }
+    }
+  }
+  for (int k = 0; k < N; ++k) {
+    const int v = v0 + k;
+    st.m[v] = m_new[v];
+    st.l[v] = st.l[v] * factor[v] + SumLanes(lanes[k]);
+  }
+}
+
 // Online-softmax update of the block's vectors [0, nv), given each one's block max (-inf for a
 // vector without keys in the block, which keeps its state): the new max, and the factor of the
 // running sum and accumulator, exp(old max - new max) by Exp, kVN vectors at a time; then each
@@ -481,20 +514,27 @@ inline void Rescale(TaskScratch& st, int nv, const int* lo, const int* hi, const
     Store(m_new + v0, mn);
     Store(factor + v0, m == kNone ? VN{} : f);
   }
-  for (int v = 0; v < nv; ++v) {
-    if (lo[v] > hi[v]) continue;
-    float* s = st.s[v];
-    F16 lanes = {};
-    for (int i = lo[v]; i <= hi[v]; i += kLanes) {  // s is padded: padding lanes are not added
-      for (int r = 0; r < kParts; ++r) {
-        const VN e = Exp(Load(s + i + kVN * r) - m_new[v]);
-        Store(s + i + kVN * r, e);
-        const VIN valid = kLaneIndex < static_cast<float>(hi[v] - i - kVN * r + 1);
-        lanes.v[r] += valid ? e : VN{};
+  for (int v = 0; v < nv;) {
+    if (lo[v] > hi[v]) {
+      ++v;
+      continue;
+    }
+    int n = 1;  // vectors v .. v + n - 1 share the key range: their exps go together
+    while (n < kExpGroup && v + n < nv && lo[v + n] == lo[v] && hi[v + n] == hi[v]) ++n;
+    if constexpr (kExpGroup >= 4) {
+      if (n == 4) {
+        ExpScores<4>(st, v, lo[v], hi[v], m_new, factor);
+        v += 4;
+        continue;
       }
     }
-    st.m[v] = m_new[v];
-    st.l[v] = st.l[v] * factor[v] + SumLanes(lanes);
+    if (n >= 2) {
+      ExpScores<2>(st, v, lo[v], hi[v], m_new, factor);
+      v += 2;
+    } else {
+      ExpScores<1>(st, v, lo[v], hi[v], m_new, factor);
+      v += 1;
+    }
   }
 }
 

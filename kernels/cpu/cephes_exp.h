@@ -37,3 +37,48 @@ template <class V, class I>
   const V r = y * __builtin_bit_cast(V, (whole + 127) << 23);
   return underflow ? V{} : r;
 }
+
+// CephesExp of xs[0 .. N) in place, each step for all N values before the next: N independent
+// chains interleaved in program order, where one value at a time left the core's scheduler
+// holding one chain's 20-odd dependent steps (the attention kernel's softmax, a vector of 16
+// scores at a time: `kernel_bench attention`, TinyLlama's shape, 16 sequences of 2048 keys,
+// 1.50-1.51 -> 1.44 ms). The same steps per value: the same bits as CephesExp.
+template <class V, class I, int N>
+[[gnu::always_inline]] inline void CephesExpN(V (&xs)[N]) {
+  const V hi = V{} + 88.3762626647949f, lo = V{} - 87.3365478515625f;
+  const V magic = V{} + 12582912.0f;
+  using Mask = decltype(xs[0] < lo);
+  Mask underflow[N];
+  V n[N], z[N], y[N];
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) {
+    V x = xs[k] > hi ? hi : xs[k];
+    underflow[k] = x < lo;
+    xs[k] = x < lo ? lo : x;
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) n[k] = (xs[k] * 1.44269504088896341f + magic) - magic;
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) xs[k] = (xs[k] - n[k] * 0.693359375f) - n[k] * -2.12194440e-4f;
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) {
+    z[k] = xs[k] * xs[k];
+    y[k] = xs[k] * 1.9875691500E-4f + 1.3981999507E-3f;
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) y[k] = y[k] * xs[k] + 8.3334519073E-3f;
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) y[k] = y[k] * xs[k] + 4.1665795894E-2f;
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) y[k] = y[k] * xs[k] + 1.6666665459E-1f;
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) y[k] = y[k] * xs[k] + 5.0000001201E-1f;
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) y[k] = (y[k] * z[k] + xs[k]) + 1.0f;
+#pragma GCC unroll 8
+  for (int k = 0; k < N; ++k) {
+    const I whole = __builtin_convertvector(n[k], I);
+    const V r = y[k] * __builtin_bit_cast(V, (whole + 127) << 23);
+    xs[k] = underflow[k] ? V{} : r;
+  }
+}
