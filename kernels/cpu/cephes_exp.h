@@ -12,41 +12,15 @@
 #include <cstdint>
 #include <type_traits>
 
-template <class V, class I>
-[[gnu::always_inline]] inline V CephesExp(V x) {
-  const V hi = V{} + 88.3762626647949f, lo = V{} - 87.3365478515625f;
-  x = x > hi ? hi : x;
-  const auto underflow = x < lo;
-  x = x < lo ? lo : x;
-  const V magic = V{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const V n = (x * 1.44269504088896341f + magic) - magic;
-  x = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  const V z = x * x;
-  V y = x * 1.9875691500E-4f + 1.3981999507E-3f;
-  y = y * x + 8.3334519073E-3f;
-  y = y * x + 4.1665795894E-2f;
-  y = y * x + 1.6666665459E-1f;
-  y = y * x + 5.0000001201E-1f;
-  y = (y * z + x) + 1.0f;
-  I whole;
-  if constexpr (std::is_same_v<V, float>) {
-    whole = static_cast<I>(n);
-  } else {
-    whole = __builtin_convertvector(n, I);
-  }
-  const V r = y * __builtin_bit_cast(V, (whole + 127) << 23);
-  return underflow ? V{} : r;
-}
-
 // CephesExp of xs[0 .. N) in place, each step for all N values before the next: N independent
 // chains interleaved in program order, where one value at a time left the core's scheduler
 // holding one chain's 20-odd dependent steps (the attention kernel's softmax, a vector of 16
 // scores at a time: `kernel_bench attention`, TinyLlama's shape, 16 sequences of 2048 keys,
-// 1.50-1.51 -> 1.44 ms). The same steps per value: the same bits as CephesExp.
+// 1.50-1.51 -> 1.44 ms). The same steps per value at any N: CephesExp is the case N = 1.
 template <class V, class I, int N>
 [[gnu::always_inline]] inline void CephesExpN(V (&xs)[N]) {
   const V hi = V{} + 88.3762626647949f, lo = V{} - 87.3365478515625f;
-  const V magic = V{} + 12582912.0f;
+  const V magic = V{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   using Mask = decltype(xs[0] < lo);
   Mask underflow[N];
   V n[N], z[N], y[N];
@@ -77,8 +51,21 @@ template <class V, class I, int N>
   for (int k = 0; k < N; ++k) y[k] = (y[k] * z[k] + xs[k]) + 1.0f;
 #pragma GCC unroll 8
   for (int k = 0; k < N; ++k) {
-    const I whole = __builtin_convertvector(n[k], I);
+    I whole;
+    if constexpr (std::is_same_v<V, float>) {
+      whole = static_cast<I>(n[k]);
+    } else {
+      whole = __builtin_convertvector(n[k], I);
+    }
     const V r = y[k] * __builtin_bit_cast(V, (whole + 127) << 23);
     xs[k] = underflow[k] ? V{} : r;
   }
+}
+
+// exp of x (a float, or each lane of a vector).
+template <class V, class I>
+[[gnu::always_inline]] inline V CephesExp(V x) {
+  V xs[1] = {x};
+  CephesExpN<V, I, 1>(xs);
+  return xs[0];
 }
