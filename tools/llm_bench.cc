@@ -330,7 +330,8 @@ int KvCacheMib(const BenchOptions& o, const llm::ModelConfig& mc, const llm::Eng
       std::max<int64_t>(widest * seq_blocks, (o.prompt_len + 1 + bs - 1) / bs + 1);
   const double bytes = static_cast<double>(blocks) * bs * 2.0 * mc.num_layers * mc.kv_dim() *
                        static_cast<double>(llm::DTypeSize(kv_dtype));
-  return std::max(512, static_cast<int>(bytes / 1048576.0) + 1);
+  // At most what --kv-cache-mib takes (16 TiB): a larger need fails to allocate, with its size.
+  return static_cast<int>(std::clamp(bytes / 1048576.0 + 1, 512.0, double{1 << 24}));
 }
 
 Status Bench(const BenchOptions& o) {

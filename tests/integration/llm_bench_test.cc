@@ -4,8 +4,12 @@
 // bandwidth line that tools/bench-vs-llama-cpp.sh parses, and the share of it that decode streams.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/integration/router_harness.h"
@@ -18,20 +22,24 @@ struct BenchRun {
   std::string log;
 };
 
-BenchRun RunLlmBench(const std::vector<std::string>& extra) {
+// llm-bench on `model` (stories260K when empty) with a 16 MiB KV cache, or with the cache sized
+// by its rule (--kv-cache-mib 0) when `sized_cache`.
+BenchRun RunLlmBench(const std::vector<std::string>& extra, std::string model = "",
+                     bool sized_cache = false) {
   std::vector<std::string> args = {LLM_BENCH_BIN,
                                    "--model",
-                                   SharedPath(Cluster::kModel),
+                                   model.empty() ? SharedPath(Cluster::kModel) : model,
                                    "--threads",
                                    "1",
                                    "--prompt-len",
                                    "8",
                                    "--decode-tokens",
                                    "4",
-                                   "--batches",
-                                   "1",
                                    "--kv-cache-mib",
-                                   "16"};
+                                   sized_cache ? "0" : "16"};
+  if (std::find(extra.begin(), extra.end(), "--batches") == extra.end()) {
+    args.insert(args.end(), {"--batches", "1"});
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   ChildProcess bench(args, "llm_bench");
   BenchRun run;
@@ -77,6 +85,38 @@ TEST(LlmBench, BatchAtDepthTimesTheStepsOfTheWholeBatch) {
       << run.log;
   const double per_step = std::stod(m[1]) * std::stod(m[2]) / 1e3;
   EXPECT_NEAR(per_step, 8.0, 0.25) << run.log;  // printed to 0.1 tokens/s and 0.01 ms
+  EXPECT_NE(run.log.find(", KV cache float32 (auto) 16 MiB, "), std::string::npos) << run.log;
+}
+
+// --kv-cache-mib 0 (the default): 512 MiB, or what the widest batch needs to hold every sequence
+// at full length. Random weights of a config whose cache takes 256 KiB a token (8 layers x
+// 4096 K and V floats): batch 48 of 16 + 4 + 1 tokens takes 3 blocks of 16 tokens a sequence
+// (one spare), 144 x 4 MiB = 576 MiB, printed rounded up; batch 2 fits in 512.
+TEST(LlmBench, KvCacheHoldsTheWidestBatch) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "llm_bench_wide_kv";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream config(dir / "config.json");
+    config << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+      "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 8,
+      "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128,
+      "vocab_size": 512, "max_position_embeddings": 512, "hidden_act": "silu",
+      "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": true,
+      "torch_dtype": "float32"})";
+  }
+  for (const auto& [batch, mib] : {std::pair{"48", "577"}, std::pair{"2", "512"}}) {
+    const BenchRun run = RunLlmBench(
+        {"--load-format", "dummy", "--batches", batch, "--share-rounds", "0"}, dir.string(), true);
+    ASSERT_EQ(run.exit_code, 0) << run.log;
+    EXPECT_NE(run.log.find(std::string(", KV cache float32 (auto) ") + mib + " MiB, "),
+              std::string::npos)
+        << run.log;
+    EXPECT_NE(run.log.find(std::string("decode   batch  ") + (batch[1] ? "" : " ") + batch + " "),
+              std::string::npos)
+        << run.log;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // The read loop's line (its third field is what tools/bench-vs-llama-cpp.sh prints as "read bw")
