@@ -669,5 +669,25 @@ TEST_F(HttpSessionTest, RequestsArrivingOneByteAtATime) {
   EXPECT_EQ(r[1].body, "/a");
 }
 
+// A chunked body byte by byte: the last chunk "0\r\n" reaches the parser before its closing
+// "\r\n", then one byte, then the other. (Beast 1.81's parser asserts there, wrongly, in a
+// build with assertions: router/boost_assert_handler.cc; the fuzz smoke runs this input with
+// them, tests/fuzz/corpus/http/chunked_final_bytewise.) The request completes, and the one after
+// it on the connection too.
+TEST_F(HttpSessionTest, AChunkedBodyArrivingOneByteAtATime) {
+  test::stream client(ioc);
+  test::stream server(ioc);
+  server.connect(client);
+  server.read_size(1);
+  auto session = Start(std::move(server));
+  Write(client, std::string("POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                            "1\r\n{\r\n1\r\n}\r\n0\r\n\r\n") +
+                    kGetA);
+  const auto r = Responses(client, 2);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].body, "/c");
+  EXPECT_EQ(r[1].body, "/a");
+}
+
 }  // namespace
 }  // namespace llm::router
