@@ -236,6 +236,18 @@ class HttpSessionTest : public ::testing::Test {
     return ParseResponses(Str(client));
   }
 
+  // Writes `bytes` to a session that reads one byte at a time (the parser meets every fragment
+  // boundary); returns the first `n` responses.
+  std::vector<Response> AnswersReadingOneByteAtATime(const std::string& bytes, size_t n) {
+    test::stream client(ioc);
+    test::stream server(ioc);
+    server.connect(client);
+    server.read_size(1);
+    auto session = Start(std::move(server));
+    Write(client, bytes);
+    return Responses(client, n);
+  }
+
   // The server shares nothing once every session is gone.
   void ExpectLoadIsZero() {
     EXPECT_EQ(load->connections.load(), 0);
@@ -657,13 +669,7 @@ TEST_F(HttpSessionTest, ShutdownCancelsThePendingExchange) {
 
 // Byte by byte: the parser gets every fragment boundary.
 TEST_F(HttpSessionTest, RequestsArrivingOneByteAtATime) {
-  test::stream client(ioc);
-  test::stream server(ioc);
-  server.connect(client);
-  server.read_size(1);
-  auto session = Start(std::move(server));
-  Write(client, std::string(kPostB) + kGetA);
-  const auto r = Responses(client, 2);
+  const auto r = AnswersReadingOneByteAtATime(std::string(kPostB) + kGetA, 2);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].body, "/b");
   EXPECT_EQ(r[1].body, "/a");
@@ -675,15 +681,11 @@ TEST_F(HttpSessionTest, RequestsArrivingOneByteAtATime) {
 // them, tests/fuzz/corpus/http/chunked_final_bytewise.) The request completes, and the one after
 // it on the connection too.
 TEST_F(HttpSessionTest, AChunkedBodyArrivingOneByteAtATime) {
-  test::stream client(ioc);
-  test::stream server(ioc);
-  server.connect(client);
-  server.read_size(1);
-  auto session = Start(std::move(server));
-  Write(client, std::string("POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                            "1\r\n{\r\n1\r\n}\r\n0\r\n\r\n") +
-                    kGetA);
-  const auto r = Responses(client, 2);
+  const auto r = AnswersReadingOneByteAtATime(
+      std::string("POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "1\r\n{\r\n1\r\n}\r\n0\r\n\r\n") +
+          kGetA,
+      2);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].body, "/c");
   EXPECT_EQ(r[1].body, "/a");
